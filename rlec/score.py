@@ -1,0 +1,124 @@
+"""The verl-compatible RLEC score function: grade one response, then apply R_p^(b).
+
+``compute_score(data_source, solution_str, ground_truth, extra_info)`` is the signature verl
+calls for ``reward.custom_reward_function``; rlec's own reward manager (``rlec.verl_plugin``)
+calls :func:`score_result` with b taken from the schedule at the batch's global step.
+
+Where p comes from: ``extra_info["target_p"]`` (data preparation writes it); a sample with
+``extra_info["objective"] == "binary"`` (no target in its prompt) or no ``target_p`` at all uses
+p = 0, the ordinary binary objective.
+
+Where b comes from, first match wins:
+1. the ``b`` argument;
+2. ``global_step`` and ``total_steps`` -> ``LinearSchedule(end_step=total_steps)(global_step)``;
+3. default ``DEFAULT_B = 1.0``, the end of the schedule (the bounded reward used in evaluation).
+verl's built-in managers never pass the step, so training must use rlec's reward manager to get
+the scheduled b.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from rlec.grading import GradeResult, grade
+from rlec.grading.math import DEFAULT_TIMEOUT_S
+from rlec.rewards import LinearSchedule, Outcome, check_b, check_target, rlec_reward
+
+DEFAULT_B = 1.0
+
+
+def target_of(extra_info: Mapping[str, Any] | None) -> float:
+    """The target p of a sample from its ``extra_info``.
+
+    Returns:
+        p in [0, 1): ``extra_info["target_p"]``, or 0.0 for the binary objective / no target.
+
+    Raises:
+        ValueError: ``target_p`` is present but not a number in [0, 1), or ``objective`` is set
+            to something other than "binary" / "rlec".
+    """
+    if not extra_info:
+        return 0.0
+    objective = extra_info.get("objective")
+    if objective not in (None, "binary", "rlec"):
+        raise ValueError(f"extra_info['objective'] must be 'binary' or 'rlec', got {objective!r}")
+    if objective == "binary":
+        return 0.0
+    p = extra_info.get("target_p")
+    if p is None:
+        return 0.0
+    try:
+        return check_target(p)
+    except ValueError as exc:
+        raise ValueError(f"extra_info['target_p']: {exc}") from None
+
+
+def resolve_b(b: float | None = None, global_step: int | None = None, total_steps: int | None = None) -> float:
+    """b from an explicit value, else from the linear schedule at ``global_step``, else 1.0.
+
+    Raises:
+        ValueError: b outside [0, 1], or a schedule with ``total_steps`` < 2.
+    """
+    if b is not None:
+        return check_b(b)
+    if global_step is not None and total_steps is not None:
+        return LinearSchedule(end_step=int(total_steps))(int(global_step))
+    return DEFAULT_B
+
+
+def score_result(result: GradeResult, p: float, b: float, data_source: str) -> dict[str, Any]:
+    """The score dict for an already graded response.
+
+    Returns:
+        ``{"score": R_p^(b)(outcome), "outcome", "target_p", "b", "correct" (0/1), "answered"
+        (0/1), "format_ok" (0/1), "timed_out" (0/1), "pred" (str, '' if none), "data_source",
+        "f1" (QA F1 or -1.0 when not applicable)}``: flat scalars, so verl can log and batch them.
+    """
+    return {
+        "score": rlec_reward(result.outcome, p, b),
+        "outcome": result.outcome.value,
+        "target_p": float(p),
+        "b": float(b),
+        "correct": float(result.outcome is Outcome.CORRECT),
+        "answered": float(result.outcome is not Outcome.ABSTAIN),
+        "format_ok": float(result.format_ok),
+        "timed_out": float(result.timed_out),
+        "pred": result.pred or "",
+        "data_source": data_source,
+        "f1": -1.0 if result.f1 is None else float(result.f1),
+    }
+
+
+def compute_score(
+    data_source: str,
+    solution_str: Any,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    b: float | None = None,
+    global_step: int | None = None,
+    total_steps: int | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    **_: Any,
+) -> dict[str, Any]:
+    """verl custom score function for RLEC.
+
+    Args:
+        data_source: the sample's source ("math_dapo", "hotpotqa", ...; see ``rlec.grading.TASKS``).
+        solution_str: the decoded response (untrusted text).
+        ground_truth: the gold answer.
+        extra_info: the sample's ``extra_info`` (``target_p``, ``objective``).
+        b: stability coefficient in [0, 1]; overrides the schedule.
+        global_step, total_steps: compute b from the linear schedule instead.
+        timeout_s: math-verify per-item limit in seconds.
+
+    Returns:
+        The dict of :func:`score_result`; ``score`` is R_p^(b)(outcome).
+
+    Raises:
+        ValueError: unknown data_source, empty gold, bad target_p or b.
+    """
+    p = target_of(extra_info)
+    b_value = resolve_b(b, global_step, total_steps)
+    result = grade(solution_str, ground_truth, data_source, timeout_s=timeout_s)
+    return score_result(result, p, b_value, data_source)
