@@ -20,8 +20,12 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x "$VENV/bin/python" ]]; t
 fi
 
 command -v "$PYTHON" >/dev/null || { echo "[setup] $PYTHON not found: rlec needs Python 3.11 (set PYTHON=...)" >&2; exit 1; }
-echo "[setup] creating $VENV with $PYTHON (first time: ~4 minutes, ~2 GB)"
-[[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
+if [[ -x "$VENV/bin/python" ]]; then
+  echo "[setup] requirements changed: updating $VENV"
+else
+  echo "[setup] creating $VENV with $PYTHON (first time: ~4 minutes, ~2 GB)"
+  "$PYTHON" -m venv "$VENV"
+fi
 pip=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt)
 # Some package mirrors make pip warn once per missing index page; keep real errors visible.
 quiet() { "$@" 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2); }
