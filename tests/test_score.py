@@ -1,0 +1,54 @@
+"""compute_score: p from extra_info, b from the argument / schedule / default, flat outputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlec.score import DEFAULT_B, compute_score, resolve_b, target_of
+
+
+def test_score_uses_target_and_b() -> None:
+    out = compute_score("math_dapo", "\\boxed{7}", "8", {"target_p": 0.75, "objective": "rlec"}, b=0.0)
+    assert out["outcome"] == "incorrect"
+    assert out["score"] == pytest.approx(-3.0)  # -p/(1-p) at b = 0
+    assert (out["target_p"], out["b"], out["answered"], out["correct"]) == (0.75, 0.0, 1.0, 0.0)
+
+
+def test_score_follows_schedule_from_step() -> None:
+    info = {"target_p": 0.75, "objective": "rlec"}
+    first = compute_score("math_dapo", "\\boxed{8}", "8", info, global_step=1, total_steps=11)
+    middle = compute_score("math_dapo", "\\boxed{8}", "8", info, global_step=6, total_steps=11)
+    last = compute_score("math_dapo", "\\boxed{8}", "8", info, global_step=11, total_steps=11)
+    assert [first["b"], middle["b"], last["b"]] == pytest.approx([0.0, 0.5, 1.0])
+    assert [first["score"], middle["score"], last["score"]] == pytest.approx([1.0, 0.5, 0.25])
+
+
+def test_binary_objective_and_missing_target_mean_p_zero() -> None:
+    assert target_of({"objective": "binary", "target_p": 0.6}) == 0.0
+    assert target_of({}) == 0.0 and target_of(None) == 0.0
+    out = compute_score("hotpotqa", "\\boxed{Paris}", "Rome", {"objective": "binary"})
+    assert out["score"] == 0.0 and out["b"] == DEFAULT_B
+
+
+def test_abstain_scores_zero_and_format_flag() -> None:
+    out = compute_score("hotpotqa", "\\boxed{I don't know}", "Rome", {"target_p": 0.5}, b=0.3)
+    assert out["score"] == 0.0 and out["answered"] == 0.0 and out["outcome"] == "abstain"
+    out = compute_score("math_dapo", "Answer: 4", "4", {"target_p": 0.5}, b=1.0)
+    assert out["format_ok"] == 0.0 and out["correct"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("extra_info", "match"),
+    [({"target_p": 1.0}, "target_p"), ({"target_p": "high"}, "target_p"), ({"objective": "ternary"}, "objective")],
+)
+def test_bad_extra_info_names_the_key(extra_info, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        compute_score("math_dapo", "\\boxed{1}", "1", extra_info)
+
+
+def test_resolve_b_precedence() -> None:
+    assert resolve_b(0.2, global_step=5, total_steps=10) == 0.2
+    assert resolve_b(None, global_step=1, total_steps=10) == 0.0
+    assert resolve_b() == DEFAULT_B
+    with pytest.raises(ValueError):
+        resolve_b(1.5)
