@@ -35,6 +35,8 @@ DEFAULT_TIMEOUT_S = 5.0
 MAX_ANSWER_CHARS = 1000  # a longer "final answer" is not an answer; never sent to sympy
 
 _NUMBER_RE = re.compile(r"^[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?$|^[+-]?\.\d+$")
+_FRACTION_RE = re.compile(r"^([+-]?)\\frac\{([+-]?\d+)\}\{([+-]?\d+)\}$|^([+-]?\d+)/(\d+)$")
+_ASSIGNMENT_RE = re.compile(r"^[a-zA-Z]=(.+)$")
 _SPACING_RE = re.compile(r"\\[,;:! ]|\\left|\\right|\\displaystyle|\s+")
 
 
@@ -44,29 +46,41 @@ def normalize_math(answer: str) -> str:
     Removes ``$``/``\\text{}`` wrappers, LaTeX spacing commands, ``\\left``/``\\right``,
     whitespace, a trailing period, and maps ``\\dfrac``/``\\tfrac`` to ``\\frac``.
     """
-    s = strip_wrappers(answer)
+    s = strip_wrappers(answer.strip().rstrip("."))
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     s = _SPACING_RE.sub("", s)
     return s.rstrip(".")
 
 
 def _as_number(s: str) -> Fraction | None:
-    if not _NUMBER_RE.match(s):
+    """A plain rational: 12, -3, 1,000, 0.25, \\frac{3}{4}, -\\frac{3}{4}, 3/4 (normalised input)."""
+    if _NUMBER_RE.match(s):
+        return Fraction(s.replace(",", ""))
+    m = _FRACTION_RE.match(s)
+    if m is None:
         return None
-    return Fraction(s.replace(",", ""))
+    sign, num, den = (m.group(1), m.group(2), m.group(3)) if m.group(2) is not None else ("", m.group(4), m.group(5))
+    if int(den) == 0:
+        return None
+    value = Fraction(int(num), int(den))
+    return -value if sign == "-" else value
 
 
 def fast_verdict(gold: str, pred: str) -> bool | None:
     """Decide the easy cases without math-verify.
 
     Returns:
-        True when the normalised strings are identical or both are plain numbers (integers,
-        decimals, thousands separated by commas) of equal value; False when both are plain
-        numbers of different value; None when math-verify must decide.
+        True when the normalised strings are identical or both are plain rationals (integers,
+        decimals, thousands separated by commas, ``\\frac{p}{q}``, ``p/q``; a ``\\%`` suffix
+        or an ``x =`` prefix on the prediction allowed) of equal value; False when both are
+        plain rationals of different value; None when math-verify must decide.
     """
     g, p = normalize_math(gold), normalize_math(pred)
     if g == p and g:
         return True
+    m = _ASSIGNMENT_RE.match(p)
+    if m and "=" not in g:
+        p = m.group(1)  # "x=2" answers gold "2"
     g_num = _as_number(g)
     if g_num is None:
         return None
@@ -138,8 +152,10 @@ class MathVerifyPool:
         self._health_check()
 
     def _health_check(self) -> None:
-        """Fail loudly if workers cannot run at all (else every math item would grade incorrect)."""
-        probe = self.submit("\\frac{1}{2}", "0.5").result()
+        """Warm every worker (sympy's first call is slow) and fail loudly if workers cannot run
+        at all (else every math item would silently grade incorrect)."""
+        probes = [self.submit("\\sqrt{12}", "2\\sqrt{3}") for _ in range(self.max_workers)]
+        probe = next((r for r in (f.result() for f in probes) if not r.equal), probes[0].result())
         if not probe.equal:
             self.close()
             raise RuntimeError(
