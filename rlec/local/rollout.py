@@ -1,0 +1,145 @@
+"""Rollout for the local run: n sampled responses per prompt with transformers ``generate``.
+
+The GPU trainer's rollout engine is vLLM inside verl; on CPU the same role is played by the HF
+model, whose weights are refreshed from the Megatron policy after every update (the weight sync).
+Sampling is seeded per step (``torch.manual_seed(seed + step)``), so a resumed run regenerates
+exactly what an uninterrupted run would.
+
+Tensors follow verl's DataProto conventions: ``prompts`` left-padded (B, P), ``responses``
+right-padded (B, R), ``attention_mask`` over the concatenation (B, P + R), ``response_mask`` (B, R)
+covering each response up to and including its stop token.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from rlec.prompts import render
+
+
+@dataclass
+class RolloutBatch:
+    """One step's rollouts: B = prompts x n rows, grouped consecutively (row i belongs to prompt i // n).
+
+    Attributes:
+        prompts: (B, P) int64, left-padded prompt ids.
+        responses: (B, R) int64, right-padded response ids.
+        attention_mask: (B, P + R) int64, 1 on real tokens.
+        response_mask: (B, R) float32, 1 on response tokens that count in the loss.
+        texts: B decoded responses (special tokens removed).
+        finish_reasons: B values, "stop" (a stop token ended it) or "length".
+        group_index: B group keys (the prompt's uid), numpy object array for verl's estimator.
+        gen_seconds: wall time of generation.
+    """
+
+    prompts: torch.Tensor
+    responses: torch.Tensor
+    attention_mask: torch.Tensor
+    response_mask: torch.Tensor
+    texts: list[str]
+    finish_reasons: list[str]
+    group_index: Any
+    gen_seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def input_ids(self) -> torch.Tensor:
+        """(B, P + R) prompt and response ids."""
+        return torch.cat([self.prompts, self.responses], dim=1)
+
+    @property
+    def response_tokens(self) -> int:
+        """Generated tokens that count (sum of the response mask)."""
+        return int(self.response_mask.sum().item())
+
+
+def stop_token_ids(tokenizer: Any, model_config: Any) -> list[int]:
+    """Token ids that end a response: the model's eos id(s), ``<|im_end|>`` and ``<|endoftext|>``."""
+    ids: set[int] = set()
+    eos = getattr(model_config, "eos_token_id", None)
+    ids.update(eos if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else []))
+    for token in ("<|im_end|>", "<|endoftext|>"):
+        tid = tokenizer.convert_tokens_to_ids(token)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            ids.add(tid)
+    return sorted(ids)
+
+
+@torch.no_grad()
+def generate(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    messages: Sequence[list[dict[str, str]]],
+    group_keys: Sequence[str],
+    *,
+    n: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+) -> RolloutBatch:
+    """Sample ``n`` responses for each prompt.
+
+    Args:
+        model: a causal LM (eval mode is set here).
+        tokenizer: its tokenizer (chat template applied via :func:`rlec.prompts.render`).
+        messages: the chat messages of each prompt.
+        group_keys: one key per prompt (the advantage's group id).
+        n: responses per prompt (>= 1).
+        max_new_tokens: response length limit (>= 1).
+        temperature, top_p: sampling settings (temperature > 0).
+        seed: seeds ``torch``'s RNG right before generating.
+
+    Returns:
+        A :class:`RolloutBatch` with ``len(messages) * n`` rows.
+
+    Raises:
+        ValueError: bad n / max_new_tokens / temperature, or lengths that differ.
+    """
+    import numpy as np
+
+    if n < 1 or max_new_tokens < 1 or not temperature > 0 or len(messages) != len(group_keys):
+        raise ValueError(f"need n>=1, max_new_tokens>=1, temperature>0 and one key per prompt; got n={n}, "
+                         f"max_new_tokens={max_new_tokens}, temperature={temperature}, {len(messages)} prompts / {len(group_keys)} keys")
+    texts = [render(tokenizer, m) for m in messages]
+    tokenizer.padding_side = "left"
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    stops = stop_token_ids(tokenizer, model.config)
+    model.eval()
+    torch.manual_seed(seed)
+    start = time.perf_counter()
+    out = model.generate(
+        input_ids=enc["input_ids"],
+        attention_mask=enc["attention_mask"],
+        do_sample=True,
+        temperature=float(temperature),
+        top_p=float(top_p),
+        top_k=0,
+        max_new_tokens=int(max_new_tokens),
+        num_return_sequences=int(n),
+        pad_token_id=pad_id,
+        eos_token_id=stops,
+    )
+    gen_seconds = time.perf_counter() - start
+    width = enc["input_ids"].shape[1]
+    prompts = enc["input_ids"].repeat_interleave(n, dim=0)
+    prompt_mask = enc["attention_mask"].repeat_interleave(n, dim=0)
+    responses = out[:, width:]
+    if responses.shape[1] < max_new_tokens:  # every row stopped early: pad to a fixed width
+        fill = torch.full((responses.shape[0], max_new_tokens - responses.shape[1]), pad_id, dtype=responses.dtype)
+        responses = torch.cat([responses, fill], dim=1)
+    is_stop = torch.isin(responses, torch.tensor(stops))
+    # response_mask: tokens up to and including the first stop token
+    before_stop = torch.cumsum(is_stop.int(), dim=1) - is_stop.int() == 0
+    response_mask = before_stop.float()
+    finish = ["stop" if row.any() else "length" for row in is_stop]
+    responses = torch.where(before_stop, responses, torch.full_like(responses, pad_id))
+    decoded = tokenizer.batch_decode(responses, skip_special_tokens=True)
+    attention_mask = torch.cat([prompt_mask, response_mask.long()], dim=1)
+    keys = np.array([k for k in group_keys for _ in range(n)], dtype=object)
+    return RolloutBatch(prompts, responses, attention_mask, response_mask, decoded, finish, keys, gen_seconds)

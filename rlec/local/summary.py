@@ -1,0 +1,95 @@
+"""End of the local run: the training summary table, the curves plot, the final evaluation."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlec.local.logger import read_metrics
+
+COLUMNS = [
+    ("step", "step", "{:d}"),
+    ("b", "rlec/b", "{:.2f}"),
+    ("reward", "rlec/reward/mean", "{:+.3f}"),
+    ("answered", "rlec/answer_rate", "{:.2f}"),
+    ("abstain", "rlec/abstain_rate", "{:.2f}"),
+    ("acc", "rlec/acc", "{:.2f}"),
+    ("pg_loss", "actor/pg_loss", "{:+.4f}"),
+    ("grad_norm", "actor/grad_norm", "{:.3f}"),
+    ("gen s", "timing_s/gen", "{:.1f}"),
+    ("update s", "timing_s/update_actor", "{:.1f}"),
+    ("sync s", "timing_s/update_weights", "{:.1f}"),
+    ("step s", "timing_s/step", "{:.1f}"),
+]
+
+
+def _fmt(fmt: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return fmt.format(int(value) if fmt == "{:d}" else value)
+
+
+def training_table(records: list[dict[str, Any]]) -> str:
+    """A Markdown table of the per-step metrics (missing values shown as '-')."""
+    lines = ["| " + " | ".join(c[0] for c in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for rec in records:
+        lines.append("| " + " | ".join(_fmt(fmt, rec.get(key)) for _, key, fmt in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def time_split(records: list[dict[str, Any]]) -> str:
+    """Total seconds per stage over the run, with shares of the step time."""
+    stages = ["timing_s/gen", "timing_s/reward", "timing_s/update_actor", "timing_s/update_weights"]
+    totals = {s: sum(r.get(s, 0.0) or 0.0 for r in records) for s in stages}
+    step_total = sum(totals.values()) or 1.0
+    parts = [f"{s.split('/')[1]} {t:.1f}s ({100 * t / step_total:.0f}%)" for s, t in totals.items()]
+    tokens = sum((r.get("rollout/tokens_per_s") or 0.0) * (r.get("timing_s/gen") or 0.0) for r in records)
+    gen = totals["timing_s/gen"] or 1.0
+    return f"time split over {len(records)} steps: " + ", ".join(parts) + f"; rollout {tokens / gen:.0f} tokens/s"
+
+
+def plot_curves(records: list[dict[str, Any]], path: Path) -> Path | None:
+    """Reward, b and answer rate per step, and the step-time split, as one PNG."""
+    if not records:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in records]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for key, label in (("rlec/reward/mean", "reward"), ("rlec/b", "b"), ("rlec/answer_rate", "answer rate")):
+        ax1.plot(steps, [r.get(key, float("nan")) for r in records], marker="o", label=label)
+    ax1.set_xlabel("step")
+    ax1.legend()
+    ax1.set_title("training signals")
+    bottom = [0.0] * len(records)
+    for key in ("timing_s/gen", "timing_s/reward", "timing_s/update_actor", "timing_s/update_weights"):
+        vals = [r.get(key, 0.0) or 0.0 for r in records]
+        ax2.bar(steps, vals, bottom=bottom, label=key.split("/")[1])
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("seconds")
+    ax2.legend()
+    ax2.set_title("step time split")
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def print_training_summary(metrics_path: Path) -> None:
+    """Print the per-step table and time split; save ``training_curves.png`` beside the metrics."""
+    records = read_metrics(metrics_path)
+    print("\n## Training (local run)\n")
+    print(training_table(records))
+    print("\n" + time_split(records))
+    png = plot_curves(records, Path(metrics_path).with_name("training_curves.png"))
+    if png:
+        print(f"curves: {png}")
+    sys.stdout.flush()
