@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
+from rlec.eval.cli import HelpFormatter
 from rlec.eval.dataset import EvalItem, load_eval_items
 from rlec.eval.engines import Engine, SamplingSettings, make_engine
 from rlec.eval.records import (
@@ -176,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m rlec.evaluate",
         description="Generate raw evaluation records (one JSON line per question x target x sample). No grading: "
         "run `python -m rlec.metrics RECORDS` afterwards.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--model", required=True, help="Hugging Face model folder (a Megatron checkpoint must be exported to HF first)")
     p.add_argument("--data", required=True, help="evaluation parquet written by data preparation")
@@ -195,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=None, help="prompts per engine call and per durable write (default: hf 32, vllm 1024)")
     p.add_argument(
         "--threads", type=int, default=None,
-        help="CPU threads for torch (default: torch's choice). On a shared or busy machine --threads 1 avoids OpenMP "
+        help="CPU threads for torch (default: torch's own choice). On a shared or busy machine --threads 1 avoids OpenMP "
         "threads waiting on each other (5x faster wall time measured on a loaded 2-core box)",
     )  # fmt: skip
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N questions")

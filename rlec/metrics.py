@@ -31,6 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rlec.eval.bootstrap import bootstrap_headlines
+from rlec.eval.cli import HelpFormatter
 from rlec.eval.records import (
     DEFAULT_TARGETS_SPEC,
     RecordError,
@@ -210,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m rlec.metrics",
         description="Grade evaluation records and report coverage, selective accuracy, RLEC score and AOC "
         "(definitions: docs/metrics.md). Two inputs are compared side by side.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("records", nargs="+", help="record file(s) from rlec.evaluate (at most two)")
     p.add_argument("--compare", default=None, metavar="OTHER.jsonl", help="a second record file to report side by side")

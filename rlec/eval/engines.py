@@ -90,7 +90,8 @@ def _version(dist: str) -> str:
 
 
 class HFEngine:
-    """transformers ``generate``: batched, left padding, on CUDA when present else CPU (fp32).
+    """transformers ``generate``: batched, left padding; on CUDA when present (bf16, spread over the
+    visible GPUs) else CPU (fp32).
 
     Args:
         model_path: a Hugging Face model folder.
@@ -109,7 +110,10 @@ class HFEngine:
         self.version = _version("transformers")
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
+        if self.device == "cuda":  # spread a large model over the visible GPUs (accelerate)
+            self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, device_map="auto").eval()
+        else:
+            self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -134,7 +138,7 @@ class HFEngine:
     def generate(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[Generation]:
         """Generate for one batch; the whole batch is sampled under ``seeds[0]``."""
         torch = self._torch
-        enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
         torch.manual_seed(int(seeds[0]))
         with torch.inference_mode():
             out = self.model.generate(**enc, generation_config=self.generation_config)
