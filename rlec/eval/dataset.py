@@ -1,0 +1,94 @@
+"""The evaluation set as the evaluator reads it: one :class:`EvalItem` per question.
+
+Input is data preparation's evaluation parquet (verl schema; the data contract of the project):
+``data_source`` picks the grader, ``extra_info.task_text`` is re-rendered for every target,
+``extra_info.question_id`` / ``extra_info.source`` identify the question and
+``reward_model.ground_truth`` is the gold answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlec.grading import TASKS
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    """One question of the evaluation set (the fields the evaluator needs from a parquet row)."""
+
+    question_id: str
+    source: str
+    data_source: str
+    task_text: str
+    ground_truth: str
+    index: int
+    drop_scheme: str = ""
+
+
+def _field(row: dict[str, Any], path: str, where: str) -> Any:
+    value: Any = row
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise ValueError(f"{where}: missing key {path!r}")
+        value = value[part]
+    return value
+
+
+def load_eval_items(path: str | Path, limit: int | None = None) -> list[EvalItem]:
+    """Read the evaluation parquet (data contract in the project brief) into :class:`EvalItem` s.
+
+    Rows repeating a (source, question_id) with the same task text are dropped (one question is
+    evaluated once per target and sample); repeats with a different task text are an error.
+
+    Args:
+        path: the parquet file.
+        limit: keep only the first ``limit`` questions (file order).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a row without ``extra_info.task_text`` / ``question_id`` / ``source`` or
+            ``reward_model.ground_truth``, an empty value, an unknown ``data_source``, or a
+            conflicting repeat (the message names the file, the row and the key).
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"evaluation parquet {path} does not exist")
+    items: dict[tuple[str, str], EvalItem] = {}
+    for i, row in enumerate(pq.read_table(path).to_pylist()):
+        where = f"{path}: row {i}"
+        data_source = _field(row, "data_source", where)
+        if data_source not in TASKS:
+            raise ValueError(f"{where}: data_source {data_source!r} has no grader; known: {sorted(TASKS)}")
+        values = {}
+        for key in ("extra_info.task_text", "extra_info.question_id", "extra_info.source", "reward_model.ground_truth"):
+            value = _field(row, key, where)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "extra_info.task_text":
+                value = str(value)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{where}: key {key!r} must be a non-empty string, got {value!r}")
+            values[key.split(".")[1]] = value
+        item = EvalItem(
+            question_id=values["question_id"],
+            source=values["source"],
+            data_source=data_source,
+            task_text=values["task_text"],
+            ground_truth=values["ground_truth"],
+            index=i,
+            drop_scheme=str((row.get("extra_info") or {}).get("drop_scheme") or ""),
+        )
+        key = (item.source, item.question_id)
+        if key in items:
+            if items[key].task_text != item.task_text:
+                raise ValueError(f"{where}: question {key} repeats row {items[key].index} with a different task_text")
+            continue
+        items[key] = item
+        if limit is not None and len(items) >= limit:
+            break
+    if not items:
+        raise ValueError(f"{path}: no rows")
+    return list(items.values())

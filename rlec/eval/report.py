@@ -1,0 +1,117 @@
+"""Markdown tables of a metrics result (one run, or two side by side) and the run-to-run deltas.
+
+Input is the JSON-like dict written by ``python -m rlec.metrics`` (``runs -> label -> groups ->
+group -> headline / per_target``). Undefined values (null) print as "n/a".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+HEADLINE_TITLES = {"accuracy": "accuracy (binary)", "rlec_score": "RLEC score", "aoc": "AOC", "aurc": "AURC"}
+TARGET_COLUMNS = (
+    ("coverage", "coverage"),
+    ("selective_accuracy", "sel. acc."),
+    ("accuracy", "accuracy"),
+    ("abstention_rate", "abstain"),
+    ("reward", "reward"),
+    ("compliance", "sel. acc. - p"),
+)
+
+
+def _f(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def _with_ci(h: dict[str, float | None]) -> str:
+    if h["ci_low"] is None:
+        return _f(h["value"])
+    return f"{_f(h['value'])} [{_f(h['ci_low'])}, {_f(h['ci_high'])}]"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def comparison(result: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Headline deltas (second run minus first) per group present in both runs; {} for one run."""
+    runs = list(result["runs"].values())
+    if len(runs) != 2:
+        return {}
+    a, b = runs[0]["groups"], runs[1]["groups"]
+    out = {}
+    for group in a:
+        if group in b:
+            out[group] = {}
+            for name in HEADLINE_TITLES:
+                va, vb = a[group]["headline"][name]["value"], b[group]["headline"][name]["value"]
+                out[group][name] = None if va is None or vb is None else vb - va
+    return out
+
+
+def _diagnostics(label: str, run: dict[str, Any]) -> str:
+    rec, grading = run["records"], run["grading"]
+    parts = [f"{rec['kept']} of {rec['read']} records scored"]
+    if rec["invalid"]:
+        parts.append(f"{len(rec['invalid'])} invalid lines skipped (first: line {rec['invalid'][0]['line']})")
+    if rec["unknown_source"]:
+        parts.append(f"unknown data_source: {rec['unknown_source']}")
+    if rec["outside_grid"]:
+        parts.append(f"targets outside the grid: {rec['outside_grid']}")
+    if rec["duplicates"]:
+        parts.append(f"{rec['duplicates']} duplicate records")
+    truncated = grading["finish_reasons"].get("length", 0)
+    parts.append(f"outcomes {grading['outcomes']}, boxed format {grading['format_ok_rate']:.1%}, cut at max tokens {truncated}")
+    if grading["timed_out"]:
+        parts.append(f"{grading['timed_out']} grader timeouts")
+    return f"- {label}: " + "; ".join(parts)
+
+
+def markdown_report(result: dict[str, Any], per_target_groups: Sequence[str] | None = None) -> str:
+    """The Markdown tables of a metrics result: headlines with intervals, then per-target tables.
+
+    Args:
+        result: the metrics dict.
+        per_target_groups: the groups that get a per-target table (default: every group).
+    """
+    runs = result["runs"]
+    labels = list(runs)
+    ci = result["settings"]["ci"]
+    lines: list[str] = []
+    if len(labels) == 1:
+        run = runs[labels[0]]
+        lines += [f"## {labels[0]}: headline figures ({ci:.0%} bootstrap intervals over questions)", ""]
+        rows = [
+            [g, str(fig["n_questions"]), str(fig["n_records"])] + [_with_ci(fig["headline"][n]) for n in HEADLINE_TITLES]
+            for g, fig in run["groups"].items()
+        ]
+        lines += _table(["group", "questions", "records", *HEADLINE_TITLES.values()], rows)
+        for group, fig in run["groups"].items():
+            if per_target_groups is not None and group not in per_target_groups:
+                continue
+            lines += ["", f"### {group}: per target", ""]
+            rows = [[t["target"], str(t["n"])] + [_f(t[k]) for k, _ in TARGET_COLUMNS] for t in fig["per_target"]]
+            lines += _table(["target", "n", *(title for _, title in TARGET_COLUMNS)], rows)
+    else:
+        a, b = (runs[label] for label in labels)
+        deltas = comparison(result)
+        lines += [f"## {labels[0]} vs {labels[1]}: headline figures ({ci:.0%} bootstrap intervals over questions)", ""]
+        rows = []
+        for group, delta in deltas.items():
+            for name, title in HEADLINE_TITLES.items():
+                ha, hb = a["groups"][group]["headline"][name], b["groups"][group]["headline"][name]
+                rows.append([group, title, _with_ci(ha), _with_ci(hb), _f(delta[name], signed=True)])
+        lines += _table(["group", "figure", labels[0], labels[1], f"{labels[1]} - {labels[0]}"], rows)
+        for group in deltas:
+            if per_target_groups is not None and group not in per_target_groups:
+                continue
+            lines += ["", f"### {group}: per target", ""]
+            rows = []
+            for ta, tb in zip(a["groups"][group]["per_target"], b["groups"][group]["per_target"]):
+                rows.append([ta["target"]] + [f"{_f(ta[k])} / {_f(tb[k])}" for k in ("coverage", "selective_accuracy", "reward")])
+            lines += _table(["target", "coverage (A / B)", "sel. acc. (A / B)", "reward (A / B)"], rows)
+    lines += ["", "Records:"] + [_diagnostics(label, run) for label, run in runs.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,272 @@
+"""``python -m rlec.metrics``: grade raw evaluation records and compute the selective-prediction figures.
+
+Reads the JSON Lines records of ``python -m rlec.evaluate``, grades every response with rlec's
+grader (``rlec.grading.grade_batch``: correct / incorrect / abstain), scores it with the RLEC
+reward at b = 1 (``rlec.rewards.rlec_reward``), and reports per source and overall: per target
+coverage, selective accuracy, accuracy, abstention rate, mean reward and compliance; and the
+headlines accuracy (binary prompt), RLEC score, AOC and AURC with question-level bootstrap
+intervals. Definitions: ``docs/metrics.md``.
+
+Outputs (in ``--out-dir``, each written atomically): ``metrics.json`` (every figure),
+``metrics.md`` (the tables, also printed), ``graded-<label>.jsonl`` (each record with its grade
+and reward) and PNG plots. Two record files (``--compare OTHER`` or two positional inputs) are
+reported side by side.
+
+Example::
+
+    python -m rlec.metrics outputs/eval/records.jsonl
+    python -m rlec.metrics outputs/eval/base.jsonl --compare outputs/eval/rlec.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from rlec.eval.bootstrap import bootstrap_headlines
+from rlec.eval.cli import HelpFormatter
+from rlec.eval.records import (
+    DEFAULT_TARGETS_SPEC,
+    RecordError,
+    atomic_write_json,
+    atomic_write_jsonl,
+    atomic_write_text,
+    parse_targets,
+    read_records,
+    record_key,
+    target_label,
+)
+from rlec.eval.report import comparison, markdown_report
+from rlec.eval.selective import COUNT_FIELDS, HEADLINE_NAMES, RATE_NAMES, headlines, rates, risk_coverage_curve
+from rlec.grading import TASKS, grade_batch
+from rlec.grading.math import DEFAULT_TIMEOUT_S
+from rlec.rewards import rlec_reward
+
+METRICS_SCHEMA = "rlec.metrics/v1"
+EVAL_B = 1.0
+ALL = "all"
+
+
+def _num(x: Any) -> float | None:
+    """JSON-safe float: NaN / None -> None."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def load_run(path: str | Path, targets: Sequence[float | None], *, skip_invalid: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Read a record file and keep the records that can be scored.
+
+    Dropped (and counted in the returned diagnostics): invalid lines (only with
+    ``skip_invalid``), records whose ``data_source`` has no grader, records whose target is not in
+    ``targets``, and repeats of a (source, question, target, sample) key (the first one is kept).
+
+    Returns:
+        (kept records, ``{"read", "kept", "invalid": [{"line", "reason"}], "unknown_source":
+        {data_source: n}, "outside_grid": {target: n}, "duplicates": n}``).
+
+    Raises:
+        FileNotFoundError, RecordError: see :func:`rlec.eval.records.read_records`.
+        ValueError: no record is left to score.
+    """
+    records, invalid = read_records(path, skip_invalid=skip_invalid)
+    grid = {target_label(t) for t in targets}
+    unknown, outside = Counter(), Counter()
+    seen: set[tuple[str, str, str, int]] = set()
+    kept, duplicates = [], 0
+    for rec in records:
+        if rec["data_source"] not in TASKS:
+            unknown[rec["data_source"]] += 1
+        elif rec["target"] not in grid:
+            outside[rec["target"]] += 1
+        elif record_key(rec) in seen:
+            duplicates += 1
+        else:
+            seen.add(record_key(rec))
+            kept.append(rec)
+    diagnostics = {
+        "read": len(records) + len(invalid),
+        "kept": len(kept),
+        "invalid": [{"line": bad.line, "reason": bad.reason} for bad in invalid],
+        "unknown_source": dict(unknown),
+        "outside_grid": dict(outside),
+        "duplicates": duplicates,
+    }
+    if not kept:
+        raise ValueError(f"{path}: no scorable records (diagnostics: {diagnostics})")
+    return kept, diagnostics
+
+
+def grade_records(records: Sequence[dict[str, Any]], *, timeout_s: float = DEFAULT_TIMEOUT_S, chunk: int = 512, progress: bool = True) -> list[dict[str, Any]]:
+    """Grade and score every record.
+
+    Returns:
+        One dict per record: the grade (``rlec.grading.GradeResult.to_dict``) plus ``reward`` =
+        R_p^(1)(outcome), with p = ``target_p`` (0 for the binary prompt).
+    """
+    graded: list[dict[str, Any]] = []
+    with tqdm(total=len(records), unit="record", desc="grade", disable=not progress) as bar:
+        for start in range(0, len(records), chunk):
+            part = records[start : start + chunk]
+            results = grade_batch([r["response"] for r in part], [r["ground_truth"] for r in part], [r["data_source"] for r in part], timeout_s=timeout_s)
+            for rec, res in zip(part, results):
+                g = res.to_dict()
+                g["reward"] = rlec_reward(res.outcome, rec.get("target_p") or 0.0, EVAL_B)
+                graded.append(g)
+            bar.update(len(part))
+    return graded
+
+
+def question_counts(records: Sequence[dict[str, Any]], graded: Sequence[dict[str, Any]], targets: Sequence[float | None]) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """Per-question counts.
+
+    Returns:
+        (question keys (source, question_id) in first-seen order, float array (Q, T, 5) over
+        ``COUNT_FIELDS``).
+    """
+    col = {target_label(t): i for i, t in enumerate(targets)}
+    index: dict[tuple[str, str], int] = {}
+    rows: list[np.ndarray] = []
+    for rec, g in zip(records, graded):
+        q = index.setdefault((rec["source"], rec["question_id"]), len(index))
+        if q == len(rows):
+            rows.append(np.zeros((len(targets), len(COUNT_FIELDS))))
+        cell = rows[q][col[rec["target"]]]
+        cell[0] += 1
+        cell[{"correct": 1, "incorrect": 2, "abstain": 3}[g["outcome"]]] += 1
+        cell[4] += g["reward"]
+    return list(index), np.stack(rows) if rows else np.zeros((0, len(targets), len(COUNT_FIELDS)))
+
+
+def group_figures(per_question: np.ndarray, strata: np.ndarray, targets: Sequence[float | None], *, group: str, n_boot: int, ci: float, seed: int) -> dict[str, Any]:
+    """Every figure of one group of questions (see the module docstring for the layout)."""
+    counts = per_question.sum(axis=0)
+    r = rates(counts, targets)
+    head = headlines(counts, targets)
+    intervals = bootstrap_headlines(per_question, strata, targets, n_boot=n_boot, ci=ci, seed=seed, group=group)
+    per_target = []
+    for i, t in enumerate(targets):
+        row = {"target": target_label(t), "target_p": t}
+        row.update({f: int(counts[i, k]) for k, f in enumerate(COUNT_FIELDS[:4])})
+        row.update({name: _num(r[name][i]) for name in RATE_NAMES})
+        per_target.append(row)
+    swept = [i for i, t in enumerate(targets) if t is not None]
+    x, y = risk_coverage_curve(r["coverage"][swept], 1.0 - r["selective_accuracy"][swept], r["accuracy"][swept])
+    return {
+        "n_questions": int(per_question.shape[0]),
+        "n_records": int(counts[:, 0].sum()),
+        "headline": {
+            name: {"value": _num(float(head[name])), "ci_low": _num(intervals[name][0]), "ci_high": _num(intervals[name][1])}
+            for name in HEADLINE_NAMES
+        },
+        "per_target": per_target,
+        "risk_coverage": {"coverage": [float(v) for v in x], "risk": [float(v) for v in y]},
+        "missing_targets": [target_label(t) for i, t in enumerate(targets) if counts[i, 0] == 0],
+    }
+
+
+def analyze(records: Sequence[dict[str, Any]], graded: Sequence[dict[str, Any]], targets: Sequence[float | None], *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """Figures for every source and for all records together (questions resampled within sources)."""
+    keys, per_question = question_counts(records, graded, targets)
+    sources = sorted({src for src, _ in keys})
+    strata = np.array([sources.index(src) for src, _ in keys])
+    groups = {ALL: group_figures(per_question, strata, targets, group=ALL, n_boot=n_boot, ci=ci, seed=seed)}
+    for s, src in enumerate(sources):
+        mask = strata == s
+        groups[src] = group_figures(per_question[mask], strata[mask], targets, group=src, n_boot=n_boot, ci=ci, seed=seed)
+    details = Counter(g["detail"] for g in graded)
+    finish = Counter(r.get("finish_reason", "unknown") for r in records)
+    grading = {
+        "outcomes": dict(Counter(g["outcome"] for g in graded)),
+        "details": dict(details),
+        "format_ok_rate": float(np.mean([g["format_ok"] for g in graded])),
+        "timed_out": int(sum(g["timed_out"] for g in graded)),
+        "finish_reasons": dict(finish),
+    }
+    return {"groups": groups, "grading": grading}
+
+
+def _labels(paths: Sequence[Path], given: str | None) -> list[str]:
+    if given:
+        labels = [s.strip() for s in given.split(",")]
+        if len(labels) != len(paths) or len(set(labels)) != len(labels):
+            raise ValueError(f"--labels needs {len(paths)} distinct names, got {given!r}")
+        return labels
+    labels = [p.stem for p in paths]
+    if len(set(labels)) < len(labels):
+        labels = [f"{p.parent.name}/{p.stem}" for p in paths]
+    if len(set(labels)) < len(labels):
+        labels = [f"run{i + 1}" for i in range(len(paths))]
+    return labels
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    p = argparse.ArgumentParser(
+        prog="python -m rlec.metrics",
+        description="Grade evaluation records and report coverage, selective accuracy, RLEC score and AOC "
+        "(definitions: docs/metrics.md). Two inputs are compared side by side.",
+        formatter_class=HelpFormatter,
+    )
+    p.add_argument("records", nargs="+", help="record file(s) from rlec.evaluate (at most two)")
+    p.add_argument("--compare", default=None, metavar="OTHER.jsonl", help="a second record file to report side by side")
+    p.add_argument("--labels", default=None, help="comma-separated run names (default: file names)")
+    p.add_argument("--out-dir", default=None, help="output folder (default: <first input's folder>/metrics)")
+    p.add_argument("--targets", default=DEFAULT_TARGETS_SPEC, help="target grid; records outside it are counted and left out")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0 = no intervals)")
+    p.add_argument("--ci", type=float, default=0.95, help="confidence-interval mass")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="math-verify time limit per answer")
+    p.add_argument("--skip-invalid", action="store_true", help="skip malformed record lines (reported) instead of failing")
+    p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m rlec.metrics`` / ``rlec-metrics``; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    paths = [Path(p) for p in args.records] + ([Path(args.compare)] if args.compare else [])
+    try:
+        if len(paths) > 2:
+            raise ValueError(f"at most two record files can be compared, got {len(paths)}")
+        targets = parse_targets(args.targets)
+        labels = _labels(paths, args.labels)
+        out_dir = Path(args.out_dir) if args.out_dir else paths[0].parent / "metrics"
+        loaded = [load_run(p, targets, skip_invalid=args.skip_invalid) for p in paths]
+    except (ValueError, FileNotFoundError, RecordError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result: dict[str, Any] = {
+        "schema": METRICS_SCHEMA,
+        "settings": {"targets": [target_label(t) for t in targets], "b": EVAL_B, "bootstrap": args.bootstrap, "ci": args.ci, "seed": args.seed},
+        "runs": {},
+    }
+    for label, path, (records, diagnostics) in zip(labels, paths, loaded):
+        graded = grade_records(records, timeout_s=args.timeout_s, progress=not args.quiet)
+        run = analyze(records, graded, targets, n_boot=args.bootstrap, ci=args.ci, seed=args.seed)
+        result["runs"][label] = {"path": str(path), "records": diagnostics, **run}
+        atomic_write_jsonl(out_dir / f"graded-{label.replace('/', '_')}.jsonl", ({**rec, "grade": g} for rec, g in zip(records, graded)))
+    if len(labels) == 2:
+        result["comparison"] = comparison(result)
+    report = markdown_report(result)
+    atomic_write_json(out_dir / "metrics.json", result)
+    atomic_write_text(out_dir / "metrics.md", report)
+    written = [out_dir / "metrics.json", out_dir / "metrics.md"]
+    if not args.no_plots:
+        from rlec.metrics_plots import write_plots
+
+        written += write_plots(result, out_dir)
+    print(markdown_report(result, per_target_groups=[ALL]))
+    print(f"(per-source tables: {out_dir / 'metrics.md'})")
+    print("written: " + ", ".join(str(p) for p in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""PNG plots of a metrics result (matplotlib, Agg backend, written atomically).
+
+- ``coverage_selective_accuracy.png``: coverage and selective accuracy against the target p, with
+  the diagonal y = p (a model that follows its target has selective accuracy above it);
+- ``risk_coverage.png``: the closed risk-coverage curve of the target sweep whose area is AURC;
+- ``reward_vs_target.png``: mean RLEC reward at b = 1 against p, per source (0 = always abstain).
+
+Colours are groups (all, then each source); line styles are runs (solid = first, dashed =
+second), so two runs compare in the same figure.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from rlec.eval.records import atomic_write_bytes  # noqa: E402
+
+STYLES = ("-", "--")
+MARKERS = ("o", "s")
+
+
+def _colors(groups: list[str]) -> dict[str, str]:
+    palette = plt.get_cmap("tab10").colors
+    return {g: ("black" if g == "all" else palette[i % len(palette)]) for i, g in enumerate(groups)}
+
+
+def _swept(fig: dict[str, Any], key: str) -> tuple[list[float], list[float]]:
+    pts = [(t["target_p"], t[key]) for t in fig["per_target"] if t["target_p"] is not None and t[key] is not None]
+    return [p for p, _ in pts], [v for _, v in pts]
+
+
+def _save(figure: Any, path: Path) -> Path:
+    buf = io.BytesIO()
+    figure.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def _iter(result: dict[str, Any]):
+    runs = result["runs"]
+    groups: list[str] = []
+    for run in runs.values():
+        groups += [g for g in run["groups"] if g not in groups]
+    colors = _colors(groups)
+    for r, (label, run) in enumerate(runs.items()):
+        for group, fig in run["groups"].items():
+            name = group if len(runs) == 1 else f"{label}: {group}"
+            style = {"color": colors[group], "linestyle": STYLES[r % 2], "marker": MARKERS[r % 2], "linewidth": 2.4 if group == "all" else 1.3}
+            yield name, fig, style
+
+
+def plot_coverage_selective_accuracy(result: dict[str, Any], path: Path) -> Path:
+    """Coverage (left) and selective accuracy with y = p (right) against the target p."""
+    figure, (ax_c, ax_s) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name, fig, style in _iter(result):
+        ax_c.plot(*_swept(fig, "coverage"), label=name, **style)
+        ax_s.plot(*_swept(fig, "selective_accuracy"), label=name, **style)
+    ax_s.plot([0, 1], [0, 1], ":", color="grey", label="y = p")
+    for ax, title in ((ax_c, "coverage (answered / all)"), (ax_s, "selective accuracy (correct / answered)")):
+        ax.set(xlim=(-0.02, 1.0), ylim=(-0.02, 1.02), xlabel="target p", title=title)
+        ax.grid(alpha=0.3)
+    ax_s.legend(fontsize=8, loc="lower right")
+    return _save(figure, path)
+
+
+def plot_risk_coverage(result: dict[str, Any], path: Path) -> Path:
+    """The closed risk-coverage curves (area = AURC), sweep points marked."""
+    figure, ax = plt.subplots(figsize=(5.8, 4.4))
+    single = len(result["runs"]) == 1
+    for name, fig, style in _iter(result):
+        x, y = fig["risk_coverage"]["coverage"], fig["risk_coverage"]["risk"]
+        aurc = fig["headline"]["aurc"]["value"]
+        color, marker = style["color"], style["marker"]
+        line = {k: v for k, v in style.items() if k != "marker"}
+        ax.plot(x, y, label=f"{name} (AURC {aurc:.3f})" if aurc is not None else name, **line)
+        points: dict[tuple[float, float], list[str]] = {}
+        for t in fig["per_target"]:
+            if t["target_p"] is not None and t["selective_accuracy"] is not None:
+                points.setdefault((round(t["coverage"], 6), round(1 - t["selective_accuracy"], 6)), []).append(t["target"])
+        ax.scatter([c for c, _ in points], [r for _, r in points], color=color, marker=marker, s=18, zorder=3)
+        if single and name == "all":
+            ax.fill_between(x, y, alpha=0.12, color=color)
+            for (c, r), labels in points.items():
+                text = f"p={labels[0]}" if len(labels) == 1 else f"p={labels[0]}..{labels[-1]}"
+                ax.annotate(text, (c, r), fontsize=7, xytext=(-4, 4), textcoords="offset points", ha="right")
+    ax.set(xlim=(0, 1.02), ylim=(-0.02, 1.02), xlabel="coverage", ylabel="selective risk (1 - selective accuracy)", title="risk-coverage curve of the target sweep")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return _save(figure, path)
+
+
+def plot_reward_vs_target(result: dict[str, Any], path: Path) -> Path:
+    """Mean RLEC reward (b = 1) against the target p, per source."""
+    figure, ax = plt.subplots(figsize=(5.8, 4.4))
+    for name, fig, style in _iter(result):
+        ax.plot(*_swept(fig, "reward"), label=name, **style)
+    ax.axhline(0.0, color="grey", linestyle=":", label="always abstain (0)")
+    ax.set(xlabel="target p", ylabel="mean reward, b = 1", title="RLEC reward per target")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(figure, path)
+
+
+def write_plots(result: dict[str, Any], out_dir: str | Path) -> list[Path]:
+    """Write the three PNG files into ``out_dir``; returns their paths."""
+    out_dir = Path(out_dir)
+    return [
+        plot_coverage_selective_accuracy(result, out_dir / "coverage_selective_accuracy.png"),
+        plot_risk_coverage(result, out_dir / "risk_coverage.png"),
+        plot_reward_vs_target(result, out_dir / "reward_vs_target.png"),
+    ]

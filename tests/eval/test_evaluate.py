@@ -1,0 +1,184 @@
+"""The evaluator: reading the evaluation parquet, prompts per target, the CPU engine, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlec.eval.engines import HFEngine, SamplingSettings
+from rlec.eval.records import read_records, record_key
+from rlec.evaluate import load_eval_items, main, plan_jobs, run, sample_seed
+from rlec.models import load_tokenizer
+from rlec.prompts import build_messages, render
+
+GREEDY = SamplingSettings(temperature=0.0, top_p=1.0, max_new_tokens=6, seed=0)
+TARGETS = [None, 0.0, 0.5]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_moe_dir: Path):
+    return load_tokenizer(tiny_moe_dir)
+
+
+@pytest.fixture(scope="module")
+def greedy_engine(tiny_moe_dir: Path, tokenizer) -> HFEngine:
+    return HFEngine(str(tiny_moe_dir), tokenizer, GREEDY, device="cpu")
+
+
+def test_items_carry_the_contract_fields(eval_parquet: Path) -> None:
+    items = load_eval_items(eval_parquet)
+    assert [i.source for i in items] == ["math"] * 6 + ["hotpotqa"] * 6
+    first, qa = items[0], items[6]
+    assert (first.question_id, first.data_source, first.ground_truth) == ("m-101", "math_dapo", "42")
+    assert first.task_text.startswith("Solve the following math problem")
+    assert qa.drop_scheme == "keep_all" and "Question:" in qa.task_text
+    assert [i.question_id for i in load_eval_items(eval_parquet, limit=2)] == ["m-101", "m-102"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r["extra_info"].pop("task_text"), "row 1: key 'extra_info.task_text' must be a non-empty string, got None"),
+        (lambda r: r["reward_model"].update(ground_truth="  "), "row 1: key 'reward_model.ground_truth' must be a non-empty string"),
+        (lambda r: r.update(data_source="gsm8k"), "row 1: data_source 'gsm8k' has no grader"),
+        (lambda r: r["extra_info"].update(question_id="m-101"), "row 1: question .* repeats row 0 with a different task_text"),
+    ],
+)
+def test_bad_rows_name_file_row_and_key(tmp_path: Path, base_rows, parquet_writer, edit, message: str) -> None:
+    edit(base_rows[1])
+    path = parquet_writer(tmp_path / "bad.parquet", base_rows)
+    with pytest.raises(ValueError, match=rf"bad\.parquet: {message}"):
+        load_eval_items(path)
+
+
+def test_a_key_missing_from_the_file_is_named(tmp_path: Path, base_rows, parquet_writer) -> None:
+    for row in base_rows:
+        del row["reward_model"]
+    with pytest.raises(ValueError, match=r"nogold\.parquet: row 0: missing key 'reward_model.ground_truth'"):
+        load_eval_items(parquet_writer(tmp_path / "nogold.parquet", base_rows))
+
+
+def test_identical_repeats_are_evaluated_once(tmp_path: Path, base_rows, parquet_writer) -> None:
+    path = parquet_writer(tmp_path / "rep.parquet", base_rows + base_rows[:3])
+    assert len(load_eval_items(path)) == 12
+
+
+def test_jobs_cover_every_question_target_and_sample_with_stable_seeds(eval_parquet: Path) -> None:
+    jobs = plan_jobs(load_eval_items(eval_parquet), TARGETS, n_samples=2)
+    assert len(jobs) == 12 * 3 * 2 == len({j.key for j in jobs})
+    assert jobs[0].key == ("math", "m-101", "binary", 0) and jobs[5].key == ("math", "m-101", "0.5", 1)
+    seeds = [sample_seed(0, j.key) for j in jobs]
+    assert len(set(seeds)) == len(seeds) and seeds == [sample_seed(0, j.key) for j in jobs]
+    assert sample_seed(1, jobs[0].key) != seeds[0]
+
+
+def test_records_hold_the_exact_prompt_for_each_target(tmp_path: Path, eval_parquet: Path, greedy_engine, tokenizer, tiny_moe_dir) -> None:
+    items = load_eval_items(eval_parquet)[5:7]  # one math, one QA
+    out = tmp_path / "r.jsonl"
+    counts = run(items, greedy_engine, tokenizer, out, model=str(tiny_moe_dir), sampling=GREEDY, targets=TARGETS, progress=False)
+    assert counts == {"planned": 6, "existing": 0, "generated": 6}
+    records, _ = read_records(out)
+    for rec in records:
+        item = items[0] if rec["source"] == "math" else items[1]
+        p = rec["target_p"]
+        assert rec["prompt"] == render(tokenizer, build_messages(item.task_text, p))
+        assert ("Confidence target" in rec["prompt"]) == (p is not None)
+        assert rec["objective"] == ("binary" if p is None else "rlec")
+        assert rec["ground_truth"] == item.ground_truth and rec["engine"] == "transformers"
+        assert 1 <= rec["response_tokens"] <= 6 and rec["finish_reason"] in ("stop", "length")
+        assert rec["prompt_tokens"] == len(tokenizer(rec["prompt"], add_special_tokens=False)["input_ids"])
+        assert rec["sampling"] == GREEDY.to_dict()
+
+
+def test_sampling_is_seeded(tiny_moe_dir: Path, tokenizer) -> None:
+    settings = SamplingSettings(temperature=1.0, top_p=0.9, max_new_tokens=3, seed=0)
+    engine = HFEngine(str(tiny_moe_dir), tokenizer, settings, device="cpu")
+    prompts = [render(tokenizer, build_messages("Solve the following math problem step by step.\n\n1+1?", 0.5))] * 2
+    a, b, c = engine.generate(prompts, [11, 11]), engine.generate(prompts, [11, 11]), engine.generate(prompts, [12, 12])
+    assert [g.text for g in a] == [g.text for g in b]
+    assert [g.text for g in a] != [g.text for g in c]
+    assert a[0].sample_seed == 11
+
+
+class InterruptAfter:
+    """Wraps a real engine; raises KeyboardInterrupt on call number ``n + 1`` (after n batches)."""
+
+    def __init__(self, engine, n: int) -> None:
+        self.engine, self.n, self.calls = engine, n, 0
+        self.name, self.version, self.default_batch_size = engine.name, engine.version, engine.default_batch_size
+
+    def generate(self, prompts, seeds):
+        self.calls += 1
+        if self.calls > self.n:
+            raise KeyboardInterrupt
+        return self.engine.generate(prompts, seeds)
+
+
+def test_interrupted_run_resumes_without_duplicates_or_loss(tmp_path: Path, eval_parquet: Path, greedy_engine, tokenizer, tiny_moe_dir) -> None:
+    items = load_eval_items(eval_parquet, limit=3)
+    out = tmp_path / "r.jsonl"
+    kwargs = dict(model=str(tiny_moe_dir), sampling=GREEDY, targets=TARGETS, batch_size=4, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        run(items, InterruptAfter(greedy_engine, 1), tokenizer, out, **kwargs)
+    first, _ = read_records(out)
+    assert len(first) == 4  # the completed batch is on disk, nothing of the interrupted one
+    with pytest.raises(FileExistsError):
+        run(items, greedy_engine, tokenizer, out, **kwargs)
+    counts = run(items, greedy_engine, tokenizer, out, resume=True, **kwargs)
+    assert counts == {"planned": 9, "existing": 4, "generated": 5}
+    records, _ = read_records(out)
+    keys = [record_key(r) for r in records]
+    assert len(keys) == len(set(keys)) == 9
+    assert {j.key for j in plan_jobs(items, TARGETS, 1)} == set(keys)
+    assert records[:4] == first  # earlier records untouched
+    assert run(items, greedy_engine, tokenizer, out, resume=True, **kwargs)["generated"] == 0
+
+
+def test_resume_drops_a_partial_last_line(tmp_path: Path, eval_parquet: Path, greedy_engine, tokenizer, tiny_moe_dir) -> None:
+    items = load_eval_items(eval_parquet, limit=1)
+    out = tmp_path / "r.jsonl"
+    kwargs = dict(model=str(tiny_moe_dir), sampling=GREEDY, targets=TARGETS, batch_size=2, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        run(items, InterruptAfter(greedy_engine, 1), tokenizer, out, **kwargs)
+    with out.open("a") as f:  # a write cut mid-line by a crash
+        f.write(json.dumps(read_records(out)[0][0])[:50])
+    assert run(items, greedy_engine, tokenizer, out, resume=True, **kwargs)["generated"] == 1
+    assert len(read_records(out)[0]) == 3
+
+
+def test_resume_refuses_records_of_another_run(tmp_path: Path, eval_parquet: Path, greedy_engine, tokenizer, tiny_moe_dir) -> None:
+    items = load_eval_items(eval_parquet, limit=1)
+    out = tmp_path / "r.jsonl"
+    run(items, greedy_engine, tokenizer, out, model=str(tiny_moe_dir), sampling=GREEDY, targets=[None], progress=False)
+    other = SamplingSettings(temperature=0.0, top_p=1.0, max_new_tokens=7, seed=0)
+    with pytest.raises(ValueError, match="records of another run"):
+        run(items, greedy_engine, tokenizer, out, model=str(tiny_moe_dir), sampling=other, targets=TARGETS, resume=True, progress=False)
+
+
+def test_cli_rejects_bad_arguments_and_an_existing_output(tmp_path: Path, eval_parquet: Path, tiny_moe_dir: Path, capsys) -> None:
+    base = ["--model", str(tiny_moe_dir), "--data", str(eval_parquet), "--engine", "hf"]
+    assert main(base + ["--out", str(tmp_path / "a.jsonl"), "--targets", "binary,1.5"]) == 2
+    assert "target grid entry '1.5'" in capsys.readouterr().err
+    existing = tmp_path / "b.jsonl"
+    existing.write_text("{}\n")
+    assert main(base + ["--out", str(existing)]) == 2
+    assert "pass --resume" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_vllm_engine_generates_on_gpu(tmp_path: Path, eval_parquet: Path, tiny_moe_dir: Path, tokenizer) -> None:
+    pytest.importorskip("vllm", reason="vLLM is installed only on GPU machines (requirements-gpu.txt)")
+    from rlec.eval.engines import VLLMEngine
+
+    settings = SamplingSettings(temperature=1.0, top_p=0.9, max_new_tokens=8, seed=0)
+    engine = VLLMEngine(str(tiny_moe_dir), tokenizer, settings, gpu_memory_utilization=0.3, max_model_len=2048)
+    items = load_eval_items(eval_parquet, limit=2)
+    out = tmp_path / "r.jsonl"
+    run(items, engine, tokenizer, out, model=str(tiny_moe_dir), sampling=settings, targets=TARGETS, progress=False)
+    records, _ = read_records(out)
+    assert len(records) == 6 and all(r["engine"] == "vllm" for r in records)
+    assert all(1 <= r["response_tokens"] <= 8 for r in records)
+    again = engine.generate([records[0]["prompt"]], [records[0]["sample_seed"]])[0]
+    assert again.text == records[0]["response"]  # per-request seeds reproduce a sample

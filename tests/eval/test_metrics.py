@@ -1,0 +1,146 @@
+"""``rlec.metrics``: grading through the real grader, the worked examples end to end, bad input,
+comparison, bootstrap reproducibility, outputs; and one run of both commands on the tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlec import evaluate, metrics
+from rlec.eval.records import atomic_write_jsonl
+
+PNGS = ("coverage_selective_accuracy.png", "risk_coverage.png", "reward_vs_target.png")
+
+
+def _run(records_path: Path, out_dir: Path, *extra: str) -> dict:
+    code = metrics.main([str(records_path), "--out-dir", str(out_dir), "--quiet", *extra])
+    assert code == 0
+    return json.loads((out_dir / "metrics.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["calibrated", "conservative", "random"])
+def test_worked_example_through_grader_and_cli(tmp_path: Path, worked, name: str) -> None:
+    path = atomic_write_jsonl(tmp_path / f"{name}.jsonl", worked.records(name))
+    result = _run(path, tmp_path / "m", "--targets", worked.spec, "--no-plots", "--bootstrap", "100")
+    run = result["runs"][name]
+    assert list(run["groups"]) == ["all", "math"]
+    head = run["groups"]["all"]["headline"]
+    accuracy, score, area, aoc = worked.headlines[name]
+    assert head["accuracy"]["value"] == pytest.approx(accuracy)
+    assert head["rlec_score"]["value"] == pytest.approx(score)
+    assert head["aurc"]["value"] == pytest.approx(area)
+    assert head["aoc"]["value"] == pytest.approx(aoc)
+    rows = run["groups"]["all"]["per_target"]
+    for row, (cov, sel, acc, reward) in zip(rows[1:], worked.per_target[name]):
+        assert (row["coverage"], row["selective_accuracy"], row["accuracy"]) == pytest.approx((cov, sel, acc))
+        assert row["reward"] == pytest.approx(reward)
+    assert head["rlec_score"]["ci_low"] <= score <= head["rlec_score"]["ci_high"]
+
+
+def test_sources_are_reported_apart_and_pooled(tmp_path: Path, worked) -> None:
+    records = worked.records("calibrated", source="math") + worked.records("always_answer", source="hotpotqa")
+    path = atomic_write_jsonl(tmp_path / "two.jsonl", records)
+    groups = _run(path, tmp_path / "m", "--targets", worked.spec, "--no-plots", "--bootstrap", "0")["runs"]["two"]["groups"]
+    assert groups["math"]["headline"]["rlec_score"]["value"] == pytest.approx(0.40625)
+    assert groups["hotpotqa"]["headline"]["rlec_score"]["value"] == pytest.approx(0.375)
+    assert groups["all"]["headline"]["rlec_score"]["value"] == pytest.approx((0.40625 + 0.375) / 2)  # equal sizes
+    assert groups["all"]["n_questions"] == 8 and groups["all"]["headline"]["aoc"]["ci_low"] is None
+
+
+def test_bad_lines_fail_with_line_number_or_are_skipped_and_reported(tmp_path: Path, worked, capsys) -> None:
+    path = atomic_write_jsonl(tmp_path / "r.jsonl", worked.records("calibrated"))
+    lines = path.read_text().splitlines()
+    lines.insert(2, '{"question_id": 3')
+    path.write_text("\n".join(lines) + "\n")
+    assert metrics.main([str(path), "--out-dir", str(tmp_path / "m"), "--targets", worked.spec]) == 2
+    assert "r.jsonl:3: invalid JSON" in capsys.readouterr().err
+    result = _run(path, tmp_path / "m", "--targets", worked.spec, "--no-plots", "--skip-invalid", "--bootstrap", "0")
+    assert result["runs"]["r"]["records"]["invalid"][0]["line"] == 3
+    assert result["runs"]["r"]["groups"]["all"]["headline"]["rlec_score"]["value"] == pytest.approx(0.40625)
+
+
+def test_unknown_source_outside_grid_and_duplicates_are_counted(tmp_path: Path, worked, record_factory) -> None:
+    extra = [
+        dict(record_factory("x1", 0.5, "correct"), data_source="gsm8k"),
+        record_factory("x2", 0.35, "correct"),
+        worked.records("calibrated")[0],
+    ]
+    path = atomic_write_jsonl(tmp_path / "r.jsonl", worked.records("calibrated") + extra)
+    result = _run(path, tmp_path / "m", "--targets", worked.spec, "--no-plots", "--bootstrap", "0")
+    diag = result["runs"]["r"]["records"]
+    assert diag["unknown_source"] == {"gsm8k": 1} and diag["outside_grid"] == {"0.35": 1} and diag["duplicates"] == 1
+    assert diag["kept"] == 20 and diag["read"] == 23
+    assert "targets outside the grid: {'0.35': 1}" in (tmp_path / "m" / "metrics.md").read_text()
+
+
+def test_intervals_are_reproducible_with_a_seed(tmp_path: Path, worked) -> None:
+    records = worked.records("random") + worked.records("calibrated", source="hotpotqa")
+    path = atomic_write_jsonl(tmp_path / "r.jsonl", records)
+    args = ("--targets", worked.spec, "--no-plots", "--bootstrap", "300")
+    a = _run(path, tmp_path / "a", *args, "--seed", "3")["runs"]["r"]["groups"]
+    b = _run(path, tmp_path / "b", *args, "--seed", "3")["runs"]["r"]["groups"]
+    c = _run(path, tmp_path / "c", *args, "--seed", "4")["runs"]["r"]["groups"]
+    assert a == b
+    assert a["all"]["headline"] != c["all"]["headline"]
+
+
+def test_compare_two_runs_side_by_side(tmp_path: Path, worked) -> None:
+    base = atomic_write_jsonl(tmp_path / "base" / "records.jsonl", worked.records("always_answer"))
+    tuned = atomic_write_jsonl(tmp_path / "tuned" / "records.jsonl", worked.records("calibrated"))
+    out = tmp_path / "m"
+    code = metrics.main([str(base), "--compare", str(tuned), "--out-dir", str(out), "--targets", worked.spec, "--quiet", "--bootstrap", "50"])
+    assert code == 0
+    result = json.loads((out / "metrics.json").read_text())
+    assert list(result["runs"]) == ["base/records", "tuned/records"]
+    assert result["comparison"]["all"]["rlec_score"] == pytest.approx(0.40625 - 0.375)
+    assert result["comparison"]["all"]["aoc"] == pytest.approx(0.9375 - 0.75)
+    table = (out / "metrics.md").read_text()
+    assert "| all | RLEC score | 0.375" in table and "tuned/records - base/records" in table
+    for name in PNGS:
+        assert (out / name).stat().st_size > 10_000
+    assert (out / "graded-base_records.jsonl").is_file() and (out / "graded-tuned_records.jsonl").is_file()
+    assert metrics.main([str(base), str(tuned), str(tuned), "--out-dir", str(out)]) == 2
+
+
+def test_cli_subprocess_grades_with_the_math_verify_pool(tmp_path: Path, record_factory, repo_root: Path) -> None:
+    """``python -m rlec.metrics`` spawns math-verify workers: LaTeX vs decimal needs the pool."""
+    rec = dict(record_factory("q1", 0.5, "correct"), ground_truth="\\frac{1}{2}", response="Thus \\boxed{0.5}.")
+    path = atomic_write_jsonl(tmp_path / "r.jsonl", [rec])
+    env = {**os.environ, "PYTHONPATH": str(repo_root), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlec.metrics", str(path), "--targets", "0.5", "--no-plots", "--quiet"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    graded = [json.loads(line) for line in (tmp_path / "metrics" / "graded-r.jsonl").read_text().splitlines()]
+    assert graded[0]["grade"]["outcome"] == "correct" and graded[0]["grade"]["detail"] == "math_verify"
+    assert "| all | 1 | 1 |" in proc.stdout
+
+
+def test_end_to_end_cpu_run_on_the_tiny_model_writes_every_output(tmp_path: Path, tiny_moe_dir: Path, base_rows, parquet_writer) -> None:
+    data = parquet_writer(tmp_path / "eval.parquet", base_rows[:2] + base_rows[6:8])  # 2 math, 2 QA
+    records = tmp_path / "eval" / "records.jsonl"
+    code = evaluate.main([
+        "--model", str(tiny_moe_dir), "--data", str(data), "--out", str(records), "--engine", "hf",
+        "--targets", "binary,0.0,0.5,0.9", "--temperature", "0", "--max-new-tokens", "8", "--batch-size", "8",
+    ])  # fmt: skip
+    assert code == 0
+    lines = records.read_text().splitlines()
+    assert len(lines) == 16
+    assert metrics.main([str(records), "--targets", "binary,0.0,0.5,0.9", "--quiet", "--bootstrap", "200"]) == 0
+    out = tmp_path / "eval" / "metrics"
+    result = json.loads((out / "metrics.json").read_text())
+    groups = result["runs"]["records"]["groups"]
+    assert set(groups) == {"all", "math", "hotpotqa"} and groups["all"]["n_records"] == 16
+    assert all(row["n"] == 4 for row in groups["all"]["per_target"])
+    assert sum(result["runs"]["records"]["grading"]["outcomes"].values()) == 16
+    assert (out / "metrics.md").read_text().startswith("## records: headline figures")
+    assert len((out / "graded-records.jsonl").read_text().splitlines()) == 16
+    for name in PNGS:
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / name).stat().st_size > 10_000
