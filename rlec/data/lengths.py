@@ -70,7 +70,8 @@ class PromptLengthCounter:
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
             if backend is not None:
-                out[start : start + len(batch)] = [len(e) for e in backend.encode_batch_fast(batch, add_special_tokens=False)]
+                encode = getattr(backend, "encode_batch_fast", backend.encode_batch)  # _fast: tokenizers >= 0.21
+                out[start : start + len(batch)] = [len(e) for e in encode(batch, add_special_tokens=False)]
             else:
                 ids = self.tokenizer(batch, add_special_tokens=False, return_attention_mask=False)["input_ids"]
                 out[start : start + len(batch)] = [len(x) for x in ids]

@@ -197,7 +197,8 @@ def prepare(
         dropped={
             "invalid_rows": invalid.total,
             "duplicate_id_rows": math_in.duplicate_rows + hp_train_in.duplicate_rows + hp_test_in.duplicate_rows,
-            "duplicate_text": math_dd.duplicate_text + hp_train_dd.duplicate_text + hp_test_dd.duplicate_text,
+            "duplicate_text": sum(x.repeated_content for x in (math_in, hp_train_in, hp_test_in))
+            + math_dd.duplicate_text + hp_train_dd.duplicate_text + hp_test_dd.duplicate_text,
             "conflicting_gold": math_dd.conflicting_gold + hp_train_dd.conflicting_gold + hp_test_dd.conflicting_gold,
             "cross_split_duplicates": cross_split,
             "too_long_train_rows": sum(too_long["train"].values()),

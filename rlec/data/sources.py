@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, TypeVar
 
 from rlec.data.dedup import normalize_text
@@ -74,14 +74,17 @@ class Loaded:
     """The items of one file plus what reading them found.
 
     Attributes:
-        items: valid items, first occurrence of each id, in file order.
+        items: valid items, first occurrence of each id and of each content, in file order.
         rows_read: records seen (valid or not).
         duplicate_rows: repeated ids with identical content (collapsed).
+        repeated_content: rows equal to an earlier row except for the id (collapsed; the
+            normalised-text pass in :mod:`rlec.data.dedup` catches the near-identical ones).
     """
 
     items: list[Any] = field(default_factory=list)
     rows_read: int = 0
     duplicate_rows: int = 0
+    repeated_content: int = 0
 
 
 def _nonempty_str(value: Any, path: os.PathLike[str] | str, row: int, key: str, *, allow_number: bool = False) -> str:
@@ -231,6 +234,11 @@ def parse_hotpot(rec: Any, path: os.PathLike[str] | str, row: int, *, require_su
 ItemT = TypeVar("ItemT", MathItem, HotpotItem)
 
 
+def _content(item: MathItem | HotpotItem) -> tuple:
+    """Everything but the id: two rows with equal content are the same question."""
+    return tuple(getattr(item, f.name) for f in fields(item) if f.name != "question_id")
+
+
 def load_items(
     path: str | os.PathLike[str],
     parse: Callable[[Any, os.PathLike[str] | str, int], ItemT],
@@ -240,12 +248,16 @@ def load_items(
 ) -> Loaded:
     """Read every record of ``path`` with ``parse`` (:func:`parse_math` / :func:`parse_hotpot`).
 
+    Rows whose content (everything but the id) equals an earlier row's are collapsed while
+    reading, so DAPO-Math-17k's 1.79M rows never sit in memory at once; only the ids of
+    collapsed rows (with a hash of their content, for the duplicate-id check) are kept.
+
     Args:
         skip_invalid: skip bad rows (recorded in ``invalid``) instead of raising.
         invalid: where skipped rows are counted (required when ``skip_invalid``).
 
     Returns:
-        :class:`Loaded` with the valid items in file order, ids unique.
+        :class:`Loaded` with the valid, distinct items in file order, ids unique.
 
     Raises:
         FileNotFoundError: the file is missing.
@@ -255,14 +267,16 @@ def load_items(
     if skip_invalid and invalid is None:
         raise ValueError("skip_invalid needs an InvalidRows to count into")
     out = Loaded()
-    first: dict[str, tuple[int, Any]] = {}
+    ids: dict[str, tuple[int, int]] = {}  # id -> (first row, hash of its content)
+    contents: set[tuple] = set()
     for row, rec in iter_records(path):
         out.rows_read += 1
         try:
             item = parse(rec, path, row)
-            seen = first.get(item.question_id)
+            content = _content(item)
+            seen = ids.get(item.question_id)
             if seen is not None:
-                if seen[1] == item:
+                if seen[1] == hash(content):
                     out.duplicate_rows += 1
                     continue
                 id_key = "_id" if isinstance(item, HotpotItem) else "extra_info.index"
@@ -274,6 +288,10 @@ def load_items(
                 raise
             invalid.add(err)  # type: ignore[union-attr]
             continue
-        first[item.question_id] = (row, item)
+        ids[item.question_id] = (row, hash(content))
+        if content in contents:
+            out.repeated_content += 1
+            continue
+        contents.add(content)
         out.items.append(item)
     return out

@@ -113,6 +113,22 @@ def test_identical_duplicate_rows_are_collapsed_and_counted(hotpot, tmp_path):
     assert len(loaded.items) == 5 and loaded.duplicate_rows == 2 and loaded.rows_read == 7
 
 
+def test_same_content_under_new_ids_is_collapsed_while_reading(dapo, tmp_path):
+    rows = copy.deepcopy(dapo[:3]) + [copy.deepcopy(dapo[1]) for _ in range(4)]
+    for i, r in enumerate(rows[3:]):
+        r["extra_info"]["index"] = f"repeat-{i}"
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(rows))
+    loaded = load_items(path, parse_math)
+    assert [m.question_id for m in loaded.items] == [r["extra_info"]["index"] for r in dapo[:3]]
+    assert (loaded.repeated_content, loaded.duplicate_rows) == (4, 0)
+    # a repeat's id is still remembered: reusing it for a different problem is an error
+    rows.append({**copy.deepcopy(dapo[5]), "extra_info": {"index": "repeat-2"}})
+    path.write_text(json.dumps(rows))
+    err = _error(path, parse_math)
+    assert err.row == 7 and "first at row 5" in str(err)
+
+
 def test_skip_invalid_skips_and_counts_every_bad_row(dapo, tmp_path):
     rows = copy.deepcopy(dapo[:10])
     rows[2]["reward_model"]["ground_truth"] = ""

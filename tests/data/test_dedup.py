@@ -47,6 +47,10 @@ def test_end_to_end_duplicates_are_removed_and_counted(sample_files, run_prepare
         problem = c["prompt"][0]["content"].removeprefix(DAPO_PREFIX).removesuffix(DAPO_SUFFIX)
         c["prompt"][0]["content"] = DAPO_PREFIX + problem.replace(" ", "  ").upper() + DAPO_SUFFIX
         copies.append(c)
+    for i, r in enumerate(dapo[10:13]):  # exact copies under new ids, collapsed while reading
+        c = copy.deepcopy(r)
+        c["extra_info"]["index"] = f"exact-{i}"
+        copies.append(c)
     (tmp_path / "dapo.jsonl").write_text("\n".join(json.dumps(r) for r in dapo + copies))
     hp_train = json.loads(sample_files["hotpot_train"].read_text())
     hp_test = json.loads(sample_files["hotpot_test"].read_text())
@@ -59,7 +63,7 @@ def test_end_to_end_duplicates_are_removed_and_counted(sample_files, run_prepare
         hotpot_train=tmp_path / "hp_train.json",
         hotpot_test=sample_files["hotpot_test"],
     )
-    assert summary["dropped"]["duplicate_text"] == 5
+    assert summary["dropped"]["duplicate_text"] == 5 + 3
     assert summary["dropped"]["cross_split_duplicates"] == 1
     train, test = rows(tmp_path / "out" / "train.parquet"), rows(tmp_path / "out" / "test.parquet")
     norm = lambda r: normalize_text(r["extra_info"]["task_text"])  # noqa: E731
