@@ -8,9 +8,12 @@ Training set (defaults in :class:`MixConfig`)::
     for each source: select min(train_size, available) questions            (stream "select/<src>")
     for r in 0 .. repeats-1, for each source separately:
         exactly round(binary_fraction * n) questions get the binary objective (p = 0, no target
-        in the prompt); the others get the RLEC objective with p ~ U[target_min, target_max],
-        rounded to 2 decimals so the prompt (which shows 2 decimals) and the reward use the
-        same p                                                               (stream "targets/<src>/<r>")
+        in the prompt); the others get the RLEC objective with p uniform on the 0.01 grid of
+        [target_min, target_max] without 0 (0.01 .. 0.90 by default)        (stream "targets/<src>/<r>")
+
+The grid is what the prompt can state (it shows p with 2 decimals), so prompt and reward use the
+same p, every stated value is equally likely, and p = 0 stays reserved for the binary objective
+(``build_messages(task_text, target_p or None)`` renders every row's prompt).
     shuffle all rows                                                         (stream "shuffle")
 
 Evaluation set: every question once, binary prompt (objective "binary", p = 0.0, repeat 0); the
@@ -30,7 +33,7 @@ from rlec.rewards import check_target
 
 T = TypeVar("T")
 BINARY, RLEC = "binary", "rlec"
-TARGET_DECIMALS = 2
+TARGET_GRID = 100  # targets are multiples of 1/100
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ class MixConfig:
         check_target(self.target_max)
         if self.target_min > self.target_max:
             raise ValueError(f"target_min {self.target_min} > target_max {self.target_max}")
+        lo, hi = target_grid(self.target_min, self.target_max)
+        if lo > hi and self.binary_fraction < 1.0:
+            raise ValueError(f"no target other than 0 on the 0.01 grid of [{self.target_min}, {self.target_max}]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,17 +133,27 @@ def split_held_out(items: Sequence[T], n_test: int, rng: np.random.Generator) ->
     return [it for i, it in enumerate(items) if i not in held], [it for i, it in enumerate(items) if i in held]
 
 
+def target_grid(lo: float, hi: float) -> tuple[int, int]:
+    """The RLEC targets allowed in [lo, hi], as a range of hundredths ``(first, last)``, 0 excluded.
+
+    ``first > last`` means there is none (e.g. lo = hi = 0).
+    """
+    return max(1, math.ceil(round(lo * TARGET_GRID, 6))), math.floor(round(hi * TARGET_GRID, 6))
+
+
 def draw_objectives(n: int, binary_fraction: float, lo: float, hi: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Objectives and targets for ``n`` rows of one source and repeat.
 
     Returns:
         (is_binary: bool array (n,), exactly ``floor(binary_fraction * n + 0.5)`` True;
-         target_p: float array (n,), 0.0 where binary, else U[lo, hi] rounded to 2 decimals).
+         target_p: float array (n,), 0.0 where binary, else uniform on the 0.01 grid of [lo, hi]
+         without 0, see :func:`target_grid`).
     """
     n_binary = math.floor(binary_fraction * n + 0.5)
     is_binary = np.zeros(n, dtype=bool)
     is_binary[rng.permutation(n)[:n_binary]] = True
-    p = np.round(rng.uniform(lo, hi, size=n), TARGET_DECIMALS)
+    first, last = target_grid(lo, hi)
+    p = rng.integers(first, last + 1, size=n) / TARGET_GRID if first <= last else np.zeros(n)
     p[is_binary] = 0.0
     return is_binary, p
 

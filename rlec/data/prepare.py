@@ -261,7 +261,7 @@ def build_parser(env: dict[str, str] | None = None) -> argparse.ArgumentParser:
     g.add_argument("--binary-fraction", type=float, metavar="F", default=d.binary_fraction,
                    help=f"share of training rows, per source and repeat, with the binary objective: p = 0, no target in the prompt (default {d.binary_fraction})")
     g.add_argument("--target-min", type=float, metavar="P", default=d.target_min, help=f"lowest target of RLEC rows (default {d.target_min})")
-    g.add_argument("--target-max", type=float, metavar="P", default=d.target_max, help=f"highest target of RLEC rows; p ~ U[min, max], 2 decimals (default {d.target_max})")
+    g.add_argument("--target-max", type=float, metavar="P", default=d.target_max, help=f"highest target of RLEC rows; p is uniform on the 0.01 grid of [min, max], 0 excluded (default {d.target_max})")
     g.add_argument("--math-test-size", type=int, metavar="N", default=d.math_test_size,
                    help=f"held-out math questions for evaluation, at most --math-test-max-fraction of the unique problems (default {d.math_test_size})")
     g.add_argument("--math-test-max-fraction", type=float, metavar="F", default=d.math_test_max_fraction,

@@ -36,18 +36,27 @@ def test_binary_fraction_is_exact_per_source_and_repeat(big):
     assert all(s.target_p == 0.0 and s.prompt_target is None for s in samples if s.objective == BINARY)
 
 
-def test_targets_are_uniform_on_0_to_0_9_with_two_decimals(big):
+def test_targets_are_uniform_on_the_hundredths_grid_without_zero(big):
     _, _, samples = big
     p = np.array([s.target_p for s in samples if s.objective == RLEC])
-    assert p.min() >= 0.0 and p.max() <= 0.9
-    assert np.allclose(p, np.round(p, 2))
-    n = len(p)
-    assert abs(p.mean() - 0.45) < 4 * 0.9 / np.sqrt(12 * n)
-    # chi-square over 9 interior bins of width 0.1 (edges 0.0 and 0.9 carry half weight after rounding)
-    inner = p[(p >= 0.005) & (p < 0.895)]
-    counts, _ = np.histogram(inner, bins=9, range=(0.005, 0.895))
-    expected = len(inner) / 9
-    assert ((counts - expected) ** 2 / expected).sum() < 26.12  # 99.9% quantile, 8 dof
+    k = np.round(p * 100).astype(int)
+    assert np.allclose(p, k / 100) and k.min() == 1 and k.max() == 90  # 0.01 .. 0.90, never 0
+    counts = np.bincount(k, minlength=91)[1:]
+    expected = len(k) / 90
+    # chi-square over the 90 grid values: 99.9% quantile with 89 degrees of freedom is ~136
+    assert ((counts - expected) ** 2 / expected).sum() < 136
+    assert abs(p.mean() - 0.455) < 4 * np.sqrt((90**2 - 1) / 12) / 100 / np.sqrt(len(p))
+
+
+def test_target_grid_bounds():
+    from rlec.data.mix import target_grid
+
+    assert target_grid(0.0, 0.9) == (1, 90)
+    assert target_grid(0.07, 0.07) == (7, 7)  # no float round-off at the edges
+    assert target_grid(0.125, 0.5) == (13, 50)
+    with pytest.raises(ValueError, match="no target"):
+        MixConfig(target_min=0.0, target_max=0.0)
+    assert MixConfig(target_min=0.0, target_max=0.0, binary_fraction=1.0).binary_fraction == 1.0
 
 
 def test_repeats_draw_fresh_targets(big):
@@ -92,6 +101,8 @@ def test_draw_objectives_with_all_binary_or_none():
     assert b.all() and (p == 0).all()
     b, p = draw_objectives(7, 0.0, 0.5, 0.5, stream(0, "t"))
     assert not b.any() and (p == 0.5).all()
+    b, p = draw_objectives(7, 1.0, 0.0, 0.0, stream(0, "t"))
+    assert b.all() and (p == 0).all()
 
 
 @pytest.mark.parametrize(

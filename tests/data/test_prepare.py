@@ -39,7 +39,8 @@ def test_rows_follow_the_data_contract(prepared, rows):
             assert r["data_source"] in TASKS and (r["data_source"], r["ability"], e["source"]) in {("math_dapo", "math", "math"), ("hotpotqa", "qa", "hotpotqa")}
             assert r["reward_model"]["style"] == "rule" and r["reward_model"]["ground_truth"].strip()
             assert e["objective"] in ("binary", "rlec") and target_of(e) == e["target_p"]
-            assert r["prompt"] == build_messages(e["task_text"], None if e["objective"] == "binary" else e["target_p"])
+            assert (e["target_p"] == 0.0) == (e["objective"] == "binary")
+            assert r["prompt"] == build_messages(e["task_text"], e["target_p"] or None)  # the contract's formula
             if e["source"] == "math":
                 assert e["drop_scheme"] == "" and e["dropped_titles"] == []
             else:
@@ -57,7 +58,7 @@ def test_training_counts_and_repeats(prepared, rows):
     for r in train:
         e = r["extra_info"]
         per_q.setdefault(e["question_id"], set()).add((e["task_text"], r["reward_model"]["ground_truth"], e["drop_scheme"]))
-        assert 0 <= e["repeat"] < 5 and 0.0 <= e["target_p"] <= 0.9
+        assert 0 <= e["repeat"] < 5 and 0.0 <= e["target_p"] <= 0.9 and abs(e["target_p"] * 100 - round(e["target_p"] * 100)) < 1e-9
     assert all(len(v) == 1 for v in per_q.values())  # one question, one prompt body, every repeat
     assert Counter(Counter(r["extra_info"]["question_id"] for r in train).values()) == {5: 64}
 
