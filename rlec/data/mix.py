@@ -45,7 +45,8 @@ class MixConfig:
             (all of them, with a warning, when a source has fewer).
         repeats: copies of each training question, each with freshly drawn targets.
         binary_fraction: share of training rows per source and repeat with the binary objective.
-        target_min, target_max: range of the uniform target p for RLEC rows, 0 <= min <= max < 1.
+        target_min, target_max: range of the target p of RLEC rows, 0 <= min <= max < 1 (p is
+            uniform on its 0.01 grid, 0 excluded: see :func:`target_grid`).
         math_test_size: held-out math questions, at most ``math_test_max_fraction`` of the pool.
         hotpot_test_size: HotpotQA test questions kept (None: all of the test file).
         seed: the one seed of every random choice.

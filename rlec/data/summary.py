@@ -86,8 +86,9 @@ def format_summary(summary: dict[str, Any]) -> str:
     hist = summary["target_histogram"]
     top = max(hist["counts"], default=0) or 1
     lines.append("\ntarget p of RLEC training rows:")
-    for lo, hi, n in zip(hist["edges"], hist["edges"][1:], hist["counts"]):
-        lines.append(f"  [{lo:.2f}, {hi:.2f}) {n:>8} {'#' * round(30 * n / top)}")
+    last = len(hist["counts"]) - 1
+    for i, (lo, hi, n) in enumerate(zip(hist["edges"], hist["edges"][1:], hist["counts"])):
+        lines.append(f"  [{lo:.2f}, {hi:.2f}{']' if i == last else ')'} {n:>8} {'#' * round(30 * n / top)}")
     for split, info in summary["splits"].items():
         if info["hotpotqa_drop_schemes"]:
             schemes = ", ".join(f"{k} {v}" for k, v in info["hotpotqa_drop_schemes"].items())
