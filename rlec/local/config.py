@@ -83,6 +83,9 @@ def _check(cfg: DictConfig) -> None:
             raise ValueError(f"{key} must be a positive integer, got {value!r}")
     if not cfg.rollout.temperature > 0 or not 0 < cfg.rollout.top_p <= 1:
         raise ValueError(f"rollout.temperature must be > 0 and rollout.top_p in (0, 1], got {cfg.rollout.temperature}, {cfg.rollout.top_p}")
+    frac = cfg.rollout.scripted_fraction
+    if frac is not None and not 0.0 <= float(frac) < 1.0:
+        raise ValueError(f"rollout.scripted_fraction must be in [0, 1) or null, got {frac!r}")
     if not cfg.actor.lr > 0:
         raise ValueError(f"actor.lr must be > 0, got {cfg.actor.lr}")
     if cfg.rollout.n < 2:

@@ -143,3 +143,55 @@ def generate(
     attention_mask = torch.cat([prompt_mask, response_mask.long()], dim=1)
     keys = np.array([k for k in group_keys for _ in range(n)], dtype=object)
     return RolloutBatch(prompts, responses, attention_mask, response_mask, decoded, finish, keys, gen_seconds)
+
+
+def inject_scripted(
+    batch: RolloutBatch,
+    tokenizer: Any,
+    golds: Sequence[str],
+    n: int,
+    fraction: float,
+    seed: int,
+) -> int:
+    """Replace the last ``round(n * fraction)`` responses of each group by scripted ones, in place.
+
+    A random model answers everything wrong, so every group's rewards are equal, every
+    mean-only advantage is 0 and the update is a no-op. Scripted responses (the gold answer in
+    ``\\boxed{}`` or ``\\boxed{I don't know}``, chosen by a seeded coin) give the groups reward
+    variance, so the tiny local run exercises a real, non-zero policy-gradient update (the
+    policy's log-probability of the scripted answers rises over steps). They are off-policy
+    demonstrations: use 0 for real training (the default whenever ``MODEL_PATH`` is set).
+
+    Args:
+        batch: the rollouts of ``len(golds)`` prompts x ``n``.
+        golds: one gold answer per prompt.
+        fraction: share of each group to replace, in [0, 1).
+        seed: seeds the coin.
+
+    Returns:
+        The number of responses replaced.
+    """
+    import random
+
+    k = round(n * fraction)
+    if k == 0:
+        return 0
+    rng = random.Random(seed)
+    width = batch.responses.shape[1]
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else im_end
+    replaced = 0
+    for g, gold in enumerate(golds):
+        for row in range(g * n + n - k, g * n + n):
+            text = f"\\boxed{{{gold}}}" if rng.random() < 0.5 else "\\boxed{I don't know}"
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"][: width - 1] + [im_end]
+            batch.responses[row] = pad_id
+            batch.responses[row, : len(ids)] = torch.tensor(ids)
+            batch.response_mask[row] = 0.0
+            batch.response_mask[row, : len(ids)] = 1.0
+            prompt_width = batch.prompts.shape[1]
+            batch.attention_mask[row, prompt_width:] = batch.response_mask[row].long()
+            batch.texts[row] = text
+            batch.finish_reasons[row] = "stop"
+            replaced += 1
+    return replaced

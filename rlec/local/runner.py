@@ -129,7 +129,7 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     from rlec.batch_reward import score_batch
     from rlec.local import update
     from rlec.local.logger import MetricsLogger
-    from rlec.local.rollout import generate
+    from rlec.local.rollout import generate, inject_scripted
     from rlec.models import load_tokenizer
     from rlec.reward_metrics import reward_metrics
     from rlec.rewards import LinearSchedule
@@ -172,8 +172,15 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     logger = MetricsLogger(out_dir, resume_step=start_step if cfg.trainer.resume else None) if rank == 0 else None
     _log0(f"ready in {time.perf_counter() - t0:.1f}s: {len(rows)} prompts, layout {layout.as_dict()}, "
           f"{world} process(es) x {threads} thread(s), model {model_path}")
-    if rank == 0 and not cfg.model.path:
-        _log0("the tiny model has random weights: the loop runs end to end, rewards are noise and nothing is learned")
+    scripted_fraction = cfg.rollout.scripted_fraction
+    if scripted_fraction is None:
+        scripted_fraction = 0.0 if cfg.model.path else 0.25
+    if not cfg.model.path:
+        _log0("the tiny model has random weights: its own answers are noise and it learns nothing useful")
+    if scripted_fraction:
+        _log0(f"rollout.scripted_fraction={scripted_fraction}: that share of each group is replaced by a scripted "
+              "answer (gold or I don't know) so groups have reward variance and the update is non-zero; "
+              "set rollout.scripted_fraction=0 for real training")
 
     from tqdm import tqdm
 
@@ -188,6 +195,8 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
             batch = generate(rollout_model, tokenizer, [r.messages for r in picked], [r.uid for r in picked],
                              n=cfg.rollout.n, max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                              top_p=cfg.rollout.top_p, seed=int(cfg.trainer.seed) * 100_003 + step)
+            scripted = inject_scripted(batch, tokenizer, [r.ground_truth for r in picked], cfg.rollout.n,
+                                       scripted_fraction, seed=int(cfg.trainer.seed) * 7919 + step)
             times["timing_s/gen"] = time.perf_counter() - t
             t = time.perf_counter()
             expand = [r for r in picked for _ in range(cfg.rollout.n)]
@@ -196,6 +205,7 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
             times["timing_s/reward"] = time.perf_counter() - t
             payload = update.make_payload(batch, scores, infos)
             payload["sampler"] = sampler.state_dict()
+            payload["rollout_metrics"]["rollout/scripted_fraction"] = scripted / len(batch.texts)
         payload = update.broadcast(payload)
         t = time.perf_counter()
         step_metrics = update.update_policy(policy, optimizer, payload, cfg, policy_loss_fn)

@@ -93,3 +93,34 @@ def print_training_summary(metrics_path: Path) -> None:
     if png:
         print(f"curves: {png}")
     sys.stdout.flush()
+
+
+def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path) -> int:
+    """Evaluate the final policy on the evaluation sample across the target grid, then score it.
+
+    Runs ``rlec.evaluate`` (records to ``<out_dir>/eval/records.jsonl``) and ``rlec.metrics``
+    (tables, ``metrics.json`` and plots in ``<out_dir>/eval/metrics``) in this process.
+
+    Returns:
+        The metrics command's exit code (0 on success); 0 without an evaluation file.
+    """
+    from rlec import evaluate, metrics
+
+    eval_file = Path(cfg.data.dir) / cfg.data.eval_file
+    if not eval_file.is_file():
+        print(f"[rlec.local] no evaluation file {eval_file}: skipping the final evaluation", file=sys.stderr)
+        return 0
+    records = Path(out_dir) / "eval" / "records.jsonl"
+    if records.exists():
+        records.unlink()  # a new final model: regenerate rather than resume stale records
+    print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if not cfg.model.path
+          else "\n## Final evaluation\n", flush=True)
+    args = ["--model", str(model_dir), "--data", str(eval_file), "--out", str(records), "--engine", "hf",
+            "--max-new-tokens", str(cfg.eval.max_new_tokens), "--limit", str(cfg.eval.max_questions),
+            "--seed", str(cfg.trainer.seed), "--temperature", "0"]
+    if int(cfg.trainer.threads):
+        args += ["--threads", str(cfg.trainer.threads)]
+    code = evaluate.main(args)
+    if code:
+        return code
+    return metrics.main([str(records), "--bootstrap", "200"])

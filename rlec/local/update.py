@@ -90,7 +90,8 @@ def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any
     """
     from megatron.core import parallel_state as mpu
 
-    from rlec import megatron as meg
+    from rlec.megatron.logprobs import compute_log_probs
+    from rlec.megatron.train_step import train_step
 
     dp, dp_rank = mpu.get_data_parallel_world_size(), mpu.get_data_parallel_rank()
     n = payload["input_ids"].shape[0]
@@ -104,7 +105,7 @@ def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any
     zeros = torch.zeros(ids.shape[0], prompt_width)
     mbs = int(cfg.actor.micro_batch_size)
     temperature = float(cfg.rollout.temperature)
-    old = meg.compute_log_probs(policy, ids, attn, micro_batch_size=mbs, temperature=temperature)
+    old = compute_log_probs(policy, ids, attn, micro_batch_size=mbs, temperature=temperature)
     extra = {
         "loss_mask": torch.cat([zeros, resp_mask], dim=1),
         "advantages": torch.cat([zeros, adv], dim=1),
@@ -112,7 +113,7 @@ def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any
     }
     global_tokens = int(payload["response_mask"].sum())
     loss_fn = loss_factory(cfg, math.ceil(ids.shape[0] / mbs), dp, global_tokens)
-    result = meg.train_step(policy, optimizer, ids, attn, loss_fn, extra=extra, micro_batch_size=mbs, temperature=temperature)
+    result = train_step(policy, optimizer, ids, attn, loss_fn, extra=extra, micro_batch_size=mbs, temperature=temperature)
     n_micro = math.ceil(ids.shape[0] / mbs)
     metrics = {"actor/pg_loss": result.loss / n_micro, **{k: v for k, v in result.metrics.items() if k != "loss"}}
     metrics = _dp_mean(metrics)
@@ -144,16 +145,16 @@ def sync_weights(policy: Any, rollout_model: torch.nn.Module | None, check_index
         True on ranks without a rollout model; on rank 0, whether the checked tensor is
         bit-identical.
     """
-    from rlec import megatron as meg
-    from rlec.megatron.hf_sync import model_to_hub_state
+    from rlec.megatron.hf_sync import load_into_hf_model, model_to_hub_state
+    from rlec.megatron.model import export_hf_weights
 
     exported = {}
-    for name, tensor in meg.export_hf_weights(policy):  # every rank joins the gathers
+    for name, tensor in export_hf_weights(policy):  # every rank joins the gathers
         if rollout_model is not None:
             exported[name] = tensor.detach().to("cpu", torch.float32, copy=True)
     if rollout_model is None:
         return True
-    meg.load_into_hf_model(rollout_model, exported)
+    load_into_hf_model(rollout_model, exported)
     name = sorted(exported)[check_index % len(exported)]
     hub = model_to_hub_state(rollout_model, {k: v for k, v in rollout_model.state_dict().items()})
     return bool(torch.equal(hub[name].float(), exported[name]))
