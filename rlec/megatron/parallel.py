@@ -177,13 +177,17 @@ def init_parallel(layout: ParallelLayout, seed: int = 1234, backend: str | None 
     model_parallel_cuda_manual_seed(seed)
 
 
-def destroy_parallel() -> None:
-    """Tear down Megatron's parallel state and the default process group (idempotent)."""
+def destroy_parallel(process_group: bool = True) -> None:
+    """Tear down Megatron's parallel state and, unless ``process_group=False``, the default
+    process group (idempotent). Keep the process group to call :func:`init_parallel` again with
+    another layout in the same processes."""
+    if not torch.distributed.is_initialized():
+        return  # Megatron's parallel state cannot exist without a process group
     from megatron.core import parallel_state as mpu
 
     if mpu.model_parallel_is_initialized():
         mpu.destroy_model_parallel()
-    if torch.distributed.is_initialized():
+    if process_group and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 
 
