@@ -319,9 +319,10 @@ def _distopt_apply() -> None:
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 
     raw = DistributedOptimizer.__dict__["_build_model_and_main_param_groups"]
-    fn = raw.__func__ if isinstance(raw, staticmethod) else raw
+    kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
+    fn = raw.__func__ if kind else raw
     wrapped = _with_cuda_type_names(fn)
-    DistributedOptimizer._build_model_and_main_param_groups = staticmethod(wrapped) if isinstance(raw, staticmethod) else wrapped
+    DistributedOptimizer._build_model_and_main_param_groups = kind(wrapped) if kind else wrapped
 
 
 # --- 11. torch.cuda.synchronize in the dist-checkpoint writer and pipeline p2p ------------------------------

@@ -7,7 +7,8 @@
 Steps run in order in the same processes (one Megatron import per process instead of one per
 step: on 2 shared cores the imports dominate the test time) and rank 0 prints one line
 ``RESULT_JSON [result of each step]``. ``convert`` runs ``tools/convert_hf_to_mcore.py``'s
-``main(argv)`` (the command line without the final ``sys.exit``) and reports its exit status.
+``main(argv)`` (the command line without the final ``sys.exit``) and reports its exit status;
+``distopt`` compares one step of Megatron's distributed optimizer with the plain one.
 
 ``controls``: the checkpoint (written at another layout) loads at TP1 through verl's
 ``load_mcore_dist_weights`` and verifies (on a GPU: into the TE model); then two
@@ -115,7 +116,7 @@ def train(args: argparse.Namespace) -> dict | None:
     from rlec.megatron.logprobs import compute_log_probs
     from rlec.megatron.model import build_model, export_hf_weights
     from rlec.megatron.parallel import ParallelLayout, init_parallel
-    from rlec.megatron.train_step import build_optimizer, forward_backward, train_step
+    from rlec.megatron.training import build_optimizer, forward_backward, train_step
 
     layout = ParallelLayout(tp=args.tp, ep=args.ep, world_size=int(os.environ.get("WORLD_SIZE", "1")))
     init_parallel(layout)
@@ -177,6 +178,40 @@ def train(args: argparse.Namespace) -> dict | None:
     }
 
 
+def distopt(args: argparse.Namespace) -> dict | None:
+    """One train step with Megatron's distributed optimizer (state sharded over data-parallel
+    ranks) against the plain one, from the same HF weights: same loss, grad norm and update."""
+    import torch
+
+    from rlec.megatron.model import build_model, export_hf_weights
+    from rlec.megatron.parallel import ParallelLayout, init_parallel
+    from rlec.megatron.training import build_optimizer, train_step
+
+    layout = ParallelLayout(tp=args.tp, ep=args.ep, world_size=int(os.environ.get("WORLD_SIZE", "1")))
+    init_parallel(layout)
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 151_000, (4, 12), generator=gen)
+    mask = torch.ones_like(ids)
+
+    def loss_fn(log_probs: Any, batch: dict) -> tuple[Any, dict]:
+        keep = batch["valid"].float()
+        keep[:, 0] = 0
+        return -(log_probs * keep).sum() / keep.sum(), {}
+
+    runs = {}
+    for distributed in (False, True):
+        policy = build_model(args.hf, layout, wrap_ddp=True, use_distributed_optimizer=distributed)
+        optimizer = build_optimizer(policy, lr=1e-3, use_distributed_optimizer=distributed)
+        result = train_step(policy, optimizer, ids, mask, loss_fn, micro_batch_size=2)
+        runs[distributed] = (result, {k: v.clone() for k, v in export_hf_weights(policy)})
+    if torch.distributed.get_rank() != 0:
+        return None
+    (plain, w_plain), (dist, w_dist) = runs[False], runs[True]
+    return {"loss": plain.loss, "loss_distributed": dist.loss, "grad_norm": plain.grad_norm,
+            "grad_norm_distributed": dist.grad_norm, "dp": layout.dp,
+            "weight_max_diff": max(float((w_plain[k] - w_dist[k]).abs().max()) for k in w_plain)}
+
+
 def convert(argv: list[str]) -> dict:
     import importlib.util
 
@@ -189,7 +224,7 @@ def convert(argv: list[str]) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("plan", help="JSON list of steps: {'convert': argv} | {'controls': {...}} | {'train': {...}}")
+    p.add_argument("plan", help="JSON list of steps: {'convert': argv} | {'controls': {...}} | {'train': {...}} | {'distopt': {...}}")
     steps = json.loads(p.parse_args().plan)
     results = []
     for step in steps:
@@ -198,7 +233,7 @@ def main() -> None:
             results.append(convert(params))
         else:
             args = argparse.Namespace(**{"out": None, "tp": 1, "ep": 1, **params})
-            results.append({"controls": controls, "train": train}[kind](args))
+            results.append({"controls": controls, "train": train, "distopt": distopt}[kind](args))
     import torch
 
     from rlec.megatron.parallel import destroy_parallel

@@ -83,12 +83,13 @@ def job4(tiny_moe_dir: Path, root: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def job2(tiny_moe_dir: Path, root: Path) -> dict:
-    """2 processes: convert at TP2 and at EP2."""
+    """2 processes: convert at TP2 and at EP2; the distributed optimizer at EP2 (dense DP2)."""
     results, stdout = run_plan(2, [
         {"convert": _convert_argv(tiny_moe_dir, root / "tp2", "--tp", "2")},
         {"convert": _convert_argv(tiny_moe_dir, root / "ep2", "--ep", "2")},
+        {"distopt": {"hf": str(tiny_moe_dir), "ep": 2}},
     ])
-    return {"tp2": results[0], "ep2": results[1], "stdout": stdout}
+    return {"tp2": results[0], "ep2": results[1], "distopt": results[2], "stdout": stdout}
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +171,15 @@ def test_checkpoint_reshards_and_negative_controls_fail(job1: dict) -> None:
     # A 1e-6 change to one weight hides in the logits but not in the exact round trip.
     perturbed = result["perturbed"]
     assert perturbed["passed"] is False and perturbed["export_mismatched"] == ["model.norm.weight"]
+
+
+@pytest.mark.slow
+def test_distributed_optimizer_step_equals_the_plain_one(job2: dict) -> None:
+    r = job2["distopt"]
+    assert r["dp"] == 2  # dense parameters' optimizer state is sharded over 2 data-parallel ranks
+    assert abs(r["loss"] - r["loss_distributed"]) <= 1e-6 * abs(r["loss"])
+    assert abs(r["grad_norm"] - r["grad_norm_distributed"]) <= 1e-5 * r["grad_norm"]
+    assert r["weight_max_diff"] <= 1e-6
 
 
 @pytest.mark.slow
