@@ -1,0 +1,230 @@
+"""Megatron dist checkpoints that verl's Megatron engine loads, plus optimizer state for resume.
+
+Layout (what verl 0.9.1 reads with ``use_dist_checkpointing=True, dist_checkpointing_path=DIR``):
+``DIR`` itself is a ``megatron.core.dist_checkpointing`` folder (``metadata.json``, ``common.pt``,
+``.metadata``, ``__*_*.distcp``) whose top-level sharded keys are the model's own
+``sharded_state_dict(prefix="")``: verl calls
+``dist_checkpointing.load(unwrap_model(model).sharded_state_dict(prefix=""), DIR,
+strict=StrictHandling.ASSUME_OK_UNEXPECTED)`` (``verl/utils/model.py:load_mcore_dist_weights``),
+exactly what verl's own ``scripts/converter_hf_to_mcore.py`` writes with
+``dist_checkpointing.save(model.sharded_state_dict(), DIR)``.
+
+Sharded keys are layout-free (``decoder.layers.self_attention.linear_qkv.weight`` with the layer
+and expert index as sharding axes), so a checkpoint written at one TP/EP/PP loads at another.
+
+Written on CPU (local layer spec), the checkpoint also carries what a TE model asks for and the
+local model lacks: ``_extra_state`` entries (``None``, i.e. no FP8 metadata) of TE's separate
+norms (``q_layernorm``, ``k_layernorm``, the MoE ``pre_mlp_layernorm``, ``final_layernorm``).
+Without them ``dist_checkpointing.load`` on verl's TE model fails with ``Missing key in
+checkpoint state_dict``. Keys the loading model does not ask for are ignored, so the same folder
+loads into both specs. A resume checkpoint adds ``optimizer`` and ``rlec`` (step, user state)
+keys beside the model's, so it is still a valid ``dist_checkpointing_path`` for verl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from rlec.megatron.model import MegatronModel
+
+METADATA_FILE = "rlec_checkpoint.json"
+_TE_SEPARATE_NORMS = ("self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight", "pre_mlp_layernorm.weight")
+
+
+def model_sharded_state_dict(policy: MegatronModel, *, te_extras: bool = True) -> dict[str, Any]:
+    """The model's sharded state dict in the layout verl's TE model loads (see module doc).
+
+    Args:
+        policy: the model.
+        te_extras: on the CPU (local-spec) path, add the ``_extra_state`` entries a TE model
+            asks for (saving); ``False`` gives exactly what the local model holds (loading).
+
+    Raises:
+        NotImplementedError: virtual pipeline stages (more than one model chunk).
+    """
+    from megatron.core.dist_checkpointing.mapping import ShardedObject, ShardedTensor
+
+    if len(policy.chunks) != 1:
+        raise NotImplementedError("dist checkpoints of virtual-pipeline models (several chunks) are not supported")
+    state = policy.unwrapped()[0].sharded_state_dict(prefix="")
+    if policy.use_te or not te_extras:
+        return state
+    extra = {}
+    for name, sh in state.items():
+        if not isinstance(sh, ShardedTensor):
+            continue
+        if any(sh.key.endswith(suffix) for suffix in _TE_SEPARATE_NORMS) or sh.key == "decoder.final_layernorm.weight":
+            key = sh.key[: -len("weight")] + "_extra_state"
+            n = sh.prepend_axis_num
+            shape, offset = (sh.global_shape[:n], sh.global_offset[:n]) if n else ((1,), (0,))
+            extra[name[: -len("weight")] + "_extra_state"] = ShardedObject(key, None, shape, offset, replica_id=sh.replica_id)
+    state.update(extra)
+    return state
+
+
+def _barrier() -> None:
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+
+
+def _rank() -> int:
+    return torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+
+
+def _broadcast_str(text: str) -> str:
+    if not torch.distributed.is_initialized():
+        return text
+    box = [text]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+@contextmanager
+def atomic_output(path: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
+    """Collective context: yields a fresh ``<path>.tmp-*`` folder, renamed to ``path`` on success.
+
+    On an exception the temporary folder is removed and ``path`` is left untouched, so no
+    half-written checkpoint is ever visible under ``path``.
+
+    Raises:
+        FileExistsError: ``path`` exists and ``overwrite`` is false (checked before writing).
+    """
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists (pass overwrite=True / --overwrite to replace it)")
+    tmp = Path(_broadcast_str(str(path.parent / f".{path.name}.tmp-{os.getpid()}-{int(time.time())}")))
+    if _rank() == 0:
+        tmp.mkdir(parents=True, exist_ok=False)
+    _barrier()
+    try:
+        yield tmp
+        _barrier()
+        if _rank() == 0:
+            if path.exists():
+                shutil.rmtree(path)
+            tmp.rename(path)
+        _barrier()
+    finally:
+        if _rank() == 0 and tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_dist_checkpoint(
+    policy: MegatronModel, folder: str | Path, *, optimizer: Any = None, step: int | None = None, user_state: dict[str, Any] | None = None
+) -> None:
+    """Write the model (and optimizer) sharded state into an existing empty ``folder`` (collective).
+
+    Prefer :func:`save_dist_checkpoint`, which makes the write atomic.
+    """
+    from megatron.core import dist_checkpointing
+
+    state = model_sharded_state_dict(policy)
+    if optimizer is not None:
+        state["optimizer"] = optimizer.sharded_state_dict(state)
+    state["rlec"] = {"step": step, "user_state": user_state or {}}
+    _in_process_results_queue()
+    dist_checkpointing.save(state, str(folder))
+
+
+def _in_process_results_queue() -> None:
+    """Let megatron's writer hand its results back through a plain in-process queue.
+
+    ``FileSystemWriterAsync`` otherwise starts a ``spawn`` multiprocessing Manager on every rank
+    that writes, only to pass the write results back to this same process when the save is
+    synchronous (as here): ~5 s and a fresh interpreter importing torch per rank (measured on
+    CPU). Skipped if megatron-core no longer has that module-level queue.
+    """
+    import queue
+
+    from megatron.core.dist_checkpointing.strategies import filesystem_async
+
+    if getattr(filesystem_async, "_results_queue", "absent") is None:
+        filesystem_async._results_queue = queue.Queue()
+
+
+def write_metadata(folder: str | Path, metadata: dict[str, Any]) -> None:
+    """Write ``rlec_checkpoint.json`` (rank 0): JSON, sorted keys, non-JSON values as strings."""
+    if _rank() == 0:
+        (Path(folder) / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def save_dist_checkpoint(
+    policy: MegatronModel,
+    path: str | Path,
+    *,
+    optimizer: Any = None,
+    step: int | None = None,
+    user_state: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write a dist checkpoint atomically: into ``<path>.tmp-*``, renamed when complete.
+
+    Every rank calls this. The folder is a valid verl ``dist_checkpointing_path``.
+
+    Args:
+        policy: the model.
+        path: destination folder (on a file system every rank sees).
+        optimizer: a Megatron optimizer to save too (for resume), or ``None``.
+        step: training step recorded under ``rlec.step``.
+        user_state: small picklable dict saved as-is (data-loader position, RNG seeds...).
+        metadata: JSON-serialisable dict written to ``rlec_checkpoint.json`` (rank 0).
+        overwrite: replace an existing ``path``.
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        FileExistsError: ``path`` exists and ``overwrite`` is false (checked before writing).
+    """
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        write_dist_checkpoint(policy, tmp, optimizer=optimizer, step=step, user_state=user_state)
+        write_metadata(tmp, metadata or {})
+    return Path(path)
+
+
+def load_dist_checkpoint(policy: MegatronModel, path: str | Path, *, optimizer: Any = None) -> dict[str, Any]:
+    """Load model weights (and optimizer state) from a dist checkpoint; every rank calls this.
+
+    Loads any checkpoint with the model's keys: one from this module, from
+    ``tools/convert_hf_to_mcore.py`` or from verl's converter, at any TP/EP/PP.
+
+    Args:
+        policy: a model built with the same architecture (any layout).
+        path: the checkpoint folder.
+        optimizer: restore its state too (the checkpoint must hold one).
+
+    Returns:
+        ``{"step": int | None, "user_state": dict}`` as saved (empty values for checkpoints
+        written by other tools).
+
+    Raises:
+        FileNotFoundError: ``path`` is not a dist checkpoint (no ``metadata.json``).
+        KeyError: ``optimizer`` given but the checkpoint has no optimizer state.
+    """
+    from megatron.core import dist_checkpointing
+    from megatron.core.dist_checkpointing.serialization import StrictHandling
+
+    path = Path(path)
+    if not (path / "metadata.json").is_file():
+        raise FileNotFoundError(f"{path}: not a Megatron dist checkpoint (no metadata.json)")
+    state = model_sharded_state_dict(policy, te_extras=False)
+    if optimizer is not None:
+        if "optimizer" not in dist_checkpointing.load_common_state_dict(str(path)):
+            raise KeyError(f"{path}: the checkpoint holds no optimizer state (a converted checkpoint has weights only)")
+        state["optimizer"] = optimizer.sharded_state_dict(state, is_loading=True)
+    loaded = dist_checkpointing.load(state, str(path), strict=StrictHandling.ASSUME_OK_UNEXPECTED)
+    if optimizer is not None:
+        optimizer.load_state_dict(loaded["optimizer"])
+    common = dist_checkpointing.load_common_state_dict(str(path))
+    rlec_state = common.get("rlec", {}) if isinstance(common, dict) else {}
+    return {"step": rlec_state.get("step"), "user_state": rlec_state.get("user_state", {})}
+

@@ -1,0 +1,401 @@
+"""Megatron-core 0.16.1 on a machine without CUDA: the shims, in one place.
+
+megatron-core assumes a CUDA device in a handful of spots that have nothing to do with the maths
+(RNG bookkeeping, side streams, ``device='cuda'`` literals, type-name assertions, collectives
+gloo does not offer). Each :class:`Shim` below answers exactly one error, names it, and carries a
+``needed`` probe that checks the *unpatched* library still has the problem, so a megatron-core
+upgrade that fixes (or moves) the code is noticed by ``tests/megatron/test_compat.py``.
+
+Rules:
+
+- :func:`apply_cpu_shims` is a no-op when ``torch.cuda.is_available()``: nothing here ever runs on
+  a GPU machine.
+- Patches are scoped where the library allows it: a ``torch`` stand-in seen only by the one
+  megatron module that needs it, or a wrapper around the one function. Only
+  ``torch.cuda.current_device`` is patched process-wide (it is called from ~100 places).
+- Applying twice is harmless; :data:`APPLIED` lists what was applied in this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+
+APPLIED: list[str] = []
+
+
+@dataclass(frozen=True)
+class Shim:
+    """One workaround: the error it answers, a probe on the unpatched library, and the patch."""
+
+    name: str
+    error: str
+    needed: Callable[[], bool]
+    apply: Callable[[], None]
+
+
+class _TorchView(types.ModuleType):
+    """``torch`` (or ``torch.cuda``) as one megatron module sees it: a few attributes replaced,
+    everything else delegated to the real module."""
+
+    def __init__(self, base: types.ModuleType, **overrides: Any) -> None:
+        super().__init__(base.__name__)
+        self.__dict__.update(overrides)
+        self.__dict__["_base"] = base
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_base"], name)
+
+
+def _cpu_device(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> torch.Tensor:
+        if str(kwargs.get("device", "")).startswith("cuda"):
+            kwargs["device"] = "cpu"
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class _NoOpStream:
+    """Stand-in for ``torch.cuda.Stream``/``Event`` on CPU, where every op is synchronous."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def wait_stream(self, stream: Any) -> None:
+        pass
+
+    def record_event(self, event: Any = None) -> "_NoOpStream":
+        return _NoOpStream()
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait_event(self, event: Any) -> None:
+        pass
+
+
+_NOOP_STREAM = _NoOpStream()
+
+
+def _raises(fn: Callable[[], Any]) -> bool:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - any failure means the problem is still there
+        return True
+    return False
+
+
+def _source_has(obj: Any, text: str) -> bool:
+    return text in inspect.getsource(obj)
+
+
+@contextlib.contextmanager
+def _cuda_type_names() -> Iterator[None]:
+    """Within the block, ``t.type()`` of a CPU tensor answers ``torch.cuda.<Kind>Tensor``."""
+    original = torch.Tensor.type
+
+    def cuda_named_type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kw: Any) -> Any:
+        if dtype is None and not kw and self.device.type == "cpu":
+            return original(self).replace("torch.", "torch.cuda.", 1)
+        return original(self, dtype, non_blocking, **kw)
+
+    torch.Tensor.type = cuda_named_type  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.Tensor.type = original  # type: ignore[method-assign]
+
+
+def _with_cuda_type_names(fn: Callable[..., Any]) -> Callable[..., Any]:
+    if getattr(fn, "_rlec_cuda_type_names", False):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _cuda_type_names():
+            return fn(*args, **kwargs)
+
+    wrapper._rlec_cuda_type_names = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+# --- 1. RNG tracker ---------------------------------------------------------------------------
+def _rng_apply() -> None:
+    from megatron.core.tensor_parallel import random as mrandom
+
+    def add(self: Any, name: str, seed: int) -> None:  # CudaRNGStatesTracker.add on the CPU generator
+        self._is_initialized = True
+        if seed in self.seeds_:
+            raise Exception(f"seed {seed} already exists")
+        self.seeds_.add(seed)
+        if name in self.states_:
+            raise Exception(f"rng state {name} already exists")
+        orig = torch.get_rng_state()
+        torch.manual_seed(seed)
+        self.states_[name] = torch.get_rng_state()
+        torch.set_rng_state(orig)
+
+    mrandom.CudaRNGStatesTracker.add = add
+    mrandom._get_cuda_rng_state = lambda *a, **k: torch.get_rng_state()
+    mrandom._set_cuda_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
+
+
+# --- 2. current_device ------------------------------------------------------------------------
+def _current_device_apply() -> None:
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
+
+
+# --- 3. te_general_gemm -----------------------------------------------------------------------
+def _te_gemm_needed() -> bool:
+    from megatron.core.transformer.moe import moe_utils
+
+    return "te_general_gemm" not in vars(moe_utils) and _source_has(moe_utils, "te_general_gemm is not None")
+
+
+def _te_gemm_apply() -> None:
+    from megatron.core.transformer.moe import moe_utils
+
+    moe_utils.te_general_gemm = None
+
+
+# --- 4. side streams in the alltoall dispatcher -----------------------------------------------
+def _streams_apply() -> None:
+    from megatron.core.transformer.moe import token_dispatcher
+
+    cuda = _TorchView(
+        torch.cuda,
+        Stream=_NoOpStream,
+        Event=_NoOpStream,
+        current_stream=lambda *a, **k: _NOOP_STREAM,
+        stream=lambda s=None: contextlib.nullcontext(),
+    )
+    token_dispatcher.torch = _TorchView(torch, cuda=cuda)
+
+
+# --- 5. alltoall split sizes --------------------------------------------------------------------
+def _splits_needed() -> bool:
+    from megatron.core.transformer.moe import moe_utils
+
+    return not isinstance(moe_utils.maybe_move_tensor_to_cpu(torch.ones(2), as_numpy=True), type(torch.ones(1).numpy()))
+
+
+def _splits_apply() -> None:
+    from megatron.core.transformer.moe import moe_utils, token_dispatcher
+
+    original = moe_utils.maybe_move_tensor_to_cpu
+    if getattr(original, "_rlec", False):
+        return
+
+    def maybe_move_tensor_to_cpu(tensor: Any, as_numpy: bool = False, record_stream: bool = False) -> Any:
+        if torch.is_tensor(tensor) and not tensor.is_cuda:
+            return tensor.numpy() if as_numpy else tensor
+        return original(tensor, as_numpy=as_numpy, record_stream=record_stream)
+
+    maybe_move_tensor_to_cpu._rlec = True  # type: ignore[attr-defined]
+    moe_utils.maybe_move_tensor_to_cpu = maybe_move_tensor_to_cpu
+    token_dispatcher.maybe_move_tensor_to_cpu = maybe_move_tensor_to_cpu
+
+
+# --- 6. torch RMSNorm under sequence parallel -----------------------------------------------------
+def _norm_needed() -> bool:
+    from megatron.core.transformer.torch_norm import WrappedTorchNorm
+
+    return _source_has(WrappedTorchNorm, "sequence parallel not supported by torch LayerNorm")
+
+
+def _norm_apply() -> None:
+    from megatron.core.transformer import torch_norm
+
+    original_new = torch_norm.WrappedTorchNorm.__dict__["__new__"]
+    if getattr(original_new, "_rlec", False):
+        return
+
+    def __new__(cls: type, config: Any, hidden_size: int, eps: float = 1e-5, **kwargs: Any) -> torch.nn.Module:
+        sequence_parallel = bool(config.sequence_parallel)
+        config.sequence_parallel = False
+        try:
+            norm = original_new(cls, config, hidden_size, eps, **kwargs)
+        finally:
+            config.sequence_parallel = sequence_parallel
+        # Same contract as TE's norms: under SP each rank sees a slice of the sequence, so these
+        # replicated weights get partial gradients that finalize_model_grads all-reduces over TP.
+        for p in norm.parameters():
+            p.sequence_parallel = sequence_parallel
+        return norm
+
+    __new__._rlec = True  # type: ignore[attr-defined]
+    torch_norm.WrappedTorchNorm.__new__ = staticmethod(__new__)
+
+
+# --- 7. uneven all-gather / reduce-scatter over gloo -----------------------------------------------
+def _uneven_needed() -> bool:
+    from megatron.core.tensor_parallel import mappings
+
+    return _source_has(mappings._gather_along_first_dim, "torch.distributed.all_gather(") and _source_has(
+        mappings._reduce_scatter_along_first_dim, "torch.distributed.reduce_scatter("
+    )
+
+
+def _uneven_apply() -> None:
+    from megatron.core.tensor_parallel import mappings
+
+    gather, scatter = mappings._gather_along_first_dim, mappings._reduce_scatter_along_first_dim
+    if getattr(gather, "_rlec", False):
+        return
+
+    def gather_along_first_dim(input_: torch.Tensor, group: Any, output_split_sizes: Any = None, use_global_buffer: bool = False) -> torch.Tensor:
+        if output_split_sizes is None or group.size() == 1:
+            return gather(input_, group, output_split_sizes, use_global_buffer)
+        sizes = [int(s) for s in output_split_sizes]
+        longest = max(sizes)
+        padded = input_.new_zeros((longest, *input_.shape[1:]))
+        padded[: input_.shape[0]] = input_
+        out = input_.new_empty((longest * len(sizes), *input_.shape[1:]))
+        torch.distributed.all_gather_into_tensor(out, padded.contiguous(), group=group)
+        return torch.cat([out[i * longest : i * longest + s] for i, s in enumerate(sizes)])
+
+    def reduce_scatter_along_first_dim(input_: torch.Tensor, group: Any, input_split_sizes: Any = None, use_global_buffer: bool = False) -> torch.Tensor:
+        if input_split_sizes is None or group.size() == 1:
+            return scatter(input_, group, input_split_sizes, use_global_buffer)
+        total = input_.contiguous().clone()
+        torch.distributed.all_reduce(total, group=group)
+        return torch.split(total, [int(s) for s in input_split_sizes])[group.rank()].contiguous()
+
+    gather_along_first_dim._rlec = True  # type: ignore[attr-defined]
+    mappings._gather_along_first_dim = gather_along_first_dim
+    mappings._reduce_scatter_along_first_dim = reduce_scatter_along_first_dim
+
+
+# --- 8. device='cuda' literals in the optimizer and the pipeline schedules ----------------------------
+def _optim_modules() -> list[types.ModuleType]:
+    from megatron.core import utils
+    from megatron.core.optimizer import clip_grads, grad_scaler, optimizer
+    from megatron.core.pipeline_parallel import schedules
+
+    return [optimizer, clip_grads, grad_scaler, schedules, utils]
+
+
+def _literals_needed() -> bool:
+    return all(_source_has(m, "device='cuda'") or _source_has(m, 'device="cuda"') for m in _optim_modules())
+
+
+def _literals_apply() -> None:
+    view = _TorchView(torch, **{n: _cpu_device(getattr(torch, n)) for n in ("tensor", "zeros", "ones", "empty", "full")})
+    for module in _optim_modules():
+        module.torch = view
+
+
+# --- 9. grad type assertion in clip_grads ---------------------------------------------------------------
+def _clip_needed() -> bool:
+    from megatron.core.optimizer import clip_grads
+
+    return _source_has(clip_grads.clip_grad_by_total_norm_fp32, "'torch.cuda.FloatTensor'")
+
+
+def _clip_apply() -> None:
+    from megatron.core.optimizer import clip_grads, optimizer
+
+    wrapped = _with_cuda_type_names(clip_grads.clip_grad_by_total_norm_fp32)
+    clip_grads.clip_grad_by_total_norm_fp32 = wrapped
+    optimizer.clip_grad_by_total_norm_fp32 = wrapped
+
+
+# --- 10. param type check in the distributed optimizer -----------------------------------------------------
+def _distopt_needed() -> bool:
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    return _source_has(DistributedOptimizer._build_model_and_main_param_groups, "'torch.cuda.FloatTensor'")
+
+
+def _distopt_apply() -> None:
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    raw = DistributedOptimizer.__dict__["_build_model_and_main_param_groups"]
+    kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
+    fn = raw.__func__ if kind else raw
+    wrapped = _with_cuda_type_names(fn)
+    DistributedOptimizer._build_model_and_main_param_groups = kind(wrapped) if kind else wrapped
+
+
+# --- 11. torch.cuda.synchronize in the dist-checkpoint writer and pipeline p2p ------------------------------
+def _sync_modules() -> list[types.ModuleType]:
+    from megatron.core.dist_checkpointing.strategies import async_utils, filesystem_async
+    from megatron.core.pipeline_parallel import p2p_communication
+
+    return [filesystem_async, async_utils, p2p_communication]
+
+
+def _sync_needed() -> bool:
+    return _raises(torch.cuda.synchronize) and any(_source_has(m, "torch.cuda.synchronize()") for m in _sync_modules())
+
+
+def _sync_apply() -> None:
+    for module in _sync_modules():
+        module.torch = _TorchView(torch, cuda=_TorchView(torch.cuda, synchronize=lambda *a, **k: None))
+
+
+SHIMS: tuple[Shim, ...] = (
+    Shim("rng_tracker", "AssertionError: Torch not compiled with CUDA enabled (CudaRNGStatesTracker.add / fork)",
+         lambda: _raises(torch.cuda.get_rng_state), _rng_apply),
+    Shim("current_device", "AssertionError: Torch not compiled with CUDA enabled (torch.cuda.current_device() as a device)",
+         lambda: _raises(torch.cuda.current_device), _current_device_apply),
+    Shim("te_general_gemm", "NameError: name 'te_general_gemm' is not defined (moe_utils router gemm without TE)",
+         _te_gemm_needed, _te_gemm_apply),
+    Shim("dispatcher_streams", "AssertionError: Torch not compiled with CUDA enabled (torch.cuda.Stream in MoEAlltoAllTokenDispatcher)",
+         lambda: _raises(torch.cuda.Stream), _streams_apply),
+    Shim("alltoall_splits", "all_to_all_single: split sizes stay tensors on CPU (maybe_move_tensor_to_cpu converts CUDA tensors only)",
+         _splits_needed, _splits_apply),
+    Shim("sequence_parallel_norm", "AssertionError: sequence parallel not supported by torch LayerNorm",
+         _norm_needed, _norm_apply),
+    Shim("uneven_collectives", "RuntimeError from gloo on uneven all_gather / reduce_scatter (alltoall at TP2xEP2)",
+         _uneven_needed, _uneven_apply),
+    Shim("cuda_literals", "AssertionError: Torch not compiled with CUDA enabled (device='cuda' in optimizer, clip_grads, grad_scaler, schedules, utils' multi-tensor fallbacks)",
+         _literals_needed, _literals_apply),
+    Shim("clip_grads_type", "AssertionError: param.grad.type() == 'torch.cuda.FloatTensor' in clip_grad_by_total_norm_fp32",
+         _clip_needed, _clip_apply),
+    Shim("distributed_optimizer_type", "TypeError: Wrapped parameters must be one of torch.cuda.FloatTensor, ... (DistributedOptimizer)",
+         _distopt_needed, _distopt_apply),
+    Shim("cuda_synchronize", "AssertionError: Torch not compiled with CUDA enabled (torch.cuda.synchronize in the dist-checkpoint writer, pipeline p2p)",
+         _sync_needed, _sync_apply),
+)
+
+
+def cuda_available() -> bool:
+    """Whether this process can use CUDA (the GPU path: TE spec, bf16, NCCL)."""
+    return torch.cuda.is_available()
+
+
+def apply_cpu_shims() -> list[str]:
+    """Apply every shim when CUDA is absent; do nothing on a GPU machine.
+
+    Call before building a Megatron model (``rlec.megatron.parallel.init_parallel`` does).
+
+    Returns:
+        Names of the shims applied in this process (empty with CUDA).
+    """
+    if cuda_available():
+        return []
+    for shim in SHIMS:
+        if shim.name not in APPLIED:
+            shim.apply()
+            APPLIED.append(shim.name)
+    return list(APPLIED)
+
+
+def probe_shims() -> dict[str, bool]:
+    """For each shim, whether the *unpatched* library still shows the error it answers.
+
+    Run in a process where :func:`apply_cpu_shims` has not been called (the probes look at the
+    live functions). A ``False`` means an upgrade fixed or moved the code: drop or update the shim.
+    """
+    if APPLIED:
+        raise RuntimeError(f"probe_shims must run before apply_cpu_shims (already applied: {APPLIED})")
+    return {shim.name: bool(shim.needed()) for shim in SHIMS}

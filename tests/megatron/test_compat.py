@@ -1,0 +1,118 @@
+"""The CPU shims: each is still needed by the installed megatron-core, works once applied, and is scoped."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Runs in a fresh interpreter: the probes must see the unpatched library, and the patches are
+# process-wide state that must not leak into the test process.
+PROBE = r"""
+import json, warnings
+warnings.filterwarnings("ignore")
+import torch
+from rlec.megatron import compat
+needed = compat.probe_shims()
+applied = compat.apply_cpu_shims()
+again = compat.apply_cpu_shims()
+
+from megatron.core.transformer.moe import moe_utils, token_dispatcher
+from megatron.core.transformer.torch_norm import WrappedTorchNorm
+from megatron.core.transformer.transformer_config import TransformerConfig
+from megatron.core.optimizer import clip_grads
+from megatron.core.tensor_parallel import mappings
+cfg = TransformerConfig(num_layers=1, hidden_size=8, num_attention_heads=2, normalization="RMSNorm",
+                        tensor_model_parallel_size=2, sequence_parallel=True)
+norm = WrappedTorchNorm(cfg, 8)
+after = {
+    "current_device": torch.cuda.current_device(),
+    "te_general_gemm_is_none": moe_utils.te_general_gemm is None,
+    "splits_numpy": type(moe_utils.maybe_move_tensor_to_cpu(torch.ones(2), as_numpy=True)).__name__,
+    "dispatcher_stream": type(token_dispatcher.torch.cuda.Stream()).__name__,
+    "global_stream_untouched": torch.cuda.Stream.__module__.startswith("torch"),
+    "norm": type(norm).__name__, "norm_sp_tagged": all(getattr(p, "sequence_parallel", False) for p in norm.parameters()),
+    "config_sp_kept": cfg.sequence_parallel,
+    "optimizer_zeros_device": str(clip_grads.torch.zeros(1, device="cuda").device),
+    "global_zeros_cuda_still_fails": True,
+    "uneven_patched": getattr(mappings._gather_along_first_dim, "_rlec", False),
+}
+try:
+    torch.zeros(1, device="cuda")
+    after["global_zeros_cuda_still_fails"] = False
+except Exception:
+    pass
+print("RESULT_JSON " + json.dumps({"needed": needed, "applied": applied, "again": again, "after": after}))
+"""
+
+
+@pytest.fixture(scope="module")
+def probe() -> dict:
+    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT_JSON ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT_JSON "):])
+
+
+def test_every_shim_is_still_needed_by_the_installed_megatron_core(probe: dict) -> None:
+    from rlec.megatron.compat import SHIMS
+
+    assert set(probe["needed"]) == {s.name for s in SHIMS}
+    obsolete = [name for name, needed in probe["needed"].items() if not needed]
+    assert obsolete == [], f"megatron-core no longer shows the error these shims answer: {obsolete}; drop or update them"
+
+
+def test_shims_apply_once_and_take_effect(probe: dict) -> None:
+    from rlec.megatron.compat import SHIMS
+
+    assert probe["applied"] == [s.name for s in SHIMS] == probe["again"]
+    after = probe["after"]
+    assert after["current_device"] == "cpu"
+    assert after["te_general_gemm_is_none"] is True
+    assert after["splits_numpy"] == "ndarray"
+    assert after["dispatcher_stream"] == "_NoOpStream"
+    assert after["norm"] == "RMSNorm" and after["norm_sp_tagged"] is True and after["config_sp_kept"] is True
+    assert after["optimizer_zeros_device"] == "cpu"
+    assert after["uneven_patched"] is True
+
+
+def test_shims_are_scoped(probe: dict) -> None:
+    after = probe["after"]
+    assert after["global_stream_untouched"] is True  # only the dispatcher sees the no-op stream
+    assert after["global_zeros_cuda_still_fails"] is True  # only megatron's modules map 'cuda' to 'cpu'
+
+
+def test_cuda_type_names_are_answered_only_inside_the_block() -> None:
+    from rlec.megatron.compat import _cuda_type_names
+
+    t = torch.zeros(2)
+    with _cuda_type_names():
+        assert t.type() == "torch.cuda.FloatTensor"
+        assert torch.zeros(1, dtype=torch.bfloat16).type() == "torch.cuda.BFloat16Tensor"
+        assert t.type(torch.float64).dtype == torch.float64
+    assert t.type() == "torch.FloatTensor"
+
+
+def test_torch_view_replaces_only_named_attributes() -> None:
+    from rlec.megatron.compat import _cpu_device, _TorchView
+
+    view = _TorchView(torch, zeros=_cpu_device(torch.zeros))
+    assert view.zeros(2, device="cuda").device.type == "cpu"
+    assert view.ones is torch.ones
+    assert view.float32 is torch.float32
+
+
+@pytest.mark.gpu
+def test_no_shim_is_applied_with_cuda() -> None:
+    from rlec.megatron.compat import apply_cpu_shims
+
+    current_device = torch.cuda.current_device
+    assert apply_cpu_shims() == []
+    assert torch.cuda.current_device is current_device
