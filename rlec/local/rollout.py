@@ -184,14 +184,16 @@ def inject_scripted(
     for g, gold in enumerate(golds):
         for row in range(g * n + n - k, g * n + n):
             text = f"\\boxed{{{gold}}}" if rng.random() < 0.5 else "\\boxed{I don't know}"
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"][: width - 1] + [im_end]
+            body = tokenizer(text, add_special_tokens=False)["input_ids"]
+            truncated = len(body) > width - 1
+            ids = body[: width - 1] + [im_end]
             batch.responses[row] = pad_id
             batch.responses[row, : len(ids)] = torch.tensor(ids)
             batch.response_mask[row] = 0.0
             batch.response_mask[row, : len(ids)] = 1.0
             prompt_width = batch.prompts.shape[1]
             batch.attention_mask[row, prompt_width:] = batch.response_mask[row].long()
-            batch.texts[row] = text
-            batch.finish_reasons[row] = "stop"
+            batch.texts[row] = tokenizer.decode(ids[:-1]) if truncated else text
+            batch.finish_reasons[row] = "length" if truncated else "stop"
             replaced += 1
     return replaced

@@ -91,7 +91,7 @@ def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any
     from megatron.core import parallel_state as mpu
 
     from rlec.megatron.logprobs import compute_log_probs
-    from rlec.megatron.train_step import train_step
+    from rlec.megatron.training import train_step
 
     dp, dp_rank = mpu.get_data_parallel_world_size(), mpu.get_data_parallel_rank()
     n = payload["input_ids"].shape[0]
@@ -105,7 +105,9 @@ def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any
     zeros = torch.zeros(ids.shape[0], prompt_width)
     mbs = int(cfg.actor.micro_batch_size)
     temperature = float(cfg.rollout.temperature)
-    old = compute_log_probs(policy, ids, attn, micro_batch_size=mbs, temperature=temperature)
+    # only the response's log-probs matter: the vocabulary projection runs on those positions only
+    window = resp_mask.shape[1]
+    old = compute_log_probs(policy, ids, attn, micro_batch_size=mbs, temperature=temperature, logit_window=window)
     extra = {
         "loss_mask": torch.cat([zeros, resp_mask], dim=1),
         "advantages": torch.cat([zeros, adv], dim=1),
@@ -113,7 +115,8 @@ def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any
     }
     global_tokens = int(payload["response_mask"].sum())
     loss_fn = loss_factory(cfg, math.ceil(ids.shape[0] / mbs), dp, global_tokens)
-    result = train_step(policy, optimizer, ids, attn, loss_fn, extra=extra, micro_batch_size=mbs, temperature=temperature)
+    result = train_step(policy, optimizer, ids, attn, loss_fn, extra=extra, micro_batch_size=mbs, temperature=temperature,
+                        logit_window=window)
     n_micro = math.ceil(ids.shape[0] / mbs)
     metrics = {"actor/pg_loss": result.loss / n_micro, **{k: v for k, v in result.metrics.items() if k != "loss"}}
     metrics = _dp_mean(metrics)

@@ -111,6 +111,7 @@ def forward_backward(
     extra: dict[str, torch.Tensor] | None = None,
     micro_batch_size: int = 1,
     temperature: float = 1.0,
+    logit_window: int | None = None,
 ) -> StepResult:
     """Zero the gradients, then run forward and backward over all micro-batches.
 
@@ -125,16 +126,18 @@ def forward_backward(
             their second dimension is ``s``).
         micro_batch_size: rows per micro-batch.
         temperature: logits are divided by it before the log-softmax.
+        logit_window: compute only each row's last K log-probs (e.g. the response); the others
+            reach ``loss_fn`` as 0 (see :func:`rlec.megatron.logprobs.micro_batches`).
 
     Returns:
         :class:`StepResult` without ``grad_norm``.
     """
     for chunk in policy.chunks:
         chunk.zero_grad_buffer()
-    batches = micro_batches(policy, input_ids, attention_mask, micro_batch_size, extra)
+    batches = micro_batches(policy, input_ids, attention_mask, micro_batch_size, extra, logit_window=logit_window)
 
     def loss(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
-        log_probs = token_log_probs(logits, batch["tokens"], batch["valid"], temperature)
+        log_probs = token_log_probs(logits, batch["tokens"], batch["valid"], temperature, batch.get("logit_index"))
         value, metrics = loss_fn(log_probs, batch)
         reported = {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in metrics.items()}
         reported["loss"] = float(value.detach())
@@ -156,6 +159,7 @@ def train_step(
     extra: dict[str, torch.Tensor] | None = None,
     micro_batch_size: int = 1,
     temperature: float = 1.0,
+    logit_window: int | None = None,
 ) -> StepResult:
     """One optimizer step: :func:`forward_backward`, then ``optimizer.step()``.
 
@@ -165,7 +169,8 @@ def train_step(
     """
     optimizer.zero_grad()
     result = forward_backward(
-        policy, input_ids, attention_mask, loss_fn, extra=extra, micro_batch_size=micro_batch_size, temperature=temperature
+        policy, input_ids, attention_mask, loss_fn, extra=extra, micro_batch_size=micro_batch_size, temperature=temperature,
+        logit_window=logit_window,
     )
     update_successful, grad_norm, _ = optimizer.step()
     result.update_successful = bool(update_successful)

@@ -1,0 +1,64 @@
+"""HF rollout for the local run: shapes, masks, seeding, scripted responses, advantages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlec.local.rollout import generate, inject_scripted
+from rlec.local.update import mean_only_advantages
+from rlec.prompts import build_messages, math_task
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer(tiny_moe_dir: Path):
+    from transformers import AutoModelForCausalLM
+
+    from rlec.models import load_tokenizer
+
+    torch.set_num_threads(1)
+    return AutoModelForCausalLM.from_pretrained(tiny_moe_dir, dtype=torch.float32), load_tokenizer(tiny_moe_dir)
+
+
+def _rollout(model_and_tokenizer, seed: int):
+    model, tok = model_and_tokenizer
+    messages = [build_messages(math_task("What is 2+3?"), 0.4), build_messages(math_task("What is 10-7?"), None)]
+    return generate(model, tok, messages, ["a", "b"], n=3, max_new_tokens=6, seed=seed)
+
+
+def test_generate_shapes_masks_and_seeding(model_and_tokenizer) -> None:
+    batch = _rollout(model_and_tokenizer, seed=5)
+    assert batch.prompts.shape[0] == batch.responses.shape[0] == 6 and batch.responses.shape[1] == 6
+    assert batch.attention_mask.shape == (6, batch.prompts.shape[1] + 6)
+    assert list(batch.group_index) == ["a"] * 3 + ["b"] * 3
+    # the mask covers the response up to and including the first stop token
+    for row, reason in zip(batch.response_mask, batch.finish_reasons):
+        ones = row.nonzero().flatten().tolist()
+        assert ones == list(range(len(ones))) and (reason == "length") == (len(ones) == 6)
+    again = _rollout(model_and_tokenizer, seed=5)
+    assert torch.equal(batch.responses, again.responses)
+
+
+def test_scripted_responses_give_groups_reward_variance(model_and_tokenizer) -> None:
+    _, tok = model_and_tokenizer
+    batch = _rollout(model_and_tokenizer, seed=1)
+    replaced = inject_scripted(batch, tok, ["5", "3"], n=3, fraction=0.34, seed=0)
+    assert replaced == 2
+    for row in (2, 5):  # the last of each group
+        n_tokens = int(batch.response_mask[row].sum())
+        assert tok.decode(batch.responses[row, :n_tokens], skip_special_tokens=True) == batch.texts[row]
+        if batch.finish_reasons[row] == "stop":
+            assert batch.texts[row] in ("\\boxed{5}", "\\boxed{3}", "\\boxed{I don't know}")
+        else:  # cut at max_new_tokens, like a sampled response
+            assert n_tokens == 6 and "\\boxed{I don't know}".startswith(batch.texts[row])
+
+
+def test_mean_only_advantages_from_verl(model_and_tokenizer) -> None:
+    batch = _rollout(model_and_tokenizer, seed=2)
+    rewards, adv = mean_only_advantages(batch, [1.0, 0.0, 0.5, -3.0, -3.0, -3.0])
+    assert torch.allclose(adv[:3, 0], torch.tensor([0.5, -0.5, 0.0]))
+    assert torch.all(adv[3:] == 0)  # an all-equal group has no advantage
+    assert torch.all((adv != 0) <= (batch.response_mask > 0))  # zero outside the response
+    assert torch.allclose(rewards.sum(dim=1), torch.tensor([1.0, 0.0, 0.5, -3.0, -3.0, -3.0]))
