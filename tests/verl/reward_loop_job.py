@@ -31,10 +31,12 @@ SAMPLES = [
     ("It is \\boxed{Paris}", "Paris", "hotpotqa", {"target_p": 0.0, "objective": "binary"}, 6),
     ("\\boxed{4}", "4", "math_dapo", {"target_p": 0.5, "objective": "rlec"}, 1),
     ("\\boxed{7}", "4", "math_dapo", {"target_p": 0.25, "objective": "rlec"}, 11),
+    # no exact match: math-verify decides, in the worker's process pool
+    ("\\boxed{\\frac{1}{2}}", "0.5", "math_dapo", {"target_p": 0.2, "objective": "rlec"}, 11),
 ]
 # b = (step - 1) / 10. Correct: (1-p)^b; incorrect: -p (1-p)^(b-1); abstain: 0; binary: 1 / 0.
-EXPECTED_B = [0.5, 0.5, 0.5, 0.5, 0.0, 1.0]
-EXPECTED = [0.5**0.5, -0.25 * 0.75**-0.5, 0.0, 1.0, 1.0, -0.25]
+EXPECTED_B = [0.5, 0.5, 0.5, 0.5, 0.0, 1.0, 1.0]
+EXPECTED = [0.5**0.5, -0.25 * 0.75**-0.5, 0.0, 1.0, 1.0, -0.25, 0.8]
 OVERRIDES = ["layout=tiny_1gpu", "trainer.total_training_steps=11", "reward.num_workers=1",
              "transfer_queue.backend.SimpleStorage.num_data_storage_units=1"]
 
@@ -79,7 +81,8 @@ def main(model_dir: str, mode: str) -> dict:
     cfg = compose([*OVERRIDES, f"actor_rollout_ref.model.path={model_dir}"])
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
-    runtime_env = OmegaConf.to_container(OmegaConf.merge(get_ppo_ray_runtime_env(cfg), cfg.ray_kwargs.ray_init.runtime_env))
+    runtime_env = OmegaConf.merge(get_ppo_ray_runtime_env(cfg), cfg.ray_kwargs.ray_init.runtime_env)
+    runtime_env = OmegaConf.to_container(runtime_env)
     if mode == "without-env":
         runtime_env["env_vars"].pop("VERL_USE_EXTERNAL_MODULES")
     runtime_env["env_vars"]["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])

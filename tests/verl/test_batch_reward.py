@@ -98,5 +98,6 @@ def test_metrics_skip_records_without_outcome_and_accept_columns():
 def test_metrics_refuse_incomplete_records():
     with pytest.raises(KeyError, match="lacks"):
         reward_metrics([{"outcome": "correct", "score": 1.0}])
-    assert math.isclose(reward_metrics([{"outcome": "abstain", "score": 0.0, "correct": 0, "answered": 0, "bucket": "binary",
-                                          "data_source": "x", "b": 0.2}])["rlec/b"], 0.2)
+    minimal = {"outcome": "abstain", "score": 0.0, "correct": 0, "answered": 0, "bucket": "binary",
+               "data_source": "x", "b": 0.2}
+    assert math.isclose(reward_metrics([minimal])["rlec/b"], 0.2)

@@ -71,7 +71,8 @@ def test_behaviours_rlec_relies_on():
     assert 'final_output.extra_fields["reward_extra_info"] = result["reward_extra_info"]' in agent_loop
     # schedule_length reads the step count the trainer writes before starting the reward workers
     init_dataloader = source("verl.trainer.ppo.v1.trainer_base", "PPOTrainer")
-    assert "self.config.actor_rollout_ref.actor.optim.total_training_steps = optim_total_training_steps" in init_dataloader
+    writes_steps = "self.config.actor_rollout_ref.actor.optim.total_training_steps = optim_total_training_steps"
+    assert writes_steps in init_dataloader
     assert init_dataloader.index("self._init_dataloader()") < init_dataloader.index("RewardLoopManager(")
     # registration through the environment
     assert 'os.getenv("VERL_USE_EXTERNAL_MODULES"' in source("verl")

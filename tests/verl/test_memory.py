@@ -76,7 +76,8 @@ def test_offload_and_recompute_move_memory_in_the_right_direction(qwen3_30b):
     no_offload = estimate_memory(shape, ParallelLayout(**base), TrainingSettings(16384), 141 * GIB)
     offload = estimate_memory(shape, ParallelLayout(**base, param_offload=True, optimizer_offload=True),
                               TrainingSettings(16384), 141 * GIB)
-    cpu_adam = estimate_memory(shape, ParallelLayout(**base, optimizer_cpu_fraction=1.0), TrainingSettings(16384), 141 * GIB)
+    cpu_adam = estimate_memory(shape, ParallelLayout(**base, optimizer_cpu_fraction=1.0), TrainingSettings(16384),
+                               141 * GIB)
     assert offload.rollout_resident == 0 < no_offload.rollout_resident
     assert offload.train_total == no_offload.train_total  # verl loads everything back for the update
     assert cpu_adam.optimizer == 0
@@ -89,7 +90,8 @@ def test_offload_and_recompute_move_memory_in_the_right_direction(qwen3_30b):
 def test_fp8_rollout_halves_linear_weights(qwen3_30b):
     shape = ModelShape.from_hf_config(qwen3_30b)
     bf16 = estimate_memory(shape, ParallelLayout(8, rollout_tp=4), TrainingSettings(1024), 80 * GIB)
-    fp8 = estimate_memory(shape, ParallelLayout(8, rollout_tp=4, rollout_weight_bytes=1.0), TrainingSettings(1024), 80 * GIB)
+    fp8 = estimate_memory(shape, ParallelLayout(8, rollout_tp=4, rollout_weight_bytes=1.0), TrainingSettings(1024),
+                          80 * GIB)
     embeddings = 2 * 151936 * 2048 * 2 / 4  # stay bf16
     assert fp8.vllm_weights - embeddings == pytest.approx((bf16.vllm_weights - embeddings) / 2)
     assert bf16.kv_bytes_per_token == 2 * 48 * 1 * 128 * 2  # K and V, 1 KV head per GPU at TP 4, bf16

@@ -28,7 +28,8 @@ def run_job(model_dir: Path, mode: str, repo_root: Path) -> dict:
     proc = subprocess.run([sys.executable, str(JOB), str(model_dir), mode], env=env, capture_output=True,
                           text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"job failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    detail = f"job failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0 and lines, detail
     return json.loads(lines[-1][len("RESULT "):])
 
 
@@ -42,12 +43,12 @@ def test_reward_loop_worker_registers_rlec_through_runtime_env_and_scores(tiny_m
     assert out["scores"] == pytest.approx(job.EXPECTED)
     assert out["extra"]["b"] == job.EXPECTED_B
     assert out["extra"]["target_p"] == [s[3]["target_p"] for s in job.SAMPLES]
-    assert out["extra"]["outcome"] == ["correct", "incorrect", "abstain", "correct", "correct", "incorrect"]
+    assert out["extra"]["outcome"] == ["correct", "incorrect", "abstain", "correct", "correct", "incorrect", "correct"]
     assert {"score", "acc", "bucket", "global_step", "reward_b1"} <= set(out["keys"])
     # the trainer hook reads the same records back from TransferQueue; the padding row is dropped
     m = out["metrics"]
-    assert m["rlec/count"] == 6 and m["rlec/acc"] == 0.5
-    assert m["rlec/b"] == pytest.approx((4 * 0.5 + 0.0 + 1.0) / 6)
-    assert m["rlec/reward/mean"] == pytest.approx(sum(job.EXPECTED) / 6)
-    assert (m["rlec/p0.0-0.3/count"], m["rlec/p0.0-0.3/acc"]) == (2, 0.0)
-    assert m["rlec/p0.6-1.0/abstain_rate"] == 1.0 and m["rlec/src_math_dapo/count"] == 4
+    assert m["rlec/count"] == 7 and m["rlec/acc"] == pytest.approx(4 / 7)
+    assert m["rlec/b"] == pytest.approx((4 * 0.5 + 0.0 + 1.0 + 1.0) / 7)
+    assert m["rlec/reward/mean"] == pytest.approx(sum(job.EXPECTED) / 7)
+    assert (m["rlec/p0.0-0.3/count"], m["rlec/p0.0-0.3/acc"]) == (3, pytest.approx(1 / 3))
+    assert m["rlec/p0.6-1.0/abstain_rate"] == 1.0 and m["rlec/src_math_dapo/count"] == 5
