@@ -116,3 +116,21 @@ def test_changed_algorithm_is_a_warning_not_an_error(compose_rlec):
     findings, _, _ = run_checks(compose_rlec("algorithm.norm_adv_by_std_in_grpo=true"))
     assert errors(findings) == []
     assert any(f.level == "warning" and f.key == "algorithm.norm_adv_by_std_in_grpo" for f in findings)
+
+
+def test_verl_entry_point_composes_exactly_what_config_check_validates(compose_rlec, repo_root):
+    """The launcher trains with `python -m verl.trainer.main_ppo --config-path megatron_configs
+    --config-name rlec ...`; Hydra's `--cfg job` prints that config without starting anything."""
+    import os
+    import subprocess
+    import sys
+
+    from omegaconf import OmegaConf
+
+    overrides = ["layout=tiny_1gpu", "precision=fp8"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(CONFIG_DIR), "--config-name", "rlec",
+         *overrides, "--cfg", "job", "--resolve"],
+        env=os.environ | {"PYTHONPATH": str(repo_root)}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == OmegaConf.to_yaml(compose_rlec(*overrides), resolve=True)
