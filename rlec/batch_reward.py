@@ -1,0 +1,177 @@
+"""RLEC rewards of a batch of responses at one global step: the scoring shared by every trainer.
+
+One training batch is scored the same way whether verl's reward loop (``rlec.verl_plugin``)
+or the local CPU run calls it::
+
+    b     = schedule(global_step)                 # rlec.rewards.LinearSchedule, steps from 1
+    p_i   = rlec.score.target_of(extra_info_i)    # 0 for the binary objective
+    out_i = rlec.grading.grade(response_i, gold_i, data_source_i)
+    r_i   = R_{p_i}^{(b)}(out_i)                  # rlec.rewards.rlec_reward
+
+Each sample's result is a flat dict of scalars and short strings (:func:`sample_info`): verl
+stores it as ``reward_extra_info``, and :mod:`rlec.reward_metrics` aggregates it into the
+logged metrics. Nothing here imports verl, Ray or torch.distributed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from rlec.grading import GradeResult, grade_async, grade_batch
+from rlec.grading.math import DEFAULT_TIMEOUT_S, MathVerifyPool
+from rlec.rewards import LinearSchedule, Outcome, rlec_reward
+from rlec.score import score_result, target_of
+
+BINARY_BUCKET = "binary"
+# Target buckets of the logged metrics: [0, .3), [.3, .6), [.6, 1). Training draws p from
+# U[0, 0.9], so the last bucket holds [.6, .9]. Names avoid brackets (TensorBoard tag rules).
+DEFAULT_BUCKET_EDGES: tuple[float, ...] = (0.0, 0.3, 0.6, 1.0)
+
+__all__ = [
+    "BINARY_BUCKET",
+    "DEFAULT_BUCKET_EDGES",
+    "sample_info",
+    "score_batch",
+    "score_one_async",
+    "target_bucket",
+]
+
+
+def target_bucket(p: float, objective: str | None = None, edges: Sequence[float] = DEFAULT_BUCKET_EDGES) -> str:
+    """The metrics bucket of a sample: ``"binary"`` or ``"p{lo:.1f}-{hi:.1f}"``.
+
+    Args:
+        p: the sample's target in [0, 1).
+        objective: ``extra_info["objective"]``; "binary" samples (no target in the prompt) form
+            their own bucket whatever p says.
+        edges: increasing bucket edges; bucket k is [edges[k], edges[k+1]).
+
+    Raises:
+        ValueError: fewer than two edges, edges not increasing, or p outside [edges[0], edges[-1]).
+    """
+    if len(edges) < 2 or any(lo >= hi for lo, hi in zip(edges[:-1], edges[1:])):
+        raise ValueError(f"bucket edges must be at least two increasing numbers, got {list(edges)}")
+    if objective == "binary":
+        return BINARY_BUCKET
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        if lo <= p < hi:
+            return f"p{lo:.1f}-{hi:.1f}"
+    raise ValueError(f"target p={p!r} is outside the bucket edges {list(edges)}")
+
+
+def sample_info(
+    result: GradeResult,
+    p: float,
+    b: float,
+    data_source: str,
+    *,
+    global_step: int,
+    objective: str | None = None,
+    edges: Sequence[float] = DEFAULT_BUCKET_EDGES,
+) -> dict[str, Any]:
+    """The per-sample reward record verl logs as ``reward_extra_info``.
+
+    Returns:
+        :func:`rlec.score.score_result`'s dict (``score`` = R_p^(b), ``outcome``, ``target_p``,
+        ``b``, ``correct``, ``answered``, ``format_ok``, ``timed_out``, ``pred``,
+        ``data_source``, ``f1``) plus ``acc`` (= correct, verl's core validation key),
+        ``abstained`` (0/1), ``reward_b1`` (R_p^(1), the evaluation reward, comparable across
+        steps), ``bucket`` (:func:`target_bucket`) and ``global_step``.
+
+    Raises:
+        ValueError: p or b out of range, or p outside the bucket edges.
+    """
+    info = score_result(result, p, b, data_source)
+    info["acc"] = info["correct"]
+    info["abstained"] = float(result.outcome is Outcome.ABSTAIN)
+    info["reward_b1"] = rlec_reward(result.outcome, p, 1.0)
+    info["bucket"] = target_bucket(p, objective, edges)
+    info["global_step"] = int(global_step)
+    return info
+
+
+def _objective(extra_info: Mapping[str, Any] | None) -> str | None:
+    return extra_info.get("objective") if extra_info else None
+
+
+def score_batch(
+    responses: Sequence[Any],
+    golds: Sequence[Any],
+    data_sources: Sequence[str],
+    extra_infos: Sequence[Mapping[str, Any] | None],
+    global_step: int,
+    schedule: LinearSchedule,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    pool: MathVerifyPool | None = None,
+    edges: Sequence[float] = DEFAULT_BUCKET_EDGES,
+) -> tuple[list[float], list[dict[str, Any]]]:
+    """Grade and score N responses of one training step (no Ray, no verl).
+
+    Args:
+        responses: N decoded responses.
+        golds: N gold answers.
+        data_sources: N ``data_source`` values (keys of ``rlec.grading.TASKS``).
+        extra_infos: N ``extra_info`` dicts (``target_p``, ``objective``; see the data contract).
+        global_step: the trainer's step, counted from 1 (verl's convention).
+        schedule: the b schedule; b = ``schedule(global_step)`` for every sample.
+        timeout_s: math-verify per-item limit in seconds.
+        pool: the math-verify pool (default: the process-wide one).
+        edges: target bucket edges for the ``bucket`` field.
+
+    Returns:
+        ``(scores, infos)``: N rewards R_p^(b) (floats in [-p/(1-p), 1]) and N
+        :func:`sample_info` dicts, in input order.
+
+    Raises:
+        ValueError: the sequences differ in length, an unknown data_source, an empty gold, or a
+            bad ``target_p`` (the message names the item).
+    """
+    n = len(responses)
+    if not n == len(golds) == len(data_sources) == len(extra_infos):
+        raise ValueError(
+            f"lengths differ: {n} responses, {len(golds)} golds, {len(data_sources)} data_sources, "
+            f"{len(extra_infos)} extra_infos"
+        )
+    b = schedule(global_step)
+    results = grade_batch(responses, golds, data_sources, timeout_s=timeout_s, pool=pool)
+    infos = []
+    for i, (result, src, extra) in enumerate(zip(results, data_sources, extra_infos)):
+        try:
+            infos.append(
+                sample_info(
+                    result, target_of(extra), b, src, global_step=global_step, objective=_objective(extra), edges=edges
+                )
+            )
+        except ValueError as exc:
+            raise ValueError(f"item {i}: {exc}") from None
+    return [info["score"] for info in infos], infos
+
+
+async def score_one_async(
+    response: Any,
+    gold: Any,
+    data_source: str,
+    extra_info: Mapping[str, Any] | None,
+    global_step: int,
+    schedule: LinearSchedule,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    pool: MathVerifyPool | None = None,
+    edges: Sequence[float] = DEFAULT_BUCKET_EDGES,
+) -> dict[str, Any]:
+    """Grade and score one response without blocking the event loop (verl's reward loop).
+
+    Same arguments and errors as :func:`score_batch`, for one item. Returns its
+    :func:`sample_info` dict (``score`` is the reward).
+    """
+    result = await grade_async(response, gold, data_source, timeout_s=timeout_s, pool=pool)
+    return sample_info(
+        result,
+        target_of(extra_info),
+        schedule(global_step),
+        data_source,
+        global_step=global_step,
+        objective=_objective(extra_info),
+        edges=edges,
+    )

@@ -1,0 +1,292 @@
+"""rlec's checks of a composed verl trainer config: layout, batch sizes, plugin wiring, memory.
+
+Each rule returns :class:`Finding` s (``error`` refuses the run, ``warning`` is printed). The
+rules read verl's config keys (a composed ``DictConfig`` or a plain nested dict) and a
+:class:`rlec.memory.ModelShape`; they never start Megatron or a GPU. Limits enforced, with the
+component that imposes them:
+
+- world size = ``trainer.nnodes * trainer.n_gpus_per_node`` is a multiple of TP x PP x CP (Megatron);
+- TP divides the attention heads and the KV heads (Megatron does not replicate KV heads);
+- EP divides the experts and EP x ETP divides the GPUs of one pipeline stage (MoE parallel
+  folding); PP divides the layers unless the first/last stage sizes are set; TP > 1 with MoE
+  needs sequence parallel;
+- vLLM rollout: TP divides the heads, expert parallel is 1 or TP x DP (verl
+  ``workers/config/rollout.py``), a replica fits the cluster, no pipeline parallel;
+- batches split evenly over data-parallel ranks (otherwise verl pads with duplicated samples),
+  one full sequence fits a dynamic-batch micro-batch, rollout.n >= 2 (group mean);
+- the plugin module reaches Ray workers; FP8 settings are complete; Megatron keys exist;
+- memory per GPU (:func:`rlec.memory.estimate_memory`) fits both phases.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from rlec.memory import GIB, MemoryEstimate, ModelShape, ParallelLayout, estimate_memory
+from rlec.verl_layout import (ACTOR, ENV_VARS, MEGATRON, ROLLOUT, get, layout_of, max_seq_len,
+                              training_settings_of)
+
+PLUGIN_MODULE = "rlec.verl_plugin"
+CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentation
+
+__all__ = ["Finding", "check_layout"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check result: ``level`` is "error" or "warning"; ``key`` the config key concerned."""
+
+    level: str
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.level.upper()} [{self.key}] {self.message}"
+
+
+def _megatron_fields() -> tuple[set[str], set[str]] | None:
+    """Field names of Megatron's TransformerConfig and OptimizerConfig (None without megatron-core)."""
+    if importlib.util.find_spec("megatron.core") is None:
+        return None
+    from megatron.core.optimizer.optimizer_config import OptimizerConfig
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    return ({f.name for f in dataclasses.fields(TransformerConfig)},
+            {f.name for f in dataclasses.fields(OptimizerConfig)})
+
+
+class _Findings(list):
+    """A list of findings with shorthands."""
+
+    def error(self, key: str, message: str) -> None:
+        self.append(Finding("error", key, message))
+
+    def warning(self, key: str, message: str) -> None:
+        self.append(Finding("warning", key, message))
+
+
+def _parallel_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> _Findings:
+    out = _Findings()
+    nodes, per_node = get(cfg, "trainer.nnodes", 1), get(cfg, "trainer.n_gpus_per_node", 1)
+    mp = lay.tp * lay.pp * lay.cp
+    if lay.world_size % mp:
+        out.error(MEGATRON, f"world size {lay.world_size} ({nodes} nodes x {per_node} GPUs) is not a multiple of "
+                  f"TP x PP x CP = {lay.tp} x {lay.pp} x {lay.cp} = {mp}, so no data-parallel size fits")
+    tp_key = f"{MEGATRON}.tensor_model_parallel_size"
+    if shape.num_attention_heads % lay.tp:
+        out.error(tp_key, f"TP {lay.tp} must divide the {shape.num_attention_heads} attention heads")
+    if shape.num_kv_heads % lay.tp:
+        out.error(tp_key, f"TP {lay.tp} must divide the {shape.num_kv_heads} KV heads "
+                  "(Megatron does not replicate KV heads)")
+    ep_key = f"{MEGATRON}.expert_model_parallel_size"
+    if shape.num_experts:
+        stage_gpus = lay.world_size // lay.pp
+        if shape.num_experts % lay.ep:
+            out.error(ep_key, f"EP {lay.ep} must divide the {shape.num_experts} experts")
+        if lay.world_size % lay.pp == 0 and stage_gpus % (lay.ep * lay.expert_tp):
+            out.error(ep_key, f"EP x ETP = {lay.ep} x {lay.expert_tp} must divide the {stage_gpus} GPUs "
+                      "of a pipeline stage")
+        if shape.moe_intermediate_size % lay.expert_tp:
+            out.error(f"{MEGATRON}.expert_tensor_parallel_size", f"ETP {lay.expert_tp} must divide the expert "
+                      f"intermediate size {shape.moe_intermediate_size}")
+        if lay.tp > 1 and not get(cfg, f"{MEGATRON}.sequence_parallel", False):
+            out.error(f"{MEGATRON}.sequence_parallel", "sequence parallel must be on when TP > 1 with MoE "
+                      "layers (Megatron)")
+    elif lay.ep > 1:
+        out.error(ep_key, f"EP {lay.ep} > 1 but the model has no experts")
+    if lay.first_stage_layers is None and lay.last_stage_layers is None and shape.num_layers % lay.pp:
+        out.error(f"{MEGATRON}.pipeline_model_parallel_size", f"PP {lay.pp} must divide the {shape.num_layers} "
+                  "layers (or set num_layers_in_first/last_pipeline_stage)")
+    if lay.vpp and (shape.num_layers // lay.pp) % int(lay.vpp):
+        out.error(f"{MEGATRON}.virtual_pipeline_model_parallel_size", f"VPP {lay.vpp} must divide the "
+                  f"{shape.num_layers // lay.pp} layers of a pipeline stage")
+    return out
+
+
+def _rollout_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> _Findings:
+    out = _Findings()
+    tp, dp, ep = lay.rollout_tp, lay.rollout_dp, lay.rollout_ep
+    tp_key, ep_key = f"{ROLLOUT}.tensor_model_parallel_size", f"{ROLLOUT}.expert_parallel_size"
+    if shape.num_attention_heads % tp:
+        out.error(tp_key, f"rollout TP {tp} must divide the {shape.num_attention_heads} attention heads")
+    if shape.num_kv_heads % tp and tp % shape.num_kv_heads:
+        out.error(tp_key, f"rollout TP {tp} and the {shape.num_kv_heads} KV heads must divide one another")
+    if ep not in (1, tp * dp):
+        out.error(ep_key, f"rollout EP must be 1 or TP x DP = {tp * dp} (verl), got {ep}")
+    if ep > 1 and shape.num_experts % ep:
+        out.error(ep_key, f"rollout EP {ep} must divide the {shape.num_experts} experts")
+    if int(get(cfg, f"{ROLLOUT}.pipeline_model_parallel_size", 1)) > 1:
+        out.error(f"{ROLLOUT}.pipeline_model_parallel_size", "verl's vLLM rollout has no pipeline parallel")
+    replica, per_node = tp * dp, int(get(cfg, "trainer.n_gpus_per_node", 1))
+    if lay.world_size % replica or (replica > per_node and replica % per_node):
+        out.error(tp_key, f"a rollout replica of TP x DP = {replica} GPUs must tile the {lay.world_size} GPUs "
+                  f"({per_node} per node)")
+    if not 0.0 < lay.rollout_gpu_memory_utilization < 1.0:
+        out.error(f"{ROLLOUT}.gpu_memory_utilization", f"must be in (0, 1), got {lay.rollout_gpu_memory_utilization}")
+    if int(get(cfg, f"{ROLLOUT}.n", 1)) < 2:
+        out.error(f"{ROLLOUT}.n", "rollout.n must be >= 2: the group-mean advantage of a group of one is always 0")
+    return out
+
+
+def _batch_rules(cfg: Any, lay: ParallelLayout) -> _Findings:
+    out = _Findings()
+    if lay.world_size % (lay.tp * lay.pp * lay.cp):
+        return out  # reported by the parallel rules
+    dp = lay.world_size // (lay.tp * lay.pp * lay.cp)
+    n, tbs = int(get(cfg, f"{ROLLOUT}.n", 1)), int(get(cfg, "data.train_batch_size", 1))
+    mini = int(get(cfg, f"{ACTOR}.ppo_mini_batch_size", 1))
+    if tbs % mini:
+        out.error("data.train_batch_size", f"{tbs} must be a multiple of actor.ppo_mini_batch_size {mini}")
+    if (mini * n) % dp:
+        out.error(f"{ACTOR}.ppo_mini_batch_size", f"ppo_mini_batch_size x rollout.n = {mini} x {n} = {mini * n} "
+                  f"responses must split evenly over the {dp} data-parallel ranks (verl would pad with "
+                  "duplicated samples)")
+    seq = max_seq_len(cfg)
+    if get(cfg, f"{ACTOR}.use_dynamic_bsz", False):
+        for key in (f"{ACTOR}.ppo_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu"):
+            if int(get(cfg, key, 0)) < seq:
+                out.error(key, f"{get(cfg, key)} tokens cannot hold one sequence of max_prompt_length + "
+                          f"max_response_length = {seq}")
+    else:
+        micro = get(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu")
+        if micro and (mini * n // dp) % int(micro):
+            out.error(f"{ACTOR}.ppo_micro_batch_size_per_gpu", f"{micro} must divide the {mini * n // dp} "
+                      "responses of a mini-batch on each data-parallel rank")
+    return out
+
+
+def _wiring_rules(cfg: Any, hf_config: Mapping[str, Any] | None) -> _Findings:
+    out = _Findings()
+    env = get(cfg, ENV_VARS, {}) or {}
+    mode = str(get(cfg, "trainer.v1.trainer_mode", ""))
+    uses_plugin = get(cfg, "reward.reward_manager.name") == "rlec" or mode.startswith("rlec_")
+    if uses_plugin and PLUGIN_MODULE not in str(env.get("VERL_USE_EXTERNAL_MODULES", "")).split(","):
+        out.error(f"{ENV_VARS}.VERL_USE_EXTERNAL_MODULES", f"must list {PLUGIN_MODULE} so every Ray worker "
+                  "registers rlec's reward manager and trainer")
+    if not get(cfg, f"{MEGATRON}.use_mbridge", False):
+        out.error(f"{MEGATRON}.use_mbridge", "must be true (verl 0.9.1 loads Megatron models through a bridge)")
+    vanilla = bool(get(cfg, f"{MEGATRON}.vanilla_mbridge", False))
+    if not vanilla and importlib.util.find_spec("megatron.bridge") is None:
+        out.error(f"{MEGATRON}.vanilla_mbridge", "false selects Megatron-Bridge, which is not installed "
+                  "(requirements-gpu.txt installs mbridge): set it to true")
+    if vanilla and hf_config is not None:
+        want = hf_config.get("rope_theta") or (hf_config.get("rope_parameters") or {}).get("rope_theta")
+        have = get(cfg, "actor_rollout_ref.model.override_config.rope_theta")
+        if want is not None and (have is None or float(have) != float(want)):
+            out.error("actor_rollout_ref.model.override_config.rope_theta", f"is {have}, the model's is {want}: "
+                      "mbridge 0.15.1 reads hf_config.rope_theta, which transformers 5 keeps in rope_parameters, "
+                      "so set it to the model's value")
+    override_tf = get(cfg, f"{MEGATRON}.override_transformer_config", {}) or {}
+    recipe = override_tf.get("fp8_recipe")
+    if override_tf.get("fp8"):
+        if not recipe:
+            out.error(f"{MEGATRON}.override_transformer_config.fp8_recipe", "FP8 training needs a recipe")
+        optim_recipe = get(cfg, f"{ACTOR}.optim.override_optimizer_config.fp8_recipe")
+        if optim_recipe != recipe:
+            out.error(f"{ACTOR}.optim.override_optimizer_config.fp8_recipe",
+                      f"is {optim_recipe}, the model's fp8_recipe is {recipe}")
+        if recipe == "blockwise" and str(env.get("NVTE_FP8_BLOCK_SCALING_FP32_SCALES")) != "1":
+            out.error(f"{ENV_VARS}.NVTE_FP8_BLOCK_SCALING_FP32_SCALES",
+                      "must be '1' for Transformer Engine's blockwise FP8 recipe")
+    return out
+
+
+def _megatron_key_rules(cfg: Any) -> _Findings:
+    out = _Findings()
+    fields = _megatron_fields()
+    if fields is None:
+        out.warning(MEGATRON, "megatron-core is not installed: override keys not checked")
+        return out
+    for key, known in ((f"{MEGATRON}.override_transformer_config", fields[0]),
+                       (f"{ACTOR}.optim.override_optimizer_config", fields[1])):
+        unknown = sorted(set(get(cfg, key, {}) or {}) - known)
+        if unknown:
+            out.error(key, f"not fields of Megatron's config: {unknown}")
+    return out
+
+
+def _moe_router_rules(cfg: Any, shape: ModelShape) -> _Findings:
+    out = _Findings()
+    override_tf = get(cfg, f"{MEGATRON}.override_transformer_config", {}) or {}
+    need = ["moe_router_load_balancing_type", "moe_token_dispatcher_type", "moe_router_dtype"]
+    if override_tf.get("moe_router_load_balancing_type") == "aux_loss":
+        need.append("moe_aux_loss_coeff")
+    missing = [k for k in need if override_tf.get(k) is None]
+    if shape.num_experts and missing:
+        out.error(f"{MEGATRON}.override_transformer_config", f"set {missing} explicitly: the weight bridges "
+                  "default differently (mbridge: no load balancing; Megatron-Bridge: aux loss)")
+    return out
+
+
+def _algorithm_rules(cfg: Any) -> _Findings:
+    out = _Findings()
+    rlec_algorithm = {
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.norm_adv_by_std_in_grpo": False,
+        "algorithm.use_kl_in_reward": False,
+        f"{ACTOR}.use_kl_loss": False,
+    }
+    for key, want in rlec_algorithm.items():
+        if get(cfg, key) != want:
+            out.warning(key, f"is {get(cfg, key)!r}; RLEC's mean-only group advantage uses {want!r}")
+    end = get(cfg, "rlec.schedule.end_step", get(cfg, "trainer.total_training_steps"))
+    start = int(get(cfg, "rlec.schedule.start_step", 1))
+    if end is not None and int(end) <= start:
+        out.error("rlec.schedule.end_step", f"the b schedule needs more than one step: end {end} <= start {start}")
+    return out
+
+
+def _memory_rules(est: MemoryEstimate, gpu_bytes: float, fraction: float, seq: int) -> _Findings:
+    out = _Findings()
+    g = est.as_gib()
+    budget = fraction * gpu_bytes
+    if est.train_total > budget:
+        out.error("memory.update", f"{g['train_total']} GiB per GPU > {budget / GIB:.1f} GiB ({fraction:.0%} of "
+                  f"{gpu_bytes / GIB:.0f}): params {g['params']} + grads {g['grads']} + optimizer {g['optimizer']} "
+                  f"+ activations {g['activations']} + logits {g['logits']}; raise EP/TP/PP, use recompute, fewer "
+                  "tokens per micro-batch, or Megatron's optimizer_cpu_offload")
+    usable = gpu_bytes - CUDA_RESERVE_BYTES
+    if est.rollout_total > usable:
+        out.error("memory.rollout", f"Megatron state left on the GPU ({g['rollout_resident']} GiB) + vLLM's share "
+                  f"({g['rollout_share']} GiB) > {usable / GIB:.1f} GiB: lower rollout.gpu_memory_utilization or "
+                  "turn on param_offload / optimizer_offload")
+    if est.kv_cache < seq * est.kv_bytes_per_token:
+        out.error(f"{ROLLOUT}.gpu_memory_utilization", f"vLLM's share ({g['rollout_share']} GiB) leaves "
+                  f"{g['kv_cache']} GiB after weights ({g['vllm_weights']} GiB): less than one {seq}-token sequence")
+    return out
+
+
+def check_layout(
+    cfg: Any,
+    shape: ModelShape,
+    gpu_memory_gib: float,
+    *,
+    memory_fraction: float = 0.9,
+    hf_config: Mapping[str, Any] | None = None,
+) -> tuple[list[Finding], MemoryEstimate | None]:
+    """Run every rlec rule on a composed verl config.
+
+    Args:
+        cfg: the composed trainer config (``DictConfig`` or nested dict).
+        shape: the model's shape.
+        gpu_memory_gib: memory of one GPU in GiB (80 for H100, 141 for H200).
+        memory_fraction: share of GPU memory the update phase may fill (the rest absorbs MoE
+            routing imbalance and allocator fragmentation).
+        hf_config: the model's ``config.json`` dict, when available (enables the rope_theta rule).
+
+    Returns:
+        ``(findings, memory estimate)``; the estimate is None when a parallel size is invalid
+        (the layout cannot be sized).
+    """
+    lay = layout_of(cfg)
+    parallel = _parallel_rules(cfg, shape, lay)
+    findings = parallel + _rollout_rules(cfg, shape, lay) + _batch_rules(cfg, lay) + _algorithm_rules(cfg)
+    findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg) + _moe_router_rules(cfg, shape)
+    if parallel:
+        return list(findings), None
+    est = estimate_memory(shape, lay, training_settings_of(cfg), gpu_memory_gib * GIB)
+    findings += _memory_rules(est, gpu_memory_gib * GIB, memory_fraction, max_seq_len(cfg))
+    return list(findings), est

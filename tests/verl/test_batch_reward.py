@@ -1,0 +1,103 @@
+"""Per-batch RLEC scoring (rlec.batch_reward) and its metrics (rlec.reward_metrics), no verl."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from rlec.batch_reward import score_batch, score_one_async, target_bucket
+from rlec.reward_metrics import reward_metrics, rows_from_columns
+from rlec.rewards import LinearSchedule
+
+SCHEDULE = LinearSchedule(end_step=11)  # b = (step - 1) / 10
+RESPONSES = ["So the answer is \\boxed{4}.", "\\boxed{5}", "\\boxed{I don't know}", "It is \\boxed{Paris}"]
+GOLDS = ["4", "4", "Paris", "Paris"]
+SOURCES = ["math_dapo", "math_dapo", "hotpotqa", "hotpotqa"]
+EXTRAS = [
+    {"target_p": 0.5, "objective": "rlec"},
+    {"target_p": 0.25, "objective": "rlec"},
+    {"target_p": 0.75, "objective": "rlec"},
+    {"target_p": 0.0, "objective": "binary"},
+]
+
+
+def test_scores_follow_reward_family_at_scheduled_b():
+    scores, infos = score_batch(RESPONSES, GOLDS, SOURCES, EXTRAS, global_step=6, schedule=SCHEDULE)
+    # b = 0.5: correct at p=.5 -> .5^.5; wrong at p=.25 -> -.25 * .75^-.5; abstain -> 0; binary correct -> 1
+    assert scores == pytest.approx([0.7071067812, -0.2886751346, 0.0, 1.0])
+    assert [i["b"] for i in infos] == [0.5] * 4
+    assert [i["target_p"] for i in infos] == [0.5, 0.25, 0.75, 0.0]
+    assert [i["outcome"] for i in infos] == ["correct", "incorrect", "abstain", "correct"]
+    assert [i["reward_b1"] for i in infos] == pytest.approx([0.5, -0.25, 0.0, 1.0])
+    assert [i["bucket"] for i in infos] == ["p0.3-0.6", "p0.0-0.3", "p0.6-1.0", "binary"]
+    assert {i["global_step"] for i in infos} == {6}
+
+
+@pytest.mark.parametrize(("step", "b", "wrong_at_quarter"), [(1, 0.0, -1 / 3), (11, 1.0, -0.25), (50, 1.0, -0.25)])
+def test_b_runs_from_zero_on_first_step_to_one_at_end(step, b, wrong_at_quarter):
+    scores, infos = score_batch(RESPONSES[1:2], GOLDS[1:2], SOURCES[1:2], EXTRAS[1:2], step, SCHEDULE)
+    assert infos[0]["b"] == b
+    assert scores[0] == pytest.approx(wrong_at_quarter)
+
+
+def test_async_single_item_matches_batch():
+    _, infos = score_batch(RESPONSES, GOLDS, SOURCES, EXTRAS, 3, SCHEDULE)
+    single = asyncio.run(score_one_async(RESPONSES[0], GOLDS[0], SOURCES[0], EXTRAS[0], 3, SCHEDULE))
+    assert single == infos[0]
+
+
+def test_bad_target_names_item():
+    with pytest.raises(ValueError, match=r"item 1: extra_info\['target_p'\]"):
+        score_batch(RESPONSES[:2], GOLDS[:2], SOURCES[:2], [EXTRAS[0], {"target_p": 1.5}], 1, SCHEDULE)
+
+
+def test_length_mismatch_is_refused():
+    with pytest.raises(ValueError, match="lengths differ"):
+        score_batch(RESPONSES, GOLDS[:3], SOURCES, EXTRAS, 1, SCHEDULE)
+
+
+def test_target_bucket_edges_and_binary():
+    assert target_bucket(0.0) == "p0.0-0.3"
+    assert target_bucket(0.3) == "p0.3-0.6"
+    assert target_bucket(0.9) == "p0.6-1.0"
+    assert target_bucket(0.7, "binary") == "binary"
+    with pytest.raises(ValueError, match="outside the bucket edges"):
+        target_bucket(0.5, edges=(0.0, 0.3))
+
+
+def test_metrics_by_bucket_and_source_hand_computed():
+    _, infos = score_batch(RESPONSES, GOLDS, SOURCES, EXTRAS, 6, SCHEDULE)
+    m = reward_metrics(infos)
+    assert m["rlec/b"] == 0.5
+    assert m["rlec/count"] == 4
+    assert m["rlec/reward/mean"] == pytest.approx((0.7071067812 - 0.2886751346 + 0 + 1) / 4)
+    assert m["rlec/reward_b1/mean"] == pytest.approx((0.5 - 0.25 + 0 + 1) / 4)
+    assert m["rlec/answer_rate"] == 0.75 and m["rlec/abstain_rate"] == 0.25
+    assert m["rlec/acc"] == 0.5
+    assert m["rlec/selective_acc"] == pytest.approx(2 / 3)
+    assert m["rlec/p0.0-0.3/acc"] == 0.0 and m["rlec/p0.0-0.3/answer_rate"] == 1.0
+    assert m["rlec/p0.6-1.0/abstain_rate"] == 1.0
+    assert "rlec/p0.6-1.0/selective_acc" not in m  # nothing answered in that bucket
+    assert m["rlec/binary/acc"] == 1.0
+    assert m["rlec/src_math_dapo/acc"] == 0.5 and m["rlec/src_math_dapo/count"] == 2
+    assert m["rlec/src_hotpotqa/answer_rate"] == 0.5
+
+
+def test_metrics_skip_records_without_outcome_and_accept_columns():
+    _, infos = score_batch(RESPONSES, GOLDS, SOURCES, EXTRAS, 6, SCHEDULE)
+    columns = {key: [info[key] for info in infos] + [None] for key in infos[0]}  # one failed session
+    m = reward_metrics(rows_from_columns(columns), prefix="val-rlec")
+    assert m["val-rlec/count"] == 4
+    assert reward_metrics([{}, None]) == {}
+    with pytest.raises(ValueError, match="differ in length"):
+        rows_from_columns({"a": [1], "b": [1, 2]})
+
+
+def test_metrics_refuse_incomplete_records():
+    with pytest.raises(KeyError, match="lacks"):
+        reward_metrics([{"outcome": "correct", "score": 1.0}])
+    minimal = {"outcome": "abstain", "score": 0.0, "correct": 0, "answered": 0, "bucket": "binary",
+               "data_source": "x", "b": 0.2}
+    assert math.isclose(reward_metrics([minimal])["rlec/b"], 0.2)

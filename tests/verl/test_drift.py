@@ -1,0 +1,140 @@
+"""Drift guard: fails when a verl 0.9.1 symbol, signature, behaviour or config key rlec relies on
+changes. Each assertion names what rlec uses it for."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+from omegaconf import DictConfig, OmegaConf
+
+from rlec.config_check import CONFIG_DIR
+
+SYMBOLS = [
+    ("verl.experimental.reward_loop.reward_manager", "register"),  # registers "rlec"
+    ("verl.experimental.reward_loop.reward_manager", "get_reward_manager_cls"),  # workers resolve it
+    ("verl.experimental.reward_loop.reward_manager.naive", "NaiveRewardManager"),  # our base class
+    ("verl.experimental.reward_loop", "RewardLoopManager"),  # tested path
+    ("verl.trainer.ppo.reward", "resolve_reward_manager_cls"),  # config_check's reward step
+    ("verl.trainer.ppo.v1", "register_trainer"),
+    ("verl.trainer.ppo.v1", "get_trainer_cls"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSync"),
+    ("verl.trainer.ppo.v1", "PPOTrainerColocateAsync"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSeparateAsync"),
+    ("verl.utils.config", "validate_config"),
+    ("verl.utils.config", "omega_conf_to_dataclass"),
+    ("verl.trainer.ppo.utils", "need_critic"),
+    ("verl.trainer.ppo.utils", "need_reference_policy"),
+    ("verl.utils.import_utils", "import_external_libs"),
+    ("verl.trainer.constants_ppo", "get_ppo_ray_runtime_env"),
+    ("transfer_queue", "kv_batch_get"),  # training metrics read reward_extra_info back
+    ("transfer_queue", "KVBatchMeta"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), SYMBOLS, ids=[f"{m}.{n}" for m, n in SYMBOLS])
+def test_symbol_exists(module, name):
+    assert hasattr(importlib.import_module(module), name)
+
+
+def params(func):
+    return list(inspect.signature(func).parameters)
+
+
+def test_signatures_rlec_overrides_or_calls():
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    assert params(NaiveRewardManager.__init__) == [
+        "self", "config", "tokenizer", "compute_score", "reward_router_address", "reward_model_tokenizer"]
+    assert params(NaiveRewardManager.run_single) == ["self", "data"]
+    assert params(PPOTrainer._compute_metrics) == ["self", "batch", "metrics", "timing_raw", "global_steps", "epoch"]
+    assert params(PPOTrainer._val_metrics_update)[:5] == [
+        "self", "data_sources", "sample_uids", "reward_extra_infos_dict", "sample_turns"]
+
+
+def source(module, attr=None):
+    obj = importlib.import_module(module)
+    return inspect.getsource(getattr(obj, attr) if attr else obj)
+
+
+def test_behaviours_rlec_relies_on():
+    naive = source("verl.experimental.reward_loop.reward_manager.naive")
+    # async score functions run in the caller's task: the per-sample step in a ContextVar reaches them
+    assert "result = await self.compute_score(" in naive
+    # the trainer stamps the step on every batch; the agent loop passes non-tensor fields to the worker
+    trainer = source("verl.trainer.ppo.v1.trainer_base")
+    assert 'tu.assign_non_tensor_data(batch, "global_steps", self.global_steps)' in trainer
+    agent_loop = source("verl.experimental.agent_loop.agent_loop")
+    assert "**{k: np.array([v] * n) for k, v in kwargs.items()}" in agent_loop
+    assert 'final_output.extra_fields["reward_extra_info"] = result["reward_extra_info"]' in agent_loop
+    # schedule_length reads the step count the trainer writes before starting the reward workers
+    init_dataloader = source("verl.trainer.ppo.v1.trainer_base", "PPOTrainer")
+    writes_steps = "self.config.actor_rollout_ref.actor.optim.total_training_steps = optim_total_training_steps"
+    assert writes_steps in init_dataloader
+    assert init_dataloader.index("self._init_dataloader()") < init_dataloader.index("RewardLoopManager(")
+    # registration through the environment
+    assert 'os.getenv("VERL_USE_EXTERNAL_MODULES"' in source("verl")
+    # verl's own EP rule for vLLM rollout, mirrored by rlec.layout_check
+    assert "expert_parallel_size must be equal to tensor_model_parallel_size * data_parallel_size" in source(
+        "verl.workers.config.rollout")
+
+
+FREE_FORM = {"override_transformer_config", "override_optimizer_config", "override_config", "env_vars",
+             "apply_chat_template_kwargs"}
+
+
+def leaf_keys(node, prefix=""):
+    for key, value in node.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if key in FREE_FORM:
+            yield path, True
+        elif isinstance(value, DictConfig):
+            yield from leaf_keys(value, path)
+        else:
+            yield path, False
+
+
+@pytest.fixture(scope="module")
+def verl_base_config():
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        cfg = compose("ppo_trainer", overrides=["model_engine=megatron"])
+    return OmegaConf.to_container(cfg, resolve=False, throw_on_missing=False)
+
+
+def has_key(tree: dict, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return False
+        tree = tree[part]
+    return True
+
+
+# the verl configs (megatron_configs/local/ holds the CPU run's own config, not verl's)
+CONFIG_FILES = sorted(p.relative_to(CONFIG_DIR) for p in [CONFIG_DIR / "rlec.yaml", *CONFIG_DIR.glob("layout/*.yaml"),
+                                                          *CONFIG_DIR.glob("precision/*.yaml")])
+
+
+@pytest.mark.parametrize("relpath", CONFIG_FILES, ids=[str(p) for p in CONFIG_FILES])
+def test_every_key_we_set_exists_in_verl_config(verl_base_config, relpath):
+    cfg = OmegaConf.load(CONFIG_DIR / relpath)
+    missing = []
+    for path, free_form in leaf_keys(cfg):
+        if path.split(".")[0] in ("hydra", "defaults", "rlec"):
+            continue
+        # free-form dicts (Megatron overrides, env vars) may hold new keys; their parent must exist
+        checked = path.rsplit(".", 1)[0] if free_form else path
+        if not has_key(verl_base_config, checked):
+            missing.append(path)
+    assert missing == [], f"{relpath}: keys verl 0.9.1 does not define: {missing}"
+
+
+def test_key_check_catches_removed_keys(verl_base_config):
+    # actor.megatron.grad_offload was removed in verl 0.9.1 (0.9.0 example scripts still set it)
+    assert not has_key(verl_base_config, "actor_rollout_ref.actor.megatron.grad_offload")
+    assert has_key(verl_base_config, "actor_rollout_ref.actor.megatron.optimizer_offload")

@@ -1,0 +1,47 @@
+"""rlec's trainers: verl's V1 trainers with rlec metrics, behaving exactly as their base mode."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("verl")
+
+from rlec.batch_reward import score_batch  # noqa: E402
+from rlec.rewards import LinearSchedule  # noqa: E402
+from rlec.verl_plugin import RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer, RLECSyncTrainer  # noqa: E402
+
+MODES = [("sync", RLECSyncTrainer, ()),
+         ("colocate_async", RLECColocateAsyncTrainer, ()),
+         # verl's own requirements of separate_async: batch = 4 x mini-batch, a standalone rollout pool
+         ("separate_async", RLECSeparateAsyncTrainer, ("actor_rollout_ref.actor.ppo_mini_batch_size=2",
+                                                       "actor_rollout_ref.rollout.nnodes=1",
+                                                       "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"))]
+
+
+@pytest.mark.parametrize(("mode", "cls", "extra"), MODES, ids=[m for m, _, _ in MODES])
+def test_registered_trainer_behaves_as_its_base_mode(compose_rlec, tiny_moe_dir, mode, cls, extra):
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    overrides = ("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}", *extra)
+    assert get_trainer_cls(f"rlec_{mode}") is cls
+    ours = cls(compose_rlec(*overrides, f"trainer.v1.trainer_mode=rlec_{mode}"))
+    verls = get_trainer_cls(mode)(compose_rlec(*overrides, f"trainer.v1.trainer_mode={mode}"))
+    assert ours.trainer_mode == ours.config.trainer.v1.trainer_mode == mode
+    assert type(ours.replay_buffer) is type(verls.replay_buffer)
+    assert ours.parameter_sync_step == verls.parameter_sync_step
+    assert isinstance(ours, get_trainer_cls(mode))
+
+
+def test_validation_metrics_keep_verl_core_and_add_rlec():
+    responses = ["\\boxed{4}", "\\boxed{5}", "\\boxed{I don't know}", "\\boxed{Paris}"]
+    sources = ["math_dapo", "math_dapo", "hotpotqa", "hotpotqa"]
+    extras = [{"target_p": 0.5}, {"target_p": 0.5}, {"target_p": 0.7}, {"objective": "binary"}]
+    scores, infos = score_batch(responses, ["4", "4", "Paris", "Paris"], sources, extras, 3, LinearSchedule(end_step=5))
+    columns = {"reward": scores} | {key: [info[key] for info in infos] for key in infos[0]}
+    trainer = RLECSyncTrainer.__new__(RLECSyncTrainer)  # the hook uses no trainer state
+    metrics = trainer._val_metrics_update(sources, ["u0", "u1", "u2", "u3"], columns, [1, 1, 1, 1])
+    assert metrics["val-core/math_dapo/acc/mean@1"] == 0.5  # verl's own aggregation of our "acc"
+    assert metrics["val-aux/hotpotqa/abstained/mean@1"] == 0.5
+    assert metrics["val-rlec/acc"] == 0.5 and metrics["val-rlec/answer_rate"] == 0.75
+    assert metrics["val-rlec/b"] == 0.5
+    assert metrics["val-rlec/p0.6-1.0/abstain_rate"] == 1.0

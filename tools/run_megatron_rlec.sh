@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Train RLEC with verl 0.9.1's Megatron backend (megatron_configs/rlec.yaml), or check the config.
+#
+#   MODEL_PATH=/models/Qwen3-30B-A3B NNODES=4 NGPUS_PER_NODE=8 bash tools/run_megatron_rlec.sh [hydra overrides...]
+#   DRY_RUN=1 LAYOUT=qwen3_30b_a3b_1x8 PRECISION=fp8 bash tools/run_megatron_rlec.sh   # print + validate, start nothing
+#
+# Run it on the Ray head node of a running cluster (docs/cluster.md), or on one GPU node (it
+# starts a local Ray). Without a CUDA GPU and without DRY_RUN it runs the local CPU profile.
+#
+# Environment (empty = the value in megatron_configs/; command-line overrides win over all):
+#   DRY_RUN=1            compose, print and validate the resolved config (verl's checks + rlec's), then exit
+#   LAYOUT               megatron_configs/layout/<LAYOUT>.yaml            [qwen3_30b_a3b_4x8]
+#   PRECISION            megatron_configs/precision/<PRECISION>.yaml      [bf16]
+#   MODEL_PATH           Hugging Face model folder (or hub id), loaded via mbridge [models/Qwen3-30B-A3B; tiny*: models/tiny_qwen3_moe]
+#   DIST_CKPT_PATH       optional Megatron dist checkpoint (tools/convert_hf_to_mcore.py) to load instead
+#   TRAIN_FILES VAL_FILES  parquet files from rlec's data preparation   [data/processed/{train,test}.parquet]
+#   CHECKPOINT_DIR       checkpoints, launch records, TensorBoard logs    [checkpoints/<EXPERIMENT_NAME>]
+#   EXPERIMENT_NAME      [rlec_<LAYOUT>_<PRECISION>]      RESUME  verl resume_mode: auto|disable [auto]
+#   NNODES NGPUS_PER_NODE GPU_MEMORY_GIB TRAIN_BATCH_SIZE ROLLOUT_N MAX_PROMPT_LENGTH
+#   MAX_RESPONSE_LENGTH LR TOTAL_EPOCHS TOTAL_TRAINING_STEPS SAVE_FREQ TEST_FREQ LOGGER
+#   NPROC                processes of the local CPU profile (no GPU, no DRY_RUN) [1]
+#   PYTHON               interpreter [python3]
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON=${PYTHON:-python3}
+DRY_RUN=${DRY_RUN:-0}
+NPROC=${NPROC:-1}
+LAYOUT=${LAYOUT:-qwen3_30b_a3b_4x8}
+PRECISION=${PRECISION:-bf16}
+case "$LAYOUT" in tiny*) DEFAULT_MODEL=tiny_qwen3_moe ;; *) DEFAULT_MODEL=Qwen3-30B-A3B ;; esac
+MODEL_PATH=${MODEL_PATH:-$REPO_ROOT/models/$DEFAULT_MODEL}
+DIST_CKPT_PATH=${DIST_CKPT_PATH:-}
+TRAIN_FILES=${TRAIN_FILES:-$REPO_ROOT/data/processed/train.parquet}
+VAL_FILES=${VAL_FILES:-$REPO_ROOT/data/processed/test.parquet}
+EXPERIMENT_NAME=${EXPERIMENT_NAME:-rlec_${LAYOUT}_${PRECISION}}
+CHECKPOINT_DIR=${CHECKPOINT_DIR:-$REPO_ROOT/checkpoints/$EXPERIMENT_NAME}
+RESUME=${RESUME:-auto}
+NNODES=${NNODES:-}
+NGPUS_PER_NODE=${NGPUS_PER_NODE:-}
+GPU_MEMORY_GIB=${GPU_MEMORY_GIB:-}
+TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-}
+ROLLOUT_N=${ROLLOUT_N:-}
+MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-}
+MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-}
+LR=${LR:-}
+TOTAL_EPOCHS=${TOTAL_EPOCHS:-}
+TOTAL_TRAINING_STEPS=${TOTAL_TRAINING_STEPS:-}
+SAVE_FREQ=${SAVE_FREQ:-}
+TEST_FREQ=${TEST_FREQ:-}
+LOGGER=${LOGGER:-}
+TENSORBOARD_DIR=${TENSORBOARD_DIR:-$CHECKPOINT_DIR/tensorboard}
+PLUGIN_MODULE=rlec.verl_plugin
+
+# Ray actors do not run in this directory: make existing relative paths absolute.
+abs_if_exists() { if [[ -e "$1" && "$1" != /* ]]; then echo "$PWD/$1"; else echo "$1"; fi; }
+abspath() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$PWD/$1"; fi; }
+has_cuda() { "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; }
+
+export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+
+# No GPU and no DRY_RUN: the local CPU profile. rlec.local.runner reads MODEL_PATH, STEPS, RESUME,
+# CHECKPOINT_DIR, ... from the environment; NPROC > 1 runs it under torchrun (gloo).
+if [[ "$DRY_RUN" != 1 ]] && ! has_cuda; then
+  if "$PYTHON" -c 'import rlec.local.runner' 2>/dev/null; then
+    echo "run_megatron_rlec.sh: no CUDA GPU here, running the local CPU profile (rlec.local.runner, $NPROC process(es))" >&2
+    if [[ "$NPROC" -gt 1 ]]; then
+      exec "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" -m rlec.local.runner "$@"
+    fi
+    exec "$PYTHON" -m rlec.local.runner "$@"
+  fi
+  echo "run_megatron_rlec.sh: no CUDA GPU here and the local CPU profile (rlec.local.runner) is not built yet;" \
+       "use DRY_RUN=1 to compose and validate the cluster config on this machine" >&2
+  exit 2
+fi
+
+export VERL_USE_EXTERNAL_MODULES="$PLUGIN_MODULE${VERL_USE_EXTERNAL_MODULES:+,$VERL_USE_EXTERNAL_MODULES}"
+export HYDRA_FULL_ERROR=1
+
+# Overrides grouped by concern; empty variables leave the YAML value.
+CONFIG_ARGS=(layout="$LAYOUT" precision="$PRECISION")
+MODEL_ARGS=(actor_rollout_ref.model.path="$(abs_if_exists "$MODEL_PATH")")
+if [[ -n "$DIST_CKPT_PATH" ]]; then
+  MODEL_ARGS+=(actor_rollout_ref.actor.megatron.use_dist_checkpointing=true
+               actor_rollout_ref.actor.megatron.dist_checkpointing_path="$(abs_if_exists "$DIST_CKPT_PATH")")
+fi
+DATA_ARGS=(data.train_files="$(abs_if_exists "$TRAIN_FILES")" data.val_files="$(abs_if_exists "$VAL_FILES")")
+CLUSTER_ARGS=()
+[[ -n "$NNODES" ]] && CLUSTER_ARGS+=(trainer.nnodes="$NNODES")
+[[ -n "$NGPUS_PER_NODE" ]] && CLUSTER_ARGS+=(trainer.n_gpus_per_node="$NGPUS_PER_NODE")
+[[ -n "$GPU_MEMORY_GIB" ]] && CLUSTER_ARGS+=(rlec.check.gpu_memory_gib="$GPU_MEMORY_GIB")
+ALGO_ARGS=()
+[[ -n "$TRAIN_BATCH_SIZE" ]] && ALGO_ARGS+=(data.train_batch_size="$TRAIN_BATCH_SIZE")
+[[ -n "$ROLLOUT_N" ]] && ALGO_ARGS+=(actor_rollout_ref.rollout.n="$ROLLOUT_N")
+[[ -n "$MAX_PROMPT_LENGTH" ]] && ALGO_ARGS+=(data.max_prompt_length="$MAX_PROMPT_LENGTH")
+[[ -n "$MAX_RESPONSE_LENGTH" ]] && ALGO_ARGS+=(data.max_response_length="$MAX_RESPONSE_LENGTH")
+[[ -n "$LR" ]] && ALGO_ARGS+=(actor_rollout_ref.actor.optim.lr="$LR")
+[[ -n "$TOTAL_EPOCHS" ]] && ALGO_ARGS+=(trainer.total_epochs="$TOTAL_EPOCHS")
+[[ -n "$TOTAL_TRAINING_STEPS" ]] && ALGO_ARGS+=(trainer.total_training_steps="$TOTAL_TRAINING_STEPS")
+TRAINER_ARGS=(trainer.experiment_name="$EXPERIMENT_NAME" trainer.default_local_dir="$(abspath "$CHECKPOINT_DIR")"
+              trainer.resume_mode="$RESUME")
+[[ -n "$SAVE_FREQ" ]] && TRAINER_ARGS+=(trainer.save_freq="$SAVE_FREQ")
+[[ -n "$TEST_FREQ" ]] && TRAINER_ARGS+=(trainer.test_freq="$TEST_FREQ")
+[[ -n "$LOGGER" ]] && TRAINER_ARGS+=(trainer.logger="$LOGGER")
+# Ray workers on other nodes inherit `ray start`'s environment, not this shell's: pass ours on.
+RAY_ARGS=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="$VERL_USE_EXTERNAL_MODULES"
+          ++ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH="$PYTHONPATH"
+          ++ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR="$(abspath "$TENSORBOARD_DIR")")
+OVERRIDES=("${CONFIG_ARGS[@]}" "${MODEL_ARGS[@]}" "${DATA_ARGS[@]}" "${CLUSTER_ARGS[@]}" "${ALGO_ARGS[@]}"
+           "${TRAINER_ARGS[@]}" "${RAY_ARGS[@]}")
+
+if [[ "$DRY_RUN" == 1 ]]; then
+  exec "$PYTHON" -m rlec.config_check --print "${OVERRIDES[@]}" "$@"
+fi
+
+# Refuse an impossible layout before anything starts; keep the resolved config, the commit and
+# the command beside the checkpoints (one folder per launch, so resumed runs keep their history).
+RUN_DIR="$(abspath "$CHECKPOINT_DIR")/launches/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$RUN_DIR"
+"$PYTHON" -m rlec.config_check --output "$RUN_DIR/config.yaml" "${OVERRIDES[@]}" "$@"
+{
+  echo "commit: $(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "dirty: $([[ -n "$(git -C "$REPO_ROOT" status --porcelain 2>/dev/null)" ]] && echo yes || echo no)"
+  printf 'command:'; printf ' %q' "$0" "$@"; echo
+} > "$RUN_DIR/git.txt"
+echo "run_megatron_rlec.sh: config, commit and log in $RUN_DIR; checkpoints in $CHECKPOINT_DIR" >&2
+"$PYTHON" -m verl.trainer.main_ppo --config-path "$REPO_ROOT/megatron_configs" --config-name rlec \
+  "${OVERRIDES[@]}" "$@" 2>&1 | tee -a "$RUN_DIR/train.log"
