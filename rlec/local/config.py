@@ -64,7 +64,7 @@ def load_config(
     base = OmegaConf.load(path)
     OmegaConf.set_struct(base, True)  # unknown keys are errors, not silent additions
     env = os.environ if env is None else env
-    from_env = [f"{key}={env[var]}" for var, key in ENV_OVERRIDES.items() if env.get(var, "") != ""]
+    from_env = [f"{key}={_env_value(var, env[var])}" for var, key in ENV_OVERRIDES.items() if env.get(var, "") != ""]
     try:
         cfg = OmegaConf.merge(base, OmegaConf.from_dotlist(from_env), OmegaConf.from_dotlist(list(overrides)))
     except Exception as exc:  # omegaconf raises several types; one clear message
@@ -72,6 +72,18 @@ def load_config(
     _check(cfg)
     OmegaConf.set_readonly(cfg, True)
     return cfg
+
+
+def _env_value(var: str, value: str) -> str:
+    """RESUME follows both conventions: 1/true/yes/auto resume, 0/false/no/disable start fresh."""
+    if var == "RESUME":
+        low = value.strip().lower()
+        if low in ("1", "true", "yes", "auto"):
+            return "true"
+        if low in ("0", "false", "no", "disable", "never"):
+            return "false"
+        raise ValueError(f"RESUME={value!r}: expected 1/true/auto (resume) or 0/false/disable (start fresh)")
+    return value
 
 
 def _check(cfg: DictConfig) -> None:

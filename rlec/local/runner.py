@@ -37,9 +37,45 @@ from rlec.local.config import as_dict, load_config, schedule_steps, to_yaml
 from rlec.local.data import PromptSampler, load_rows
 
 
+class LocalRunError(ValueError):
+    """Bad input found before any work starts (printed without a traceback, exit status 2)."""
+
+
 def _log0(msg: str) -> None:
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"[rlec.local] {msg}", file=sys.stderr, flush=True)
+
+
+def preflight(cfg: Any, world: int) -> Any:
+    """Check the layout, the model and the data before anything heavy starts.
+
+    Returns:
+        The :class:`rlec.megatron.ParallelLayout`.
+
+    Raises:
+        LocalRunError: the layout does not fit the process count or the batch, ``model.path`` is
+            not a Qwen3 family model, or the data is missing and may not be prepared.
+    """
+    from rlec import megatron as meg
+
+    layout = meg.ParallelLayout(tp=cfg.layout.tp, ep=cfg.layout.ep, etp=cfg.layout.etp, pp=cfg.layout.pp, world_size=world)
+    try:
+        layout.check()
+    except ValueError as exc:
+        raise LocalRunError(f"layout {dict(tp=layout.tp, ep=layout.ep, pp=layout.pp)} does not fit {world} process(es): {exc}; "
+                            "set NPROC to a multiple of TP x PP (and EP must divide the data-parallel size)") from None
+    batch = cfg.rollout.prompts_per_step * cfg.rollout.n
+    if batch % layout.dp:
+        raise LocalRunError(f"rollout.prompts_per_step x rollout.n = {batch} responses do not split over {layout.dp} data-parallel ranks")
+    if cfg.model.path:
+        try:
+            resolve_model(cfg, Path(cfg.trainer.output_dir))
+        except (FileNotFoundError, ValueError) as exc:
+            raise LocalRunError(str(exc)) from None
+    train = Path(cfg.data.dir) / cfg.data.train_file
+    if not train.is_file() and not cfg.data.prepare_if_missing:
+        raise LocalRunError(f"{train} is missing and data.prepare_if_missing=false: run `python -m rlec.data.prepare --output-dir {cfg.data.dir}`")
+    return layout
 
 
 def ensure_data(cfg: Any) -> Path:
@@ -85,6 +121,8 @@ def resolve_model(cfg: Any, out_dir: Path) -> Path:
             raise ValueError(f"MODEL_PATH={path}: model_type {model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
         return path
     path = out_dir / "tiny_model"
+    if not torch.distributed.is_initialized():
+        return path
     if int(os.environ.get("RANK", "0")) == 0 and not path.exists():
         _log0(f"building the tiny random Qwen3-MoE (seed {cfg.model.tiny_seed}) in {path}")
         build_tiny_model(path, seed=int(cfg.model.tiny_seed))
@@ -134,11 +172,13 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     from rlec.reward_metrics import reward_metrics
     from rlec.rewards import LinearSchedule
 
-    cfg = load_config(overrides)
+    try:
+        cfg = load_config(overrides)
+    except (ValueError, FileNotFoundError) as exc:
+        raise LocalRunError(str(exc)) from None
     out_dir = Path(cfg.trainer.output_dir)
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    layout = meg.ParallelLayout(tp=cfg.layout.tp, ep=cfg.layout.ep, etp=cfg.layout.etp, pp=cfg.layout.pp, world_size=world)
-    layout.check()  # before any work: a layout that does not fit the process count fails here
+    layout = preflight(cfg, world)  # before any work: bad layouts, models and data fail here
     threads = int(cfg.trainer.threads) or max(1, (os.cpu_count() or 1) // world)
     torch.set_num_threads(threads)
     meg.init_parallel(layout, seed=int(cfg.trainer.seed))
@@ -233,14 +273,14 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
         update.save_hf(rollout_model, tokenizer, final)
         _log0(f"final HF weights in {final}; metrics in {out_dir / 'metrics.jsonl'}")
     meg.destroy_parallel()
-    if rank == 0 and cfg.eval.at_end:
-        from rlec.local.summary import evaluate_final
-
-        evaluate_final(cfg, out_dir, final)
     if rank == 0:
-        from rlec.local.summary import print_training_summary
+        from rlec.local.summary import evaluate_final, print_training_summary
 
         print_training_summary(out_dir / "metrics.jsonl")
+        if not cfg.model.path:
+            print("\n(random tiny model: rewards are noise; the scripted share of each group is what moves the loss)")
+        if cfg.eval.at_end and evaluate_final(cfg, out_dir, final):
+            raise RuntimeError("the final evaluation failed (see its output above)")
     return last
 
 
@@ -252,7 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("Settings (key=value; environment variables in rlec.local.config.ENV_OVERRIDES):\n")
         print(to_yaml(load_config([])))
         return 0
-    run(args)
+    try:
+        run(args)
+    except LocalRunError as exc:
+        print(f"rlec.local: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -13,7 +13,7 @@ from rlec.local.data import PromptSampler, load_rows
 
 
 def test_yaml_env_cli_layering() -> None:
-    cfg = load_config(["rollout.n=8"], env={"STEPS": "3", "MODEL_PATH": "/m", "ROLLOUT_N": "6", "RESUME": "true"})
+    cfg = load_config(["rollout.n=8"], env={"STEPS": "3", "MODEL_PATH": "/m", "ROLLOUT_N": "6", "RESUME": "auto"})
     assert cfg.trainer.steps == 3 and cfg.model.path == "/m" and cfg.trainer.resume is True
     assert cfg.rollout.n == 8  # the command line wins over the environment
     assert schedule_steps(cfg) == 3
@@ -59,3 +59,10 @@ def test_load_rows_reads_the_contract_and_names_bad_rows(tmp_path: Path) -> None
         load_rows(_write(tmp_path / "nocol.parquet", [{k: v for k, v in good.items() if k != "extra_info"}]))
     with pytest.raises(FileNotFoundError, match="rlec.data.prepare"):
         load_rows(tmp_path / "absent.parquet")
+
+
+@pytest.mark.parametrize(("value", "want"), [("1", True), ("auto", True), ("0", False), ("disable", False)])
+def test_resume_accepts_both_conventions(value: str, want: bool) -> None:
+    assert load_config([], env={"RESUME": value}).trainer.resume is want
+    with pytest.raises(ValueError, match="RESUME='maybe'"):
+        load_config([], env={"RESUME": "maybe"})

@@ -1,0 +1,117 @@
+"""The main job end to end: tools/run_megatron_rlec.sh on a machine without CUDA runs the local
+RLEC training (rollout -> score -> mean-only advantage -> Megatron update -> weight sync).
+
+Small settings keep each run to seconds of training; the start-up (imports, model build) dominates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlec.local.logger import read_metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER = ROOT / "tools" / "run_megatron_rlec.sh"
+SMALL = ["rollout.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=8", "actor.micro_batch_size=4",
+         "rollout.scripted_fraction=0.5", "reward.schedule_steps=2", "trainer.threads=1"]
+EXPECTED_FIELDS = {"rlec/reward/mean", "rlec/b", "rlec/answer_rate", "rlec/abstain_rate", "rlec/acc", "actor/pg_loss",
+                   "actor/grad_norm", "actor/entropy_mc", "critic/advantages/abs_mean", "timing_s/gen", "timing_s/reward",
+                   "timing_s/update_actor", "timing_s/update_weights", "timing_s/step", "rollout/tokens_per_s",
+                   "weight_sync/exact", "response_length/mean"}
+VOLATILE = ("timing_s/", "rollout/tokens_per_s")
+
+
+def launch(out: Path, data: Path, *overrides: str, nproc: int = 1, extra_env: dict[str, str] | None = None,
+           timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable, "OUTPUT_DIR": str(out), "DATA_DIR": str(data), "NPROC": str(nproc),
+           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **(extra_env or {})}
+    for var in ("MODEL_PATH", "RESUME", "STEPS", "WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT", "MASTER_ADDR"):
+        if var not in (extra_env or {}):
+            env.pop(var, None)
+    return subprocess.run(["bash", str(LAUNCHER), *overrides], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rlec.data.prepare import main as prepare
+
+    out = tmp_path_factory.mktemp("local") / "data"
+    assert prepare(["--output-dir", str(out)]) == 0
+    return out
+
+
+def _stable(record: dict) -> dict:
+    return {k: v for k, v in record.items() if not k.startswith(VOLATILE)}
+
+
+def _check_run(proc: subprocess.CompletedProcess, out: Path, steps: int) -> list[dict]:
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "running the local CPU profile" in proc.stderr
+    records = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in records] == list(range(1, steps + 1))
+    for r in records:
+        assert EXPECTED_FIELDS <= set(r), EXPECTED_FIELDS - set(r)
+        for key in ("rlec/reward/mean", "actor/pg_loss", "actor/grad_norm", "critic/advantages/abs_mean"):
+            assert isinstance(r[key], float) and math.isfinite(r[key]), (key, r[key])
+        assert r["weight_sync/exact"] == 1.0
+        assert r["critic/advantages/abs_mean"] > 0  # scripted answers give groups reward variance
+        assert r["actor/grad_norm"] > 0  # so the update is real
+    return records
+
+
+@pytest.mark.slow
+def test_two_steps_at_world_size_1_and_resume_reproduces_them(data_dir: Path, tmp_path: Path) -> None:
+    full = tmp_path / "full"
+    proc = launch(full, data_dir, *SMALL, "trainer.steps=2", "trainer.save_every=1", "eval.max_questions=2",
+                  "eval.max_new_tokens=4")
+    records = _check_run(proc, full, 2)
+    assert [r["rlec/b"] for r in records] == [0.0, 1.0]
+    assert "## Training (local run)" in proc.stdout and "## Final evaluation" in proc.stdout
+    assert json.loads((full / "eval" / "metrics" / "metrics.json").read_text())
+    assert (full / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert (full / "hf_final" / "config.json").is_file() and (full / "training_curves.png").stat().st_size > 0
+
+    split = tmp_path / "split"
+    first = launch(split, data_dir, *SMALL, "trainer.steps=1", "eval.at_end=false")
+    _check_run(first, split, 1)
+    resumed = launch(split, data_dir, *SMALL, "trainer.steps=2", "eval.at_end=false", extra_env={"RESUME": "1"})
+    again = _check_run(resumed, split, 2)
+    assert "resumed from" in resumed.stderr
+    assert [_stable(r) for r in again] == [_stable(r) for r in records]
+
+
+@pytest.mark.slow
+def test_one_step_at_tp2_ep2_on_four_processes(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tp2ep2"
+    proc = launch(out, data_dir, *SMALL, "trainer.steps=1", "eval.at_end=false", nproc=4, extra_env={"TP": "2", "EP": "2"})
+    _check_run(proc, out, 1)
+    assert "'tp': 2, 'ep': 2" in proc.stderr and "'dp': 2" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("env", "overrides", "message"),
+    [
+        ({"TP": "2"}, [], "does not fit 1 process(es)"),
+        ({"MODEL_PATH": "__bert__"}, [], "is not supported; expected one of"),
+        ({}, ["data.prepare_if_missing=false", "data.dir=/nonexistent/rlec-data"], "data.prepare_if_missing=false"),
+    ],
+)
+def test_bad_input_fails_before_work(data_dir: Path, tmp_path: Path, env: dict, overrides: list, message: str) -> None:
+    if env.get("MODEL_PATH") == "__bert__":
+        bert = tmp_path / "bert"
+        bert.mkdir()
+        (bert / "config.json").write_text(json.dumps({"model_type": "bert"}))
+        env = {"MODEL_PATH": str(bert)}
+    proc = launch(tmp_path / "out", data_dir, *overrides, "trainer.steps=1", extra_env=env, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "rlec.local: error:" in proc.stderr and message in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out" / "metrics.jsonl").exists()
