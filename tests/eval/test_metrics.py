@@ -108,8 +108,9 @@ def test_compare_two_runs_side_by_side(tmp_path: Path, worked) -> None:
 
 
 def test_cli_subprocess_grades_with_the_math_verify_pool(tmp_path: Path, record_factory, repo_root: Path) -> None:
-    """``python -m rlec.metrics`` spawns math-verify workers: LaTeX vs decimal needs the pool."""
-    rec = dict(record_factory("q1", 0.5, "correct"), ground_truth="\\frac{1}{2}", response="Thus \\boxed{0.5}.")
+    """``python -m rlec.metrics`` spawns math-verify workers: a radical rewritten needs the pool
+    (plain numbers and fractions are settled by the exact path)."""
+    rec = dict(record_factory("q1", 0.5, "correct"), ground_truth="2\\sqrt{3}", response="Thus \\boxed{\\sqrt{12}}.")
     path = atomic_write_jsonl(tmp_path / "r.jsonl", [rec])
     env = {**os.environ, "PYTHONPATH": str(repo_root), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
