@@ -117,8 +117,9 @@ def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any
     loss_fn = loss_factory(cfg, math.ceil(ids.shape[0] / mbs), dp, global_tokens)
     result = train_step(policy, optimizer, ids, attn, loss_fn, extra=extra, micro_batch_size=mbs, temperature=temperature,
                         logit_window=window)
-    n_micro = math.ceil(ids.shape[0] / mbs)
-    metrics = {"actor/pg_loss": result.loss / n_micro, **{k: v for k, v in result.metrics.items() if k != "loss"}}
+    # result.loss is this rank's mean over micro-batches of loss_fn's value, i.e. (this rank's
+    # token sum / global tokens) x dp_size: its mean over DP ranks is the global token-mean loss
+    metrics = {"actor/pg_loss": result.loss, **{k: v for k, v in result.metrics.items() if k != "loss"}}
     metrics = _dp_mean(metrics)
     metrics["actor/grad_norm"] = float("nan") if result.grad_norm is None else result.grad_norm
     metrics["actor/update_applied"] = float(result.update_successful)
