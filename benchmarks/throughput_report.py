@@ -112,8 +112,9 @@ def headline(result: dict[str, Any]) -> dict[str, float]:
 def compare(result: dict[str, Any], baseline: dict[str, Any]) -> str:
     """Markdown table of current / baseline for every measured figure both runs have."""
     now, base = headline(result), headline(baseline)
-    lines = [f"### Compared with the baseline (device {baseline['environment'].get('gpu') or baseline['environment'].get('cpu')}, "
-             f"load average {baseline['environment']['loadavg_start'][0]:.2f})", "",
+    env, base_env = result["environment"], baseline["environment"]
+    lines = [f"### Compared with the baseline ({base_env.get('gpu') or base_env.get('cpu')}, {baseline.get('created', '?')}; "
+             f"load average at start: now {env['loadavg_start'][0]:.2f}, baseline {base_env['loadavg_start'][0]:.2f})", "",
              "| figure | now | baseline | ratio |", "|---|---|---|---|"]
     for key in sorted(now.keys() & base.keys()):
         lines.append(f"| {key} | {now[key]:.1f} | {base[key]:.1f} | {now[key] / base[key]:.2f}x |")
