@@ -73,7 +73,8 @@ class ModelShape:
             return value
 
         hidden, heads, layers = need("hidden_size"), need("num_attention_heads"), need("num_hidden_layers")
-        experts = int(cfg.get("num_experts") or 0)
+        # transformers 5 saves Qwen3-MoE's expert count as num_local_experts (hub files: num_experts)
+        experts = int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0)
         moe_layers = 0
         if experts:
             dense_only = set(cfg.get("mlp_only_layers") or [])

@@ -1,0 +1,73 @@
+"""Projected section of ``benchmarks/throughput.py``: the cost model at every committed layout.
+
+Each ``megatron_configs/layout/*.yaml`` is composed exactly as the cluster run composes it
+(``rlec.config_check.compose``: verl's ``ppo_trainer`` + ``rlec.yaml`` + the layout), read into
+rlec's memory arithmetic (``rlec.verl_layout``) and projected with :mod:`rlec.cost_model`. The
+GPU is the one the layout was written for (``rlec.check.gpu_memory_gib``: 141 -> H200, else H100).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlec.cost_model import DEVICES, Assumptions, project_step, train_flops, verl_flops_params
+from rlec.memory import GIB, ModelShape, estimate_memory
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYOUT_DIR = ROOT / "megatron_configs" / "layout"
+
+
+def committed_layouts() -> list[str]:
+    """Names of the committed layout files (``megatron_configs/layout/*.yaml``), sorted."""
+    return sorted(p.stem for p in LAYOUT_DIR.glob("*.yaml"))
+
+
+def project_layout(name: str, a: Assumptions, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Memory, FLOPs, EP traffic and projected tokens/s of one committed layout.
+
+    Raises:
+        FileNotFoundError: no model shape for the layout (see ``rlec.config_check``).
+        hydra.errors.HydraException: the layout does not compose.
+    """
+    from rlec.config_check import compose, load_model_config
+    from rlec.verl_layout import get, layout_of, training_settings_of
+
+    cfg = compose([f"layout={name}", *(overrides or [])])
+    hf, source, _ = load_model_config(cfg)
+    shape = ModelShape.from_hf_config(hf, source)
+    layout = layout_of(cfg)
+    gib = float(get(cfg, "rlec.check.gpu_memory_gib", 80))
+    device = DEVICES["H200" if gib >= 141 else "H100"]
+    mem = estimate_memory(shape, layout, training_settings_of(cfg), gib * GIB)
+    responses = int(get(cfg, "data.train_batch_size")) * int(get(cfg, "actor_rollout_ref.rollout.n"))
+    step = project_step(shape, layout, mem, device, a, responses, int(get(cfg, "trainer.n_gpus_per_node", 8)))
+    n_layers, n_vocab = verl_flops_params(shape)
+    return {
+        "layout": name, "model": Path(source).stem, "gpus": layout.world_size, "device": device.name,
+        "parallel": {"tp": layout.tp, "ep": layout.ep, "etp": layout.expert_tp, "pp": layout.pp, "cp": layout.cp,
+                     "rollout_tp": layout.rollout_tp, "param_offload": layout.param_offload,
+                     "optimizer_offload": layout.optimizer_offload},
+        "responses_per_step": responses,
+        "params_total": shape.total_params(), "params_active": shape.active_params(),
+        "verl_flops_params": n_layers + n_vocab,
+        "flops_per_token": {"train": step["train_flops_per_token"], "forward": step["train_flops_per_token"] / 3,
+                            "attention_share": train_flops(shape, [a.prompt_tokens + a.response_tokens]).attention
+                            / step["train_flops_per_token"] / (a.prompt_tokens + a.response_tokens)},
+        "memory_gib": mem.as_gib(), "params_per_gpu": mem.params_local, **step,
+        "update_tflops_per_gpu": device.peak_flops * a.update_mfu / 1e12,
+    }
+
+
+def run_projection(a: Assumptions, layouts: list[str] | None = None, log: Any = print) -> dict[str, Any]:
+    """:func:`project_layout` for each layout (default: all committed ones)."""
+    from throughput_sections import ANCHORS
+
+    rows = []
+    for name in layouts or committed_layouts():
+        log(f"[projection] {name}")
+        rows.append(project_layout(name, a))
+    return {"assumptions": a.as_dict(), "devices": {k: vars(v) for k, v in DEVICES.items()}, "anchors": ANCHORS,
+            "rows": rows, "not_modelled": ["generation long tail (the step waits for its longest response)",
+                                           "weight sync, reward, data loading", "expert load imbalance",
+                                           "EP all-to-all time is reported, not added (the MFU assumption covers it)"]}
