@@ -64,6 +64,9 @@ export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 if [[ "$DRY_RUN" != 1 ]] && ! has_cuda; then
   if "$PYTHON" -c 'import rlec.local.runner' 2>/dev/null; then
     echo "run_megatron_rlec.sh: no CUDA GPU here, running the local CPU profile (rlec.local.runner, $NPROC process(es))" >&2
+    # OpenMP threads that sleep instead of spinning while they wait: on a few shared cores the
+    # default active waiting made transformers generate 6x slower (docs/throughput.md).
+    export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
     if [[ "$NPROC" -gt 1 ]]; then
       exec "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" -m rlec.local.runner "$@"
     fi
