@@ -20,3 +20,6 @@ test: setup  ## set up, then run the whole test suite
 
 test-fast: setup  ## unit tests only (skips the slow end-to-end group)
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: setup  ## set up, then run the throughput benchmark (measured on this machine + projected for the cluster)
+	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) benchmarks/throughput.py

@@ -14,7 +14,6 @@ import importlib.util
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -123,18 +122,12 @@ def build_tiny_model(
     config = AutoConfig.for_model(**cfg_dict)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    from rlec.io import atomic_dir
+
+    with atomic_dir(out) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         if with_tokenizer:
             for f in bundled_tokenizer_path().iterdir():
                 if f.is_file():
                     shutil.copy2(f, tmp / f.name)
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out

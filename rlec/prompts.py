@@ -8,7 +8,7 @@ A prompt is one user message (DAPO-Math's convention), built from three parts:
 
        Confidence target: p = 0.70. Answer only if you believe your answer is correct with
        probability greater than 0.70; otherwise write \\boxed{I don't know}. Scoring: a correct
-       answer earns +0.30, a wrong answer costs -0.70, and "I don't know" scores 0.
+       answer earns +0.30, a wrong answer scores -0.70, and "I don't know" scores 0.
 
    The stated stakes (1-p, -p) are R_p^(b) at b = 1. At every b the ratio of the two rewards is
    the same (1-p)/p, so the statement stays exact up to a positive scale throughout training.
@@ -35,7 +35,7 @@ FORMAT_BINARY = "Put your final answer within \\boxed{}."
 FORMAT_RLEC = (
     "Confidence target: p = {p:.2f}. Answer only if you believe your answer is correct with probability "
     "greater than {p:.2f}; otherwise write \\boxed{{I don't know}}. Scoring: a correct answer earns "
-    "+{gain:.2f}, a wrong answer costs -{p:.2f}, and \"I don't know\" scores 0. "
+    "+{gain:.2f}, a wrong answer scores -{p:.2f}, and \"I don't know\" scores 0. "
     "Put your final answer (or I don't know) within \\boxed{{}}."
 )
 # Qwen3's hybrid chat template: the confidence decision is made in the visible answer, so the

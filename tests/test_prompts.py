@@ -18,7 +18,7 @@ TARGET_QA = (
     "Question: Where did Ada Brune grow up?\n\n"
     "Confidence target: p = 0.70. Answer only if you believe your answer is correct with probability greater "
     "than 0.70; otherwise write \\boxed{I don't know}. Scoring: a correct answer earns +0.30, a wrong answer "
-    "costs -0.70, and \"I don't know\" scores 0. Put your final answer (or I don't know) within \\boxed{}."
+    "scores -0.70, and \"I don't know\" scores 0. Put your final answer (or I don't know) within \\boxed{}."
 )
 CONTEXT = [("Ada Brune", ["Ada Brune is a singer.", " She grew up in Port Anrey."]), ("Port Anrey", ["Port Anrey is a harbour town."])]
 

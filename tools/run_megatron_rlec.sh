@@ -59,22 +59,25 @@ has_cuda() { "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_availa
 
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
-# No GPU and no DRY_RUN: the local CPU profile. rlec.local.runner reads MODEL_PATH, STEPS, RESUME,
-# CHECKPOINT_DIR, ... from the environment; NPROC > 1 runs it under torchrun (gloo).
+# No GPU and no DRY_RUN: the local CPU profile (rlec.local.runner, docs/local_run.md). It reads
+# its own variables (MODEL_PATH, STEPS, RESUME, OUTPUT_DIR or CHECKPOINT_DIR, SAVE_EVERY, TP, EP,
+# ETP, PP, ROLLOUT_N, PROMPTS_PER_STEP, MAX_NEW_TOKENS, LR, SEED, DATA_DIR, EVAL_AT_END; see
+# rlec/local/config.py) and key=value overrides; NPROC > 1 runs it under torchrun (gloo).
 if [[ "$DRY_RUN" != 1 ]] && ! has_cuda; then
-  if "$PYTHON" -c 'import rlec.local.runner' 2>/dev/null; then
-    echo "run_megatron_rlec.sh: no CUDA GPU here, running the local CPU profile (rlec.local.runner, $NPROC process(es))" >&2
-    # OpenMP threads that sleep instead of spinning while they wait: on a few shared cores the
-    # default active waiting made transformers generate 6x slower (docs/throughput.md).
-    export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-    if [[ "$NPROC" -gt 1 ]]; then
-      exec "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" -m rlec.local.runner "$@"
+  echo "run_megatron_rlec.sh: no CUDA GPU here, running the local CPU profile (rlec.local.runner, $NPROC process(es))" >&2
+  for name in LAYOUT PRECISION TRAIN_BATCH_SIZE MAX_RESPONSE_LENGTH TOTAL_TRAINING_STEPS SAVE_FREQ TEST_FREQ NNODES NGPUS_PER_NODE; do
+    if [[ -n "$(printenv "$name" || true)" ]]; then
+      echo "run_megatron_rlec.sh: warning: $name applies to cluster runs only; the local profile ignores it" \
+           "(its settings: python -m rlec.local.runner --help)" >&2
     fi
-    exec "$PYTHON" -m rlec.local.runner "$@"
+  done
+  # OpenMP threads that sleep instead of spinning while they wait: on a few shared cores the
+  # default active waiting made transformers generate 6x slower (docs/throughput.md).
+  export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+  if [[ "$NPROC" -gt 1 ]]; then
+    exec "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" -m rlec.local.runner "$@"
   fi
-  echo "run_megatron_rlec.sh: no CUDA GPU here and the local CPU profile (rlec.local.runner) is not built yet;" \
-       "use DRY_RUN=1 to compose and validate the cluster config on this machine" >&2
-  exit 2
+  exec "$PYTHON" -m rlec.local.runner "$@"
 fi
 
 export VERL_USE_EXTERNAL_MODULES="$PLUGIN_MODULE${VERL_USE_EXTERNAL_MODULES:+,$VERL_USE_EXTERNAL_MODULES}"

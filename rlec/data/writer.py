@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rlec.data.mix import Sample
+from rlec.io import replace_dir
 from rlec.prompts import build_messages
 
 DATA_SOURCE = {"math": "math_dapo", "hotpotqa": "hotpotqa"}
@@ -149,11 +150,7 @@ def atomic_output_dir(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
     tmp.mkdir()
     try:
         yield tmp
-        old = out.parent / f".{out.name}.old-{tag}"
-        if out.exists():
-            os.rename(out, old)
-        os.rename(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_dir(tmp, out)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

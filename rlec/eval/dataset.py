@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlec.data.contract import field as _field
 from rlec.grading import TASKS
 
 
@@ -26,15 +27,6 @@ class EvalItem:
     ground_truth: str
     index: int
     drop_scheme: str = ""
-
-
-def _field(row: dict[str, Any], path: str, where: str) -> Any:
-    value: Any = row
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            raise ValueError(f"{where}: missing key {path!r}")
-        value = value[part]
-    return value
 
 
 def load_eval_items(path: str | Path, limit: int | None = None) -> list[EvalItem]:

@@ -14,8 +14,8 @@ What is read, in order:
 3. The content of the last top-level ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced; a box
    whose whole content is another box is unwrapped (``\\boxed{\\boxed{2}}`` -> ``2``). An
    unbalanced box is no answer.
-4. Fallback: the last line of the form ``Answer: ...`` (DAPO-Math's own format; ``**Answer:**``
-   and a full-width colon accepted).
+4. Fallback: the last line of the form ``Answer: ...`` (DAPO-Math's own format; ``Final Answer:``,
+   ``**Answer:**`` and a full-width colon accepted).
 
 Abstention: the extracted final answer, after stripping ``\\text{}``-style wrappers, ``$``,
 surrounding punctuation and whitespace, lower-casing and mapping curly apostrophes to ``'``, is
@@ -33,7 +33,9 @@ ABSTAIN_FORMS = frozenset({"i don't know", "i dont know", "i do not know"})
 CANONICAL_ABSTAIN = "I don't know"
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_ANSWER_LINE_RE = re.compile(r"^[ \t>*_#-]*answer[ \t*_]*[:：][ \t*_]*(.*?)[ \t*_]*$", re.IGNORECASE | re.MULTILINE)
+_ANSWER_LINE_RE = re.compile(
+    r"^[ \t>*_#-]*(?:final[ \t]+)?answer[ \t*_]*[:：][ \t*_]*(.*?)[ \t*_]*$", re.IGNORECASE | re.MULTILINE
+)
 _WRAPPER_RE = re.compile(r"^\\(?:text|textbf|textit|mathrm|mathbf|mbox|emph)\s*\{(.*)\}$", re.DOTALL)
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00b4": "'", "`": "'"})
 
@@ -85,8 +87,8 @@ def last_boxed(text: str) -> str | None:
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
-        if ch == "\\" and i + 1 < n and text[i + 1] in "{}":
-            i += 2  # escaped brace: \{ \} are literal characters in LaTeX
+        if ch == "\\":
+            i += 2  # a backslash and the next character are one unit: \{ \} are literal braces, \\ a line break
             continue
         if ch == "{":
             stack.append(i)

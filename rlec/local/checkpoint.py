@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from rlec.io import atomic_write_text
+
 LATEST_FILE = "latest_checkpointed_iteration.txt"
 
 
@@ -24,20 +26,26 @@ def checkpoint_dir(out_dir: Path, step: int) -> Path:
 
 
 def latest(out_dir: Path) -> Path | None:
-    """The newest complete checkpoint, or None."""
+    """The newest complete checkpoint, or None when there is none.
+
+    Raises:
+        FileNotFoundError: the pointer file names a checkpoint folder that does not exist.
+    """
     pointer = Path(out_dir) / "checkpoints" / LATEST_FILE
     if not pointer.is_file():
         return None
     path = checkpoint_dir(out_dir, int(pointer.read_text().strip()))
-    return path if path.is_dir() else None
+    if not path.is_dir():
+        raise FileNotFoundError(f"{pointer} names {path.name}, which is missing: the checkpoint folder was changed by hand")
+    return path
 
 
 def save(policy: Any, optimizer: Any, out_dir: Path, step: int, user_state: dict[str, Any], *, keep: int = 2,
          config: dict[str, Any] | None = None) -> Path:
-    """Write the checkpoint after ``step`` (every rank calls), point ``latest`` at it, prune old ones.
+    """Write the checkpoint after ``step`` (every rank calls), point ``latest`` at it, prune.
 
-    Args:
-        keep: checkpoints to keep (older ones are deleted after the new one is complete), >= 1.
+    Pruning keeps the ``keep`` newest checkpoints at or below ``step`` (>= 1) and removes any
+    numbered above it (left by a run this one does not continue).
     """
     from rlec import megatron as meg
 
@@ -45,13 +53,24 @@ def save(policy: Any, optimizer: Any, out_dir: Path, step: int, user_state: dict
     meg.save_dist_checkpoint(policy, path, optimizer=optimizer, step=step, user_state=user_state,
                              metadata={"step": step, "local_run_config": config or {}}, overwrite=True)
     if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
-        pointer = path.parent / LATEST_FILE
-        tmp = pointer.with_suffix(".tmp")
-        tmp.write_text(f"{step}\n")
-        tmp.replace(pointer)
-        steps = sorted(int(p.name.rsplit("_", 1)[1]) for p in path.parent.glob("global_step_*") if p.is_dir())
-        for old in steps[: max(0, len(steps) - max(1, keep))]:
-            shutil.rmtree(checkpoint_dir(out_dir, old), ignore_errors=True)
+        atomic_write_text(path.parent / LATEST_FILE, f"{step}\n")
+        prune(out_dir, step, keep)
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
     return path
+
+
+def prune(out_dir: Path, step: int, keep: int) -> list[int]:
+    """Delete checkpoints numbered above ``step`` and all but the ``keep`` newest at or below it.
+
+    Returns:
+        The steps whose checkpoints remain, ascending.
+    """
+    root = Path(out_dir) / "checkpoints"
+    steps = sorted(int(p.name.rsplit("_", 1)[1]) for p in root.glob("global_step_*") if p.is_dir())
+    below = [s for s in steps if s <= step]
+    kept = below[-max(1, keep):]
+    for old in steps:
+        if old not in kept:
+            shutil.rmtree(checkpoint_dir(out_dir, old), ignore_errors=True)
+    return kept

@@ -88,7 +88,7 @@ def _env_value(var: str, value: str) -> str:
 
 def _check(cfg: DictConfig) -> None:
     positive = ["rollout.prompts_per_step", "rollout.n", "rollout.max_new_tokens", "trainer.steps", "trainer.save_every",
-                "actor.micro_batch_size", "layout.tp", "layout.ep", "layout.pp"]
+                "actor.micro_batch_size", "actor.ppo_mini_batch_size", "layout.tp", "layout.ep", "layout.pp"]
     for key in positive:
         value = OmegaConf.select(cfg, key)
         if not isinstance(value, int) or value < 1:
@@ -98,6 +98,12 @@ def _check(cfg: DictConfig) -> None:
     frac = cfg.rollout.scripted_fraction
     if frac is not None and not 0.0 <= float(frac) < 1.0:
         raise ValueError(f"rollout.scripted_fraction must be in [0, 1) or null, got {frac!r}")
+    from rlec.local.update import LOSS_AGG_MODES
+
+    if cfg.actor.loss_agg_mode not in LOSS_AGG_MODES:
+        raise ValueError(f"actor.loss_agg_mode must be one of {LOSS_AGG_MODES}, got {cfg.actor.loss_agg_mode!r}")
+    if not cfg.actor.clip_ratio_c > 1:
+        raise ValueError(f"actor.clip_ratio_c must be > 1 (verl's dual clip), got {cfg.actor.clip_ratio_c}")
     if not cfg.actor.lr > 0:
         raise ValueError(f"actor.lr must be > 0, got {cfg.actor.lr}")
     if cfg.rollout.n < 2:

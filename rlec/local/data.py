@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from rlec.data.contract import check_row
+
 REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model", "extra_info")
 
 
@@ -42,7 +44,8 @@ def load_rows(path: str | Path) -> list[PromptRow]:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: a required column is missing or a row is malformed (names file, row, key).
+        ValueError: a required column is missing or a row breaks the contract
+            (:func:`rlec.data.contract.check_row`; the message names the file, row and key).
     """
     import pyarrow.parquet as pq
 
@@ -55,16 +58,11 @@ def load_rows(path: str | Path) -> list[PromptRow]:
         raise ValueError(f"{path}: missing column(s) {missing}; expected verl's schema {list(REQUIRED_COLUMNS)}")
     rows = []
     for i, rec in enumerate(table.select(list(REQUIRED_COLUMNS)).to_pylist()):
-        try:
-            info = dict(rec["extra_info"] or {})
-            gold = rec["reward_model"]["ground_truth"]
-            messages = list(rec["prompt"])
-            if not messages or not isinstance(gold, str):
-                raise KeyError("prompt/ground_truth")
-            uid = f"{info.get('question_id', i)}/r{info.get('repeat', 0)}/{info.get('index', i)}"
-            rows.append(PromptRow(uid, messages, rec["data_source"], gold, info))
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: row {i}: malformed ({exc}); expected prompt messages and reward_model.ground_truth") from None
+        check_row(rec, f"{path}: row {i}")
+        info = dict(rec["extra_info"] or {})
+        uid = f"{info.get('question_id', i)}/r{info.get('repeat', 0)}/{info.get('index', i)}"
+        messages = [dict(m) for m in rec["prompt"]]
+        rows.append(PromptRow(uid, messages, rec["data_source"], rec["reward_model"]["ground_truth"], info))
     if not rows:
         raise ValueError(f"{path}: no rows")
     return rows

@@ -32,131 +32,11 @@ from typing import Any, Sequence
 
 import torch
 
+from rlec.io import atomic_write_text
 from rlec.local import checkpoint as ckpt
 from rlec.local.config import as_dict, load_config, schedule_steps, to_yaml
 from rlec.local.data import PromptSampler, load_rows
-
-
-class LocalRunError(ValueError):
-    """Bad input found before any work starts (printed without a traceback, exit status 2)."""
-
-
-def _log0(msg: str) -> None:
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(f"[rlec.local] {msg}", file=sys.stderr, flush=True)
-
-
-def preflight(cfg: Any, world: int) -> Any:
-    """Check the layout, the model and the data before anything heavy starts.
-
-    Returns:
-        The :class:`rlec.megatron.ParallelLayout`.
-
-    Raises:
-        LocalRunError: the layout does not fit the process count or the batch, ``model.path`` is
-            not a Qwen3 family model, or the data is missing and may not be prepared.
-    """
-    from rlec import megatron as meg
-
-    layout = meg.ParallelLayout(tp=cfg.layout.tp, ep=cfg.layout.ep, etp=cfg.layout.etp, pp=cfg.layout.pp, world_size=world)
-    try:
-        layout.check()
-    except ValueError as exc:
-        raise LocalRunError(f"layout {dict(tp=layout.tp, ep=layout.ep, pp=layout.pp)} does not fit {world} process(es): {exc}; "
-                            "set NPROC to a multiple of TP x PP (and EP must divide the data-parallel size)") from None
-    batch = cfg.rollout.prompts_per_step * cfg.rollout.n
-    if batch % layout.dp:
-        raise LocalRunError(f"rollout.prompts_per_step x rollout.n = {batch} responses do not split over {layout.dp} data-parallel ranks")
-    if cfg.model.path:
-        try:
-            resolve_model(cfg, Path(cfg.trainer.output_dir))
-        except (FileNotFoundError, ValueError) as exc:
-            raise LocalRunError(str(exc)) from None
-    train = Path(cfg.data.dir) / cfg.data.train_file
-    if not train.is_file() and not cfg.data.prepare_if_missing:
-        raise LocalRunError(f"{train} is missing and data.prepare_if_missing=false: run `python -m rlec.data.prepare --output-dir {cfg.data.dir}`")
-    return layout
-
-
-def ensure_data(cfg: Any) -> Path:
-    """The train parquet, preparing the shipped samples first when it is missing (rank 0).
-
-    Raises:
-        FileNotFoundError: missing and ``data.prepare_if_missing`` is false.
-    """
-    data_dir = Path(cfg.data.dir)
-    train = data_dir / cfg.data.train_file
-    if train.is_file():
-        return train
-    if not cfg.data.prepare_if_missing:
-        raise FileNotFoundError(f"{train} is missing and data.prepare_if_missing=false: run `python -m rlec.data.prepare --output-dir {data_dir}`")
-    if int(os.environ.get("RANK", "0")) == 0:
-        _log0(f"{train} missing: preparing the shipped sample data into {data_dir}")
-        from rlec.data.prepare import main as prepare_main
-
-        if prepare_main(["--output-dir", str(data_dir)]) != 0:
-            raise RuntimeError("data preparation failed (see its output above)")
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-    return train
-
-
-def resolve_model(cfg: Any, out_dir: Path) -> Path:
-    """The HF model folder: ``model.path``, or the tiny random model built once under ``out_dir``.
-
-    Raises:
-        FileNotFoundError / ValueError: ``model.path`` missing or not a Qwen3 family model.
-    """
-    from rlec.models import SUPPORTED_MODEL_TYPES, build_tiny_model
-
-    if cfg.model.path:
-        path = Path(cfg.model.path)
-        config = path / "config.json"
-        if not config.is_file():
-            raise FileNotFoundError(f"MODEL_PATH={path}: no config.json there")
-        import json
-
-        model_type = json.loads(config.read_text()).get("model_type")
-        if model_type not in SUPPORTED_MODEL_TYPES:
-            raise ValueError(f"MODEL_PATH={path}: model_type {model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
-        return path
-    path = out_dir / "tiny_model"
-    if not torch.distributed.is_initialized():
-        return path
-    if int(os.environ.get("RANK", "0")) == 0 and not path.exists():
-        _log0(f"building the tiny random Qwen3-MoE (seed {cfg.model.tiny_seed}) in {path}")
-        build_tiny_model(path, seed=int(cfg.model.tiny_seed))
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-    return path
-
-
-def policy_loss_fn(cfg: Any, num_micro_batches: int, dp_size: int, global_tokens: int):
-    """verl's ``vanilla`` policy loss on a Megatron micro-batch, normalised as verl's Megatron actor does.
-
-    token-mean over the *global* batch: ``agg_loss`` divides by the global token count and
-    multiplies by ``dp_size`` (DDP averages over DP ranks); we multiply by the number of
-    micro-batches because Megatron's schedule divides each micro-batch loss by it.
-    """
-    from omegaconf import OmegaConf
-    from verl.trainer.ppo.core_algos import get_policy_loss_fn
-
-    loss_config = OmegaConf.create({
-        "clip_ratio": cfg.actor.clip_ratio_low, "clip_ratio_low": cfg.actor.clip_ratio_low,
-        "clip_ratio_high": cfg.actor.clip_ratio_high, "clip_ratio_c": 3.0,
-        "global_batch_info": {"dp_size": dp_size, "batch_num_tokens": global_tokens},
-    })
-    vanilla = get_policy_loss_fn("vanilla")
-
-    def loss_fn(log_probs: torch.Tensor, batch: dict[str, torch.Tensor]):
-        mask = batch["loss_mask"].float()
-        loss, metrics = vanilla(old_log_prob=batch["old_log_probs"], log_prob=log_probs, advantages=batch["advantages"],
-                                response_mask=mask, loss_agg_mode=cfg.actor.loss_agg_mode, config=loss_config)
-        tokens = mask.sum().clamp(min=1)
-        metrics["actor/entropy_mc"] = float(-(log_probs.detach() * mask).sum() / tokens)
-        return loss * num_micro_batches, metrics
-
-    return loss_fn
+from rlec.local.setup import LocalRunError, ensure_data, ensure_model, log0, preflight, start_fresh_or_find_resume
 
 
 def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
@@ -185,8 +65,12 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     rank = torch.distributed.get_rank()
     out_dir.mkdir(parents=True, exist_ok=True)
     train_path = ensure_data(cfg)
-    model_path = resolve_model(cfg, out_dir)
-    rows = load_rows(train_path)
+    model_path = ensure_model(cfg, out_dir)
+    try:
+        rows = load_rows(train_path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise LocalRunError(str(exc)) from None
+    resume_from = start_fresh_or_find_resume(cfg, out_dir)
     sampler = PromptSampler(len(rows), seed=int(cfg.trainer.seed))
     schedule = LinearSchedule(end_step=schedule_steps(cfg), start_value=cfg.reward.b_start, end_value=cfg.reward.b_end)
 
@@ -194,31 +78,27 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     policy = meg.build_model(model_path, layout, load_weights=True, wrap_ddp=True)
     optimizer = meg.build_optimizer(policy, lr=cfg.actor.lr, weight_decay=cfg.actor.weight_decay, clip_grad=cfg.actor.clip_grad)
     start_step = 0
-    if cfg.trainer.resume:
-        latest = ckpt.latest(out_dir)
-        if latest is None:
-            _log0(f"trainer.resume=true but no checkpoint in {out_dir / 'checkpoints'}: starting from step 0")
-        else:
-            state = meg.load_dist_checkpoint(policy, latest, optimizer=optimizer)
-            start_step = int(state["step"])
-            sampler.load_state_dict(state["user_state"]["sampler"])
-            _log0(f"resumed from {latest} (step {start_step})")
+    if resume_from is not None:
+        state = meg.load_dist_checkpoint(policy, resume_from, optimizer=optimizer)
+        start_step = int(state["step"])
+        sampler.load_state_dict(state["user_state"]["sampler"])
+        log0(f"resumed from {resume_from} (step {start_step})")
     tokenizer = load_tokenizer(model_path)
     rollout_model = None
     if rank == 0:
         rollout_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-        (out_dir / "config.yaml").write_text(to_yaml(cfg))
+        atomic_write_text(out_dir / "config.yaml", to_yaml(cfg))
     update.sync_weights(policy, rollout_model)  # resumed weights reach the rollout model too
     logger = MetricsLogger(out_dir, resume_step=start_step if cfg.trainer.resume else None) if rank == 0 else None
-    _log0(f"ready in {time.perf_counter() - t0:.1f}s: {len(rows)} prompts, layout {layout.as_dict()}, "
+    log0(f"ready in {time.perf_counter() - t0:.1f}s: {len(rows)} prompts, layout {layout.as_dict()}, "
           f"{world} process(es) x {threads} thread(s), model {model_path}")
     scripted_fraction = cfg.rollout.scripted_fraction
     if scripted_fraction is None:
         scripted_fraction = 0.0 if cfg.model.path else 0.25
     if not cfg.model.path:
-        _log0("the tiny model has random weights: its own answers are noise and it learns nothing useful")
+        log0("the tiny model has random weights: its own answers are noise and it learns nothing useful")
     if scripted_fraction:
-        _log0(f"rollout.scripted_fraction={scripted_fraction}: that share of each group is replaced by a scripted "
+        log0(f"rollout.scripted_fraction={scripted_fraction}: that share of each group is replaced by a scripted "
               "answer (gold or I don't know) so groups have reward variance and the update is non-zero; "
               "set rollout.scripted_fraction=0 for real training")
 
@@ -235,6 +115,7 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
             batch = generate(rollout_model, tokenizer, [r.messages for r in picked], [r.uid for r in picked],
                              n=cfg.rollout.n, max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                              top_p=cfg.rollout.top_p, seed=int(cfg.trainer.seed) * 100_003 + step)
+            gen_metrics = update.rollout_metrics(batch)  # before scripted answers replace any row
             scripted = inject_scripted(batch, tokenizer, [r.ground_truth for r in picked], cfg.rollout.n,
                                        scripted_fraction, seed=int(cfg.trainer.seed) * 7919 + step)
             times["timing_s/gen"] = time.perf_counter() - t
@@ -245,10 +126,10 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
             times["timing_s/reward"] = time.perf_counter() - t
             payload = update.make_payload(batch, scores, infos)
             payload["sampler"] = sampler.state_dict()
-            payload["rollout_metrics"]["rollout/scripted_fraction"] = scripted / len(batch.texts)
+            payload["metrics"].update(gen_metrics, **{"rollout/scripted_fraction": scripted / len(batch.texts)})
         payload = update.broadcast(payload)
         t = time.perf_counter()
-        step_metrics = update.update_policy(policy, optimizer, payload, cfg, policy_loss_fn)
+        step_metrics = update.update_policy(policy, optimizer, payload, cfg)
         times["timing_s/update_actor"] = time.perf_counter() - t
         t = time.perf_counter()
         sync_ok = update.sync_weights(policy, rollout_model, check_index=step)
@@ -259,8 +140,8 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
             times["timing_s/save_checkpoint"] = time.perf_counter() - t
         if rank == 0:
             times["timing_s/step"] = sum(v for k, v in times.items() if k != "timing_s/save_checkpoint")
-            last = {**step_metrics, **times, **reward_metrics(payload["infos"]), **payload["rollout_metrics"],
-                    "rlec/b": schedule(step), "weight_sync/exact": float(sync_ok)}
+            last = {**step_metrics, **times, **reward_metrics(payload["infos"]), **payload["metrics"],
+                    "weight_sync/exact": float(sync_ok)}
             logger.log(step, last)
             bar.set_postfix(reward=f"{last.get('rlec/reward/mean', float('nan')):.3f}", b=f"{schedule(step):.2f}",
                             loss=f"{last.get('actor/pg_loss', float('nan')):.4f}")
@@ -271,7 +152,7 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
         logger.close()
         final = out_dir / "hf_final"
         update.save_hf(rollout_model, tokenizer, final)
-        _log0(f"final HF weights in {final}; metrics in {out_dir / 'metrics.jsonl'}")
+        log0(f"final HF weights in {final}; metrics in {out_dir / 'metrics.jsonl'}")
     meg.destroy_parallel()
     if rank == 0:
         from rlec.local.summary import evaluate_final, print_training_summary

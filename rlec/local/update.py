@@ -4,20 +4,23 @@ Everything here is verl's or Megatron's own machinery called in the order verl's
 it; this module only moves tensors between them:
 
 - advantages: verl's registered ``grpo`` estimator with ``norm_adv_by_std_in_grpo=False``;
-- old log-probs and the update: ``rlec.megatron.compute_log_probs`` / ``train_step`` (Megatron's
-  schedule, DDP and optimizer) with verl's ``vanilla`` policy loss;
+- update: old log-probs once from the pre-update policy, then one optimizer step per PPO
+  mini-batch (``actor.ppo_mini_batch_size`` prompts, as verl's actor), each with verl's
+  ``vanilla`` policy loss through ``rlec.megatron.training.train_step`` (Megatron's schedule,
+  DDP and optimizer);
 - weight sync: ``rlec.megatron.export_hf_weights`` (mbridge) into the HF rollout model.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from rlec.local.rollout import RolloutBatch
+
+LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def mean_only_advantages(batch: RolloutBatch, scores: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,25 +43,28 @@ def mean_only_advantages(batch: RolloutBatch, scores: list[float]) -> tuple[torc
     return rewards, advantages
 
 
-def make_payload(batch: RolloutBatch, scores: list[float], infos: list[dict[str, Any]]) -> dict[str, Any]:
-    """What rank 0 hands every rank after rollout and scoring (tensors + per-sample infos)."""
-    _, advantages = mean_only_advantages(batch, scores)
+def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
+    """Generation figures of a batch (call before scripted answers replace any row)."""
     lengths = batch.response_mask.sum(dim=1)
     prompt_lengths = batch.attention_mask[:, : batch.prompts.shape[1]].sum(dim=1)
-    rollout_metrics = {
+    return {
         "response_length/mean": float(lengths.mean()),
         "response_length/clip_ratio": sum(f == "length" for f in batch.finish_reasons) / len(batch.finish_reasons),
         "prompt_length/mean": float(prompt_lengths.float().mean()),
         "rollout/tokens_per_s": batch.response_tokens / max(batch.gen_seconds, 1e-9),
-        "critic/advantages/abs_mean": float((advantages.abs() * batch.response_mask).sum() / batch.response_mask.sum()),
     }
+
+
+def make_payload(batch: RolloutBatch, scores: list[float], infos: list[dict[str, Any]]) -> dict[str, Any]:
+    """What rank 0 hands every rank after rollout and scoring (tensors + per-sample infos)."""
+    _, advantages = mean_only_advantages(batch, scores)
     return {
         "input_ids": batch.input_ids,
         "attention_mask": batch.attention_mask,
         "response_mask": batch.response_mask,
         "advantages": advantages,
         "infos": infos,
-        "rollout_metrics": rollout_metrics,
+        "metrics": {"critic/advantages/abs_mean": float((advantages.abs() * batch.response_mask).sum() / batch.response_mask.sum())},
     }
 
 
@@ -72,21 +78,54 @@ def broadcast(payload: dict[str, Any] | None) -> dict[str, Any]:
     return box[0]
 
 
-def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any, loss_factory: Callable[..., Any]) -> dict[str, float]:
-    """Old log-probs, then one optimizer step on this data-parallel rank's slice of the batch.
+def policy_loss_fn(cfg: Any, num_micro_batches: int, dp_size: int, global_tokens: int, global_sequences: int):
+    """verl's ``vanilla`` policy loss on one Megatron micro-batch, normalised as verl's Megatron actor does.
+
+    ``global_batch_info`` gives ``agg_loss`` the mini-batch's token and sequence counts over all
+    data-parallel ranks, so e.g. token-mean divides by the global token count and multiplies by
+    ``dp_size`` (DDP averages over DP ranks); the result is multiplied by the number of
+    micro-batches because Megatron's schedule divides each micro-batch loss by it. The extra
+    metric ``actor/entropy_mc`` (mean negative log-prob of the sampled tokens, a Monte Carlo
+    estimate of the policy entropy at temperature 1) is normalised the same way, so its mean over
+    micro-batches and ranks is the global token mean.
+    """
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+
+    loss_config = OmegaConf.create({
+        "clip_ratio": cfg.actor.clip_ratio_low, "clip_ratio_low": cfg.actor.clip_ratio_low,
+        "clip_ratio_high": cfg.actor.clip_ratio_high, "clip_ratio_c": cfg.actor.clip_ratio_c,
+        "global_batch_info": {"dp_size": dp_size, "batch_num_tokens": global_tokens, "global_batch_size": global_sequences},
+    })
+    vanilla = get_policy_loss_fn("vanilla")
+    scale = num_micro_batches * dp_size / max(global_tokens, 1)
+
+    def loss_fn(log_probs: torch.Tensor, batch: dict[str, torch.Tensor]):
+        mask = batch["loss_mask"].float()
+        loss, metrics = vanilla(old_log_prob=batch["old_log_probs"], log_prob=log_probs, advantages=batch["advantages"],
+                                response_mask=mask, loss_agg_mode=cfg.actor.loss_agg_mode, config=loss_config)
+        metrics["actor/entropy_mc"] = float(-(log_probs.detach() * mask).sum() * scale)
+        return loss * num_micro_batches, metrics
+
+    return loss_fn
+
+
+def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any) -> dict[str, float]:
+    """Old log-probs, then one optimizer step per PPO mini-batch, on this data-parallel rank's rows.
+
+    The global batch (B = prompts x n rows, grouped by prompt) is cut into mini-batches of
+    ``actor.ppo_mini_batch_size x n`` consecutive rows; each mini-batch is split evenly over the
+    data-parallel ranks. With one mini-batch the update is on-policy (ratio 1); with more, the
+    later ones see the clipped ratio, as on the cluster.
 
     Args:
         policy, optimizer: from ``rlec.megatron.build_model`` / ``build_optimizer``.
         payload: :func:`make_payload`'s dict (the whole global batch).
-        cfg: the local-run config (``actor.*``, ``rollout.temperature``).
-        loss_factory: ``(cfg, num_micro_batches, dp_size, global_tokens) -> loss_fn``.
+        cfg: the local-run config (``actor.*``, ``rollout.*``).
 
     Returns:
-        ``actor/pg_loss``, ``actor/grad_norm`` and the loss function's metrics, averaged over the
-        data-parallel ranks (equal on every rank).
-
-    Raises:
-        ValueError: the batch does not split evenly over the data-parallel ranks.
+        ``actor/pg_loss``, ``actor/grad_norm``, the loss function's metrics, means over
+        mini-batches (and over data-parallel ranks: equal on every rank).
     """
     from megatron.core import parallel_state as mpu
 
@@ -94,36 +133,36 @@ def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any
     from rlec.megatron.training import train_step
 
     dp, dp_rank = mpu.get_data_parallel_world_size(), mpu.get_data_parallel_rank()
+    mini = int(cfg.actor.ppo_mini_batch_size) * int(cfg.rollout.n)
     n = payload["input_ids"].shape[0]
-    if n % dp:
-        raise ValueError(f"batch of {n} responses does not split over {dp} data-parallel ranks: "
-                         "make rollout.prompts_per_step x rollout.n a multiple of the DP size")
-    rows = slice(dp_rank * n // dp, (dp_rank + 1) * n // dp)
+    shard = mini // dp
+    rows = torch.cat([torch.arange(start + dp_rank * shard, start + (dp_rank + 1) * shard) for start in range(0, n, mini)])
     ids, attn = payload["input_ids"][rows], payload["attention_mask"][rows]
     resp_mask, adv = payload["response_mask"][rows], payload["advantages"][rows]
-    prompt_width = ids.shape[1] - resp_mask.shape[1]
-    zeros = torch.zeros(ids.shape[0], prompt_width)
-    mbs = int(cfg.actor.micro_batch_size)
-    temperature = float(cfg.rollout.temperature)
-    # only the response's log-probs matter: the vocabulary projection runs on those positions only
-    window = resp_mask.shape[1]
+    zeros = torch.zeros(ids.shape[0], ids.shape[1] - resp_mask.shape[1])
+    mbs, temperature = int(cfg.actor.micro_batch_size), float(cfg.rollout.temperature)
+    window = resp_mask.shape[1]  # only the response's log-probs matter: the vocabulary projection runs there only
     old = compute_log_probs(policy, ids, attn, micro_batch_size=mbs, temperature=temperature, logit_window=window)
-    extra = {
-        "loss_mask": torch.cat([zeros, resp_mask], dim=1),
-        "advantages": torch.cat([zeros, adv], dim=1),
-        "old_log_probs": old,
-    }
-    global_tokens = int(payload["response_mask"].sum())
-    loss_fn = loss_factory(cfg, math.ceil(ids.shape[0] / mbs), dp, global_tokens)
-    result = train_step(policy, optimizer, ids, attn, loss_fn, extra=extra, micro_batch_size=mbs, temperature=temperature,
-                        logit_window=window)
-    # result.loss is this rank's mean over micro-batches of loss_fn's value, i.e. (this rank's
-    # token sum / global tokens) x dp_size: its mean over DP ranks is the global token-mean loss
-    metrics = {"actor/pg_loss": result.loss, **{k: v for k, v in result.metrics.items() if k != "loss"}}
-    metrics = _dp_mean(metrics)
-    metrics["actor/grad_norm"] = float("nan") if result.grad_norm is None else result.grad_norm
-    metrics["actor/update_applied"] = float(result.update_successful)
-    return metrics
+    loss_mask = torch.cat([zeros, resp_mask], dim=1)
+    advantages = torch.cat([zeros, adv], dim=1)
+    per_mini: list[dict[str, float]] = []
+    for k, start in enumerate(range(0, n, mini)):
+        local = slice(k * shard, (k + 1) * shard)
+        global_mask = payload["response_mask"][start : start + mini]
+        loss_fn = policy_loss_fn(cfg, math.ceil(shard / mbs), dp, int(global_mask.sum()), int((global_mask.sum(dim=1) > 0).sum()))
+        extra = {"loss_mask": loss_mask[local], "advantages": advantages[local], "old_log_probs": old[local]}
+        result = train_step(policy, optimizer, ids[local], attn[local], loss_fn, extra=extra, micro_batch_size=mbs,
+                            temperature=temperature, logit_window=window)
+        # result.loss: this rank's mean over micro-batches of loss_fn's value; its mean over DP
+        # ranks is the mini-batch's loss under loss_agg_mode (e.g. the global token mean)
+        metrics = {"actor/pg_loss": result.loss, **{k2: v for k2, v in result.metrics.items() if k2 != "loss"}}
+        metrics = _dp_mean(metrics)
+        metrics["actor/grad_norm"] = float("nan") if result.grad_norm is None else result.grad_norm
+        metrics["actor/update_applied"] = float(result.update_successful)
+        per_mini.append(metrics)
+    out = {key: sum(m[key] for m in per_mini) / len(per_mini) for key in per_mini[0]}
+    out["actor/optimizer_steps"] = float(len(per_mini))
+    return out
 
 
 def _dp_mean(values: dict[str, float]) -> dict[str, float]:
@@ -143,7 +182,8 @@ def sync_weights(policy: Any, rollout_model: torch.nn.Module | None, check_index
     """Export the Megatron weights (mbridge) into the HF rollout model; every rank calls this.
 
     Rank 0 (the one holding ``rollout_model``) then compares one exported tensor, chosen by
-    ``check_index`` among the sorted names, with the rollout model's own copy of it.
+    ``check_index`` among the sorted names (so every tensor is checked over a run), with the
+    rollout model's own copy of it, read back through transformers' weight conversion.
 
     Returns:
         True on ranks without a rollout model; on rank 0, whether the checked tensor is
@@ -160,24 +200,17 @@ def sync_weights(policy: Any, rollout_model: torch.nn.Module | None, check_index
         return True
     load_into_hf_model(rollout_model, exported)
     name = sorted(exported)[check_index % len(exported)]
-    hub = model_to_hub_state(rollout_model, {k: v for k, v in rollout_model.state_dict().items()})
+    hub = model_to_hub_state(rollout_model, rollout_model.state_dict())
     return bool(torch.equal(hub[name].float(), exported[name]))
 
 
-def save_hf(model: torch.nn.Module, tokenizer: Any, folder: Path) -> Path:
+def save_hf(model: torch.nn.Module, tokenizer: Any, folder: Any) -> Any:
     """Save the rollout model (= the trained policy after the last sync) as an HF folder, atomically."""
-    import shutil
-    import tempfile
+    from pathlib import Path
 
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
-    try:
+    from rlec.io import atomic_dir
+
+    with atomic_dir(folder) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        tmp.rename(folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+    return Path(folder)

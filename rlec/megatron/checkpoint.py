@@ -33,6 +33,8 @@ from typing import Any, Iterator
 
 import torch
 
+from rlec.io import replace_dir
+from rlec.megatron.compat import in_process_checkpoint_results
 from rlec.megatron.model import MegatronModel
 
 METADATA_FILE = "rlec_checkpoint.json"
@@ -108,9 +110,7 @@ def atomic_output(path: str | Path, *, overwrite: bool = False) -> Iterator[Path
         yield tmp
         _barrier()
         if _rank() == 0:
-            if path.exists():
-                shutil.rmtree(path)
-            tmp.rename(path)
+            replace_dir(tmp, path)  # the old checkpoint goes only once the new one is in place
         _barrier()
     finally:
         if _rank() == 0 and tmp.exists():
@@ -130,24 +130,8 @@ def write_dist_checkpoint(
     if optimizer is not None:
         state["optimizer"] = optimizer.sharded_state_dict(state)
     state["rlec"] = {"step": step, "user_state": user_state or {}}
-    _in_process_results_queue()
+    in_process_checkpoint_results()
     dist_checkpointing.save(state, str(folder))
-
-
-def _in_process_results_queue() -> None:
-    """Let megatron's writer hand its results back through a plain in-process queue.
-
-    ``FileSystemWriterAsync`` otherwise starts a ``spawn`` multiprocessing Manager on every rank
-    that writes, only to pass the write results back to this same process when the save is
-    synchronous (as here): ~5 s and a fresh interpreter importing torch per rank (measured on
-    CPU). Skipped if megatron-core no longer has that module-level queue.
-    """
-    import queue
-
-    from megatron.core.dist_checkpointing.strategies import filesystem_async
-
-    if getattr(filesystem_async, "_results_queue", "absent") is None:
-        filesystem_async._results_queue = queue.Queue()
 
 
 def write_metadata(folder: str | Path, metadata: dict[str, Any]) -> None:

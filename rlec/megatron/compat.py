@@ -399,3 +399,27 @@ def probe_shims() -> dict[str, bool]:
     if APPLIED:
         raise RuntimeError(f"probe_shims must run before apply_cpu_shims (already applied: {APPLIED})")
     return {shim.name: bool(shim.needed()) for shim in SHIMS}
+
+
+def in_process_checkpoint_results() -> bool:
+    """Let megatron's checkpoint writer hand its results back through a plain in-process queue.
+
+    Not a CPU shim but a speed workaround on a private attribute, used on every device:
+    ``FileSystemWriterAsync`` otherwise starts a ``spawn`` multiprocessing Manager on every rank
+    that writes, only to pass the write results back to this same process when the save is
+    synchronous (as rlec's saves are): ~5 s and a fresh interpreter importing torch per rank per
+    save (measured on CPU). ``tests/megatron/test_compat.py`` checks the attribute still exists.
+
+    Returns:
+        True when the queue is (now) in place; False if megatron-core no longer has it (the
+        writer then works as upstream intends, only slower).
+    """
+    import queue
+
+    from megatron.core.dist_checkpointing.strategies import filesystem_async
+
+    current = getattr(filesystem_async, "_results_queue", "absent")
+    if current is None:
+        filesystem_async._results_queue = queue.Queue()
+        return True
+    return current != "absent"

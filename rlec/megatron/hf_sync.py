@@ -73,7 +73,7 @@ def load_into_hf_model(hf_model: torch.nn.Module, hub_weights: Iterable[tuple[st
     """
     hub = dict(hub_weights.items() if isinstance(hub_weights, Mapping) else hub_weights)
     state = hub_to_model_state(hf_model, hub)
-    tied = {k for k in hf_model.state_dict() if k not in state and getattr(hf_model.config, "tie_word_embeddings", False) and k == "lm_head.weight"}
+    tied = "lm_head.weight" not in state and bool(getattr(hf_model.config, "tie_word_embeddings", False))
     hf_model.load_state_dict(state, strict=not tied)
     return len(state)
 

@@ -71,3 +71,10 @@ def test_not_abstention(answer) -> None:
 def test_non_string_responses_have_no_answer(response) -> None:
     ex = extract(response)
     assert ex.answer is None and ex.source == "none" and not ex.abstained
+
+
+def test_final_answer_line_and_latex_line_break_before_a_brace() -> None:
+    assert extract("so\n**Final Answer:** 42").answer == "42"
+    assert extract("Final answer: 7").answer == "7"
+    # "\\" is a LaTeX line break, so the "{" after it opens a group that the box closes
+    assert last_boxed(r"\boxed{a \\{b}}") == r"a \\{b}"

@@ -19,7 +19,6 @@ def main(hf_path: str) -> dict:
     import torch
 
     from rlec.local.config import load_config
-    from rlec.local.runner import policy_loss_fn
     from rlec.local.update import update_policy
     from rlec.megatron.model import build_model
     from rlec.megatron.parallel import ParallelLayout, init_parallel
@@ -41,10 +40,11 @@ def main(hf_path: str) -> dict:
                "response_mask": response_mask, "advantages": advantages}
     out = {"expected_pg_loss": float(-(advantages * response_mask).sum() / response_mask.sum())}
     for mbs in (1, 3):
-        cfg = load_config([f"actor.micro_batch_size={mbs}", "rollout.max_new_tokens=5"], env={})
+        cfg = load_config([f"actor.micro_batch_size={mbs}", "rollout.max_new_tokens=5", "rollout.n=3",
+                           "rollout.prompts_per_step=2", "actor.ppo_mini_batch_size=2"], env={})
         policy = build_model(hf_path, layout, wrap_ddp=True)
         optimizer = build_optimizer(policy, lr=1e-4)
-        metrics = update_policy(policy, optimizer, payload, cfg, policy_loss_fn)
+        metrics = update_policy(policy, optimizer, payload, cfg)
         out[f"mbs{mbs}"] = {"pg_loss": metrics["actor/pg_loss"], "grad_norm": metrics["actor/grad_norm"]}
     return out
 

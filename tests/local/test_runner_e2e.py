@@ -20,6 +20,7 @@ from rlec.local.logger import read_metrics
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "tools" / "run_megatron_rlec.sh"
 SMALL = ["rollout.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=8", "actor.micro_batch_size=4",
+         "actor.ppo_mini_batch_size=1",
          "rollout.scripted_fraction=0.5", "reward.schedule_steps=2", "trainer.threads=1"]
 EXPECTED_FIELDS = {"rlec/reward/mean", "rlec/b", "rlec/answer_rate", "rlec/abstain_rate", "rlec/acc", "actor/pg_loss",
                    "actor/grad_norm", "actor/entropy_mc", "critic/advantages/abs_mean", "timing_s/gen", "timing_s/reward",
@@ -66,13 +67,20 @@ def _check_run(proc: subprocess.CompletedProcess, out: Path, steps: int) -> list
     return records
 
 
-@pytest.mark.slow
-def test_two_steps_at_world_size_1_and_resume_reproduces_them(data_dir: Path, tmp_path: Path) -> None:
-    full = tmp_path / "full"
+@pytest.fixture(scope="module")
+def world1_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path, list[dict]]:
+    """Two uninterrupted steps at world size 1 (with the final evaluation), shared by the tests below."""
+    full = tmp_path_factory.mktemp("full") / "run"
     proc = launch(full, data_dir, *SMALL, "trainer.steps=2", "trainer.save_every=1", "eval.max_questions=2",
                   "eval.max_new_tokens=4")
-    records = _check_run(proc, full, 2)
+    return proc, full, _check_run(proc, full, 2)
+
+
+@pytest.mark.slow
+def test_two_steps_at_world_size_1_and_resume_reproduces_them(world1_run, data_dir: Path, tmp_path: Path) -> None:
+    proc, full, records = world1_run
     assert [r["rlec/b"] for r in records] == [0.0, 1.0]
+    assert all(r["actor/optimizer_steps"] == 2.0 for r in records)  # two PPO mini-batches per step
     assert "## Training (local run)" in proc.stdout and "## Final evaluation" in proc.stdout
     assert json.loads((full / "eval" / "metrics" / "metrics.json").read_text())
     assert (full / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
@@ -88,11 +96,15 @@ def test_two_steps_at_world_size_1_and_resume_reproduces_them(data_dir: Path, tm
 
 
 @pytest.mark.slow
-def test_one_step_at_tp2_ep2_on_four_processes(data_dir: Path, tmp_path: Path) -> None:
+def test_one_step_at_tp2_ep2_on_four_processes_matches_world_size_1(world1_run, data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "tp2ep2"
     proc = launch(out, data_dir, *SMALL, "trainer.steps=1", "eval.at_end=false", nproc=4, extra_env={"TP": "2", "EP": "2"})
-    _check_run(proc, out, 1)
+    (step1,) = _check_run(proc, out, 1)
     assert "'tp': 2, 'ep': 2" in proc.stderr and "'dp': 2" in proc.stderr
+    reference = world1_run[2][0]  # same data, seed and rollout: only the update's layout differs
+    assert step1["rlec/reward/mean"] == reference["rlec/reward/mean"]
+    for key in ("actor/pg_loss", "actor/grad_norm", "critic/advantages/abs_mean"):
+        assert step1[key] == pytest.approx(reference[key], rel=1e-4, abs=1e-6), key
 
 
 @pytest.mark.slow

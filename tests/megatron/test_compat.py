@@ -116,3 +116,13 @@ def test_no_shim_is_applied_with_cuda() -> None:
     current_device = torch.cuda.current_device
     assert apply_cpu_shims() == []
     assert torch.cuda.current_device is current_device
+
+
+def test_checkpoint_writer_still_has_the_private_results_queue() -> None:
+    from megatron.core.dist_checkpointing.strategies import filesystem_async
+
+    from rlec.megatron.compat import in_process_checkpoint_results
+
+    assert hasattr(filesystem_async, "_results_queue"), "megatron-core dropped _results_queue: remove the workaround"
+    assert in_process_checkpoint_results() is True
+    assert filesystem_async._results_queue is not None
