@@ -12,7 +12,7 @@ each part so the slowest rank sets the time, exactly what the local run's update
 
 - ``logprob_s``: ``rlec.megatron.compute_log_probs`` (verl's ``old_log_prob`` phase, no grad);
 - ``fwd_bwd_s``: ``rlec.megatron.forward_backward`` with verl's ``vanilla`` policy loss
-  (``rlec.local.runner.policy_loss_fn``): Megatron schedule, DDP, ``finalize_model_grads``;
+  (``rlec.local.update.policy_loss_fn``): Megatron schedule, DDP, ``finalize_model_grads``;
 - ``optimizer_s``: ``optimizer.step()`` (Megatron Adam, grad clipping).
 
 Logits variants: ``full`` (vocabulary projection on every position, as verl's Megatron actor
@@ -104,7 +104,7 @@ def measure(policy: Any, optimizer: Any, batch: dict[str, Any], spec: dict[str, 
     from megatron.core import parallel_state as mpu
     from omegaconf import OmegaConf
 
-    from rlec.local.runner import policy_loss_fn
+    from rlec.local.update import policy_loss_fn
     from rlec.megatron.logprobs import compute_log_probs
     from rlec.megatron.training import forward_backward
 
@@ -115,8 +115,10 @@ def measure(policy: Any, optimizer: Any, batch: dict[str, Any], spec: dict[str, 
     rows = slice(dp_rank * n // dp, (dp_rank + 1) * n // dp)
     ids, attn = batch["input_ids"][rows], batch["attention_mask"][rows]
     mbs = int(spec["micro_batch_size"])
-    cfg = OmegaConf.create({"actor": {"clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "loss_agg_mode": "token-mean"}})
-    loss_fn = policy_loss_fn(cfg, math.ceil(ids.shape[0] / mbs), dp, int(batch["loss_mask"].sum()))
+    cfg = OmegaConf.create({"actor": {"clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0,
+                                     "loss_agg_mode": "token-mean"}})
+    loss_mask = batch["loss_mask"]
+    loss_fn = policy_loss_fn(cfg, math.ceil(ids.shape[0] / mbs), dp, int(loss_mask.sum()), int((loss_mask.sum(dim=1) > 0).sum()))
     parts: dict[str, list[float]] = {"logprob_s": [], "fwd_bwd_s": [], "optimizer_s": []}
     box: dict[str, Any] = {}
     for i in range(int(spec["warmup"]) + int(spec["repeats"])):

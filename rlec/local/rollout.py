@@ -69,6 +69,38 @@ def stop_token_ids(tokenizer: Any, model_config: Any) -> list[int]:
     return sorted(ids)
 
 
+class InverseCDFSampler:
+    """A transformers logits processor that draws the next token itself (inverse-CDF sampling).
+
+    ``generate`` then runs greedy (``do_sample=False``) over the returned scores: 0 at the drawn
+    token, -inf elsewhere. The draw is an exact sample from ``softmax(scores / temperature)``
+    (after top-p filtering when ``top_p < 1``): a float64 cumulative sum per row and one uniform
+    number per row. Written here because ``torch.multinomial`` is the rollout's bottleneck on
+    CPU: 155-170 ms per draw over a 32 x 151,936 batch (65% of the local rollout time, measured
+    with 1 and 2 threads), against ~40 ms for this.
+
+    Args:
+        temperature: > 0.
+        top_p: nucleus mass in (0, 1]; < 1 applies transformers' ``TopPLogitsWarper`` first.
+    """
+
+    def __init__(self, temperature: float = 1.0, top_p: float = 1.0) -> None:
+        from transformers import TopPLogitsWarper
+
+        self.temperature = float(temperature)
+        self.top_p = TopPLogitsWarper(top_p) if top_p < 1.0 else None
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.float() / self.temperature
+        if self.top_p is not None:
+            scores = self.top_p(input_ids, scores)
+        cdf = torch.softmax(scores, dim=-1).double().cumsum_(dim=-1)
+        u = torch.rand(scores.shape[0], 1, dtype=torch.float64, device=scores.device) * cdf[:, -1:]
+        tokens = torch.searchsorted(cdf, u).clamp_(max=scores.shape[-1] - 1)
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(1, tokens, 0.0)
+
+
 @torch.no_grad()
 def generate(
     model: torch.nn.Module,
@@ -113,17 +145,15 @@ def generate(
     model.eval()
     torch.manual_seed(seed)
     start = time.perf_counter()
+    from transformers import GenerationConfig, LogitsProcessorList
+
+    # an explicit config: exactly these settings apply, not the model's own sampling defaults
+    config = GenerationConfig(do_sample=False, max_new_tokens=int(max_new_tokens), pad_token_id=pad_id, eos_token_id=stops)
     out = model.generate(
-        input_ids=enc["input_ids"],
-        attention_mask=enc["attention_mask"],
-        do_sample=True,
-        temperature=float(temperature),
-        top_p=float(top_p),
-        top_k=0,
-        max_new_tokens=int(max_new_tokens),
-        num_return_sequences=int(n),
-        pad_token_id=pad_id,
-        eos_token_id=stops,
+        input_ids=enc["input_ids"].repeat_interleave(n, dim=0),  # the n samples of a prompt are consecutive rows
+        attention_mask=enc["attention_mask"].repeat_interleave(n, dim=0),
+        generation_config=config,
+        logits_processor=LogitsProcessorList([InverseCDFSampler(temperature, top_p)]),
     )
     gen_seconds = time.perf_counter() - start
     width = enc["input_ids"].shape[1]

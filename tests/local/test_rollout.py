@@ -62,3 +62,21 @@ def test_mean_only_advantages_from_verl(model_and_tokenizer) -> None:
     assert torch.all(adv[3:] == 0)  # an all-equal group has no advantage
     assert torch.all((adv != 0) <= (batch.response_mask > 0))  # zero outside the response
     assert torch.allclose(rewards.sum(dim=1), torch.tensor([1.0, 0.0, 0.5, -3.0, -3.0, -3.0]))
+
+
+@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.5, 1.0), (1.0, 0.7)])
+def test_inverse_cdf_sampler_draws_from_the_softmax(temperature: float, top_p: float) -> None:
+    from transformers import TopPLogitsWarper
+
+    from rlec.local.rollout import InverseCDFSampler
+
+    torch.manual_seed(0)
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, 0.5]]).repeat(40_000, 1)
+    out = InverseCDFSampler(temperature, top_p)(torch.zeros(40_000, 1, dtype=torch.long), logits)
+    assert torch.all((out == 0).sum(dim=1) == 1) and torch.all(torch.isinf(out).sum(dim=1) == 4)
+    counts = torch.bincount(out.argmax(dim=1), minlength=5).float() / 40_000
+    want = logits[:1] / temperature
+    if top_p < 1:
+        want = TopPLogitsWarper(top_p)(None, want)
+    want = torch.softmax(want, dim=-1)[0]
+    assert torch.allclose(counts, want, atol=0.01), (counts, want)
