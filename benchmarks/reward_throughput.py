@@ -188,7 +188,9 @@ def _shutdown_verl_math_verify_pool() -> None:
     if pool is not None:
         for proc in list(getattr(pool, "_processes", {}).values()):
             proc.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
+        # wait=True: joins the executor's manager thread now, not at interpreter exit (where its
+        # wake-up pipe is already closed and Python prints "OSError: Bad file descriptor")
+        pool.shutdown(wait=True, cancel_futures=True)
         math_verify._pool = None
 
 
