@@ -21,8 +21,6 @@ Output folders are written whole to a temporary sibling and renamed into place
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -32,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rlec.data.mix import Sample
-from rlec.io import replace_dir
+from rlec.io import atomic_dir
 from rlec.prompts import build_messages
 
 DATA_SOURCE = {"math": "math_dapo", "hotpotqa": "hotpotqa"}
@@ -144,13 +142,5 @@ def atomic_output_dir(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
                 f"refusing to replace {out}: it holds files this command did not write ({', '.join(foreign[:5])}); "
                 "choose another --output-dir or move them"
             )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp = out.parent / f".{out.name}.tmp-{tag}"
-    tmp.mkdir()
-    try:
+    with atomic_dir(out) as tmp:
         yield tmp
-        replace_dir(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)

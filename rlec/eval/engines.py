@@ -128,7 +128,7 @@ class HFEngine:
             do_sample=not greedy,
             temperature=1.0 if greedy else float(sampling.temperature),
             top_p=1.0 if greedy else float(sampling.top_p),
-            top_k=0,
+            top_k=None if greedy else 0,  # 0 = off when sampling; None when greedy (transformers warns on any value)
             max_new_tokens=int(sampling.max_new_tokens),
             eos_token_id=self.eos_ids,
             pad_token_id=pad_id,
