@@ -95,7 +95,8 @@ class InverseCDFSampler:
         if self.top_p is not None:
             scores = self.top_p(input_ids, scores)
         cdf = torch.softmax(scores, dim=-1).double().cumsum_(dim=-1)
-        u = torch.rand(scores.shape[0], 1, dtype=torch.float64, device=scores.device) * cdf[:, -1:]
+        # u in (0, total]: the first index with cdf >= u never lands on a zero-probability token
+        u = (1.0 - torch.rand(scores.shape[0], 1, dtype=torch.float64, device=scores.device)) * cdf[:, -1:]
         tokens = torch.searchsorted(cdf, u).clamp_(max=scores.shape[-1] - 1)
         out = torch.full_like(scores, float("-inf"))
         return out.scatter_(1, tokens, 0.0)
