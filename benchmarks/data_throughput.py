@@ -36,7 +36,7 @@ from rlec.data.prepare import SAMPLE_FILES  # noqa: E402
 from rlec.data.readers import iter_records  # noqa: E402
 from rlec.data.sources import DAPO_PREFIX, DAPO_SUFFIX  # noqa: E402
 
-TARGET_S, TARGET_GIB = 120.0, 4.0
+TARGET_S, TARGET_GIB, TARGET_ROWS = 120.0, 4.0, 30_000
 
 
 def synthesize(n_rows: int, folder: Path, seed: int = 0) -> dict[str, Path]:
@@ -118,8 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     width = max(map(len, figures))
     for k, v in figures.items():
         print(f"{k:<{width}}  {v}")
-    ok = wall < TARGET_S and peak_gib < TARGET_GIB
-    print(f"target: < {TARGET_S:.0f} s and < {TARGET_GIB:.0f} GiB for 30,000 rows on 2 cores -> {'met' if ok else 'MISSED'}")
+    if args.rows == TARGET_ROWS:
+        ok = wall < TARGET_S and peak_gib < TARGET_GIB
+        print(f"target: < {TARGET_S:.0f} s and < {TARGET_GIB:.0f} GiB for {TARGET_ROWS:,} rows on 2 cores -> {'met' if ok else 'MISSED'}")
+    else:
+        print(f"target: judged at --rows {TARGET_ROWS} only (this run: {args.rows:,} rows)")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0

@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from rlec.cost_model import Assumptions  # noqa: E402
+from rlec.io import atomic_write_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("projection", "update", "rollout", "reward")
@@ -212,9 +213,8 @@ def portable(value: Any) -> Any:
 
 
 def write_json(path: Path, result: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2, default=str))
-    tmp.replace(path)
+    """Write ``result`` as indented JSON, atomically (temporary sibling, then rename)."""
+    atomic_write_text(path, json.dumps(result, indent=2, default=str))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,9 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     if baseline:
         text += "\n" + report.compare(result, baseline) + "\n"
     print(text)
-    (out / f"{stem}.md").write_text(text + "\n")
+    md_path = atomic_write_text(out / f"{stem}.md", text + "\n")
     png = report.chart(result, out / f"{stem}.png")
-    log(f"wrote {json_path}" + (f", {png}" if png else ""))
+    log(f"wrote {json_path}, {md_path}" + (f", {png}" if png else ""))
     return 1 if any(sec.get("error") for sec in result["sections"].values()) else 0
 
 

@@ -43,6 +43,7 @@ from rlec.eval.records import (
     repair_tail,
     target_label,
 )
+from rlec.models import check_model_folder
 from rlec.prompts import build_messages, render
 
 log = logging.getLogger("rlec.evaluate")
@@ -83,6 +84,29 @@ def _check_resume(records: list[dict[str, Any]], model: str, sampling: dict[str,
             )
 
 
+def existing_record_keys(out_path: str | Path, *, model: str, sampling: SamplingSettings, resume: bool) -> set[tuple[str, str, str, int]]:
+    """The record keys already in ``out_path`` (empty when it is absent or empty).
+
+    A partial last line left by an interrupted write is removed first.
+
+    Raises:
+        FileExistsError: ``out_path`` holds records and ``resume`` is false.
+        ValueError: a bad line (:class:`rlec.eval.records.RecordError`), or records written with
+            another model or other sampling settings.
+    """
+    out_path = Path(out_path)
+    if not out_path.exists() or out_path.stat().st_size == 0:
+        return set()
+    if not resume:
+        raise FileExistsError(f"{out_path} exists: pass --resume to continue it, or choose another --out")
+    cut = repair_tail(out_path)
+    if cut:
+        log.warning("%s: removed a partial last line (%d bytes) left by an interrupted write", out_path, cut)
+    existing, _ = read_records(out_path, hint="fix or delete that line, or choose another --out")
+    _check_resume(existing, model, sampling.to_dict(), out_path)
+    return {record_key(r) for r in existing}
+
+
 def run(
     items: Sequence[EvalItem],
     engine: Engine,
@@ -96,27 +120,26 @@ def run(
     batch_size: int | None = None,
     resume: bool = False,
     progress: bool = True,
+    done: set[tuple[str, str, str, int]] | None = None,
 ) -> dict[str, int]:
     """Generate every missing record and append it to ``out_path``.
+
+    Args:
+        done: the keys already in ``out_path`` when the caller has read them with
+            :func:`existing_record_keys` (``main`` does, before loading the model); ``None``
+            reads them here.
 
     Returns:
         ``{"planned", "existing", "generated"}`` record counts.
 
     Raises:
         FileExistsError: ``out_path`` exists and ``resume`` is false.
-        ValueError: resuming a file written with another model or other sampling settings.
+        ValueError: resuming a file written with another model or other sampling settings, or
+            holding a bad line.
     """
     out_path = Path(out_path)
-    done: set[tuple[str, str, str, int]] = set()
-    if out_path.exists() and out_path.stat().st_size > 0:
-        if not resume:
-            raise FileExistsError(f"{out_path} exists: pass --resume to continue it, or choose another --out")
-        cut = repair_tail(out_path)
-        if cut:
-            log.warning("%s: removed a partial last line (%d bytes) left by an interrupted write", out_path, cut)
-        existing, _ = read_records(out_path)
-        _check_resume(existing, model, sampling.to_dict(), out_path)
-        done = {record_key(r) for r in existing}
+    if done is None:
+        done = existing_record_keys(out_path, model=model, sampling=sampling, resume=resume)
     jobs = plan_jobs(items, targets, n_samples)
     todo = [j for j in jobs if j.key not in done]
     batch_size = batch_size or engine.default_batch_size
@@ -199,7 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPU threads for torch (default: torch's own choice). On a shared or busy machine --threads 1 avoids OpenMP "
         "threads waiting on each other (5x faster wall time measured on a loaded 2-core box)",
     )  # fmt: skip
-    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N questions")
+    p.add_argument(
+        "--limit", type=int, default=None,
+        help="evaluate N questions, taken round-robin over the data sources (the first of each, then the second, ...)",
+    )  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue an existing record file, skipping records already present")
     return p
 
@@ -208,18 +234,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m rlec.evaluate`` / ``rlec-evaluate``; returns the exit code."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
+    out = Path(args.out)
+    try:  # every input is checked before the model loads
         targets = parse_targets(args.targets)
         sampling = SamplingSettings(args.temperature, args.top_p, args.max_new_tokens, args.seed)
+        if args.limit is not None and args.limit < 1:
+            raise ValueError(f"--limit must be >= 1, got {args.limit}")
         items = load_eval_items(args.data, args.limit)
         if args.threads is not None and args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
-    except (ValueError, FileNotFoundError) as exc:
+        check_model_folder(args.model, label="--model", weights=("*.safetensors", "pytorch_model*.bin"))
+        done = existing_record_keys(out, model=str(args.model), sampling=sampling, resume=args.resume)
+    except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    out = Path(args.out)
-    if out.exists() and out.stat().st_size > 0 and not args.resume:
-        print(f"error: {out} exists: pass --resume to continue it, or choose another --out", file=sys.stderr)
         return 2
     import torch
 
@@ -227,30 +254,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        return _generate(args, items, targets, sampling, out)
+        return _generate(args, items, targets, sampling, out, done)
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _generate(args: argparse.Namespace, items: list[EvalItem], targets: list[float | None], sampling: SamplingSettings, out: Path) -> int:
+def _generate(
+    args: argparse.Namespace, items: list[EvalItem], targets: list[float | None], sampling: SamplingSettings, out: Path,
+    done: set[tuple[str, str, str, int]],
+) -> int:
     from rlec.models import load_tokenizer
 
     t0 = time.perf_counter()
-    tokenizer = load_tokenizer(args.tokenizer or args.model)
-    engine = make_engine(
-        args.engine,
-        args.model,
-        tokenizer,
-        sampling,
-        tensor_parallel_size=args.tensor_parallel_size,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        max_model_len=args.max_model_len,
-    )
+    try:
+        tokenizer = load_tokenizer(args.tokenizer or args.model)
+        engine = make_engine(
+            args.engine,
+            args.model,
+            tokenizer,
+            sampling,
+            tensor_parallel_size=args.tensor_parallel_size,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=args.max_model_len,
+        )
+    except (OSError, ValueError) as exc:  # e.g. weights transformers cannot read: one line, not a traceback
+        print(f"error: --model {args.model}: {exc}", file=sys.stderr)
+        return 2
     log.info("engine %s %s; %d questions x %d targets x %d samples", engine.name, engine.version, len(items), len(targets), args.n_samples)
     try:
         counts = run(
             items, engine, tokenizer, out, model=str(args.model), sampling=sampling, targets=targets,
-            n_samples=args.n_samples, batch_size=args.batch_size, resume=args.resume,
+            n_samples=args.n_samples, batch_size=args.batch_size, resume=args.resume, done=done,
         )  # fmt: skip
     except (ValueError, FileExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)

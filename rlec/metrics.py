@@ -216,7 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("records", nargs="+", help="record file(s) from rlec.evaluate (at most two)")
     p.add_argument("--compare", default=None, metavar="OTHER.jsonl", help="a second record file to report side by side")
     p.add_argument("--labels", default=None, help="comma-separated run names (default: file names)")
-    p.add_argument("--out-dir", default=None, help="output folder (default: <first input's folder>/metrics)")
+    p.add_argument("--out-dir", default=None, help="output folder (default: <first input's folder>/metrics; give one when comparing, "
+                   "so the first run's own metrics are not replaced)")
     p.add_argument("--targets", default=DEFAULT_TARGETS_SPEC, help="target grid; records outside it are counted and left out")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0 = no intervals)")
     p.add_argument("--ci", type=float, default=0.95, help="confidence-interval mass")
@@ -254,6 +255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         atomic_write_jsonl(out_dir / f"graded-{label.replace('/', '_')}.jsonl", ({**rec, "grade": g} for rec, g in zip(records, graded)))
     if len(labels) == 2:
         result["comparison"] = comparison(result)
+        first, second = ({(r["source"], r["question_id"]) for r in records} for records, _ in loaded)
+        result["question_overlap"] = {"common": len(first & second), "only_first": len(first - second), "only_second": len(second - first)}
+        if first != second:
+            print(f"warning: {labels[0]} and {labels[1]} share {len(first & second)} questions; {len(first - second)} only in "
+                  f"{labels[0]}, {len(second - first)} only in {labels[1]}", file=sys.stderr)
     report = markdown_report(result)
     atomic_write_json(out_dir / "metrics.json", result)
     atomic_write_text(out_dir / "metrics.md", report)

@@ -15,11 +15,13 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL_CONFIG = REPO_ROOT / "megatron_configs" / "model" / "tiny_qwen3_moe.json"
 SUPPORTED_MODEL_TYPES = ("qwen3", "qwen3_moe")
+# any of these makes a folder worth handing to AutoTokenizer
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
 
 def bundled_tokenizer_path() -> Path:
@@ -63,7 +65,49 @@ def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Any:
     folder = Path(path) if path else bundled_tokenizer_path()
     if not folder.exists():
         raise FileNotFoundError(f"tokenizer path {folder} does not exist")
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        # transformers' own message here is about sentencepiece / tiktoken and names no folder
+        raise FileNotFoundError(f"tokenizer path {folder}: no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)})")
     return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+
+def check_model_folder(
+    path: str | os.PathLike[str],
+    *,
+    label: str = "model folder",
+    model_types: Sequence[str] | None = None,
+    weights: Sequence[str] = ("*.safetensors",),
+) -> Path:
+    """Check that ``path`` is a local Hugging Face model folder before anything loads it.
+
+    Args:
+        path: the folder.
+        label: how the caller's user named it (``--model``, ``MODEL_PATH``), used in messages.
+        model_types: accepted ``config.json`` ``model_type`` values (``None``: any).
+        weights: file-name patterns of which at least one must match a weight file.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        FileNotFoundError: no such folder, no ``config.json`` or no weight file.
+        ValueError: ``config.json`` is not JSON, or its ``model_type`` is not accepted.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{label} {folder} does not exist or is not a folder")
+    config = folder / "config.json"
+    if not config.is_file():
+        raise FileNotFoundError(f"{label} {folder}: no config.json (expected a Hugging Face model folder)")
+    try:
+        model_type = json.loads(config.read_text()).get("model_type")
+    except (json.JSONDecodeError, AttributeError) as exc:
+        raise ValueError(f"{label} {config}: not a JSON object ({exc})") from None
+    if model_types is not None and model_type not in model_types:
+        raise ValueError(f"{label} {folder}: model_type {model_type!r} is not supported; expected one of {tuple(model_types)}")
+    if not any(any(folder.glob(pattern)) for pattern in weights):
+        raise FileNotFoundError(f"{label} {folder}: no weight files ({' or '.join(weights)})")
+    return folder
 
 
 def tiny_model_config(overrides: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -43,11 +43,13 @@ EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from rlec.eval.cli import HelpFormatter  # argparse only: keeps start-up light
+
     p = argparse.ArgumentParser(
         prog="convert_hf_to_mcore.py",
         description="Convert a Hugging Face Qwen3 / Qwen3-MoE folder into a Megatron-core dist checkpoint "
         "(the layout verl loads as dist_checkpointing_path), optionally verifying logits and an export round trip.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--hf-model-path", required=True, type=Path, help="Hugging Face model folder (config.json + *.safetensors)")
     p.add_argument("--output-path", required=True, type=Path, help="destination folder of the dist checkpoint")

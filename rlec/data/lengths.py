@@ -63,7 +63,7 @@ class PromptLengthCounter:
 
     def _count(self, texts: Sequence[str], desc: str) -> np.ndarray:
         out = np.empty(len(texts), dtype=np.int64)
-        bar = tqdm(total=len(texts), desc=desc, unit="prompt", disable=not (self.progress and desc and texts), leave=False)
+        bar = tqdm(total=len(texts), desc=desc, unit="prompt", disable=None if (self.progress and desc and texts) else True, leave=False)  # None: off when not a terminal
         # A fast tokenizer's Rust backend counts without building Python id lists (the costly
         # part of tokenizer.__call__ here); the same tokens either way.
         backend = getattr(self.tokenizer, "backend_tokenizer", None) if getattr(self.tokenizer, "is_fast", False) else None

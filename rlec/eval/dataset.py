@@ -37,7 +37,9 @@ def load_eval_items(path: str | Path, limit: int | None = None) -> list[EvalItem
 
     Args:
         path: the parquet file.
-        limit: keep only the first ``limit`` questions (file order).
+        limit: keep ``limit`` questions taken round-robin over the data sources (the first of
+            each source, then the second, ...), returned in file order. The evaluation file
+            lists one source after the other, so "the first N rows" would test one source only.
 
     Raises:
         FileNotFoundError: no such file.
@@ -79,8 +81,13 @@ def load_eval_items(path: str | Path, limit: int | None = None) -> list[EvalItem
                 raise ValueError(f"{where}: question {key} repeats row {items[key].index} with a different task_text")
             continue
         items[key] = item
-        if limit is not None and len(items) >= limit:
-            break
     if not items:
         raise ValueError(f"{path}: no rows")
-    return list(items.values())
+    if limit is None or limit >= len(items):
+        return list(items.values())
+    by_source: dict[str, list[EvalItem]] = {}
+    for item in items.values():
+        by_source.setdefault(item.data_source, []).append(item)
+    rank = {id(it): k for queue in by_source.values() for k, it in enumerate(queue)}
+    keep = sorted(items.values(), key=lambda it: (rank[id(it)], it.index))[:limit]
+    return sorted(keep, key=lambda it: it.index)

@@ -135,7 +135,9 @@ class InvalidLine:
     reason: str
 
 
-def read_records(path: str | os.PathLike[str], *, skip_invalid: bool = False) -> tuple[list[dict[str, Any]], list[InvalidLine]]:
+def read_records(
+    path: str | os.PathLike[str], *, skip_invalid: bool = False, hint: str = "pass --skip-invalid to skip bad lines"
+) -> tuple[list[dict[str, Any]], list[InvalidLine]]:
     """Read and validate a record file.
 
     Blank lines are ignored. A last line without its newline (a write cut by a crash) counts as
@@ -144,13 +146,14 @@ def read_records(path: str | os.PathLike[str], *, skip_invalid: bool = False) ->
     Args:
         path: the JSON Lines file.
         skip_invalid: skip bad lines (returned in the second list) instead of raising.
+        hint: what the error message tells the user to do about a bad line.
 
     Returns:
         (records in file order, skipped lines).
 
     Raises:
         FileNotFoundError: no such file.
-        RecordError: a bad line while ``skip_invalid`` is false: ``"<path>:<line>: <reason>"``.
+        RecordError: a bad line while ``skip_invalid`` is false: ``"<path>:<line>: <reason> (<hint>)"``.
     """
     path = Path(path)
     if not path.is_file():
@@ -166,7 +169,7 @@ def read_records(path: str | os.PathLike[str], *, skip_invalid: bool = False) ->
             except (json.JSONDecodeError, ValueError) as exc:
                 reason = f"invalid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else str(exc)
                 if not skip_invalid:
-                    raise RecordError(f"{path}:{lineno}: {reason} (pass --skip-invalid to skip bad lines)") from None
+                    raise RecordError(f"{path}:{lineno}: {reason} ({hint})") from None
                 invalid.append(InvalidLine(lineno, reason))
     return records, invalid
 

@@ -101,10 +101,19 @@ def markdown_report(result: dict[str, Any], per_target_groups: Sequence[str] | N
         lines += [f"## {labels[0]} vs {labels[1]}: headline figures ({ci:.0%} bootstrap intervals over questions)", ""]
         rows = []
         for group, delta in deltas.items():
+            na, nb = a["groups"][group]["n_questions"], b["groups"][group]["n_questions"]
+            rows.append([group, "questions", str(na), str(nb), f"{nb - na:+d}"])
             for name, title in HEADLINE_TITLES.items():
                 ha, hb = a["groups"][group]["headline"][name], b["groups"][group]["headline"][name]
                 rows.append([group, title, _with_ci(ha), _with_ci(hb), _f(delta[name], signed=True)])
         lines += _table(["group", "figure", labels[0], labels[1], f"{labels[1]} - {labels[0]}"], rows)
+        overlap = result.get("question_overlap")
+        if overlap and (overlap["only_first"] or overlap["only_second"]):
+            lines += ["", f"**Different question sets**: {overlap['common']} questions in both, {overlap['only_first']} only in "
+                      f"{labels[0]}, {overlap['only_second']} only in {labels[1]}; the figures above are over each run's own questions."]
+        only = sorted(set(a["groups"]) ^ set(b["groups"]))
+        if only:
+            lines += ["", f"Groups in one run only (not compared): {', '.join(only)}."]
         for group in deltas:
             if per_target_groups is not None and group not in per_target_groups:
                 continue

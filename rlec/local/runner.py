@@ -65,11 +65,11 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     rank = torch.distributed.get_rank()
     out_dir.mkdir(parents=True, exist_ok=True)
     train_path = ensure_data(cfg)
-    model_path = ensure_model(cfg, out_dir)
     try:
-        rows = load_rows(train_path)
+        rows = load_rows(train_path)  # before the model is built: a bad file leaves nothing behind
     except (FileNotFoundError, ValueError) as exc:
         raise LocalRunError(str(exc)) from None
+    model_path = ensure_model(cfg, out_dir)
     resume_from = start_fresh_or_find_resume(cfg, out_dir)
     sampler = PromptSampler(len(rows), seed=int(cfg.trainer.seed))
     schedule = LinearSchedule(end_step=schedule_steps(cfg), start_value=cfg.reward.b_start, end_value=cfg.reward.b_end)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -35,21 +34,18 @@ def _barrier() -> None:
 
 
 def check_model_path(path: str | os.PathLike[str]) -> Path:
-    """A local HF Qwen3 / Qwen3-MoE folder.
+    """A local HF Qwen3 / Qwen3-MoE folder (``model.path``, set by ``MODEL_PATH``).
 
     Raises:
-        LocalRunError: no ``config.json`` there, or another ``model_type``.
+        LocalRunError: not a Hugging Face model folder, or another ``model_type``
+            (:func:`rlec.models.check_model_folder`).
     """
-    from rlec.models import SUPPORTED_MODEL_TYPES
+    from rlec.models import SUPPORTED_MODEL_TYPES, check_model_folder
 
-    path = Path(path)
-    config = path / "config.json"
-    if not config.is_file():
-        raise LocalRunError(f"MODEL_PATH={path}: no config.json there")
-    model_type = json.loads(config.read_text()).get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise LocalRunError(f"MODEL_PATH={path}: model_type {model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
-    return path
+    try:
+        return check_model_folder(path, label="model.path (MODEL_PATH)", model_types=SUPPORTED_MODEL_TYPES)
+    except (OSError, ValueError) as exc:
+        raise LocalRunError(str(exc)) from None
 
 
 def preflight(cfg: Any, world: int) -> Any:

@@ -95,31 +95,6 @@ def print_training_summary(metrics_path: Path) -> None:
     sys.stdout.flush()
 
 
-def balanced_subset(eval_file: Path, max_questions: int, out: Path) -> Path:
-    """The first ``max_questions`` evaluation rows, taken round-robin over data sources, as parquet.
-
-    The evaluation file lists one source after the other; a plain ``--limit`` would evaluate
-    only the first source.
-    """
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(eval_file)
-    sources = table.column("data_source").to_pylist()
-    by_source: dict[str, list[int]] = {}
-    for i, src in enumerate(sources):
-        by_source.setdefault(src, []).append(i)
-    picked: list[int] = []
-    queues = list(by_source.values())
-    while len(picked) < min(max_questions, len(sources)):
-        for q in queues:
-            if q and len(picked) < max_questions:
-                picked.append(q.pop(0))
-    tmp = out.with_suffix(".tmp.parquet")
-    pq.write_table(table.take(sorted(picked)), tmp)
-    tmp.replace(out)
-    return out
-
-
 def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path) -> int:
     """Evaluate the final policy on the evaluation sample across the target grid, then score it.
 
@@ -137,12 +112,12 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path) -> int:
         return 0
     records = Path(out_dir) / "eval" / "records.jsonl"
     records.parent.mkdir(parents=True, exist_ok=True)
-    subset = balanced_subset(eval_file, int(cfg.eval.max_questions), records.parent / "eval_subset.parquet")
     if records.exists():
         records.unlink()  # a new final model: regenerate rather than resume stale records
     print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if not cfg.model.path
           else "\n## Final evaluation\n", flush=True)
-    args = ["--model", str(model_dir), "--data", str(subset), "--out", str(records), "--engine", "hf",
+    args = ["--model", str(model_dir), "--data", str(eval_file), "--limit", str(cfg.eval.max_questions),
+            "--out", str(records), "--engine", "hf",
             "--max-new-tokens", str(cfg.eval.max_new_tokens), "--seed", str(cfg.trainer.seed), "--temperature", "0"]
     if int(cfg.trainer.threads):
         args += ["--threads", str(cfg.trainer.threads)]

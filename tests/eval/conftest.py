@@ -193,11 +193,15 @@ WORKED_HEADLINES = {
 LETTER = {"C": "correct", "W": "incorrect", "A": "abstain"}
 
 
-def worked_records(name: str, source: str = "math") -> list[dict[str, Any]]:
-    """The records of a worked example (question i = letter i), graded as the letters say."""
+def worked_records(name: str, source: str = "math", qid_prefix: str | None = None) -> list[dict[str, Any]]:
+    """The records of a worked example (question i = letter i), graded as the letters say.
+
+    Question ids are ``<qid_prefix or name>-<i>``: give two examples one prefix to make them two
+    runs over the same questions.
+    """
     example = WORKED_EXAMPLES[name]
     return [
-        make_record(f"{name}-{i}", p, LETTER[letter], source=source)
+        make_record(f"{qid_prefix or name}-{i}", p, LETTER[letter], source=source)
         for p in WORKED_GRID
         for i, letter in enumerate(example[p])
     ]

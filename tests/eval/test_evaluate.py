@@ -34,7 +34,10 @@ def test_items_carry_the_contract_fields(eval_parquet: Path) -> None:
     assert (first.question_id, first.data_source, first.ground_truth) == ("m-101", "math_dapo", "42")
     assert first.task_text.startswith("Solve the following math problem")
     assert qa.drop_scheme == "keep_all" and "Question:" in qa.task_text
-    assert [i.question_id for i in load_eval_items(eval_parquet, limit=2)] == ["m-101", "m-102"]
+    # --limit takes questions round-robin over the sources (the file lists one source, then the other)
+    limited = load_eval_items(eval_parquet, limit=3)
+    assert [i.question_id for i in limited[:2]] == ["m-101", "m-102"] and limited[2].source == "hotpotqa"
+    assert [i.question_id for i in load_eval_items(eval_parquet, limit=2)] == ["m-101", items[6].question_id]
 
 
 @pytest.mark.parametrize(
@@ -182,3 +185,29 @@ def test_vllm_engine_generates_on_gpu(tmp_path: Path, eval_parquet: Path, tiny_m
     assert all(1 <= r["response_tokens"] <= 8 for r in records)
     again = engine.generate([records[0]["prompt"]], [records[0]["sample_seed"]])[0]
     assert again.text == records[0]["response"]  # per-request seeds reproduce a sample
+
+
+def test_cli_refuses_a_bad_model_folder_before_loading(tmp_path: Path, eval_parquet: Path, tiny_moe_dir: Path, capsys) -> None:
+    """One line naming --model and what is missing; no traceback, no record file."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    no_weights = tmp_path / "no_weights"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text((tiny_moe_dir / "config.json").read_text())
+    cases = [(tmp_path / "absent", "does not exist"), (empty, "no config.json"), (no_weights, "no weight files")]
+    for folder, message in cases:
+        out = tmp_path / f"{folder.name}.jsonl"
+        assert main(["--model", str(folder), "--data", str(eval_parquet), "--out", str(out), "--engine", "hf"]) == 2
+        err = capsys.readouterr().err
+        assert f"--model {folder}" in err and message in err and "Traceback" not in err, err
+        assert not out.exists()
+
+
+def test_cli_resume_reports_a_bad_record_line_with_the_right_hint(tmp_path: Path, eval_parquet: Path, tiny_moe_dir: Path, capsys) -> None:
+    out = tmp_path / "r.jsonl"
+    out.write_text("{not json}\n")
+    args = ["--model", str(tiny_moe_dir), "--data", str(eval_parquet), "--out", str(out), "--engine", "hf", "--resume"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{out}:1: invalid JSON" in err and "fix or delete that line" in err and "--skip-invalid" not in err
+    assert out.read_text() == "{not json}\n"  # nothing lost

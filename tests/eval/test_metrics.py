@@ -90,8 +90,8 @@ def test_intervals_are_reproducible_with_a_seed(tmp_path: Path, worked) -> None:
 
 
 def test_compare_two_runs_side_by_side(tmp_path: Path, worked) -> None:
-    base = atomic_write_jsonl(tmp_path / "base" / "records.jsonl", worked.records("always_answer"))
-    tuned = atomic_write_jsonl(tmp_path / "tuned" / "records.jsonl", worked.records("calibrated"))
+    base = atomic_write_jsonl(tmp_path / "base" / "records.jsonl", worked.records("always_answer", qid_prefix="q"))
+    tuned = atomic_write_jsonl(tmp_path / "tuned" / "records.jsonl", worked.records("calibrated", qid_prefix="q"))
     out = tmp_path / "m"
     code = metrics.main([str(base), "--compare", str(tuned), "--out-dir", str(out), "--targets", worked.spec, "--quiet", "--bootstrap", "50"])
     assert code == 0
@@ -105,6 +105,24 @@ def test_compare_two_runs_side_by_side(tmp_path: Path, worked) -> None:
         assert (out / name).stat().st_size > 10_000
     assert (out / "graded-base_records.jsonl").is_file() and (out / "graded-tuned_records.jsonl").is_file()
     assert metrics.main([str(base), str(tuned), str(tuned), "--out-dir", str(out)]) == 2
+    assert result["question_overlap"]["only_first"] == result["question_overlap"]["only_second"] == 0
+    assert "Different question sets" not in table
+
+
+def test_compare_flags_different_question_sets(tmp_path: Path, worked, capsys) -> None:
+    records = list(worked.records("calibrated", qid_prefix="q"))
+    first_q = records[0]["question_id"]
+    base = atomic_write_jsonl(tmp_path / "base.jsonl", worked.records("always_answer", qid_prefix="q"))
+    fewer = atomic_write_jsonl(tmp_path / "fewer.jsonl", [r for r in records if r["question_id"] != first_q])
+    out = tmp_path / "m"
+    args = [str(base), "--compare", str(fewer), "--out-dir", str(out), "--targets", worked.spec, "--quiet", "--bootstrap", "20", "--no-plots"]
+    assert metrics.main(args) == 0
+    assert "warning: base and fewer share" in capsys.readouterr().err
+    result = json.loads((out / "metrics.json").read_text())
+    n = result["runs"]["base"]["groups"]["all"]["n_questions"]
+    assert result["question_overlap"] == {"common": n - 1, "only_first": 1, "only_second": 0}
+    table = (out / "metrics.md").read_text()
+    assert "**Different question sets**" in table and f"| all | questions | {n} | {n - 1} | -1 |" in table
 
 
 def test_cli_subprocess_grades_with_the_math_verify_pool(tmp_path: Path, record_factory, repo_root: Path) -> None:
