@@ -71,6 +71,41 @@ def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Any:
     return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
 
 
+def read_model_config(
+    path: str | os.PathLike[str], *, label: str = "model folder", model_types: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """``config.json`` of a local Hugging Face model folder, as a dict, with its ``model_type`` checked.
+
+    The one check of a model folder's config: the local run, ``rlec.evaluate``, the mbridge
+    adapter and the converter's preflight all call it.
+
+    Args:
+        path: the folder.
+        label: how the caller's user named it (``--model``, ``model.path (MODEL_PATH)``), used in messages.
+        model_types: accepted ``model_type`` values (``None``: any).
+
+    Raises:
+        FileNotFoundError: no such folder, or no ``config.json`` in it.
+        ValueError: ``config.json`` is not a JSON object, or its ``model_type`` is not accepted.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{label} {folder}: does not exist or is not a folder (expected a Hugging Face model folder)")
+    cfg_file = folder / "config.json"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"{label} {cfg_file}: missing (expected a Hugging Face model folder)")
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{label} {cfg_file}: not valid JSON ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{label} {cfg_file}: not a JSON object")
+    model_type = cfg.get("model_type")
+    if model_types is not None and model_type not in model_types:
+        raise ValueError(f"{label} {cfg_file}: model_type {model_type!r} is not supported; supported: {', '.join(model_types)}")
+    return cfg
+
+
 def check_model_folder(
     path: str | os.PathLike[str],
     *,
@@ -78,12 +113,10 @@ def check_model_folder(
     model_types: Sequence[str] | None = None,
     weights: Sequence[str] = ("*.safetensors",),
 ) -> Path:
-    """Check that ``path`` is a local Hugging Face model folder before anything loads it.
+    """Check that ``path`` is a local Hugging Face model folder with weights, before anything loads it.
 
     Args:
-        path: the folder.
-        label: how the caller's user named it (``--model``, ``MODEL_PATH``), used in messages.
-        model_types: accepted ``config.json`` ``model_type`` values (``None``: any).
+        path, label, model_types: as in :func:`read_model_config`.
         weights: file-name patterns of which at least one must match a weight file.
 
     Returns:
@@ -91,20 +124,10 @@ def check_model_folder(
 
     Raises:
         FileNotFoundError: no such folder, no ``config.json`` or no weight file.
-        ValueError: ``config.json`` is not JSON, or its ``model_type`` is not accepted.
+        ValueError: see :func:`read_model_config`.
     """
     folder = Path(path)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{label} {folder} does not exist or is not a folder")
-    config = folder / "config.json"
-    if not config.is_file():
-        raise FileNotFoundError(f"{label} {folder}: no config.json (expected a Hugging Face model folder)")
-    try:
-        model_type = json.loads(config.read_text()).get("model_type")
-    except (json.JSONDecodeError, AttributeError) as exc:
-        raise ValueError(f"{label} {config}: not a JSON object ({exc})") from None
-    if model_types is not None and model_type not in model_types:
-        raise ValueError(f"{label} {folder}: model_type {model_type!r} is not supported; expected one of {tuple(model_types)}")
+    read_model_config(folder, label=label, model_types=model_types)
     if not any(any(folder.glob(pattern)) for pattern in weights):
         raise FileNotFoundError(f"{label} {folder}: no weight files ({' or '.join(weights)})")
     return folder

@@ -16,17 +16,20 @@ def test_check_model_folder_accepts_the_tiny_model(tiny_moe_dir: Path) -> None:
 
 
 def test_check_model_folder_names_what_is_missing(tmp_path: Path, tiny_moe_dir: Path) -> None:
-    with pytest.raises(FileNotFoundError, match=r"--model .*absent does not exist"):
+    with pytest.raises(FileNotFoundError, match=r"--model .*absent: does not exist or is not a folder"):
         check_model_folder(tmp_path / "absent", label="--model")
     folder = tmp_path / "m"
     folder.mkdir()
-    with pytest.raises(FileNotFoundError, match="no config.json"):
+    with pytest.raises(FileNotFoundError, match="config.json: missing"):
         check_model_folder(folder)
     (folder / "config.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="not a JSON object"):
         check_model_folder(folder)
+    (folder / "config.json").write_text("{")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        check_model_folder(folder)
     (folder / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(ValueError, match=r"model_type 'bert' is not supported"):
+    with pytest.raises(ValueError, match=r"model_type 'bert' is not supported; supported: qwen3, qwen3_moe"):
         check_model_folder(folder, model_types=SUPPORTED_MODEL_TYPES)
     shutil.copy(tiny_moe_dir / "config.json", folder / "config.json")
     with pytest.raises(FileNotFoundError, match=r"no weight files \(\*\.safetensors\)"):

@@ -22,14 +22,13 @@ and tensor-parallel splits, EP renumbering). This module only adds what mbridge 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
 import torch
 
-from rlec.models import SUPPORTED_MODEL_TYPES
+from rlec.models import SUPPORTED_MODEL_TYPES, read_model_config
 
 # Config overrides for the CPU (local-spec) model: fusions and TE-only features off, weights
 # created on CPU. Everything else (router, top-k, norms, RoPE) comes from mbridge unchanged.
@@ -66,15 +65,7 @@ def load_hf_config(hf_path: str | Path) -> Any:
     from transformers import AutoConfig
 
     path = Path(hf_path)
-    cfg_file = path / "config.json"
-    if not cfg_file.is_file():
-        raise FileNotFoundError(f"{cfg_file}: missing (expected a Hugging Face model folder)")
-    try:
-        model_type = json.loads(cfg_file.read_text()).get("model_type")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{cfg_file}: not valid JSON ({exc})") from exc
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(f"{cfg_file}: model_type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    read_model_config(path, model_types=SUPPORTED_MODEL_TYPES)
     try:
         config = AutoConfig.from_pretrained(str(path), local_files_only=True)
     except (ValueError, OSError) as exc:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlec.megatron.parallel import ParallelLayout
-from rlec.models import SUPPORTED_MODEL_TYPES
+from rlec.models import SUPPORTED_MODEL_TYPES, read_model_config
 
 MAX_LISTED = 5
 
@@ -56,25 +56,18 @@ def _listed(items: list[str]) -> str:
 
 
 def read_config(hf_path: Path) -> dict[str, Any]:
-    """``config.json`` as a dict, with the model type checked.
+    """``config.json`` as a dict, with the model type checked (:func:`rlec.models.read_model_config`).
 
     Raises:
-        ConversionInputError: folder or file missing, invalid JSON, unsupported model type.
+        ConversionInputError: folder or file missing, invalid JSON, unsupported model type, or a
+            Qwen3-MoE with dense layers (mbridge 0.15.1 does not map them).
     """
-    if not hf_path.is_dir():
-        raise ConversionInputError(f"{hf_path}: not a folder (expected a Hugging Face model folder)")
-    cfg_file = hf_path / "config.json"
-    if not cfg_file.is_file():
-        raise ConversionInputError(f"{cfg_file}: missing (expected a Hugging Face model folder)")
     try:
-        cfg = json.loads(cfg_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConversionInputError(f"{cfg_file}: not valid JSON ({exc})") from exc
-    model_type = cfg.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ConversionInputError(
-            f"{cfg_file}: model_type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
-        )
+        cfg = read_model_config(hf_path, label="--hf-model-path", model_types=SUPPORTED_MODEL_TYPES)
+    except (OSError, ValueError) as exc:
+        raise ConversionInputError(str(exc)) from None
+    cfg_file = Path(hf_path) / "config.json"
+    model_type = cfg["model_type"]
     if model_type == "qwen3_moe" and (cfg.get("mlp_only_layers") or cfg.get("decoder_sparse_step", 1) != 1):
         raise ConversionInputError(
             f"{cfg_file}: mixed dense/MoE layers (mlp_only_layers={cfg.get('mlp_only_layers')}, "

@@ -194,7 +194,7 @@ def test_cli_refuses_a_bad_model_folder_before_loading(tmp_path: Path, eval_parq
     no_weights = tmp_path / "no_weights"
     no_weights.mkdir()
     (no_weights / "config.json").write_text((tiny_moe_dir / "config.json").read_text())
-    cases = [(tmp_path / "absent", "does not exist"), (empty, "no config.json"), (no_weights, "no weight files")]
+    cases = [(tmp_path / "absent", "does not exist"), (empty, "config.json: missing"), (no_weights, "no weight files")]
     for folder, message in cases:
         out = tmp_path / f"{folder.name}.jsonl"
         assert main(["--model", str(folder), "--data", str(eval_parquet), "--out", str(out), "--engine", "hf"]) == 2

@@ -112,7 +112,7 @@ def test_one_step_at_tp2_ep2_on_four_processes_matches_world_size_1(world1_run, 
     ("env", "overrides", "message"),
     [
         ({"TP": "2"}, [], "does not fit 1 process(es)"),
-        ({"MODEL_PATH": "__bert__"}, [], "is not supported; expected one of"),
+        ({"MODEL_PATH": "__bert__"}, [], "model_type 'bert' is not supported; supported: qwen3, qwen3_moe"),
         ({}, ["data.prepare_if_missing=false", "data.dir=/nonexistent/rlec-data"], "data.prepare_if_missing=false"),
     ],
 )
