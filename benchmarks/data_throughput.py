@@ -124,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"target: judged at --rows {TARGET_ROWS} only (this run: {args.rows:,} rows)")
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        from rlec.io import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(figures, indent=2) + "\n")
     return 0
 
 

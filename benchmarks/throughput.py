@@ -118,15 +118,14 @@ def resolve_model(args: argparse.Namespace) -> tuple[Path, bool]:
     """``(model folder, load its weights)``; builds the tiny or the N-layer random model when missing.
 
     Raises:
-        FileNotFoundError: ``--model`` has no config.json.
+        FileNotFoundError, ValueError: ``--model`` is not a model folder (:func:`rlec.models.check_model_folder`).
     """
     from rlec.models import build_tiny_model
 
     if args.model:
-        path = Path(args.model)
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"--model {path}: no config.json there")
-        return path, True
+        from rlec.models import check_model_folder
+
+        return check_model_folder(args.model, label="--model"), True
     models = Path(args.models_dir)
     if args.layers:
         path = models / f"qwen3_30b_a3b_{args.layers}layers"

@@ -87,7 +87,8 @@ def _check_resume(records: list[dict[str, Any]], model: str, sampling: dict[str,
 def existing_record_keys(out_path: str | Path, *, model: str, sampling: SamplingSettings, resume: bool) -> set[tuple[str, str, str, int]]:
     """The record keys already in ``out_path`` (empty when it is absent or empty).
 
-    A partial last line left by an interrupted write is removed first.
+    A partial last line left by an interrupted write is cut from the file first (the only change
+    made to it; every complete record stays).
 
     Raises:
         FileExistsError: ``out_path`` holds records and ``resume`` is false.
@@ -278,7 +279,7 @@ def _generate(
             max_model_len=args.max_model_len,
         )
     except (OSError, ValueError) as exc:  # e.g. weights transformers cannot read: one line, not a traceback
-        print(f"error: --model {args.model}: {exc}", file=sys.stderr)
+        print(f"error: {'--tokenizer ' + str(args.tokenizer) if args.tokenizer else '--model ' + str(args.model)}: {exc}", file=sys.stderr)
         return 2
     log.info("engine %s %s; %d questions x %d targets x %d samples", engine.name, engine.version, len(items), len(targets), args.n_samples)
     try:

@@ -15,7 +15,7 @@ reported side by side.
 Example::
 
     python -m rlec.metrics outputs/eval/records.jsonl
-    python -m rlec.metrics outputs/eval/base.jsonl --compare outputs/eval/rlec.jsonl
+    python -m rlec.metrics outputs/eval/base.jsonl --compare outputs/eval/rlec.jsonl --out-dir outputs/eval/compare
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ def build_tiny_model(
     cfg_dict = tiny_model_config(overrides)
     model_type = cfg_dict["model_type"]
     if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(f"model_type {model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
+        raise ValueError(f"model_type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
     config = AutoConfig.for_model(**cfg_dict)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)

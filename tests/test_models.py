@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def test_check_model_folder_names_what_is_missing(tmp_path: Path, tiny_moe_dir: 
 
 
 def test_load_tokenizer_names_a_folder_without_tokenizer_files(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match=rf"{tmp_path}: no tokenizer files"):
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{tmp_path}: no tokenizer files")):
         load_tokenizer(tmp_path)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_tokenizer(tmp_path / "absent")

@@ -45,7 +45,8 @@ def load_eval_items(path: str | Path, limit: int | None = None) -> list[EvalItem
         FileNotFoundError: no such file.
         ValueError: a row without ``extra_info.task_text`` / ``question_id`` / ``source`` or
             ``reward_model.ground_truth``, an empty value, an unknown ``data_source``, or a
-            conflicting repeat (the message names the file, the row and the key).
+            conflicting repeat (the message names the file, the row and the key), or
+            ``limit < 1``.
     """
     import pyarrow.parquet as pq
 
@@ -83,11 +84,13 @@ def load_eval_items(path: str | Path, limit: int | None = None) -> list[EvalItem
         items[key] = item
     if not items:
         raise ValueError(f"{path}: no rows")
+    if limit is not None and limit < 1:
+        raise ValueError(f"{path}: limit must be >= 1, got {limit}")
     if limit is None or limit >= len(items):
         return list(items.values())
     by_source: dict[str, list[EvalItem]] = {}
     for item in items.values():
         by_source.setdefault(item.data_source, []).append(item)
-    rank = {id(it): k for queue in by_source.values() for k, it in enumerate(queue)}
-    keep = sorted(items.values(), key=lambda it: (rank[id(it)], it.index))[:limit]
+    rank = {it.index: k for queue in by_source.values() for k, it in enumerate(queue)}  # position within its source
+    keep = sorted(items.values(), key=lambda it: (rank[it.index], it.index))[:limit]
     return sorted(keep, key=lambda it: it.index)

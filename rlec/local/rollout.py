@@ -79,14 +79,25 @@ class InverseCDFSampler:
     CPU: 155-170 ms per draw over a 32 x 151,936 batch (65% of the local rollout time, measured
     with 1 and 2 threads), against ~40 ms for this.
 
+    Called by ``generate`` with ``input_ids`` (B, L) and ``scores`` (B, V) in any float dtype;
+    returns (B, V) float32 scores, 0 at the drawn token and -inf elsewhere. The draws use torch's
+    global generator (seeded by :func:`generate`).
+
     Args:
-        temperature: > 0.
+        temperature: > 0; applied before top-p, as transformers does.
         top_p: nucleus mass in (0, 1]; < 1 applies transformers' ``TopPLogitsWarper`` first.
+
+    Raises:
+        ValueError: ``temperature <= 0`` or ``top_p`` outside (0, 1].
     """
 
     def __init__(self, temperature: float = 1.0, top_p: float = 1.0) -> None:
         from transformers import TopPLogitsWarper
 
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
         self.temperature = float(temperature)
         self.top_p = TopPLogitsWarper(top_p) if top_p < 1.0 else None
 
@@ -148,8 +159,14 @@ def generate(
     start = time.perf_counter()
     from transformers import GenerationConfig, LogitsProcessorList
 
-    # an explicit config: exactly these settings apply, not the model's own sampling defaults
-    config = GenerationConfig(do_sample=False, max_new_tokens=int(max_new_tokens), pad_token_id=pad_id, eos_token_id=stops)
+    # Greedy over the sampler's one-hot scores. transformers fills every field left None from the
+    # model's generation_config; sampling warpers do nothing without do_sample, and the fields that
+    # would change the distribution before the sampler (repetition penalty, n-gram blocking) are set
+    # to their neutral values here.
+    config = GenerationConfig(
+        do_sample=False, max_new_tokens=int(max_new_tokens), pad_token_id=pad_id, eos_token_id=stops,
+        repetition_penalty=1.0, no_repeat_ngram_size=0,
+    )  # fmt: skip
     out = model.generate(
         input_ids=enc["input_ids"].repeat_interleave(n, dim=0),  # the n samples of a prompt are consecutive rows
         attention_mask=enc["attention_mask"].repeat_interleave(n, dim=0),

@@ -38,6 +38,21 @@ def test_items_carry_the_contract_fields(eval_parquet: Path) -> None:
     limited = load_eval_items(eval_parquet, limit=3)
     assert [i.question_id for i in limited[:2]] == ["m-101", "m-102"] and limited[2].source == "hotpotqa"
     assert [i.question_id for i in load_eval_items(eval_parquet, limit=2)] == ["m-101", items[6].question_id]
+    assert load_eval_items(eval_parquet, limit=99) == items
+    with pytest.raises(ValueError, match="limit must be >= 1, got 0"):
+        load_eval_items(eval_parquet, limit=0)
+
+
+def test_limit_is_round_robin_over_uneven_interleaved_sources(tmp_path: Path, base_rows, parquet_writer) -> None:
+    """Sources interleaved in the file and of unequal size: each source gives its k-th question
+    before any source gives its (k+1)-th; the result keeps file order."""
+    math_rows = [r for r in base_rows if r["data_source"] == "math_dapo"]
+    qa_rows = [r for r in base_rows if r["data_source"] == "hotpotqa"][:2]
+    rows = [math_rows[0], qa_rows[0], math_rows[1], math_rows[2], qa_rows[1], math_rows[3]]
+    path = parquet_writer(tmp_path / "mixed.parquet", rows)
+    ids = [r["extra_info"]["question_id"] for r in rows]
+    assert [i.question_id for i in load_eval_items(path, limit=3)] == [ids[0], ids[1], ids[2]]
+    assert [i.question_id for i in load_eval_items(path, limit=4)] == [ids[0], ids[1], ids[2], ids[4]]  # not the first 4 rows
 
 
 @pytest.mark.parametrize(

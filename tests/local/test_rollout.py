@@ -64,19 +64,39 @@ def test_mean_only_advantages_from_verl(model_and_tokenizer) -> None:
     assert torch.allclose(rewards.sum(dim=1), torch.tensor([1.0, 0.0, 0.5, -3.0, -3.0, -3.0]))
 
 
-@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.5, 1.0), (1.0, 0.7)])
-def test_inverse_cdf_sampler_draws_from_the_softmax(temperature: float, top_p: float) -> None:
-    from transformers import TopPLogitsWarper
-
+# hand-computed: softmax([2, 1, 0, -1, 0.5]) = [.5630, .2071, .0762, .0280, .1256] (mass ordered 0, 1, 4, 2, 3);
+# top_p 0.7 keeps tokens 0 and 1 (0.5630 < 0.7 <= 0.7701), renormalised: e^2 / (e^2 + e) = 0.7311
+@pytest.mark.parametrize(
+    ("temperature", "top_p", "want"),
+    [
+        (1.0, 1.0, [0.5630, 0.2071, 0.0762, 0.0280, 0.1256]),
+        (0.5, 1.0, [0.8292, 0.1122, 0.0152, 0.0021, 0.0413]),
+        (1.0, 0.7, [0.7311, 0.2689, 0.0, 0.0, 0.0]),
+    ],
+)
+def test_inverse_cdf_sampler_draws_from_the_softmax(temperature: float, top_p: float, want: list[float]) -> None:
     from rlec.local.rollout import InverseCDFSampler
 
     torch.manual_seed(0)
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, 0.5]]).repeat(40_000, 1)
-    out = InverseCDFSampler(temperature, top_p)(torch.zeros(40_000, 1, dtype=torch.long), logits)
+    out = InverseCDFSampler(temperature, top_p)(torch.zeros(40_000, 1, dtype=torch.long), logits.bfloat16())  # exact in bf16
+    assert out.dtype == torch.float32
     assert torch.all((out == 0).sum(dim=1) == 1) and torch.all(torch.isinf(out).sum(dim=1) == 4)
     counts = torch.bincount(out.argmax(dim=1), minlength=5).float() / 40_000
-    want = logits[:1] / temperature
-    if top_p < 1:
-        want = TopPLogitsWarper(top_p)(None, want)
-    want = torch.softmax(want, dim=-1)[0]
-    assert torch.allclose(counts, want, atol=0.01), (counts, want)
+    want_t = torch.tensor(want)
+    assert torch.all(counts[want_t == 0] == 0), counts  # a token outside the nucleus is never drawn
+    assert torch.allclose(counts, want_t, atol=0.01), (counts, want_t)
+
+
+def test_inverse_cdf_sampler_never_draws_a_zero_probability_token(monkeypatch) -> None:
+    """The extreme uniform draws land on the first and last tokens that have mass."""
+    from rlec.local.rollout import InverseCDFSampler
+
+    logits = torch.tensor([[float("-inf"), 1.0, 1.0, float("-inf")]], dtype=torch.bfloat16)
+    for value, token in ((0.0, 2), (1.0 - 2**-53, 1)):  # u = (1 - rand) x total: rand 0 -> u = total
+        monkeypatch.setattr(torch, "rand", lambda *a, v=value, **k: torch.full((1, 1), v, dtype=torch.float64))
+        assert InverseCDFSampler()(torch.zeros(1, 1, dtype=torch.long), logits).argmax().item() == token
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        InverseCDFSampler(temperature=0.0)
+    with pytest.raises(ValueError, match=r"top_p must be in \(0, 1\]"):
+        InverseCDFSampler(top_p=1.5)
