@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -279,37 +279,21 @@ def build_parser(env: dict[str, str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _from_args(cls: type, args: argparse.Namespace) -> Any:
+    """``cls`` built from the command-line options of the same names (every field is an option)."""
+    return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m rlec.data.prepare`` / ``rlec-prepare-data``. Returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        mix = MixConfig(
-            math_train_size=args.math_train_size,
-            hotpot_train_size=args.hotpot_train_size,
-            repeats=args.repeats,
-            binary_fraction=args.binary_fraction,
-            target_min=args.target_min,
-            target_max=args.target_max,
-            math_test_size=args.math_test_size,
-            math_test_max_fraction=args.math_test_max_fraction,
-            hotpot_test_size=args.hotpot_test_size,
-            seed=args.seed,
-        )
+        mix = _from_args(MixConfig, args)
     except ValueError as exc:
         parser.error(str(exc))
-    opts = PrepareOptions(
-        dapo=args.dapo,
-        hotpot_train=args.hotpot_train,
-        hotpot_test=args.hotpot_test,
-        tokenizer=args.tokenizer,
-        max_prompt_tokens=args.max_prompt_tokens,
-        drop_weights=args.drop_weights,
-        drop_paragraphs=args.drop_paragraphs,
-        skip_invalid=args.skip_invalid,
-        progress=args.progress,
-    )
+    opts = _from_args(PrepareOptions, args)
     start = time.perf_counter()
     try:
         summary = prepare(args.output_dir, mix, opts)
