@@ -14,7 +14,7 @@ Measured (warm-up excluded, ``--repeats`` timed runs: median and spread):
 - rollout: generated tokens/s and requests/s of ``rlec.eval.engines`` (vLLM on a GPU when
   installed, else transformers ``generate``) on fixed prompts;
 - reward: responses/s of ``rlec.grading.grade_batch`` on the reward benchmark's seeded batch.
-Projected: ``rlec.cost_model`` at every ``megatron_configs/layout/*.yaml`` (memory, FLOPs per
+Projected: ``rlec.cluster.cost_model`` at every ``megatron_configs/layout/*.yaml`` (memory, FLOPs per
 token, EP all-to-all volume, update / rollout / RL-step tokens/s per GPU) under the printed
 assumptions, next to published anchors.
 
@@ -47,7 +47,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from rlec.cost_model import Assumptions  # noqa: E402
+from rlec.cluster.cost_model import Assumptions  # noqa: E402
 from rlec.io import atomic_write_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

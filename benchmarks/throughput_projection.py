@@ -1,8 +1,8 @@
 """Projected section of ``benchmarks/throughput.py``: the cost model at every committed layout.
 
 Each ``megatron_configs/layout/*.yaml`` is composed exactly as the cluster run composes it
-(``rlec.config_check.compose``: verl's ``ppo_trainer`` + ``rlec.yaml`` + the layout), read into
-rlec's memory arithmetic (``rlec.verl_layout``) and projected with :mod:`rlec.cost_model`. The
+(``rlec.config.compose``: verl's ``ppo_trainer`` + ``rlec.yaml`` + the layout), read into
+rlec's memory arithmetic (``rlec.cluster.verl_keys``) and projected with :mod:`rlec.cluster.cost_model`. The
 GPU is the one the layout was written for (``rlec.check.gpu_memory_gib``: 141 -> H200, else H100).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlec.cost_model import DEVICES, Assumptions, project_step, train_flops, verl_flops_params
-from rlec.memory import GIB, ModelShape, estimate_memory
+from rlec.cluster.cost_model import DEVICES, Assumptions, project_step, train_flops, verl_flops_params
+from rlec.cluster.memory import GIB, ModelShape, estimate_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT_DIR = ROOT / "megatron_configs" / "layout"
@@ -27,21 +27,23 @@ def project_layout(name: str, a: Assumptions, overrides: list[str] | None = None
     """Memory, FLOPs, EP traffic and projected tokens/s of one committed layout.
 
     Raises:
-        FileNotFoundError: no model shape for the layout (see ``rlec.config_check``).
+        FileNotFoundError: no model shape for the layout (see ``rlec.cluster.config_check``).
         hydra.errors.HydraException: the layout does not compose.
     """
-    from rlec.config_check import compose, load_model_config
-    from rlec.verl_layout import get, layout_of, training_settings_of
+    from rlec.cluster.config_check import load_model_config
+    from rlec.config import compose
+    from rlec.cluster.verl_keys import layout_of, training_settings_of
+    from rlec.config import select
 
     cfg = compose([f"layout={name}", *(overrides or [])])
     hf, source, _ = load_model_config(cfg)
     shape = ModelShape.from_hf_config(hf, source)
     layout = layout_of(cfg)
-    gib = float(get(cfg, "rlec.check.gpu_memory_gib", 80))
+    gib = float(select(cfg, "rlec.check.gpu_memory_gib", 80))
     device = DEVICES["H200" if gib >= 141 else "H100"]
     mem = estimate_memory(shape, layout, training_settings_of(cfg), gib * GIB)
-    responses = int(get(cfg, "data.train_batch_size")) * int(get(cfg, "actor_rollout_ref.rollout.n"))
-    step = project_step(shape, layout, mem, device, a, responses, int(get(cfg, "trainer.n_gpus_per_node", 8)))
+    responses = int(select(cfg, "data.train_batch_size")) * int(select(cfg, "actor_rollout_ref.rollout.n"))
+    step = project_step(shape, layout, mem, device, a, responses, int(select(cfg, "trainer.n_gpus_per_node", 8)))
     n_layers, n_vocab = verl_flops_params(shape)
     return {
         "layout": name, "model": Path(source).stem, "gpus": layout.world_size, "device": device.name,

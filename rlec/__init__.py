@@ -1,16 +1,20 @@
 """rlec: train one language model to follow a confidence target stated in its prompt.
 
 Given a target p, the model should answer only when it believes it is right with probability
-above p, and otherwise abstain with ``I don't know``. The pieces:
+above p, and otherwise abstain with ``I don't know``. The packages, by layer:
 
-- :mod:`rlec.rewards`   the RLEC reward family R_p^(b) and the linear schedule of b;
-- :mod:`rlec.grading`   final-answer extraction, abstention, math-verify and HotpotQA grading;
-- :mod:`rlec.score`     the verl-compatible ``compute_score``;
-- :mod:`rlec.models`    the bundled Qwen3 tokenizer and the tiny random Qwen3-MoE.
+- pure (no verl, no torch.distributed, no Megatron): :mod:`rlec.reward` (R_p^(b), its schedule,
+  scoring, training metrics), :mod:`rlec.grading` (answer extraction, math-verify pool, HotpotQA
+  EM), :mod:`rlec.prompts`, :mod:`rlec.data` (data preparation), :mod:`rlec.config` (the one
+  config schema), :mod:`rlec.io` (atomic outputs), :mod:`rlec.cluster` (config checks, layout
+  rules, memory and cost models);
+- :mod:`rlec.eval`: raw evaluation records (transformers or vLLM), metrics, plots;
+- :mod:`rlec.verl_plugin`: the only code that registers with verl (reward manager, trainers);
+- :mod:`rlec.megatron`: the only code that imports Megatron (mbridge adapter, CPU shims, model,
+  log-probs, train step, dist checkpoints);
+- :mod:`rlec.local`: the local CPU training run on the pieces above.
 
-The pure modules (rewards, grading, score, prompts, data, metrics) import neither verl nor
-torch.distributed; only ``rlec.verl_plugin`` touches verl's registries and only
-``rlec.megatron`` touches Megatron.
+The layer rules are checked by ``lint-imports`` (pyproject.toml) in the test command.
 """
 
 __version__ = "0.1.0"

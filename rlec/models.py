@@ -17,8 +17,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-TINY_MODEL_CONFIG = REPO_ROOT / "megatron_configs" / "model" / "tiny_qwen3_moe.json"
+from rlec.config import CONFIG_DIR
+
+TINY_MODEL_CONFIG = CONFIG_DIR / "model" / "tiny_qwen3_moe.json"
 SUPPORTED_MODEL_TYPES = ("qwen3", "qwen3_moe")
 # any of these makes a folder worth handing to AutoTokenizer
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
@@ -76,7 +77,7 @@ def read_model_config(
 ) -> dict[str, Any]:
     """``config.json`` of a local Hugging Face model folder, as a dict, with its ``model_type`` checked.
 
-    The one check of a model folder's config: the local run, ``rlec.evaluate``, the mbridge
+    The one check of a model folder's config: the local run, ``rlec.eval.evaluate``, the mbridge
     adapter and the converter's preflight all call it.
 
     Args:

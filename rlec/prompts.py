@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from rlec.rewards import check_target
+from rlec.reward.formula import check_target
 
 MATH_TASK = "Solve the following math problem step by step.\n\n{problem}"
 QA_TASK = (

@@ -10,7 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlec.rewards import LinearSchedule, Outcome, reward_stakes, rlec_reward, rlec_reward_array
+from rlec.reward.formula import Outcome, reward_stakes, rlec_reward, rlec_reward_array
+from rlec.reward.schedule import LinearSchedule
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlec.score import DEFAULT_B, compute_score, resolve_b, target_of
+from rlec.reward.schedule import EVALUATION_B
+from rlec.reward.score import compute_score, resolve_b, target_of
 
 
 def test_score_uses_target_and_b() -> None:
@@ -27,7 +28,7 @@ def test_binary_objective_and_missing_target_mean_p_zero() -> None:
     assert target_of({"objective": "binary", "target_p": 0.6}) == 0.0
     assert target_of({}) == 0.0 and target_of(None) == 0.0
     out = compute_score("hotpotqa", "\\boxed{Paris}", "Rome", {"objective": "binary"})
-    assert out["score"] == 0.0 and out["b"] == DEFAULT_B
+    assert out["score"] == 0.0 and out["b"] == EVALUATION_B
 
 
 def test_abstain_scores_zero_and_format_flag() -> None:
@@ -49,6 +50,6 @@ def test_bad_extra_info_names_the_key(extra_info, match) -> None:
 def test_resolve_b_precedence() -> None:
     assert resolve_b(0.2, global_step=5, total_steps=10) == 0.2
     assert resolve_b(None, global_step=1, total_steps=10) == 0.0
-    assert resolve_b() == DEFAULT_B
+    assert resolve_b() == EVALUATION_B
     with pytest.raises(ValueError):
         resolve_b(1.5)

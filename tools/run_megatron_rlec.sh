@@ -116,14 +116,14 @@ OVERRIDES=("${CONFIG_ARGS[@]}" "${MODEL_ARGS[@]}" "${DATA_ARGS[@]}" "${CLUSTER_A
            "${TRAINER_ARGS[@]}" "${RAY_ARGS[@]}")
 
 if [[ "$DRY_RUN" == 1 ]]; then
-  exec "$PYTHON" -m rlec.config_check --print "${OVERRIDES[@]}" "$@"
+  exec "$PYTHON" -m rlec.cluster.config_check --print "${OVERRIDES[@]}" "$@"
 fi
 
 # Refuse an impossible layout before anything starts; keep the resolved config, the commit and
 # the command beside the checkpoints (one folder per launch, so resumed runs keep their history).
 RUN_DIR="$(abspath "$CHECKPOINT_DIR")/launches/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$RUN_DIR"
-"$PYTHON" -m rlec.config_check --output "$RUN_DIR/config.yaml" "${OVERRIDES[@]}" "$@"
+"$PYTHON" -m rlec.cluster.config_check --output "$RUN_DIR/config.yaml" "${OVERRIDES[@]}" "$@"
 {
   echo "commit: $(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
   echo "dirty: $([[ -n "$(git -C "$REPO_ROOT" status --porcelain 2>/dev/null)" ]] && echo yes || echo no)"

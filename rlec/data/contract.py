@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlec.grading import TASKS
-from rlec.score import target_of
+from rlec.reward.score import target_of
 
 
 def field(row: dict[str, Any], path: str, where: str) -> Any:

@@ -29,7 +29,7 @@ from typing import Sequence, TypeVar
 
 import numpy as np
 
-from rlec.rewards import check_target
+from rlec.reward.formula import check_target
 
 T = TypeVar("T")
 BINARY, RLEC = "binary", "rlec"

@@ -1,4 +1,4 @@
-"""Evaluation internals shared by ``python -m rlec.evaluate`` and ``python -m rlec.metrics``.
+"""Evaluation internals shared by ``python -m rlec.eval.evaluate`` and ``python -m rlec.eval.metrics``.
 
 - :mod:`rlec.eval.dataset`: the evaluation parquet, one item per question;
 - :mod:`rlec.eval.records`: the raw-record JSON Lines format, target grid, durable appends,

@@ -1,4 +1,4 @@
-"""Shared command-line helpers of ``rlec.evaluate``, ``rlec.metrics`` and ``tools/convert_hf_to_mcore.py``."""
+"""Shared command-line helpers of ``rlec.eval.evaluate``, ``rlec.eval.metrics`` and ``tools/convert_hf_to_mcore.py``."""
 
 from __future__ import annotations
 

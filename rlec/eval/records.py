@@ -1,7 +1,7 @@
 """Raw evaluation records (JSON Lines), the target grid, durable appends and atomic writes.
 
-One record per (question, target, sample), written by ``rlec.evaluate`` and read by
-``rlec.metrics``. A record is self-contained (it carries the gold answer and the exact prompt), so
+One record per (question, target, sample), written by ``rlec.eval.evaluate`` and read by
+``rlec.eval.metrics``. A record is self-contained (it carries the gold answer and the exact prompt), so
 grading rules can change without regenerating. Keys (:data:`REQUIRED_KEYS` are checked on read):
 
     schema          "rlec.eval.record/v1"
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from rlec.rewards import check_target
+from rlec.reward.formula import check_target
 
 SCHEMA = "rlec.eval.record/v1"
 BINARY = "binary"

@@ -1,6 +1,6 @@
 """Markdown tables of a metrics result (one run, or two side by side) and the run-to-run deltas.
 
-Input is the JSON-like dict written by ``python -m rlec.metrics`` (``runs -> label -> groups ->
+Input is the JSON-like dict written by ``python -m rlec.eval.metrics`` (``runs -> label -> groups ->
 group -> headline / per_target``). Undefined values (null) print as "n/a".
 """
 

@@ -7,7 +7,7 @@ source, or all) at one target p, with n records, c correct, w incorrect, a abste
     selective accuracy  = c / (c + w)          (1 - selective risk, ibid.; undefined at coverage 0)
     accuracy            = c / n
     abstention rate     = a / n
-    reward              = mean of R_p^(1)(outcome) = ((1-p) c - p w) / n   (rlec.rewards, b = 1)
+    reward              = mean of R_p^(1)(outcome) = ((1-p) c - p w) / n   (rlec.reward.formula, b = 1)
     compliance          = selective accuracy - p
 
 Headlines: accuracy on the binary prompt; RLEC score = mean over the targets with a stated p of

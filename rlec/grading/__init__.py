@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from rlec.grading.extract import Extraction, extract
 from rlec.grading.math import DEFAULT_TIMEOUT_S, MAX_ANSWER_CHARS, MathVerifyPool, VerifyResult, fast_verdict, shared_pool
 from rlec.grading.qa import exact_match, f1_score
-from rlec.rewards import Outcome
+from rlec.reward.formula import Outcome
 
 MATH, QA = "math", "qa"
 TASKS: dict[str, str] = {

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlec.models import REPO_ROOT
+from rlec.config import REPO_ROOT
 
 DEFAULT_CONFIG = REPO_ROOT / "megatron_configs" / "local" / "cpu.yaml"
 

@@ -8,7 +8,7 @@ Per step (verl's trainer does the same on GPUs; every piece but the orchestratio
 
 1. prompts: the next ``prompts_per_step`` rows of the prepared train parquet (seeded sampler);
 2. rollout: ``n`` responses per prompt with the HF model (``rlec.local.rollout``), rank 0;
-3. score: ``rlec.batch_reward.score_batch`` (the verl plugin's scoring) with b from the schedule;
+3. score: ``rlec.reward.batch.score_batch`` (the verl plugin's scoring) with b from the schedule;
 4. advantage: verl's ``grpo`` estimator with ``norm_adv_by_std_in_grpo=False`` (mean-only);
 5. update: old log-probs from the pre-update Megatron policy, then verl's ``vanilla`` policy
    loss (clip 0.2 / 0.28, token-mean over the global batch) through Megatron's forward-backward
@@ -44,13 +44,13 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM
 
     from rlec import megatron as meg
-    from rlec.batch_reward import score_batch
+    from rlec.reward.batch import score_batch
     from rlec.local import update
     from rlec.local.logger import MetricsLogger
     from rlec.local.rollout import generate, inject_scripted
     from rlec.models import load_tokenizer
-    from rlec.reward_metrics import reward_metrics
-    from rlec.rewards import LinearSchedule
+    from rlec.reward.metrics import reward_metrics
+    from rlec.reward.formula import LinearSchedule
 
     try:
         cfg = load_config(overrides)

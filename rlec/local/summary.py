@@ -98,13 +98,13 @@ def print_training_summary(metrics_path: Path) -> None:
 def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path) -> int:
     """Evaluate the final policy on the evaluation sample across the target grid, then score it.
 
-    Runs ``rlec.evaluate`` (records to ``<out_dir>/eval/records.jsonl``) and ``rlec.metrics``
+    Runs ``rlec.eval.evaluate`` (records to ``<out_dir>/eval/records.jsonl``) and ``rlec.eval.metrics``
     (tables, ``metrics.json`` and plots in ``<out_dir>/eval/metrics``) in this process.
 
     Returns:
         The metrics command's exit code (0 on success); 0 without an evaluation file.
     """
-    from rlec import evaluate, metrics
+    from rlec.eval import evaluate, metrics
 
     eval_file = Path(cfg.data.dir) / cfg.data.eval_file
     if not eval_file.is_file():

@@ -69,7 +69,7 @@ def load_hf_config(hf_path: str | Path) -> Any:
     try:
         config = AutoConfig.from_pretrained(str(path), local_files_only=True)
     except (ValueError, OSError) as exc:
-        raise ValueError(f"{cfg_file}: cannot be read as a transformers config: {exc}") from exc
+        raise ValueError(f"{path / 'config.json'}: cannot be read as a transformers config: {exc}") from exc
     config.rope_theta = rope_theta(config)
     return config
 

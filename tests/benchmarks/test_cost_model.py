@@ -1,4 +1,4 @@
-"""rlec.cost_model: FLOPs, EP traffic, decode roofline and step projection against hand-computed
+"""rlec.cluster.cost_model: FLOPs, EP traffic, decode roofline and step projection against hand-computed
 values for Qwen3-30B-A3B, and the FLOPs against verl's own formula."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlec.cost_model import DEVICES, Assumptions, decode_roofline, ep_alltoall_bytes, project_step, train_flops, verl_flops_params
-from rlec.memory import GIB, ModelShape, ParallelLayout, TrainingSettings, estimate_memory
+from rlec.cluster.cost_model import DEVICES, Assumptions, decode_roofline, ep_alltoall_bytes, project_step, train_flops, verl_flops_params
+from rlec.cluster.memory import GIB, ModelShape, ParallelLayout, TrainingSettings, estimate_memory
 
 H, V, L, E, K, M = 2048, 151936, 48, 128, 8, 768  # Qwen3-30B-A3B
 Q, KV = 32 * 128, 4 * 128

@@ -18,7 +18,7 @@ from rlec.data.prepare import EVAL_TARGET_GRID, main
 from rlec.grading import TASKS
 from rlec.models import bundled_tokenizer_path
 from rlec.prompts import build_messages, render
-from rlec.score import target_of
+from rlec.reward.score import target_of
 
 EXTRA_KEYS = {"index", "split", "question_id", "source", "target_p", "objective", "repeat", "task_text", "drop_scheme", "dropped_titles"}
 

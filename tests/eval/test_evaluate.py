@@ -9,7 +9,7 @@ import pytest
 
 from rlec.eval.engines import HFEngine, SamplingSettings
 from rlec.eval.records import read_records, record_key
-from rlec.evaluate import load_eval_items, main, plan_jobs, run, sample_seed
+from rlec.eval.evaluate import load_eval_items, main, plan_jobs, run, sample_seed
 from rlec.models import load_tokenizer
 from rlec.prompts import build_messages, render
 

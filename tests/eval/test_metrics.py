@@ -1,4 +1,4 @@
-"""``rlec.metrics``: grading through the real grader, the worked examples end to end, bad input,
+"""``rlec.eval.metrics``: grading through the real grader, the worked examples end to end, bad input,
 comparison, bootstrap reproducibility, outputs; and one run of both commands on the tiny model."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlec import evaluate, metrics
+from rlec.eval import evaluate, metrics
 from rlec.eval.records import atomic_write_jsonl
 
 PNGS = ("coverage_selective_accuracy.png", "risk_coverage.png", "reward_vs_target.png")
@@ -126,13 +126,13 @@ def test_compare_flags_different_question_sets(tmp_path: Path, worked, capsys) -
 
 
 def test_cli_subprocess_grades_with_the_math_verify_pool(tmp_path: Path, record_factory, repo_root: Path) -> None:
-    """``python -m rlec.metrics`` spawns math-verify workers: a radical rewritten needs the pool
+    """``python -m rlec.eval.metrics`` spawns math-verify workers: a radical rewritten needs the pool
     (plain numbers and fractions are settled by the exact path)."""
     rec = dict(record_factory("q1", 0.5, "correct"), ground_truth="2\\sqrt{3}", response="Thus \\boxed{\\sqrt{12}}.")
     path = atomic_write_jsonl(tmp_path / "r.jsonl", [rec])
     env = {**os.environ, "PYTHONPATH": str(repo_root), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "rlec.metrics", str(path), "--targets", "0.5", "--no-plots", "--quiet"],
+        [sys.executable, "-m", "rlec.eval.metrics", str(path), "--targets", "0.5", "--no-plots", "--quiet"],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from rlec.eval.selective import aurc, headlines, rates, risk_coverage_curve
-from rlec.rewards import rlec_reward
+from rlec.reward.formula import rlec_reward
 
 NAMES = ["always_abstain", "always_answer", "calibrated", "conservative", "random"]
 
 
 def counts_of(worked, name: str) -> np.ndarray:
-    """(T, 5) counts of a worked example, rewards summed with rlec.rewards.rlec_reward at b = 1."""
+    """(T, 5) counts of a worked example, rewards summed with rlec.reward.formula.rlec_reward at b = 1."""
     rows = []
     for p in worked.grid:
         letters = worked.examples[name][p]

@@ -10,7 +10,7 @@ import pytest
 
 from rlec.grading import TASKS, grade, grade_async, grade_batch, register_data_source, task_for
 from rlec.grading.math import MathVerifyPool
-from rlec.rewards import Outcome
+from rlec.reward.formula import Outcome
 
 TIMEOUT_S = 2.0
 

@@ -52,7 +52,7 @@ def test_dry_run_refuses_impossible_layout_with_message():
 
 
 def test_config_check_reports_bad_override_as_usage_error(capsys):
-    from rlec.config_check import main
+    from rlec.cluster.config_check import main
 
     assert main(["layout=no_such_layout"]) == 2
     assert "cannot compose" in capsys.readouterr().err
@@ -81,6 +81,6 @@ def test_launcher_rules():
     user_vars = [n for n in names if re.search(rf"^{n}=\$\{{{n}:-", text, re.M)]
     assert {"MODEL_PATH", "NNODES", "NGPUS_PER_NODE", "CHECKPOINT_DIR", "DRY_RUN", "TRAIN_FILES"} <= set(user_vars)
     for line in text.splitlines():
-        if "main_ppo" in line or "rlec.config_check" in line:
+        if "main_ppo" in line or "rlec.cluster.config_check" in line:
             assert '"$@"' in line or line.rstrip().endswith("\\"), line
     assert text.count('"${OVERRIDES[@]}" "$@"') == 3  # command line last in every invocation

@@ -10,7 +10,7 @@ import pytest
 @pytest.fixture(scope="session")
 def compose_rlec():
     """``compose_rlec(*overrides)`` -> a fresh copy of megatron_configs/rlec.yaml composed on verl's config."""
-    from rlec.config_check import compose
+    from rlec.config import compose
 
     cache = {}
 

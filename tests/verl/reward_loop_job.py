@@ -76,7 +76,7 @@ def main(model_dir: str, mode: str) -> dict:
     import ray
     from omegaconf import OmegaConf
 
-    from rlec.config_check import compose
+    from rlec.config import compose
 
     cfg = compose([*OVERRIDES, f"actor_rollout_ref.model.path={model_dir}"])
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
@@ -113,7 +113,7 @@ def train_metrics_via_transfer_queue(cfg, extra: dict) -> dict:
     from transfer_queue import KVBatchMeta
     from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-    from rlec.reward_metrics import reward_metrics
+    from rlec.reward.metrics import reward_metrics
     from rlec.verl_plugin import RLECSyncTrainer
 
     infos = [dict(zip(extra, values)) for values in zip(*extra.values())]

@@ -1,4 +1,4 @@
-"""Per-batch RLEC scoring (rlec.batch_reward) and its metrics (rlec.reward_metrics), no verl."""
+"""Per-batch RLEC scoring (rlec.reward.batch) and its metrics (rlec.reward.metrics), no verl."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from rlec.batch_reward import score_batch, score_one_async, target_bucket
-from rlec.reward_metrics import reward_metrics, rows_from_columns
-from rlec.rewards import LinearSchedule
+from rlec.reward.batch import score_batch, score_one_async, target_bucket
+from rlec.reward.metrics import reward_metrics, rows_from_columns
+from rlec.reward.schedule import LinearSchedule
 
 SCHEDULE = LinearSchedule(end_step=11)  # b = (step - 1) / 10
 RESPONSES = ["So the answer is \\boxed{4}.", "\\boxed{5}", "\\boxed{I don't know}", "It is \\boxed{Paris}"]

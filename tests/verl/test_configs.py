@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlec.config_check import CONFIG_DIR, run_checks
+from rlec.cluster.config_check import run_checks
+from rlec.config import CONFIG_DIR
 
 LAYOUTS = sorted(p.stem for p in (CONFIG_DIR / "layout").glob("*.yaml"))
 PRECISIONS = sorted(p.stem for p in (CONFIG_DIR / "precision").glob("*.yaml"))

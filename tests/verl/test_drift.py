@@ -9,7 +9,7 @@ import inspect
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from rlec.config_check import CONFIG_DIR
+from rlec.config import CONFIG_DIR
 
 SYMBOLS = [
     ("verl.experimental.reward_loop.reward_manager", "register"),  # registers "rlec"
@@ -76,7 +76,7 @@ def test_behaviours_rlec_relies_on():
     assert init_dataloader.index("self._init_dataloader()") < init_dataloader.index("RewardLoopManager(")
     # registration through the environment
     assert 'os.getenv("VERL_USE_EXTERNAL_MODULES"' in source("verl")
-    # verl's own EP rule for vLLM rollout, mirrored by rlec.layout_check
+    # verl's own EP rule for vLLM rollout, mirrored by rlec.cluster.rules
     assert "expert_parallel_size must be equal to tensor_model_parallel_size * data_parallel_size" in source(
         "verl.workers.config.rollout")
 

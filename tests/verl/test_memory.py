@@ -1,4 +1,4 @@
-"""Per-GPU memory arithmetic (rlec.memory): parameter counts against transformers, sharding by hand."""
+"""Per-GPU memory arithmetic (rlec.cluster.memory): parameter counts against transformers, sharding by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rlec.memory import GIB, ModelShape, ParallelLayout, TrainingSettings, estimate_memory
+from rlec.cluster.memory import GIB, ModelShape, ParallelLayout, TrainingSettings, estimate_memory
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 
 pytest.importorskip("verl")
 
-from rlec.verl_plugin import RLECRewardManager, global_step_of, schedule_length  # noqa: E402
+from rlec.reward.schedule import schedule_length  # noqa: E402
+from rlec.verl_plugin import RLECRewardManager, global_step_of  # noqa: E402
 
 JOB = Path(__file__).with_name("reward_loop_job.py")
 

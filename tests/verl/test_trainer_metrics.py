@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("verl")
 
-from rlec.batch_reward import score_batch  # noqa: E402
-from rlec.rewards import LinearSchedule  # noqa: E402
+from rlec.reward.batch import score_batch  # noqa: E402
+from rlec.reward.schedule import LinearSchedule  # noqa: E402
 from rlec.verl_plugin import RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer, RLECSyncTrainer  # noqa: E402
 
 MODES = [("sync", RLECSyncTrainer, ()),

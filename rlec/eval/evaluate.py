@@ -1,4 +1,4 @@
-"""``python -m rlec.evaluate``: generate raw evaluation records over a grid of confidence targets.
+"""``python -m rlec.eval.evaluate``: generate raw evaluation records over a grid of confidence targets.
 
 For every question of the evaluation parquet (data preparation's output, verl schema), every
 target of the grid (default: the binary prompt, then p = 0.0, 0.1, ..., 0.9) and every sample
@@ -7,11 +7,11 @@ index, the prompt is re-rendered from ``extra_info.task_text`` with
 ``rlec.prompts.render``, and one response is generated. Records (``rlec.eval.records``) are
 appended batch by batch with flush + fsync; ``--resume`` skips the (source, question, target,
 sample) keys already in the file, so an interrupted run loses at most one batch and never
-duplicates. Nothing is graded here: ``python -m rlec.metrics`` does that.
+duplicates. Nothing is graded here: ``python -m rlec.eval.metrics`` does that.
 
 Example (CPU, tiny model)::
 
-    python -m rlec.evaluate --model MODEL_DIR --data data/processed/eval.parquet \\
+    python -m rlec.eval.evaluate --model MODEL_DIR --data data/processed/eval.parquet \\
         --out outputs/eval/records.jsonl --engine hf --temperature 0 --max-new-tokens 32
 """
 
@@ -46,7 +46,7 @@ from rlec.eval.records import (
 from rlec.models import check_model_folder
 from rlec.prompts import build_messages, render
 
-log = logging.getLogger("rlec.evaluate")
+log = logging.getLogger("rlec.eval.evaluate")
 
 
 @dataclass(frozen=True)
@@ -198,9 +198,9 @@ def _record(job: Job, prompt: str, gen: Any, engine: Engine, model: str, samplin
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(
-        prog="python -m rlec.evaluate",
+        prog="python -m rlec.eval.evaluate",
         description="Generate raw evaluation records (one JSON line per question x target x sample). No grading: "
-        "run `python -m rlec.metrics RECORDS` afterwards.",
+        "run `python -m rlec.eval.metrics RECORDS` afterwards.",
         formatter_class=HelpFormatter,
     )
     p.add_argument("--model", required=True, help="Hugging Face model folder (a Megatron checkpoint must be exported to HF first)")
@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m rlec.evaluate`` / ``rlec-evaluate``; returns the exit code."""
+    """Entry point of ``python -m rlec.eval.evaluate`` / ``rlec-evaluate``; returns the exit code."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     out = Path(args.out)
@@ -296,7 +296,7 @@ def _generate(
     elapsed = time.perf_counter() - t0
     print("\n| records planned | already present | generated | seconds | engine |\n|---|---|---|---|---|")
     print(f"| {counts['planned']} | {counts['existing']} | {counts['generated']} | {elapsed:.1f} | {engine.name} {engine.version} |")
-    print(f"\nrecords: {out}\nnext: python -m rlec.metrics {out}")
+    print(f"\nrecords: {out}\nnext: python -m rlec.eval.metrics {out}")
     return 0
 
 

@@ -1,7 +1,7 @@
 """Per-GPU memory of Megatron training and vLLM rollout for a Qwen3 / Qwen3-MoE layout (estimates).
 
 Pure arithmetic on a model shape and a parallel layout; no GPU, no Megatron. Used by
-``rlec.config_check`` to refuse impossible layouts and by the throughput benchmark's cost model.
+``rlec.cluster.config_check`` to refuse impossible layouts and by the throughput benchmark's cost model.
 
 Model states per GPU (mixed-precision Adam, Megatron distributed optimizer; Rajbhandari et al.,
 ZeRO, SC'20, Sec. 3: 2 + 2 + 12 bytes per parameter, here with fp32 gradients as Megatron and

@@ -1,6 +1,6 @@
 """Training metrics of RLEC rewards, aggregated by target bucket and by source.
 
-Input: the per-sample records of :func:`rlec.batch_reward.sample_info` (what verl keeps as
+Input: the per-sample records of :func:`rlec.reward.batch.sample_info` (what verl keeps as
 ``reward_extra_info``). Output: a flat ``{name: float}`` dict for verl's logger (console,
 TensorBoard, wandb), named ``{prefix}/{statistic}`` over all records and
 ``{prefix}/{group}/{statistic}`` per group, with
@@ -82,7 +82,7 @@ def reward_metrics(records: Iterable[Mapping[str, Any] | None], prefix: str = "r
     with none left the result is empty.
 
     Args:
-        records: :func:`rlec.batch_reward.sample_info` dicts (numpy scalars are fine).
+        records: :func:`rlec.reward.batch.sample_info` dicts (numpy scalars are fine).
         prefix: the metric namespace, e.g. ``"rlec"`` for training, ``"val-rlec"`` for validation.
 
     Returns:
@@ -96,7 +96,7 @@ def reward_metrics(records: Iterable[Mapping[str, Any] | None], prefix: str = "r
     for i, row in enumerate(rows):
         missing = [k for k in REQUIRED_KEYS if row.get(k) is None]
         if missing:
-            raise KeyError(f"reward record {i} lacks {missing}; expected the keys of rlec.batch_reward.sample_info")
+            raise KeyError(f"reward record {i} lacks {missing}; expected the keys of rlec.reward.batch.sample_info")
     if not rows:
         return {}
     groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)

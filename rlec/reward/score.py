@@ -10,8 +10,10 @@ p = 0, the ordinary binary objective.
 
 Where b comes from, first match wins:
 1. the ``b`` argument;
-2. ``global_step`` and ``total_steps`` -> ``LinearSchedule(end_step=total_steps)(global_step)``;
-3. default ``DEFAULT_B = 1.0``, the end of the schedule (the bounded reward used in evaluation).
+2. ``global_step`` and ``total_steps`` -> the default schedule of
+   :func:`rlec.reward.schedule.schedule_from_config` over ``total_steps`` steps, at ``global_step``;
+3. :data:`rlec.reward.schedule.EVALUATION_B` = 1.0, the end of the schedule (the bounded reward
+   used in evaluation).
 verl's built-in managers never pass the step, so training must use rlec's reward manager to get
 the scheduled b.
 """
@@ -22,9 +24,8 @@ from typing import Any, Mapping
 
 from rlec.grading import GradeResult, grade
 from rlec.grading.math import DEFAULT_TIMEOUT_S
-from rlec.rewards import LinearSchedule, Outcome, check_b, check_target, rlec_reward
-
-DEFAULT_B = 1.0
+from rlec.reward.formula import Outcome, check_b, check_target, rlec_reward
+from rlec.reward.schedule import EVALUATION_B, schedule_from_config
 
 
 def target_of(extra_info: Mapping[str, Any] | None) -> float:
@@ -62,8 +63,8 @@ def resolve_b(b: float | None = None, global_step: int | None = None, total_step
     if b is not None:
         return check_b(b)
     if global_step is not None and total_steps is not None:
-        return LinearSchedule(end_step=int(total_steps))(int(global_step))
-    return DEFAULT_B
+        return schedule_from_config({"trainer": {"total_training_steps": int(total_steps)}})(int(global_step))
+    return EVALUATION_B
 
 
 def score_result(result: GradeResult, p: float, b: float, data_source: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Each rule returns :class:`Finding` s (``error`` refuses the run, ``warning`` is printed). The
 rules read verl's config keys (a composed ``DictConfig`` or a plain nested dict) and a
-:class:`rlec.memory.ModelShape`; they never start Megatron or a GPU. Limits enforced, with the
+:class:`rlec.cluster.memory.ModelShape`; they never start Megatron or a GPU. Limits enforced, with the
 component that imposes them:
 
 - world size = ``trainer.nnodes * trainer.n_gpus_per_node`` is a multiple of TP x PP x CP (Megatron);
@@ -15,7 +15,7 @@ component that imposes them:
 - batches split evenly over data-parallel ranks (otherwise verl pads with duplicated samples),
   one full sequence fits a dynamic-batch micro-batch, rollout.n >= 2 (group mean);
 - the plugin module reaches Ray workers; FP8 settings are complete; Megatron keys exist;
-- memory per GPU (:func:`rlec.memory.estimate_memory`) fits both phases.
+- memory per GPU (:func:`rlec.cluster.memory.estimate_memory`) fits both phases.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from rlec.memory import GIB, MemoryEstimate, ModelShape, ParallelLayout, estimate_memory
-from rlec.verl_layout import (ACTOR, ENV_VARS, MEGATRON, ROLLOUT, get, layout_of, max_seq_len,
+from rlec.cluster.memory import GIB, MemoryEstimate, ModelShape, ParallelLayout, estimate_memory
+from rlec.config import select
+from rlec.cluster.verl_keys import (ACTOR, ENV_VARS, MEGATRON, ROLLOUT, layout_of, max_seq_len,
                               training_settings_of)
 
 PLUGIN_MODULE = "rlec.verl_plugin"
@@ -70,7 +71,7 @@ class _Findings(list):
 
 def _parallel_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> _Findings:
     out = _Findings()
-    nodes, per_node = get(cfg, "trainer.nnodes", 1), get(cfg, "trainer.n_gpus_per_node", 1)
+    nodes, per_node = select(cfg, "trainer.nnodes", 1), select(cfg, "trainer.n_gpus_per_node", 1)
     mp = lay.tp * lay.pp * lay.cp
     if lay.world_size % mp:
         out.error(MEGATRON, f"world size {lay.world_size} ({nodes} nodes x {per_node} GPUs) is not a multiple of "
@@ -92,7 +93,7 @@ def _parallel_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> _Findin
         if shape.moe_intermediate_size % lay.expert_tp:
             out.error(f"{MEGATRON}.expert_tensor_parallel_size", f"ETP {lay.expert_tp} must divide the expert "
                       f"intermediate size {shape.moe_intermediate_size}")
-        if lay.tp > 1 and not get(cfg, f"{MEGATRON}.sequence_parallel", False):
+        if lay.tp > 1 and not select(cfg, f"{MEGATRON}.sequence_parallel", False):
             out.error(f"{MEGATRON}.sequence_parallel", "sequence parallel must be on when TP > 1 with MoE "
                       "layers (Megatron)")
     elif lay.ep > 1:
@@ -118,15 +119,15 @@ def _rollout_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> _Finding
         out.error(ep_key, f"rollout EP must be 1 or TP x DP = {tp * dp} (verl), got {ep}")
     if ep > 1 and shape.num_experts % ep:
         out.error(ep_key, f"rollout EP {ep} must divide the {shape.num_experts} experts")
-    if int(get(cfg, f"{ROLLOUT}.pipeline_model_parallel_size", 1)) > 1:
+    if int(select(cfg, f"{ROLLOUT}.pipeline_model_parallel_size", 1)) > 1:
         out.error(f"{ROLLOUT}.pipeline_model_parallel_size", "verl's vLLM rollout has no pipeline parallel")
-    replica, per_node = tp * dp, int(get(cfg, "trainer.n_gpus_per_node", 1))
+    replica, per_node = tp * dp, int(select(cfg, "trainer.n_gpus_per_node", 1))
     if lay.world_size % replica or (replica > per_node and replica % per_node):
         out.error(tp_key, f"a rollout replica of TP x DP = {replica} GPUs must tile the {lay.world_size} GPUs "
                   f"({per_node} per node)")
     if not 0.0 < lay.rollout_gpu_memory_utilization < 1.0:
         out.error(f"{ROLLOUT}.gpu_memory_utilization", f"must be in (0, 1), got {lay.rollout_gpu_memory_utilization}")
-    if int(get(cfg, f"{ROLLOUT}.n", 1)) < 2:
+    if int(select(cfg, f"{ROLLOUT}.n", 1)) < 2:
         out.error(f"{ROLLOUT}.n", "rollout.n must be >= 2: the group-mean advantage of a group of one is always 0")
     return out
 
@@ -136,8 +137,8 @@ def _batch_rules(cfg: Any, lay: ParallelLayout) -> _Findings:
     if lay.world_size % (lay.tp * lay.pp * lay.cp):
         return out  # reported by the parallel rules
     dp = lay.world_size // (lay.tp * lay.pp * lay.cp)
-    n, tbs = int(get(cfg, f"{ROLLOUT}.n", 1)), int(get(cfg, "data.train_batch_size", 1))
-    mini = int(get(cfg, f"{ACTOR}.ppo_mini_batch_size", 1))
+    n, tbs = int(select(cfg, f"{ROLLOUT}.n", 1)), int(select(cfg, "data.train_batch_size", 1))
+    mini = int(select(cfg, f"{ACTOR}.ppo_mini_batch_size", 1))
     if tbs % mini:
         out.error("data.train_batch_size", f"{tbs} must be a multiple of actor.ppo_mini_batch_size {mini}")
     if (mini * n) % dp:
@@ -145,13 +146,13 @@ def _batch_rules(cfg: Any, lay: ParallelLayout) -> _Findings:
                   f"responses must split evenly over the {dp} data-parallel ranks (verl would pad with "
                   "duplicated samples)")
     seq = max_seq_len(cfg)
-    if get(cfg, f"{ACTOR}.use_dynamic_bsz", False):
+    if select(cfg, f"{ACTOR}.use_dynamic_bsz", False):
         for key in (f"{ACTOR}.ppo_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu"):
-            if int(get(cfg, key, 0)) < seq:
-                out.error(key, f"{get(cfg, key)} tokens cannot hold one sequence of max_prompt_length + "
+            if int(select(cfg, key, 0)) < seq:
+                out.error(key, f"{select(cfg, key)} tokens cannot hold one sequence of max_prompt_length + "
                           f"max_response_length = {seq}")
     else:
-        micro = get(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu")
+        micro = select(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu")
         if micro and (mini * n // dp) % int(micro):
             out.error(f"{ACTOR}.ppo_micro_batch_size_per_gpu", f"{micro} must divide the {mini * n // dp} "
                       "responses of a mini-batch on each data-parallel rank")
@@ -160,31 +161,31 @@ def _batch_rules(cfg: Any, lay: ParallelLayout) -> _Findings:
 
 def _wiring_rules(cfg: Any, hf_config: Mapping[str, Any] | None) -> _Findings:
     out = _Findings()
-    env = get(cfg, ENV_VARS, {}) or {}
-    mode = str(get(cfg, "trainer.v1.trainer_mode", ""))
-    uses_plugin = get(cfg, "reward.reward_manager.name") == "rlec" or mode.startswith("rlec_")
+    env = select(cfg, ENV_VARS, {}) or {}
+    mode = str(select(cfg, "trainer.v1.trainer_mode", ""))
+    uses_plugin = select(cfg, "reward.reward_manager.name") == "rlec" or mode.startswith("rlec_")
     if uses_plugin and PLUGIN_MODULE not in str(env.get("VERL_USE_EXTERNAL_MODULES", "")).split(","):
         out.error(f"{ENV_VARS}.VERL_USE_EXTERNAL_MODULES", f"must list {PLUGIN_MODULE} so every Ray worker "
                   "registers rlec's reward manager and trainer")
-    if not get(cfg, f"{MEGATRON}.use_mbridge", False):
+    if not select(cfg, f"{MEGATRON}.use_mbridge", False):
         out.error(f"{MEGATRON}.use_mbridge", "must be true (verl 0.9.1 loads Megatron models through a bridge)")
-    vanilla = bool(get(cfg, f"{MEGATRON}.vanilla_mbridge", False))
+    vanilla = bool(select(cfg, f"{MEGATRON}.vanilla_mbridge", False))
     if not vanilla and importlib.util.find_spec("megatron.bridge") is None:
         out.error(f"{MEGATRON}.vanilla_mbridge", "false selects Megatron-Bridge, which is not installed "
                   "(requirements-gpu.txt installs mbridge): set it to true")
     if vanilla and hf_config is not None:
         want = hf_config.get("rope_theta") or (hf_config.get("rope_parameters") or {}).get("rope_theta")
-        have = get(cfg, "actor_rollout_ref.model.override_config.rope_theta")
+        have = select(cfg, "actor_rollout_ref.model.override_config.rope_theta")
         if want is not None and (have is None or float(have) != float(want)):
             out.error("actor_rollout_ref.model.override_config.rope_theta", f"is {have}, the model's is {want}: "
                       "mbridge 0.15.1 reads hf_config.rope_theta, which transformers 5 keeps in rope_parameters, "
                       "so set it to the model's value")
-    override_tf = get(cfg, f"{MEGATRON}.override_transformer_config", {}) or {}
+    override_tf = select(cfg, f"{MEGATRON}.override_transformer_config", {}) or {}
     recipe = override_tf.get("fp8_recipe")
     if override_tf.get("fp8"):
         if not recipe:
             out.error(f"{MEGATRON}.override_transformer_config.fp8_recipe", "FP8 training needs a recipe")
-        optim_recipe = get(cfg, f"{ACTOR}.optim.override_optimizer_config.fp8_recipe")
+        optim_recipe = select(cfg, f"{ACTOR}.optim.override_optimizer_config.fp8_recipe")
         if optim_recipe != recipe:
             out.error(f"{ACTOR}.optim.override_optimizer_config.fp8_recipe",
                       f"is {optim_recipe}, the model's fp8_recipe is {recipe}")
@@ -202,7 +203,7 @@ def _megatron_key_rules(cfg: Any) -> _Findings:
         return out
     for key, known in ((f"{MEGATRON}.override_transformer_config", fields[0]),
                        (f"{ACTOR}.optim.override_optimizer_config", fields[1])):
-        unknown = sorted(set(get(cfg, key, {}) or {}) - known)
+        unknown = sorted(set(select(cfg, key, {}) or {}) - known)
         if unknown:
             out.error(key, f"not fields of Megatron's config: {unknown}")
     return out
@@ -210,7 +211,7 @@ def _megatron_key_rules(cfg: Any) -> _Findings:
 
 def _moe_router_rules(cfg: Any, shape: ModelShape) -> _Findings:
     out = _Findings()
-    override_tf = get(cfg, f"{MEGATRON}.override_transformer_config", {}) or {}
+    override_tf = select(cfg, f"{MEGATRON}.override_transformer_config", {}) or {}
     need = ["moe_router_load_balancing_type", "moe_token_dispatcher_type", "moe_router_dtype"]
     if override_tf.get("moe_router_load_balancing_type") == "aux_loss":
         need.append("moe_aux_loss_coeff")
@@ -230,10 +231,10 @@ def _algorithm_rules(cfg: Any) -> _Findings:
         f"{ACTOR}.use_kl_loss": False,
     }
     for key, want in rlec_algorithm.items():
-        if get(cfg, key) != want:
-            out.warning(key, f"is {get(cfg, key)!r}; RLEC's mean-only group advantage uses {want!r}")
-    end = get(cfg, "rlec.schedule.end_step", get(cfg, "trainer.total_training_steps"))
-    start = int(get(cfg, "rlec.schedule.start_step", 1))
+        if select(cfg, key) != want:
+            out.warning(key, f"is {select(cfg, key)!r}; RLEC's mean-only group advantage uses {want!r}")
+    end = select(cfg, "rlec.schedule.end_step", select(cfg, "trainer.total_training_steps"))
+    start = int(select(cfg, "rlec.schedule.start_step", 1))
     if end is not None and int(end) <= start:
         out.error("rlec.schedule.end_step", f"the b schedule needs more than one step: end {end} <= start {start}")
     return out

@@ -1,8 +1,8 @@
-"""``python -m rlec.metrics``: grade raw evaluation records and compute the selective-prediction figures.
+"""``python -m rlec.eval.metrics``: grade raw evaluation records and compute the selective-prediction figures.
 
-Reads the JSON Lines records of ``python -m rlec.evaluate``, grades every response with rlec's
+Reads the JSON Lines records of ``python -m rlec.eval.evaluate``, grades every response with rlec's
 grader (``rlec.grading.grade_batch``: correct / incorrect / abstain), scores it with the RLEC
-reward at b = 1 (``rlec.rewards.rlec_reward``), and reports per source and overall: per target
+reward at b = 1 (``rlec.reward.formula.rlec_reward``), and reports per source and overall: per target
 coverage, selective accuracy, accuracy, abstention rate, mean reward and compliance; and the
 headlines accuracy (binary prompt), RLEC score, AOC and AURC with question-level bootstrap
 intervals. Definitions: ``docs/metrics.md``.
@@ -14,8 +14,8 @@ reported side by side.
 
 Example::
 
-    python -m rlec.metrics outputs/eval/records.jsonl
-    python -m rlec.metrics outputs/eval/base.jsonl --compare outputs/eval/rlec.jsonl --out-dir outputs/eval/compare
+    python -m rlec.eval.metrics outputs/eval/records.jsonl
+    python -m rlec.eval.metrics outputs/eval/base.jsonl --compare outputs/eval/rlec.jsonl --out-dir outputs/eval/compare
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ from rlec.eval.report import comparison, markdown_report
 from rlec.eval.selective import COUNT_FIELDS, HEADLINE_NAMES, RATE_NAMES, headlines, rates, risk_coverage_curve
 from rlec.grading import TASKS, grade_batch
 from rlec.grading.math import DEFAULT_TIMEOUT_S
-from rlec.rewards import rlec_reward
+from rlec.reward.formula import rlec_reward
+from rlec.reward.schedule import EVALUATION_B
 
-METRICS_SCHEMA = "rlec.metrics/v1"
-EVAL_B = 1.0
+METRICS_SCHEMA = "rlec.eval.metrics/v1"
 ALL = "all"
 
 
@@ -116,7 +116,7 @@ def grade_records(records: Sequence[dict[str, Any]], *, timeout_s: float = DEFAU
             results = grade_batch([r["response"] for r in part], [r["ground_truth"] for r in part], [r["data_source"] for r in part], timeout_s=timeout_s)
             for rec, res in zip(part, results):
                 g = res.to_dict()
-                g["reward"] = rlec_reward(res.outcome, rec.get("target_p") or 0.0, EVAL_B)
+                g["reward"] = rlec_reward(res.outcome, rec.get("target_p") or 0.0, EVALUATION_B)
                 graded.append(g)
             bar.update(len(part))
     return graded
@@ -208,12 +208,12 @@ def _labels(paths: Sequence[Path], given: str | None) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(
-        prog="python -m rlec.metrics",
+        prog="python -m rlec.eval.metrics",
         description="Grade evaluation records and report coverage, selective accuracy, RLEC score and AOC "
         "(definitions: docs/metrics.md). Two inputs are compared side by side.",
         formatter_class=HelpFormatter,
     )
-    p.add_argument("records", nargs="+", help="record file(s) from rlec.evaluate (at most two)")
+    p.add_argument("records", nargs="+", help="record file(s) from rlec.eval.evaluate (at most two)")
     p.add_argument("--compare", default=None, metavar="OTHER.jsonl", help="a second record file to report side by side")
     p.add_argument("--labels", default=None, help="comma-separated run names (default: file names)")
     p.add_argument("--out-dir", default=None, help="output folder (default: <first input's folder>/metrics; give one when comparing, "
@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m rlec.metrics`` / ``rlec-metrics``; returns the exit code."""
+    """Entry point of ``python -m rlec.eval.metrics`` / ``rlec-metrics``; returns the exit code."""
     args = build_parser().parse_args(argv)
     paths = [Path(p) for p in args.records] + ([Path(args.compare)] if args.compare else [])
     try:
@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     result: dict[str, Any] = {
         "schema": METRICS_SCHEMA,
-        "settings": {"targets": [target_label(t) for t in targets], "b": EVAL_B, "bootstrap": args.bootstrap, "ci": args.ci, "seed": args.seed},
+        "settings": {"targets": [target_label(t) for t in targets], "b": EVALUATION_B, "bootstrap": args.bootstrap, "ci": args.ci, "seed": args.seed},
         "runs": {},
     }
     for label, path, (records, diagnostics) in zip(labels, paths, loaded):
@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     atomic_write_text(out_dir / "metrics.md", report)
     written = [out_dir / "metrics.json", out_dir / "metrics.md"]
     if not args.no_plots:
-        from rlec.metrics_plots import write_plots
+        from rlec.eval.plots import write_plots
 
         written += write_plots(result, out_dir)
     print(markdown_report(result, per_target_groups=[ALL]))

@@ -3,13 +3,13 @@
 One training batch is scored the same way whether verl's reward loop (``rlec.verl_plugin``)
 or the local CPU run calls it::
 
-    b     = schedule(global_step)                 # rlec.rewards.LinearSchedule, steps from 1
-    p_i   = rlec.score.target_of(extra_info_i)    # 0 for the binary objective
+    b     = schedule(global_step)                 # rlec.reward.schedule.LinearSchedule, steps from 1
+    p_i   = rlec.reward.score.target_of(extra_info_i)    # 0 for the binary objective
     out_i = rlec.grading.grade(response_i, gold_i, data_source_i)
-    r_i   = R_{p_i}^{(b)}(out_i)                  # rlec.rewards.rlec_reward
+    r_i   = R_{p_i}^{(b)}(out_i)                  # rlec.reward.formula.rlec_reward
 
 Each sample's result is a flat dict of scalars and short strings (:func:`sample_info`): verl
-stores it as ``reward_extra_info``, and :mod:`rlec.reward_metrics` aggregates it into the
+stores it as ``reward_extra_info``, and :mod:`rlec.reward.metrics` aggregates it into the
 logged metrics. Nothing here imports verl, Ray or torch.distributed.
 """
 
@@ -19,8 +19,9 @@ from typing import Any, Mapping, Sequence
 
 from rlec.grading import GradeResult, grade_async, grade_batch
 from rlec.grading.math import DEFAULT_TIMEOUT_S, MathVerifyPool
-from rlec.rewards import LinearSchedule, Outcome, rlec_reward
-from rlec.score import score_result, target_of
+from rlec.reward.formula import Outcome, rlec_reward
+from rlec.reward.schedule import LinearSchedule
+from rlec.reward.score import score_result, target_of
 
 BINARY_BUCKET = "binary"
 # Target buckets of the logged metrics: [0, .3), [.3, .6), [.6, 1). Training draws p from
@@ -72,7 +73,7 @@ def sample_info(
     """The per-sample reward record verl logs as ``reward_extra_info``.
 
     Returns:
-        :func:`rlec.score.score_result`'s dict (``score`` = R_p^(b), ``outcome``, ``target_p``,
+        :func:`rlec.reward.score.score_result`'s dict (``score`` = R_p^(b), ``outcome``, ``target_p``,
         ``b``, ``correct``, ``answered``, ``format_ok``, ``timed_out``, ``pred``,
         ``data_source``, ``f1``) plus ``acc`` (= correct, verl's core validation key),
         ``abstained`` (0/1), ``reward_b1`` (R_p^(1), the evaluation reward, comparable across

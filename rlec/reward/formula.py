@@ -13,7 +13,7 @@ If the model is right with probability q, answering earns in expectation
 so answering beats abstaining exactly when q > p, for every b: b only rescales the reward by
 the positive factor (1-p)^(b-1). At b = 0 the stakes are +1 / -p/(1-p) (the odds of the target,
 large near p -> 1); at b = 1 they are the bounded (1-p) / -p. Training moves b linearly from 0 to
-1 (:class:`LinearSchedule`), a pure function of the global step.
+1 (:class:`rlec.reward.schedule.LinearSchedule`), a pure function of the global step.
 
 p = 0 is the ordinary binary objective: correct 1, incorrect 0, at every b.
 
@@ -25,7 +25,6 @@ arXiv 2511.11500, Sec. 3), whose penalty lambda corresponds to p/(1-p) at b = 0.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -149,45 +148,3 @@ def _check_array(x: Any, name: str, *, upper_open: bool) -> None:
         flat = np.flatnonzero(bad.reshape(-1))[0]
         interval = "[0, 1)" if upper_open else "[0, 1]"
         raise ValueError(f"{name} must be in {interval}; index {flat} is {float(values.reshape(-1)[flat])!r}")
-
-
-@dataclass(frozen=True)
-class LinearSchedule:
-    """b as a pure, clamped linear function of the global training step.
-
-    ``b(step) = start_value + (end_value - start_value) * clip((step - start_step) /
-    (end_step - start_step), 0, 1)``. Because it depends on the step alone, a run resumed at
-    step k gets exactly the b of an uninterrupted run.
-
-    verl counts global steps from 1 (the first update is step 1) to ``total_training_steps``,
-    so the defaults ``start_step=1, end_step=total_training_steps`` give b = 0 on the first
-    step and b = 1 on the last.
-
-    Attributes:
-        end_step: the step at which ``end_value`` is reached (usually the total step count).
-        start_value: b before and at ``start_step``, in [0, 1] (default 0).
-        end_value: b at and after ``end_step``, in [0, 1] (default 1).
-        start_step: the step at which the ramp starts (default 1).
-
-    Raises:
-        ValueError: values outside [0, 1], or ``end_step <= start_step``.
-    """
-
-    end_step: int
-    start_value: float = 0.0
-    end_value: float = 1.0
-    start_step: int = 1
-
-    def __post_init__(self) -> None:
-        check_b(self.start_value)
-        check_b(self.end_value)
-        if int(self.end_step) <= int(self.start_step):
-            raise ValueError(
-                f"schedule end_step ({self.end_step}) must be greater than start_step ({self.start_step})"
-            )
-
-    def __call__(self, step: int) -> float:
-        """b at global step ``step`` (any integer; clamped outside the ramp)."""
-        frac = (int(step) - self.start_step) / (self.end_step - self.start_step)
-        frac = min(1.0, max(0.0, frac))
-        return self.start_value + (self.end_value - self.start_value) * frac

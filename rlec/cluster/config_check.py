@@ -1,6 +1,6 @@
 """Compose, print and validate rlec's verl config before a cluster job starts (``DRY_RUN=1``).
 
-    python -m rlec.config_check [--print] [--output FILE] [layout=...] [precision=...] [hydra overrides...]
+    python -m rlec.cluster.config_check [--print] [--output FILE] [layout=...] [precision=...] [hydra overrides...]
 
 1. composes ``megatron_configs/rlec.yaml`` through Hydra on top of verl's own ``ppo_trainer``
    config with ``model_engine=megatron`` (the exact config ``python -m verl.trainer.main_ppo``
@@ -8,7 +8,7 @@
 2. runs verl's own checks: ``validate_config`` (as ``main_ppo`` calls it) and the conversion of
    the algorithm, rollout, reward and (when ``MODEL_PATH`` is on this machine) model sections to
    verl's dataclasses, whose ``__post_init__`` validate them;
-3. runs rlec's checks (:mod:`rlec.layout_check`): parallel sizes against the model shape and
+3. runs rlec's checks (:mod:`rlec.cluster.rules`): parallel sizes against the model shape and
    the world size, rollout constraints, batch divisibility, plugin wiring, and per-GPU memory.
 
 The model shape comes from ``<actor_rollout_ref.model.path>/config.json`` or, when that folder
@@ -24,36 +24,19 @@ import copy
 import json
 import os
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from rlec.layout_check import Finding, check_layout
-from rlec.verl_layout import ENV_VARS, get, layout_of
-from rlec.memory import MemoryEstimate, ModelShape
+from rlec.cluster.rules import Finding, check_layout
+from rlec.cluster.verl_keys import ENV_VARS, layout_of
+from rlec.cluster.memory import MemoryEstimate, ModelShape
+from rlec.config import CLUSTER_CONFIG, CONFIG_DIR, compose, select
+from rlec.io import atomic_write_text
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = REPO_ROOT / "megatron_configs"
 SHAPES_DIR = CONFIG_DIR / "model"
-DEFAULT_CONFIG_NAME = "rlec"
 
-__all__ = ["CONFIG_DIR", "compose", "load_model_config", "main", "run_checks", "verl_checks"]
-
-
-def compose(overrides: Sequence[str] = (), config_name: str = DEFAULT_CONFIG_NAME, config_dir: Path = CONFIG_DIR):
-    """Compose a trainer config the way ``verl.trainer.main_ppo --config-path DIR --config-name NAME`` does.
-
-    Raises:
-        hydra.errors.HydraException: an unknown group option, a bad override, a missing file.
-    """
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base=None):
-        return hydra_compose(config_name=config_name, overrides=list(overrides))
+__all__ = ["load_model_config", "main", "run_checks", "verl_checks"]
 
 
 def load_model_config(cfg: Any) -> tuple[dict[str, Any], str, bool]:
@@ -63,9 +46,9 @@ def load_model_config(cfg: Any) -> tuple[dict[str, Any], str, bool]:
         FileNotFoundError: neither the model folder nor the named shape file exists.
         ValueError: the file is not valid JSON (names the file).
     """
-    model_dir = Path(os.path.expanduser(str(get(cfg, "actor_rollout_ref.model.path", ""))))
+    model_dir = Path(os.path.expanduser(str(select(cfg, "actor_rollout_ref.model.path", ""))))
     candidates = [(model_dir / "config.json", True)]
-    shape_name = get(cfg, "rlec.check.model_shape")
+    shape_name = select(cfg, "rlec.check.model_shape")
     if shape_name:
         candidates.append((SHAPES_DIR / f"{shape_name}.json", False))
     for path, is_model in candidates:
@@ -92,7 +75,7 @@ def verl_checks(cfg: Any, with_model: bool) -> tuple[list[Finding], list[str]]:
     from verl.utils.import_utils import import_external_libs
 
     cfg = copy.deepcopy(cfg)
-    modules = str(get(cfg, f"{ENV_VARS}.VERL_USE_EXTERNAL_MODULES", "") or "")
+    modules = str(select(cfg, f"{ENV_VARS}.VERL_USE_EXTERNAL_MODULES", "") or "")
     steps: list[tuple[str, Callable[[], Any]]] = [
         # what `import verl` does in every Ray worker given the config's runtime env
         ("VERL_USE_EXTERNAL_MODULES", lambda: import_external_libs([m for m in modules.split(",") if m])),
@@ -131,8 +114,8 @@ def run_checks(cfg: Any, gpu_memory_gib: float | None = None) -> tuple[list[Find
     except (FileNotFoundError, ValueError) as exc:
         return [Finding("error", "model", str(exc))], None, {}
     findings, passed = verl_checks(cfg, with_model=is_model)
-    gib = float(gpu_memory_gib or get(cfg, "rlec.check.gpu_memory_gib", 80))
-    fraction = float(get(cfg, "rlec.check.memory_fraction", 0.9))
+    gib = float(gpu_memory_gib or select(cfg, "rlec.check.gpu_memory_gib", 80))
+    fraction = float(select(cfg, "rlec.check.memory_fraction", 0.9))
     rlec_findings, est = check_layout(cfg, shape, gib, memory_fraction=fraction,
                                       hf_config=hf_config if is_model else None)
     context = {"shape": shape, "source": source, "verl_passed": passed, "gpu_memory_gib": gib, "fraction": fraction}
@@ -166,23 +149,15 @@ def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, c
     return "\n".join(lines)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m rlec.config_check", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m rlec.cluster.config_check", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*",
                         help="Hydra overrides, e.g. layout=qwen3_30b_a3b_1x8 precision=fp8 data.train_batch_size=128")
     parser.add_argument("--config-dir", type=Path, default=CONFIG_DIR,
                         help="folder of rlec.yaml (default: %(default)s)")
-    parser.add_argument("--config-name", default=DEFAULT_CONFIG_NAME, help="primary config (default: %(default)s)")
+    parser.add_argument("--config-name", default=CLUSTER_CONFIG, help="primary config (default: %(default)s)")
     parser.add_argument("--print", action="store_true", help="print the resolved config (YAML) to stdout")
     parser.add_argument("--output", type=Path, help="also write the resolved config to this file (atomically)")
     parser.add_argument("--gpu-memory-gib", type=float, help="GPU memory (default: rlec.check.gpu_memory_gib)")
@@ -197,13 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = compose(args.overrides, args.config_name, args.config_dir)
         text = OmegaConf.to_yaml(cfg, resolve=True)
     except Exception as exc:  # Hydra and OmegaConf errors: report them as one line
-        print(f"rlec.config_check: cannot compose {args.config_dir / args.config_name}.yaml with "
+        print(f"rlec.cluster.config_check: cannot compose {args.config_dir / args.config_name}.yaml with "
               f"{list(args.overrides)}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     if args.print:
         print(text)
     if args.output:
-        _write_atomic(args.output, text)
+        atomic_write_text(args.output, text)
     findings, est, context = run_checks(cfg, args.gpu_memory_gib)
     print(report(findings, est, context, cfg), file=sys.stderr)
     return 1 if any(f.level == "error" for f in findings) else 0

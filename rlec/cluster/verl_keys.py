@@ -1,0 +1,78 @@
+"""Read the parallel layout and training settings out of a verl trainer config.
+
+The bridge between verl's config keys (a composed ``DictConfig`` or a plain nested dict) and
+rlec's memory arithmetic (:mod:`rlec.cluster.memory`): ``layout_of(cfg)`` and ``training_settings_of(cfg)``
+feed :func:`rlec.cluster.memory.estimate_memory`, for ``rlec.cluster.config_check`` and for cost models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlec.cluster.memory import ParallelLayout, TrainingSettings
+from rlec.config import select
+
+ACTOR = "actor_rollout_ref.actor"
+MEGATRON = f"{ACTOR}.megatron"
+ROLLOUT = "actor_rollout_ref.rollout"
+ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"
+
+__all__ = ["ACTOR", "ENV_VARS", "MEGATRON", "ROLLOUT", "layout_of", "max_seq_len", "training_settings_of"]
+
+
+def layout_of(cfg: Any) -> ParallelLayout:
+    """The parallel layout and offload flags of a verl config."""
+    optim_override = select(cfg, f"{ACTOR}.optim.override_optimizer_config", {}) or {}
+    cpu_fraction = 0.0
+    if optim_override.get("optimizer_cpu_offload"):
+        cpu_fraction = float(optim_override.get("optimizer_offload_fraction", 1.0))
+    override_tf = select(cfg, f"{MEGATRON}.override_transformer_config", {}) or {}
+    return ParallelLayout(
+        world_size=int(select(cfg, "trainer.nnodes", 1)) * int(select(cfg, "trainer.n_gpus_per_node", 1)),
+        tp=int(select(cfg, f"{MEGATRON}.tensor_model_parallel_size", 1)),
+        pp=int(select(cfg, f"{MEGATRON}.pipeline_model_parallel_size", 1)),
+        cp=int(select(cfg, f"{MEGATRON}.context_parallel_size", 1)),
+        ep=int(select(cfg, f"{MEGATRON}.expert_model_parallel_size", 1)),
+        etp=select(cfg, f"{MEGATRON}.expert_tensor_parallel_size"),
+        vpp=select(cfg, f"{MEGATRON}.virtual_pipeline_model_parallel_size"),
+        first_stage_layers=override_tf.get("num_layers_in_first_pipeline_stage"),
+        last_stage_layers=override_tf.get("num_layers_in_last_pipeline_stage"),
+        distributed_optimizer=bool(select(cfg, f"{MEGATRON}.use_distributed_optimizer", True)),
+        param_offload=bool(select(cfg, f"{MEGATRON}.param_offload", False)),
+        optimizer_offload=bool(select(cfg, f"{MEGATRON}.optimizer_offload", False)),
+        optimizer_cpu_fraction=cpu_fraction,
+        rollout_tp=int(select(cfg, f"{ROLLOUT}.tensor_model_parallel_size", 1)),
+        rollout_dp=int(select(cfg, f"{ROLLOUT}.data_parallel_size", 1)),
+        rollout_ep=int(select(cfg, f"{ROLLOUT}.expert_parallel_size", 1)),
+        rollout_gpu_memory_utilization=float(select(cfg, f"{ROLLOUT}.gpu_memory_utilization", 0.5)),
+        rollout_weight_bytes=1.0 if select(cfg, f"{ROLLOUT}.quantization") == "fp8" else 2.0,
+    )
+
+
+def max_seq_len(cfg: Any) -> int:
+    """``data.max_prompt_length + data.max_response_length`` (tokens)."""
+    return int(select(cfg, "data.max_prompt_length", 0)) + int(select(cfg, "data.max_response_length", 0))
+
+
+def training_settings_of(cfg: Any) -> TrainingSettings:
+    """Tokens per micro-batch, recompute and optimizer dtypes of a verl config."""
+    if select(cfg, f"{ACTOR}.use_dynamic_bsz", False):
+        tokens = int(select(cfg, f"{ACTOR}.ppo_max_token_len_per_gpu", 0))
+    else:
+        tokens = int(select(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu", 1) or 1) * max_seq_len(cfg)
+    override_tf = select(cfg, f"{MEGATRON}.override_transformer_config", {}) or {}
+    granularity = override_tf.get("recompute_granularity") or "none"
+    modules = tuple(override_tf.get("recompute_modules") or ()) if granularity == "selective" else ()
+    optim = select(cfg, f"{ACTOR}.optim", {}) or {}
+    low = bool(optim.get("use_precision_aware_optimizer", False))
+
+    def size(key: str) -> int:
+        return 2 if low and optim.get(key, "fp32") in ("bf16", "bfloat16") else 4
+
+    return TrainingSettings(
+        tokens_per_micro_batch=tokens,
+        recompute=str(granularity),
+        recompute_modules=modules,
+        grad_bytes=size("main_grads_dtype"),
+        adam_moment_bytes=(size("exp_avg_dtype"), size("exp_avg_sq_dtype")),
+    )

@@ -1,0 +1,42 @@
+"""rlec's registrations in verl 0.9.1: reward manager, trainers (and later estimators).
+
+This package is the only part of rlec that registers with verl. Import it in every Ray process
+(the reward-loop workers run the reward manager, the TaskRunner builds the trainer) by setting
+
+    VERL_USE_EXTERNAL_MODULES=rlec.verl_plugin
+
+in the launching shell (``verl/__init__.py`` imports the listed modules) and, for Ray clusters
+started with ``ray start``, also in ``ray_kwargs.ray_init.runtime_env.env_vars`` (workers inherit
+the environment of ``ray start``, not of the driver). ``megatron_configs/rlec.yaml`` and
+``tools/run_megatron_rlec.sh`` do both. Without it a worker dies with ``Unknown reward manager: rlec``.
+
+Registered on import:
+
+- :mod:`rlec.verl_plugin.reward_manager`: reward manager ``rlec``
+  (``reward.reward_manager.source=register``, ``name=rlec``);
+- :mod:`rlec.verl_plugin.trainers`: ``trainer.v1.trainer_mode`` = ``rlec_sync``,
+  ``rlec_colocate_async``, ``rlec_separate_async``.
+"""
+
+from __future__ import annotations
+
+from rlec.verl_plugin.reward_manager import REWARD_MANAGER_NAME, RLECRewardManager, global_step_of
+from rlec.verl_plugin.trainers import (
+    RLECColocateAsyncTrainer,
+    RLECMetricsMixin,
+    RLECSeparateAsyncTrainer,
+    RLECSyncTrainer,
+)
+
+PLUGIN_MODULE = "rlec.verl_plugin"
+
+__all__ = [
+    "PLUGIN_MODULE",
+    "REWARD_MANAGER_NAME",
+    "RLECColocateAsyncTrainer",
+    "RLECMetricsMixin",
+    "RLECRewardManager",
+    "RLECSeparateAsyncTrainer",
+    "RLECSyncTrainer",
+    "global_step_of",
+]

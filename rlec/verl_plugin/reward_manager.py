@@ -1,0 +1,101 @@
+"""The ``rlec`` reward manager for verl 0.9.1's reward loop: R_p^(b) with b scheduled by the step.
+
+verl's naive manager (decoding, verl's per-sample interface) with rlec's scoring
+(:func:`rlec.reward.batch.score_one_async`). b comes from :func:`rlec.reward.schedule.schedule_from_config`
+at ``data.non_tensor_batch["global_steps"]``, which verl's V1 trainer stamps on every batch
+(``extra_info["global_steps"]`` is the rollout weights version instead, see docs/cluster.md).
+Selected by ``reward.reward_manager.source=register`` and ``reward.reward_manager.name=rlec``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import Any
+
+import numpy as np
+from verl import DataProto
+from verl.experimental.reward_loop.reward_manager import register
+from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+from rlec.config import select
+from rlec.grading.math import DEFAULT_TIMEOUT_S
+from rlec.reward.batch import DEFAULT_BUCKET_EDGES, score_one_async
+from rlec.reward.schedule import schedule_from_config
+
+logger = logging.getLogger(__name__)
+
+REWARD_MANAGER_NAME = "rlec"
+# The step of the sample being scored. ``run_single`` sets it and awaits verl's naive
+# ``run_single`` in the same asyncio task, which awaits our async score function: the value
+# cannot leak between concurrently scored samples, even of different steps.
+_GLOBAL_STEP: contextvars.ContextVar[int] = contextvars.ContextVar("rlec_global_step")
+
+__all__ = ["REWARD_MANAGER_NAME", "RLECRewardManager", "global_step_of"]
+
+
+def global_step_of(data: DataProto) -> int:
+    """The trainer's global step of a reward-loop item (``non_tensor_batch["global_steps"]``).
+
+    Raises:
+        KeyError: the item carries no ``global_steps`` (only verl's V1 trainer stamps it).
+    """
+    steps = data.non_tensor_batch.get("global_steps")
+    if steps is None:
+        raise KeyError(
+            "the rlec reward manager needs data.non_tensor_batch['global_steps'], which verl's V1 trainer "
+            "(trainer.use_v1=true) stamps on every batch; got keys "
+            f"{sorted(data.non_tensor_batch)}"
+        )
+    return int(np.asarray(steps).reshape(-1)[-1])
+
+
+@register(REWARD_MANAGER_NAME)
+class RLECRewardManager(NaiveRewardManager):
+    """verl's naive reward manager scoring with R_p^(b), b scheduled by the global step.
+
+    Config (the trainer config verl passes in): ``rlec.schedule.*`` (see
+    :func:`schedule_from_config`), ``rlec.grading.timeout_s`` (math-verify per item, seconds),
+    ``rlec.eval.metrics.target_bucket_edges``.
+
+    Returns from ``run_single``: ``{"reward_score": R_p^(b), "reward_extra_info":``
+    :func:`rlec.reward.batch.sample_info` ``}``.
+
+    Raises:
+        ValueError: ``reward.custom_reward_function.path`` is set (it would be ignored), or the
+            schedule length is unknown.
+    """
+
+    def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
+        if select(config, "reward.custom_reward_function.path"):
+            raise ValueError(
+                "reward manager 'rlec' scores with rlec.grading and R_p^(b); unset "
+                "reward.custom_reward_function.path or choose another reward_manager.name"
+            )
+        super().__init__(config, tokenizer, self._score, reward_router_address, reward_model_tokenizer)
+        self.schedule = schedule_from_config(config)
+        timeout_s = select(config, "rlec.grading.timeout_s")
+        self.timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
+        edges = select(config, "rlec.eval.metrics.target_bucket_edges")
+        self.bucket_edges = DEFAULT_BUCKET_EDGES if edges is None else tuple(float(e) for e in edges)
+        logger.info("rlec reward manager: b schedule %s, grading timeout %.1fs", self.schedule, self.timeout_s)
+
+    async def run_single(self, data: DataProto) -> dict:
+        """Score one sample (the last of ``data``, as verl's naive manager does)."""
+        token = _GLOBAL_STEP.set(global_step_of(data))
+        try:
+            return await super().run_single(data)
+        finally:
+            _GLOBAL_STEP.reset(token)
+
+    async def _score(self, data_source, solution_str, ground_truth, extra_info=None, **_: Any) -> dict:
+        return await score_one_async(
+            solution_str,
+            ground_truth,
+            data_source,
+            extra_info,
+            _GLOBAL_STEP.get(),
+            self.schedule,
+            timeout_s=self.timeout_s,
+            edges=self.bucket_edges,
+        )

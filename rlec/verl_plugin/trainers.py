@@ -1,0 +1,77 @@
+"""rlec's verl V1 trainers: verl's trainers of the same mode plus rlec's training and validation metrics.
+
+Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async``,
+``rlec_separate_async``. verl 0.9.1 logs ``reward_extra_info`` only in validation
+(``val-core/<data_source>/<key>/mean@N``); its training steps log just ``critic/score/*``, so
+:class:`RLECMetricsMixin` adds ``rlec/...`` (training) and ``val-rlec/...`` (validation) metrics
+from :mod:`rlec.reward.metrics`.
+"""
+
+from __future__ import annotations
+
+from omegaconf import open_dict
+from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
+
+from rlec.reward.metrics import reward_metrics, rows_from_columns
+
+__all__ = ["RLECColocateAsyncTrainer", "RLECMetricsMixin", "RLECSeparateAsyncTrainer", "RLECSyncTrainer"]
+
+
+class RLECMetricsMixin:
+    """Adds ``rlec/...`` (training) and ``val-rlec/...`` (validation) metrics to a verl V1 trainer.
+
+    ``base_trainer_mode`` is the verl mode the trainer behaves as: verl branches on
+    ``trainer.v1.trainer_mode == "sync"`` and reads ``trainer.v1.<mode>`` settings, so the
+    constructor writes the base name back into the config once the class is chosen.
+    """
+
+    base_trainer_mode: str = "sync"
+
+    def __init__(self, config, *args, **kwargs):
+        with open_dict(config):
+            config.trainer.v1.trainer_mode = self.base_trainer_mode
+        super().__init__(config, *args, **kwargs)
+
+    def _rlec_reward_records(self, batch) -> list[dict]:
+        """The ``reward_extra_info`` of the batch's non-padding samples, read from TransferQueue."""
+        import transfer_queue as tq
+
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        extra_fields = data.pop("extra_fields").tolist()
+        return [
+            fields.get("reward_extra_info") or {}
+            for fields, tag in zip(extra_fields, batch.tags, strict=True)
+            if isinstance(fields, dict) and not tag.get("is_padding", False)
+        ]
+
+    def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
+        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+        metrics.update(reward_metrics(self._rlec_reward_records(batch), prefix="rlec"))
+
+    def _val_metrics_update(self, data_sources, sample_uids, reward_extra_infos_dict, sample_turns, **kwargs):
+        metric_dict = super()._val_metrics_update(
+            data_sources, sample_uids, reward_extra_infos_dict, sample_turns, **kwargs
+        )
+        metric_dict.update(reward_metrics(rows_from_columns(reward_extra_infos_dict), prefix="val-rlec"))
+        return metric_dict
+
+
+@register_trainer("rlec_sync")
+class RLECSyncTrainer(RLECMetricsMixin, PPOTrainerSync):
+    """verl's ``sync`` trainer with rlec metrics."""
+
+    base_trainer_mode = "sync"
+
+
+@register_trainer("rlec_colocate_async")
+class RLECColocateAsyncTrainer(RLECMetricsMixin, PPOTrainerColocateAsync):
+    """verl's ``colocate_async`` trainer with rlec metrics."""
+
+    base_trainer_mode = "colocate_async"
+
+
+@register_trainer("rlec_separate_async")
+class RLECSeparateAsyncTrainer(RLECMetricsMixin, PPOTrainerSeparateAsync):
+    """verl's ``separate_async`` trainer with rlec metrics."""
+
+    base_trainer_mode = "separate_async"
