@@ -5,7 +5,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup run test test-fast bench help
+.PHONY: setup run test test-fast lint bench help
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -15,11 +15,16 @@ setup:  ## create or reuse the CPU virtual environment (.venv)
 run: setup  ## set up, then run the main job on the embedded default (tiny model, sample data, CPU)
 	@PATH=$(abspath $(VENV))/bin:$$PATH bash tools/run_megatron_rlec.sh
 
-test: setup  ## set up, then run the whole test suite
+test: setup lint  ## set up, check lint and layer rules, then run the whole test suite
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest $(PYTEST_ARGS)
 
-test-fast: setup  ## unit tests only (skips the slow end-to-end group)
+test-fast: setup lint  ## lint + unit tests only (skips the slow end-to-end group)
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: setup  ## ruff (pyproject.toml [tool.ruff]) and the layer rules (lint-imports, [tool.importlinter])
+	@$(VENV)/bin/ruff check --quiet rlec tools benchmarks tests && echo "[lint] ruff: clean"
+	@out=$$($(VENV)/bin/lint-imports --no-cache 2>&1); rc=$$?; \
+	  echo "$$out" | grep -E "KEPT|BROKEN|is not allowed|^-   " | sed 's/^/[lint] /'; exit $$rc
 
 bench: setup  ## set up, then run the throughput benchmark (measured on this machine + projected for the cluster)
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) benchmarks/throughput.py

@@ -11,7 +11,7 @@ Measured (warm-up excluded, ``--repeats`` timed runs: median and spread):
   dimensions with N layers), at each ``--layouts`` entry (TP/EP over gloo on CPU, NCCL on GPUs),
   with the full vocabulary projection and with the local run's logit window; tokens/s, FLOPs by
   verl's formula, GFLOP/s, MFU against the GPU's peak (not meaningful on CPU), peak memory;
-- rollout: generated tokens/s and requests/s of ``rlec.eval.engines`` (vLLM on a GPU when
+- rollout: generated tokens/s and requests/s of ``rlec.generation`` (vLLM on a GPU when
   installed, else transformers ``generate``) on fixed prompts;
 - reward: responses/s of ``rlec.grading.grade_batch`` on the reward benchmark's seeded batch.
 Projected: ``rlec.cluster.cost_model`` at every ``megatron_configs/layout/*.yaml`` (memory, FLOPs per

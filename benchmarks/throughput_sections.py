@@ -143,9 +143,9 @@ def _prompts(n: int, tokenizer: Any) -> list[str]:
 
 
 def run_rollout(args: Any, model: Path, log: Any) -> dict[str, Any]:
-    """Generated tokens/s and requests/s of ``rlec.eval.engines`` (vLLM on a GPU when installed,
+    """Generated tokens/s and requests/s of ``rlec.generation`` (vLLM on a GPU when installed,
     else transformers ``generate``) for a fixed prompt set and response length limit."""
-    from rlec.eval.engines import SamplingSettings, make_engine
+    from rlec.generation import SamplingSettings, make_engine
     from rlec.models import load_tokenizer
 
     tokenizer = load_tokenizer(model if (model / "tokenizer.json").is_file() else None)
@@ -177,7 +177,7 @@ def run_rollout(args: Any, model: Path, log: Any) -> dict[str, Any]:
 
 def engine_name(args: Any, device: str) -> str:
     """"vllm" or "transformers", as ``make_engine`` resolves ``args.engine``."""
-    from rlec.eval.engines import vllm_available
+    from rlec.generation import vllm_available
 
     return "vllm" if args.engine == "vllm" or (args.engine == "auto" and vllm_available()) else "transformers"
 

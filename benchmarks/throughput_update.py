@@ -101,24 +101,22 @@ def measure(policy: Any, optimizer: Any, batch: dict[str, Any], spec: dict[str, 
     """Warm-up, then timed repeats of log-prob forward, forward-backward and optimizer step."""
     import math
 
-    from megatron.core import parallel_state as mpu
-    from omegaconf import OmegaConf
-
-    from rlec.local.update import policy_loss_fn
+    from rlec.config import compose
+    from rlec.local.update import actor_config, policy_loss_fn
     from rlec.megatron.logprobs import compute_log_probs
+    from rlec.megatron.parallel import data_parallel_rank_and_size
     from rlec.megatron.training import forward_backward
 
-    dp, dp_rank = mpu.get_data_parallel_world_size(), mpu.get_data_parallel_rank()
+    dp_rank, dp = data_parallel_rank_and_size()
     n = batch["input_ids"].shape[0]
     if n % dp:
         raise ValueError(f"batch of {n} rows does not split over {dp} data-parallel ranks")
     rows = slice(dp_rank * n // dp, (dp_rank + 1) * n // dp)
     ids, attn = batch["input_ids"][rows], batch["attention_mask"][rows]
     mbs = int(spec["micro_batch_size"])
-    cfg = OmegaConf.create({"actor": {"clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0,
-                                     "loss_agg_mode": "token-mean"}})
+    config = actor_config(compose([], "local"))  # the local run's policy loss settings (the cluster's recipe)
     loss_mask = batch["loss_mask"]
-    loss_fn = policy_loss_fn(cfg, math.ceil(ids.shape[0] / mbs), dp, int(loss_mask.sum()), int((loss_mask.sum(dim=1) > 0).sum()))
+    loss_fn = policy_loss_fn(config, math.ceil(ids.shape[0] / mbs), dp, int(loss_mask.sum()), int((loss_mask.sum(dim=1) > 0).sum()))
     parts: dict[str, list[float]] = {"logprob_s": [], "fwd_bwd_s": [], "optimizer_s": []}
     box: dict[str, Any] = {}
     for i in range(int(spec["warmup"]) + int(spec["repeats"])):

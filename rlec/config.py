@@ -63,3 +63,80 @@ def compose(overrides: Sequence[str] = (), config_name: str = CLUSTER_CONFIG, co
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base=None):
         return hydra_compose(config_name=config_name, overrides=list(overrides))
+
+
+# Settings a resumed run may change, with what happens; any other difference in these prefixes
+# refuses the resume (it would silently change what the run optimises).
+RESUME_REFUSED = (
+    "algorithm.", "rlec.schedule.", "rlec.grading.", "rlec.e3.", "rlec.passk.", "rlec.rlve.",
+    "data.train_files", "data.seed", "data.train_batch_size", "data.max_prompt_length", "data.max_response_length",
+    "data.custom_cls.", "actor_rollout_ref.model.path", "actor_rollout_ref.rollout.n", "actor_rollout_ref.rollout.temperature",
+    "actor_rollout_ref.rollout.top_p", "actor_rollout_ref.rollout.seed", "actor_rollout_ref.actor.clip_ratio",
+    "actor_rollout_ref.actor.loss_agg_mode", "actor_rollout_ref.actor.policy_loss.", "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "actor_rollout_ref.actor.optim.", "rlec.local.scripted_fraction", "rlec.local.tiny_seed",
+)
+
+
+def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a.b.c": leaf}`` of a nested config (``DictConfig`` or dict); lists are leaves."""
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(cfg):
+            cfg = OmegaConf.to_container(cfg, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    out: dict[str, Any] = {}
+    if isinstance(cfg, dict):
+        for key, value in cfg.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    out[prefix[:-1]] = cfg
+    return out
+
+
+def resume_differences(saved: Any, current: Any) -> tuple[list[str], list[str]]:
+    """Compare a run's saved settings with the ones it is resumed with.
+
+    The rule (one for the local run and the cluster launcher): a setting that changes what the run
+    optimises (:data:`RESUME_REFUSED`: the algorithm, the b schedule, data, sampling, loss,
+    optimiser) refuses the resume; anything else (step count, checkpoint cadence, logging,
+    parallel layout, evaluation settings, an explicit ``rlec.schedule.end_step``) continues with a
+    note. The b schedule keeps its original length when only the step count changes (see
+    :func:`pinned_schedule_end`).
+
+    Args:
+        saved: the resolved config stored with the checkpoint.
+        current: the resolved config of this launch.
+
+    Returns:
+        ``(refused, noted)``: one line per differing setting, ``"key: old -> new"``.
+    """
+    old, new = flatten(saved), flatten(current)
+    refused, noted = [], []
+    for key in sorted(set(old) | set(new)):
+        if key in old and key in new and old[key] == new[key]:
+            continue
+        if key not in old or key not in new:
+            continue  # a key only one side has (a newer rlec added it): not a changed setting
+        line = f"{key}: {old[key]!r} -> {new[key]!r}"
+        if key == "rlec.schedule.end_step":
+            noted.append(line + " (the b schedule is re-planned from here)")
+        else:
+            (refused if key.startswith(RESUME_REFUSED) else noted).append(line)
+    return refused, noted
+
+
+def pinned_schedule_end(saved: Any, current: Any) -> int | None:
+    """The b schedule's end step a resumed run must keep, or None when nothing needs pinning.
+
+    When ``rlec.schedule.end_step`` is unset on both sides, the schedule's length is the run's
+    step count; a resume that changes only the step count keeps the original length (b reaches 1
+    where the original plan said); setting ``rlec.schedule.end_step`` explicitly re-plans it.
+    """
+    if select(saved, "rlec.schedule.end_step") is not None or select(current, "rlec.schedule.end_step") is not None:
+        return None
+    old, new = select(saved, "trainer.total_training_steps"), select(current, "trainer.total_training_steps")
+    if old is None or old == new:
+        return None
+    return int(old)

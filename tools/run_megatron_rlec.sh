@@ -59,13 +59,15 @@ has_cuda() { "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_availa
 
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
-# No GPU and no DRY_RUN: the local CPU profile (rlec.local.runner, docs/local_run.md). It reads
-# its own variables (MODEL_PATH, STEPS, RESUME, OUTPUT_DIR or CHECKPOINT_DIR, SAVE_EVERY, TP, EP,
-# ETP, PP, ROLLOUT_N, PROMPTS_PER_STEP, MAX_NEW_TOKENS, LR, SEED, DATA_DIR, EVAL_AT_END; see
-# rlec/local/config.py) and key=value overrides; NPROC > 1 runs it under torchrun (gloo).
+# No GPU and no DRY_RUN: the local CPU profile (rlec.local.runner, docs/local_run.md). It composes
+# megatron_configs/local.yaml (the cluster's recipe at toy scale), reads the variables of
+# rlec.local.config.ENV_OVERRIDES (MODEL_PATH, STEPS / TOTAL_TRAINING_STEPS, RESUME, OUTPUT_DIR or
+# CHECKPOINT_DIR, SAVE_FREQ, TP, EP, ETP, PP, ROLLOUT_N, TRAIN_BATCH_SIZE, MAX_RESPONSE_LENGTH, LR,
+# SEED, DATA_DIR, TRAIN_FILES, VAL_FILES, EVAL_AT_END) and takes the same hydra overrides;
+# NPROC > 1 runs it under torchrun (gloo).
 if [[ "$DRY_RUN" != 1 ]] && ! has_cuda; then
   echo "run_megatron_rlec.sh: no CUDA GPU here, running the local CPU profile (rlec.local.runner, $NPROC process(es))" >&2
-  for name in LAYOUT PRECISION TRAIN_BATCH_SIZE MAX_RESPONSE_LENGTH TOTAL_TRAINING_STEPS SAVE_FREQ TEST_FREQ NNODES NGPUS_PER_NODE; do
+  for name in LAYOUT PRECISION TEST_FREQ NNODES NGPUS_PER_NODE GPU_MEMORY_GIB DIST_CKPT_PATH LOGGER; do
     if [[ -n "$(printenv "$name" || true)" ]]; then
       echo "run_megatron_rlec.sh: warning: $name applies to cluster runs only; the local profile ignores it" \
            "(its settings: python -m rlec.local.runner --help)" >&2

@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from rlec.eval.cli import HelpFormatter
 from rlec.eval.dataset import EvalItem, load_eval_items
-from rlec.eval.engines import Engine, SamplingSettings, make_engine
+from rlec.generation import Engine, SamplingSettings, make_engine
 from rlec.eval.records import (
     BINARY,
     DEFAULT_TARGETS_SPEC,

@@ -1,75 +1,139 @@
 """Checkpoints of the local run: ``<output_dir>/checkpoints/global_step_<k>/`` (verl's naming).
 
 Each holds a Megatron dist checkpoint (model + optimizer, written atomically by
-``rlec.megatron.save_dist_checkpoint``) with the step and the sampler state as user state, and
-``latest_checkpointed_iteration.txt`` (verl's file name) points at the newest complete one; it is
-replaced atomically only after the checkpoint itself is complete, so an interruption at any
-moment leaves a loadable latest checkpoint.
+``rlec.megatron.save_dist_checkpoint``) with the step, the prompt loader's state and the
+algorithms' state as user state, and the resolved config in ``rlec_checkpoint.json``;
+``latest_checkpointed_iteration.txt`` (verl's tracker file) points at the newest complete one and
+is replaced atomically only after the checkpoint itself is complete.
+
+Finding the checkpoint to resume from starts with verl's ``find_latest_ckpt_path`` and recovers
+from damage an interruption or a hand edit can leave, saying what it did: an unreadable tracker
+file, a tracker naming a missing folder, or a newest checkpoint missing a shard all fall back to
+the newest intact checkpoint (:func:`is_intact`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from rlec.io import atomic_write_text
+from rlec.megatron.checkpoint import METADATA_FILE
 
 LATEST_FILE = "latest_checkpointed_iteration.txt"
 
 
-def checkpoint_dir(out_dir: Path, step: int) -> Path:
+def checkpoint_dir(out_dir: str | Path, step: int) -> Path:
     """Folder of the checkpoint after ``step``."""
     return Path(out_dir) / "checkpoints" / f"global_step_{step}"
 
 
-def latest(out_dir: Path) -> Path | None:
-    """The newest complete checkpoint, or None when there is none.
+def _steps(out_dir: str | Path) -> list[int]:
+    root = Path(out_dir) / "checkpoints"
+    found = []
+    for p in root.glob("global_step_*"):
+        suffix = p.name.rsplit("_", 1)[1]
+        if p.is_dir() and suffix.isdigit():
+            found.append(int(suffix))
+    return sorted(found)
 
-    Raises:
-        FileNotFoundError: the pointer file names a checkpoint folder that does not exist.
+
+def is_intact(path: str | Path) -> bool:
+    """A complete dist checkpoint: Megatron's ``metadata.json``, ``common.pt``, rlec's metadata, and
+    every storage file torch's checkpoint metadata (``.metadata``) references, each long enough
+    for the byte ranges it must hold."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    path = Path(path)
+    if not all((path / name).is_file() for name in ("metadata.json", "common.pt", ".metadata", METADATA_FILE)):
+        return False
+    try:
+        storage = FileSystemReader(str(path)).read_metadata().storage_data
+    except Exception:  # noqa: BLE001 - any unreadable metadata means the checkpoint is not usable
+        return False
+    need: dict[str, int] = {}
+    for info in storage.values():
+        need[info.relative_path] = max(need.get(info.relative_path, 0), int(info.offset) + int(info.length))
+    return all((path / rel).is_file() and (path / rel).stat().st_size >= size for rel, size in need.items())
+
+
+def find_resume(out_dir: str | Path) -> tuple[Path | None, list[str]]:
+    """The checkpoint to resume from, and notes on any damage recovered from.
+
+    Returns:
+        ``(path or None, notes)``: verl's tracker's checkpoint when it is intact, else the newest
+        intact ``global_step_*`` folder (a note says which and why), else None.
     """
-    pointer = Path(out_dir) / "checkpoints" / LATEST_FILE
-    if not pointer.is_file():
-        return None
-    path = checkpoint_dir(out_dir, int(pointer.read_text().strip()))
-    if not path.is_dir():
-        raise FileNotFoundError(f"{pointer} names {path.name}, which is missing: the checkpoint folder was changed by hand")
-    return path
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    root = Path(out_dir) / "checkpoints"
+    notes: list[str] = []
+    tracked = None
+    if (root / LATEST_FILE).exists():
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # verl prints what it finds
+                found = find_latest_ckpt_path(str(root))
+            tracked = Path(found) if found else None
+            if tracked is None:
+                notes.append(f"{root / LATEST_FILE} names a checkpoint folder that does not exist")
+        except (ValueError, OSError) as exc:
+            notes.append(f"{root / LATEST_FILE} is unreadable ({exc})")
+    if tracked is not None and is_intact(tracked):
+        return tracked, notes
+    if tracked is not None:
+        notes.append(f"{tracked} is incomplete (a shard or metadata file is missing)")
+    for step in reversed(_steps(out_dir)):
+        candidate = checkpoint_dir(out_dir, step)
+        if candidate != tracked and is_intact(candidate):
+            if notes:
+                notes.append(f"resuming from the newest intact checkpoint, {candidate.name}")
+            return candidate, notes
+    if _steps(out_dir):
+        notes.append("no intact checkpoint is left")
+    return None, notes
 
 
-def save(policy: Any, optimizer: Any, out_dir: Path, step: int, user_state: dict[str, Any], *, keep: int = 2,
+def saved_config(path: str | Path) -> dict[str, Any]:
+    """The resolved config a checkpoint was written with (``{}`` for checkpoints without one)."""
+    meta = Path(path) / METADATA_FILE
+    try:
+        return json.loads(meta.read_text()).get("config", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def save(policy: Any, optimizer: Any, out_dir: str | Path, step: int, user_state: dict[str, Any], *, keep: int = 2,
          config: dict[str, Any] | None = None) -> Path:
-    """Write the checkpoint after ``step`` (every rank calls), point ``latest`` at it, prune.
+    """Write the checkpoint after ``step`` (every rank calls), point the tracker at it, prune.
 
     Pruning keeps the ``keep`` newest checkpoints at or below ``step`` (>= 1) and removes any
     numbered above it (left by a run this one does not continue).
     """
     from rlec import megatron as meg
+    from rlec.megatron.parallel import barrier, is_rank0
 
     path = checkpoint_dir(out_dir, step)
     meg.save_dist_checkpoint(policy, path, optimizer=optimizer, step=step, user_state=user_state,
-                             metadata={"step": step, "local_run_config": config or {}}, overwrite=True)
-    if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
+                             metadata={"step": step, "config": config or {}}, overwrite=True)
+    if is_rank0():
         atomic_write_text(path.parent / LATEST_FILE, f"{step}\n")
         prune(out_dir, step, keep)
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
+    barrier()
     return path
 
 
-def prune(out_dir: Path, step: int, keep: int) -> list[int]:
+def prune(out_dir: str | Path, step: int, keep: int) -> list[int]:
     """Delete checkpoints numbered above ``step`` and all but the ``keep`` newest at or below it.
 
     Returns:
         The steps whose checkpoints remain, ascending.
     """
-    root = Path(out_dir) / "checkpoints"
-    steps = sorted(int(p.name.rsplit("_", 1)[1]) for p in root.glob("global_step_*") if p.is_dir())
-    below = [s for s in steps if s <= step]
-    kept = below[-max(1, keep):]
+    steps = _steps(out_dir)
+    kept = [s for s in steps if s <= step][-max(1, keep):]
     for old in steps:
         if old not in kept:
             shutil.rmtree(checkpoint_dir(out_dir, old), ignore_errors=True)

@@ -1,125 +1,267 @@
-"""Configuration of the local run: ``megatron_configs/local/cpu.yaml`` < environment < CLI.
+"""Configuration of the local run: the one schema (``megatron_configs/local.yaml`` on ``recipe.yaml``).
 
-The YAML holds every default (one place). Environment variables named in
-:data:`ENV_OVERRIDES` override it (the launcher's interface: ``MODEL_PATH=... STEPS=20 bash
-tools/run_megatron_rlec.sh``), and ``key=value`` arguments override both
-(``python -m rlec.local.runner rollout.n=8 trainer.steps=3``).
+The local run reads verl's own keys (``data.train_batch_size``, ``actor_rollout_ref.rollout.n``,
+``actor_rollout_ref.actor.clip_ratio_low``, ``algorithm.adv_estimator``, ``rlec.schedule.*`` ...)
+with the meaning they have on the cluster; :data:`LOCAL_KEYS` lists every key it reads. Values
+come from, in increasing precedence: ``megatron_configs/local.yaml`` (which composes the cluster's
+``recipe.yaml``), the environment variables of :data:`ENV_OVERRIDES` (the launcher's interface:
+``MODEL_PATH=... STEPS=20 bash tools/run_megatron_rlec.sh``), and ``key=value`` arguments.
+
+Settings of verl's trainer that the local run does not implement (e.g. ``ppo_epochs > 1``, a KL
+loss, dynamic batch sizes) are refused with the key and the reason, never silently ignored.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlec.config import REPO_ROOT
+from rlec.config import LOCAL_CONFIG, compose, select
 
-DEFAULT_CONFIG = REPO_ROOT / "megatron_configs" / "local" / "cpu.yaml"
+ACTOR = "actor_rollout_ref.actor"
+MEGATRON = f"{ACTOR}.megatron"
+ROLLOUT = "actor_rollout_ref.rollout"
 
-# environment variable -> config key
-ENV_OVERRIDES: dict[str, str] = {
-    "MODEL_PATH": "model.path",
-    "DATA_DIR": "data.dir",
-    "TP": "layout.tp",
-    "EP": "layout.ep",
-    "ETP": "layout.etp",
-    "PP": "layout.pp",
-    "STEPS": "trainer.steps",
-    "SEED": "trainer.seed",
-    "OUTPUT_DIR": "trainer.output_dir",
-    "CHECKPOINT_DIR": "trainer.output_dir",
-    "SAVE_EVERY": "trainer.save_every",
-    "RESUME": "trainer.resume",
-    "ROLLOUT_N": "rollout.n",
-    "PROMPTS_PER_STEP": "rollout.prompts_per_step",
-    "MAX_NEW_TOKENS": "rollout.max_new_tokens",
-    "LR": "actor.lr",
-    "EVAL_AT_END": "eval.at_end",
+# environment variable -> config keys it sets (value transformed by _env_value)
+ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "MODEL_PATH": ("actor_rollout_ref.model.path",),
+    "DATA_DIR": ("data.train_files", "data.val_files"),
+    "TRAIN_FILES": ("data.train_files",),
+    "VAL_FILES": ("data.val_files",),
+    "TP": (f"{MEGATRON}.tensor_model_parallel_size",),
+    "EP": (f"{MEGATRON}.expert_model_parallel_size",),
+    "ETP": (f"{MEGATRON}.expert_tensor_parallel_size",),
+    "PP": (f"{MEGATRON}.pipeline_model_parallel_size",),
+    "STEPS": ("trainer.total_training_steps",),
+    "TOTAL_TRAINING_STEPS": ("trainer.total_training_steps",),
+    "SEED": ("data.seed", f"{ROLLOUT}.seed"),
+    "OUTPUT_DIR": ("trainer.default_local_dir",),
+    "CHECKPOINT_DIR": ("trainer.default_local_dir",),
+    "SAVE_EVERY": ("trainer.save_freq",),
+    "SAVE_FREQ": ("trainer.save_freq",),
+    "RESUME": ("trainer.resume_mode",),
+    "ROLLOUT_N": (f"{ROLLOUT}.n",),
+    "PROMPTS_PER_STEP": ("data.train_batch_size",),
+    "TRAIN_BATCH_SIZE": ("data.train_batch_size",),
+    "MAX_NEW_TOKENS": ("data.max_response_length",),
+    "MAX_RESPONSE_LENGTH": ("data.max_response_length",),
+    "LR": (f"{ACTOR}.optim.lr",),
+    "EVAL_AT_END": ("rlec.local.eval.at_end",),
+}
+
+# Every key the local run reads, with what it means there (shown by --help). The meaning is the
+# cluster's; "local" marks the rlec.local settings the cluster does not have.
+LOCAL_KEYS: dict[str, str] = {
+    "actor_rollout_ref.model.path": "Hugging Face Qwen3 / Qwen3-MoE folder; null = the tiny random Qwen3-MoE",
+    "data.train_files": "prepared train parquet (python -m rlec.data.prepare)",
+    "data.val_files": "prepared evaluation parquet (final evaluation)",
+    "data.custom_cls.path": "optional prompt dataset class (e.g. rlec's verifiable environments)",
+    "data.train_batch_size": "prompts per step (groups)",
+    "data.max_prompt_length": "longer prompts are filtered out (data.filter_overlong_prompts)",
+    "data.max_response_length": "response length limit in tokens",
+    "data.seed": "prompt order (verl's sampler seed)",
+    f"{ROLLOUT}.n": "responses per prompt (the group size)",
+    f"{ROLLOUT}.temperature": "sampling temperature (also divides the logits of the log-probs)",
+    f"{ROLLOUT}.top_p": "nucleus sampling mass",
+    f"{ROLLOUT}.seed": "base seed of the rollout sampling (one stream per step)",
+    "algorithm.adv_estimator": "verl advantage estimator (grpo; rlec_passk when registered)",
+    "algorithm.norm_adv_by_std_in_grpo": "false = mean-only group advantage r - mean(group)",
+    f"{ACTOR}.ppo_mini_batch_size": "prompts per optimizer step",
+    f"{ACTOR}.ppo_micro_batch_size_per_gpu": "rows per forward/backward",
+    f"{ACTOR}.clip_ratio_low": "PPO clip (lower)",
+    f"{ACTOR}.clip_ratio_high": "PPO clip (upper; clip-higher)",
+    f"{ACTOR}.clip_ratio_c": "dual-clip bound for negative advantages",
+    f"{ACTOR}.loss_agg_mode": "loss aggregation (token-mean, seq-mean-token-mean, ...)",
+    f"{ACTOR}.policy_loss.loss_mode": "verl policy loss (vanilla, ...)",
+    f"{ACTOR}.optim.lr": "learning rate (Adam)",
+    f"{ACTOR}.optim.lr_warmup_steps": "linear warm-up steps from optim.lr_warmup_init (0 = none)",
+    f"{ACTOR}.optim.weight_decay": "decoupled weight decay",
+    f"{ACTOR}.optim.clip_grad": "gradient-norm clip",
+    f"{MEGATRON}.tensor_model_parallel_size": "TP (torchrun processes: NPROC)",
+    f"{MEGATRON}.expert_model_parallel_size": "EP",
+    f"{MEGATRON}.expert_tensor_parallel_size": "ETP (null = TP)",
+    f"{MEGATRON}.pipeline_model_parallel_size": "PP",
+    f"{MEGATRON}.override_transformer_config": "extra Megatron TransformerConfig fields (router settings)",
+    "rlec.schedule": "b from start_value to end_value over [start_step, end_step]",
+    "rlec.grading.timeout_s": "math-verify per-item limit, seconds",
+    "rlec.metrics.target_bucket_edges": "target buckets of the rlec/... metrics",
+    "trainer.total_training_steps": "steps",
+    "trainer.save_freq": "dist checkpoint (model, optimizer, prompt sampler) every k steps",
+    "trainer.max_actor_ckpt_to_keep": "checkpoints kept",
+    "trainer.default_local_dir": "output folder: checkpoints/, metrics.jsonl, tensorboard/, hf_final/, eval/",
+    "trainer.resume_mode": "auto: continue a compatible run in the output folder; disable: start fresh",
+    "trainer.logger": "tensorboard and/or console (metrics.jsonl is always written)",
+    "rlec.local": "local only: tiny_seed, prepare_data_if_missing, scripted_fraction, threads, eval.*",
+}
+
+# verl settings the local run does not implement: key -> (value it supports, why)
+UNSUPPORTED: dict[str, tuple[Any, str]] = {
+    f"{ACTOR}.ppo_epochs": (1, "the local update makes one pass over the batch"),
+    f"{ACTOR}.use_kl_loss": (False, "the local run has no reference model"),
+    "algorithm.use_kl_in_reward": (False, "the local run has no reference model"),
+    f"{ACTOR}.entropy_coeff": (0, "the local loss has no entropy bonus"),
+    f"{ACTOR}.use_dynamic_bsz": (False, "the local update uses fixed micro-batches (ppo_micro_batch_size_per_gpu)"),
+    f"{ACTOR}.shuffle": (False, "mini-batches are taken in order"),
+    f"{MEGATRON}.context_parallel_size": (1, "no context parallel on CPU"),
+    f"{MEGATRON}.virtual_pipeline_model_parallel_size": (None, "no virtual pipeline stages on CPU"),
 }
 
 
-def load_config(
-    overrides: Sequence[str] = (), env: Mapping[str, str] | None = None, path: str | Path = DEFAULT_CONFIG
-) -> DictConfig:
-    """The resolved local-run config.
+# What the local run may set differently from the cluster: scale (batch, lengths, steps, learning
+# rate), layout (one CPU process per rank, no offload, no fused kernels), paths and names, and the
+# rlec.local section. Everything else, the algorithm above all, is the cluster's value
+# (tests/test_config.py composes both and checks it).
+SCALE_KEYS: tuple[str, ...] = (
+    "data.train_batch_size", "data.max_response_length", "data.dataloader_num_workers",
+    "actor_rollout_ref.model.path", "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.use_dynamic_bsz",
+    "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.lr_warmup_steps", "actor_rollout_ref.rollout.n",
+    "actor_rollout_ref.rollout.name", "actor_rollout_ref.actor.megatron.", "trainer.nnodes", "trainer.n_gpus_per_node",
+    "trainer.total_training_steps", "trainer.save_freq", "trainer.max_actor_ckpt_to_keep", "trainer.default_local_dir",
+    "trainer.experiment_name", "rlec.local.", "rlec.check.",
+    # verl's interpolations of the keys above (rollout_n, response_length, token budgets, ...)
+    "actor_rollout_ref.actor.rollout_n", "actor_rollout_ref.ref.", "critic.", "distillation.",
+    "actor_rollout_ref.rollout.response_length", "actor_rollout_ref.rollout.n_gpus_per_node",
+    "actor_rollout_ref.rollout.prometheus.served_model_name", "actor_rollout_ref.rollout.trace.experiment_name",
+    "actor_rollout_ref.rollout.gpu_memory_utilization", "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+    "actor_rollout_ref.rollout.max_num_batched_tokens", "actor_rollout_ref.rollout.tensor_model_parallel_size",
+)
 
-    Args:
-        overrides: ``key=value`` strings (OmegaConf dotlist).
-        env: environment to read :data:`ENV_OVERRIDES` from (default ``os.environ``).
-        path: the YAML with the defaults.
 
-    Returns:
-        A read-only ``DictConfig``.
+class LocalConfigError(ValueError):
+    """A local-run setting is malformed or not supported (the message names the key)."""
+
+
+def env_overrides(env: Mapping[str, str] | None = None) -> list[str]:
+    """Hydra overrides from the environment variables of :data:`ENV_OVERRIDES` that are set.
 
     Raises:
-        FileNotFoundError: ``path`` is missing.
-        ValueError: an override names a key that is not in the YAML, or a value is out of range
-            (the message names the key).
+        LocalConfigError: ``RESUME`` is not one of the accepted spellings.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: local-run config not found")
-    base = OmegaConf.load(path)
-    OmegaConf.set_struct(base, True)  # unknown keys are errors, not silent additions
     env = os.environ if env is None else env
-    from_env = [f"{key}={_env_value(var, env[var])}" for var, key in ENV_OVERRIDES.items() if env.get(var, "") != ""]
+    out = []
+    for var, keys in ENV_OVERRIDES.items():
+        value = env.get(var, "")
+        if value == "":
+            continue
+        for key in keys:
+            out.append(f"{key}={_env_value(var, key, value)}")
+        if var == "TP" and value.strip().isdigit():  # Megatron (and mbridge) run MoE with TP > 1 sequence parallel
+            out.append(f"{MEGATRON}.sequence_parallel={str(int(value) > 1).lower()}")
+    return out
+
+
+def _env_value(var: str, key: str, value: str) -> str:
+    if var == "RESUME":
+        low = value.strip().lower()
+        if low in ("1", "true", "yes", "auto"):
+            return "auto"
+        if low in ("0", "false", "no", "disable", "never"):
+            return "disable"
+        raise LocalConfigError(f"RESUME={value!r}: expected 1/true/auto (resume a compatible run) or 0/false/disable (start fresh)")
+    if var == "DATA_DIR":
+        name = "train.parquet" if key == "data.train_files" else "test.parquet"
+        return os.path.join(value, name)
+    return value
+
+
+def load_config(overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> DictConfig:
+    """The resolved local-run config (read-only).
+
+    Args:
+        overrides: Hydra overrides (``key=value``); they win over the environment.
+        env: environment to read :data:`ENV_OVERRIDES` from (default ``os.environ``).
+
+    Raises:
+        LocalConfigError: an override names an unknown key or is malformed, a value is out of
+            range, or a setting is one the local run does not implement (the message names the key).
+    """
     try:
-        cfg = OmegaConf.merge(base, OmegaConf.from_dotlist(from_env), OmegaConf.from_dotlist(list(overrides)))
-    except Exception as exc:  # omegaconf raises several types; one clear message
-        raise ValueError(f"bad override ({exc}); keys must exist in {path}") from None
-    _check(cfg)
+        cfg = compose([*env_overrides(env), *overrides], config_name=LOCAL_CONFIG)
+    except LocalConfigError:
+        raise
+    except Exception as exc:  # Hydra / OmegaConf raise many types: one line naming the problem
+        raise LocalConfigError(f"bad setting: {str(exc).splitlines()[0]} (python -m rlec.local.runner --help lists the keys)") from None
+    check(cfg)
     OmegaConf.set_readonly(cfg, True)
     return cfg
 
 
-def _env_value(var: str, value: str) -> str:
-    """RESUME follows both conventions: 1/true/yes/auto resume, 0/false/no/disable start fresh."""
-    if var == "RESUME":
-        low = value.strip().lower()
-        if low in ("1", "true", "yes", "auto"):
-            return "true"
-        if low in ("0", "false", "no", "disable", "never"):
-            return "false"
-        raise ValueError(f"RESUME={value!r}: expected 1/true/auto (resume) or 0/false/disable (start fresh)")
-    return value
+def check(cfg: Any) -> None:
+    """Refuse settings the local run cannot honour.
 
-
-def _check(cfg: DictConfig) -> None:
-    positive = ["rollout.prompts_per_step", "rollout.n", "rollout.max_new_tokens", "trainer.steps", "trainer.save_every",
-                "actor.micro_batch_size", "actor.ppo_mini_batch_size", "layout.tp", "layout.ep", "layout.pp"]
+    Raises:
+        LocalConfigError: naming the first offending key, its value and the rule.
+    """
+    positive = ["data.train_batch_size", f"{ROLLOUT}.n", "data.max_response_length", "trainer.total_training_steps",
+                "trainer.save_freq", f"{ACTOR}.ppo_mini_batch_size", f"{ACTOR}.ppo_micro_batch_size_per_gpu",
+                f"{MEGATRON}.tensor_model_parallel_size", f"{MEGATRON}.expert_model_parallel_size",
+                f"{MEGATRON}.pipeline_model_parallel_size", "trainer.max_actor_ckpt_to_keep"]
     for key in positive:
-        value = OmegaConf.select(cfg, key)
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{key} must be a positive integer, got {value!r}")
-    if not cfg.rollout.temperature > 0 or not 0 < cfg.rollout.top_p <= 1:
-        raise ValueError(f"rollout.temperature must be > 0 and rollout.top_p in (0, 1], got {cfg.rollout.temperature}, {cfg.rollout.top_p}")
-    frac = cfg.rollout.scripted_fraction
+        value = select(cfg, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise LocalConfigError(f"{key} must be a positive integer, got {value!r}")
+    for key, (supported, why) in UNSUPPORTED.items():
+        value = select(cfg, key)
+        if value is not None and value != supported and not (supported == 0 and value == 0.0):
+            raise LocalConfigError(f"{key}={value!r} is not supported by the local run ({why}); use {supported!r}")
+    tp, sp = select(cfg, f"{MEGATRON}.tensor_model_parallel_size"), bool(select(cfg, f"{MEGATRON}.sequence_parallel", False))
+    if sp != (tp > 1):
+        raise LocalConfigError(f"{MEGATRON}.sequence_parallel={sp} with tensor_model_parallel_size={tp}: mbridge builds the "
+                               "model sequence parallel exactly when TP > 1 (Megatron requires it for MoE); set it to "
+                               f"{str(tp > 1).lower()} (the TP environment variable does)")
+    temperature, top_p = float(select(cfg, f"{ROLLOUT}.temperature")), float(select(cfg, f"{ROLLOUT}.top_p"))
+    if not temperature > 0 or not 0 < top_p <= 1:
+        raise LocalConfigError(f"{ROLLOUT}.temperature must be > 0 and {ROLLOUT}.top_p in (0, 1], got {temperature}, {top_p}")
+    if int(select(cfg, f"{ROLLOUT}.n")) < 2:
+        raise LocalConfigError(f"{ROLLOUT}.n must be >= 2: a group of one has no baseline (its advantage is its raw reward)")
+    if not float(select(cfg, f"{ACTOR}.optim.lr")) > 0:
+        raise LocalConfigError(f"{ACTOR}.optim.lr must be > 0, got {select(cfg, f'{ACTOR}.optim.lr')}")
+    if str(select(cfg, f"{ACTOR}.optim.lr_decay_style", "constant")) != "constant":
+        raise LocalConfigError(f"{ACTOR}.optim.lr_decay_style={select(cfg, f'{ACTOR}.optim.lr_decay_style')!r} is not "
+                               "supported by the local run (constant after the warm-up)")
+    if not float(select(cfg, f"{ACTOR}.clip_ratio_c", 3.0)) > 1:
+        raise LocalConfigError(f"{ACTOR}.clip_ratio_c must be > 1 (verl's dual clip), got {select(cfg, f'{ACTOR}.clip_ratio_c')}")
+    frac = select(cfg, "rlec.local.scripted_fraction")
     if frac is not None and not 0.0 <= float(frac) < 1.0:
-        raise ValueError(f"rollout.scripted_fraction must be in [0, 1) or null, got {frac!r}")
-    from rlec.local.update import LOSS_AGG_MODES
+        raise LocalConfigError(f"rlec.local.scripted_fraction must be in [0, 1) or null, got {frac!r}")
+    threads = select(cfg, "rlec.local.threads", 0)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise LocalConfigError(f"rlec.local.threads must be an integer >= 0 (0 = cores / processes), got {threads!r}")
+    if str(select(cfg, "trainer.resume_mode")) not in ("auto", "disable"):
+        raise LocalConfigError(f"trainer.resume_mode must be 'auto' or 'disable' in the local run, got {select(cfg, 'trainer.resume_mode')!r}")
+    loggers = set(select(cfg, "trainer.logger", []) or [])
+    if loggers - {"console", "tensorboard", "file"}:
+        raise LocalConfigError(f"trainer.logger: the local run writes console, tensorboard (and always metrics.jsonl), got {sorted(loggers)}")
+    end = select(cfg, "rlec.schedule.end_step") or select(cfg, "trainer.total_training_steps")
+    if int(end) <= int(select(cfg, "rlec.schedule.start_step", 1)):
+        raise LocalConfigError(f"the b schedule needs at least two steps, but it would end at step {end}: with "
+                               "trainer.total_training_steps=1 set rlec.schedule.end_step >= 2")
+    if select(cfg, "data.train_files") is None:
+        raise LocalConfigError("data.train_files must name the prepared train parquet")
 
-    if cfg.actor.loss_agg_mode not in LOSS_AGG_MODES:
-        raise ValueError(f"actor.loss_agg_mode must be one of {LOSS_AGG_MODES}, got {cfg.actor.loss_agg_mode!r}")
-    if not cfg.actor.clip_ratio_c > 1:
-        raise ValueError(f"actor.clip_ratio_c must be > 1 (verl's dual clip), got {cfg.actor.clip_ratio_c}")
-    if not cfg.actor.lr > 0:
-        raise ValueError(f"actor.lr must be > 0, got {cfg.actor.lr}")
-    if cfg.rollout.n < 2:
-        raise ValueError("rollout.n must be >= 2: a group of one has no baseline (its advantage is its raw reward)")
+
+def settings_help(cfg: Any) -> str:
+    """Every key the local run reads, its value and meaning, plus the environment variables."""
+    lines = ["Settings (key=value arguments; verl's keys, with the meaning they have on the cluster):", ""]
+    for key, meaning in LOCAL_KEYS.items():
+        value = select(cfg, key)
+        if OmegaConf.is_config(value):
+            value = OmegaConf.to_container(value, resolve=True)
+        lines.append(f"  {key} = {value!r}\n      {meaning}")
+    lines += ["", "Environment variables (the launcher's interface; key=value arguments win):", ""]
+    lines += [f"  {var:<22} -> {', '.join(keys)}" for var, keys in ENV_OVERRIDES.items()]
+    lines += ["", "Not supported locally (refused): " + ", ".join(f"{k}!={v!r}" for k, (v, _) in UNSUPPORTED.items())]
+    return "\n".join(lines)
 
 
-def schedule_steps(cfg: DictConfig) -> int:
-    """Steps over which b goes from ``b_start`` to ``b_end`` (default: the whole run, min 2)."""
-    return int(cfg.reward.schedule_steps or max(2, cfg.trainer.steps))
-
-
-def to_yaml(cfg: DictConfig) -> str:
+def to_yaml(cfg: Any) -> str:
     """The resolved config as YAML (saved beside the checkpoints)."""
     return OmegaConf.to_yaml(cfg, resolve=True)
 
 
-def as_dict(cfg: DictConfig) -> dict[str, Any]:
-    """Plain dict copy."""
+def as_dict(cfg: Any) -> dict[str, Any]:
+    """Plain dict copy of the resolved config."""
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]

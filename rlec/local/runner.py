@@ -1,183 +1,299 @@
 """The local RLEC run: the whole training loop on CPU, with the real Megatron update.
 
-    python -m rlec.local.runner [key=value ...]                    # one process
-    torchrun --nproc_per_node 4 -m rlec.local.runner layout.tp=2 layout.ep=2   # TP2 x EP2 (gloo)
-    bash tools/run_megatron_rlec.sh                                # what the launcher does without GPUs
+    python -m rlec.local.runner [key=value ...]                                   # one process
+    torchrun --nproc_per_node 4 -m rlec.local.runner \\
+        actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \\
+        actor_rollout_ref.actor.megatron.expert_model_parallel_size=2            # TP2 x EP2 (gloo)
+    bash tools/run_megatron_rlec.sh                                               # what the launcher does without GPUs
+    python -m rlec.local.runner --help                                            # every setting, with its value
 
-Per step (verl's trainer does the same on GPUs; every piece but the orchestration is shared):
+The config is the cluster's (``megatron_configs/local.yaml`` composes ``recipe.yaml``, see
+:mod:`rlec.local.config`). Per step (verl's trainer does the same on GPUs; every piece but the
+orchestration is shared):
 
-1. prompts: the next ``prompts_per_step`` rows of the prepared train parquet (seeded sampler);
-2. rollout: ``n`` responses per prompt with the HF model (``rlec.local.rollout``), rank 0;
-3. score: ``rlec.reward.batch.score_batch`` (the verl plugin's scoring) with b from the schedule;
-4. advantage: verl's ``grpo`` estimator with ``norm_adv_by_std_in_grpo=False`` (mean-only);
-5. update: old log-probs from the pre-update Megatron policy, then verl's ``vanilla`` policy
-   loss (clip 0.2 / 0.28, token-mean over the global batch) through Megatron's forward-backward
-   schedule and optimizer, each data-parallel rank on its slice of the batch;
-6. weight sync: the Megatron weights exported to HF names through mbridge and loaded into the HF
-   rollout model; one tensor is compared for exact equality every step;
-7. log: console (tqdm), ``metrics.jsonl``, TensorBoard.
+1. prompts: the next ``data.train_batch_size`` prompts from verl's dataset and stateful
+   dataloader (:mod:`rlec.local.data`), rank 0;
+2. rollout: ``n_i`` responses per prompt with rlec's generation engine on the HF rollout model
+   (:mod:`rlec.local.rollout`), at the step's temperature (algorithm hooks may plan both);
+3. score: ``rlec.reward.batch.score_batch`` (the verl reward manager's scoring) with b from
+   ``rlec.reward.schedule.schedule_from_config``;
+4. advantage: verl's ``compute_advantage`` with ``algorithm.adv_estimator``;
+5. update: old log-probs and the exact entropy from the pre-update policy, then the configured
+   verl policy loss per PPO mini-batch through Megatron's schedule and optimizer, each
+   data-parallel rank on its slice (:mod:`rlec.local.update`);
+6. weight sync: Megatron weights exported through mbridge into the HF rollout model, one tensor
+   compared bit for bit every step;
+7. log: progress bar, ``metrics.jsonl``, TensorBoard (verl's ``Tracking``); verl's metric names
+   (``critic/score/mean``, ``actor/entropy``, ``timing_s/gen``, ...) plus ``rlec/...``.
 
-Checkpoints (every ``trainer.save_every`` steps) hold the Megatron dist checkpoint with the
-optimizer state, the step and the sampler state; ``trainer.resume=true`` continues from the
-latest, reproducing the uninterrupted run's metrics (sampling is seeded by step).
+Checkpoints (every ``trainer.save_freq`` steps and at the end) hold the Megatron dist checkpoint
+with the optimizer, the step, the prompt loader's and the hooks' state and the resolved config;
+rerunning the same command resumes a compatible run (:mod:`rlec.local.setup` has the rule).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
-from rlec.io import atomic_write_text
+from rlec.config import select
 from rlec.local import checkpoint as ckpt
-from rlec.local.config import as_dict, load_config, schedule_steps, to_yaml
-from rlec.local.data import PromptSampler, load_rows
-from rlec.local.setup import LocalRunError, ensure_data, ensure_model, log0, preflight, start_fresh_or_find_resume
+from rlec.local.config import LocalConfigError, as_dict, load_config, settings_help, to_yaml
+from rlec.local.setup import LocalRunError, ensure_data, ensure_model, log0, plan_start, preflight
+
+# Third-party messages that say nothing actionable about a CPU run (RLEC_VERBOSE=1 keeps them).
+QUIET_WARNINGS = ("Apex is not installed", "Transformer Engine", "transformer_engine", "TE ", "torch.distributed",
+                  "`torch_dtype` is deprecated", "The given NumPy array is not writable")
+QUIET_LOGGERS = ("megatron", "mbridge", "transformers", "datasets", "verl", "torch.distributed", "root")
+
+
+def quiet_third_party() -> None:
+    """Silence library warnings and info logs that flood a CPU run (kept with ``RLEC_VERBOSE=1``)."""
+    if os.environ.get("RLEC_VERBOSE", "") not in ("", "0"):
+        return
+    for text in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=f".*{text}.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """Run the local training loop; returns the last step's metrics (rank 0; {} elsewhere)."""
-    from transformers import AutoModelForCausalLM
-
-    from rlec import megatron as meg
-    from rlec.reward.batch import score_batch
-    from rlec.local import update
-    from rlec.local.logger import MetricsLogger
-    from rlec.local.rollout import generate, inject_scripted
-    from rlec.models import load_tokenizer
-    from rlec.reward.metrics import reward_metrics
-    from rlec.reward.formula import LinearSchedule
-
+    """Run the local training loop (then the final evaluation); returns the last step's metrics (rank 0)."""
+    quiet_third_party()
     try:
         cfg = load_config(overrides)
-    except (ValueError, FileNotFoundError) as exc:
+    except LocalConfigError as exc:
         raise LocalRunError(str(exc)) from None
-    out_dir = Path(cfg.trainer.output_dir)
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    layout = preflight(cfg, world)  # before any work: bad layouts, models and data fail here
-    threads = int(cfg.trainer.threads) or max(1, (os.cpu_count() or 1) // world)
+    layout = preflight(cfg, world)  # before any work: bad layouts, models, data and output folders fail here
+    out_dir = Path(str(cfg.trainer.default_local_dir))
+    threads = int(select(cfg, "rlec.local.threads", 0)) or max(1, (os.cpu_count() or 1) // world)
     torch.set_num_threads(threads)
-    meg.init_parallel(layout, seed=int(cfg.trainer.seed))
-    rank = torch.distributed.get_rank()
+
+    from rlec import megatron as meg
+    from rlec.megatron.parallel import is_rank0
+
+    meg.init_parallel(layout, seed=int(cfg.data.seed))
+    start = plan_start(cfg, out_dir)
+    for note in start.notes:
+        log0(note)
+    if start.schedule_end is not None:
+        cfg = _with(cfg, {"rlec.schedule.end_step": start.schedule_end})
     out_dir.mkdir(parents=True, exist_ok=True)
     train_path = ensure_data(cfg)
-    try:
-        rows = load_rows(train_path)  # before the model is built: a bad file leaves nothing behind
-    except (FileNotFoundError, ValueError) as exc:
-        raise LocalRunError(str(exc)) from None
+    if is_rank0():
+        from rlec.local.data import check_parquet
+
+        try:
+            check_parquet(train_path)  # before the model is built: a bad file leaves nothing behind
+        except (FileNotFoundError, ValueError) as exc:
+            raise LocalRunError(str(exc)) from None
     model_path = ensure_model(cfg, out_dir)
-    resume_from = start_fresh_or_find_resume(cfg, out_dir)
-    sampler = PromptSampler(len(rows), seed=int(cfg.trainer.seed))
-    schedule = LinearSchedule(end_step=schedule_steps(cfg), start_value=cfg.reward.b_start, end_value=cfg.reward.b_end)
+    scripted_fraction = select(cfg, "rlec.local.scripted_fraction")
+    if scripted_fraction is None:
+        scripted_fraction = 0.0 if select(cfg, "actor_rollout_ref.model.path") else 0.25
+    cfg = _with(cfg, {"rlec.local.scripted_fraction": float(scripted_fraction)})
+    return _train(cfg, layout, out_dir, model_path, start, world, threads)
+
+
+def _with(cfg: Any, values: dict[str, Any]) -> Any:
+    """A read-only copy of ``cfg`` with dotted keys set."""
+    from omegaconf import OmegaConf
+
+    new = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    for key, value in values.items():
+        OmegaConf.update(new, key, value, merge=False)
+    OmegaConf.set_readonly(new, True)
+    return new
+
+
+def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, world: int, threads: int) -> dict[str, Any]:
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM
+    from verl.trainer.ppo.metric_utils import compute_data_metrics, compute_timing_metrics
+
+    from rlec import megatron as meg
+    from rlec.generation import HFEngine
+    from rlec.local import update
+    from rlec.local.data import PromptLoader
+    from rlec.local.hooks import RolloutPlan, build_hooks
+    from rlec.local.logger import MetricsLogger
+    from rlec.local.rollout import inject_scripted, rollout, rollout_metrics
+    from rlec.megatron.parallel import broadcast_object, is_rank0
+    from rlec.models import load_tokenizer
+    from rlec.reward.batch import DEFAULT_BUCKET_EDGES, score_batch
+    from rlec.reward.metrics import reward_metrics
+    from rlec.reward.schedule import schedule_from_config
 
     t0 = time.perf_counter()
-    policy = meg.build_model(model_path, layout, load_weights=True, wrap_ddp=True)
-    optimizer = meg.build_optimizer(policy, lr=cfg.actor.lr, weight_decay=cfg.actor.weight_decay, clip_grad=cfg.actor.clip_grad)
-    start_step = 0
-    if resume_from is not None:
-        state = meg.load_dist_checkpoint(policy, resume_from, optimizer=optimizer)
-        start_step = int(state["step"])
-        sampler.load_state_dict(state["user_state"]["sampler"])
-        log0(f"resumed from {resume_from} (step {start_step})")
+    rank0 = is_rank0()
     tokenizer = load_tokenizer(model_path)
-    rollout_model = None
-    if rank == 0:
+    loader = PromptLoader(cfg, tokenizer) if rank0 else None
+    hooks = build_hooks(cfg, loader) if rank0 else []
+    schedule = schedule_from_config(cfg)
+    actor = cfg.actor_rollout_ref.actor
+    router = {k: v for k, v in (select(cfg, "actor_rollout_ref.actor.megatron.override_transformer_config", {}) or {}).items()
+              if k.startswith("moe_router") or k == "moe_aux_loss_coeff"}
+    policy = meg.build_model(model_path, layout, load_weights=True, wrap_ddp=True, config_overrides=router)
+    optimizer = meg.build_optimizer(policy, lr=float(actor.optim.lr), weight_decay=float(actor.optim.weight_decay),
+                                    clip_grad=float(actor.optim.clip_grad))
+    start_step = 0
+    if start.resume_from is not None:
+        state = meg.load_dist_checkpoint(policy, start.resume_from, optimizer=optimizer)
+        start_step = int(state["step"])
+        if rank0:
+            loader.load_state_dict(state["user_state"]["loader"])
+            for hook in hooks:
+                hook.load_state_dict(state["user_state"].get("hooks", {}).get(hook.name, {}))
+        log0(f"resumed from {start.resume_from} (step {start_step})")
+    rollout_model = engine = None
+    if rank0:
         rollout_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        engine = HFEngine(rollout_model, tokenizer)
+        from rlec.io import atomic_write_text
+
         atomic_write_text(out_dir / "config.yaml", to_yaml(cfg))
     update.sync_weights(policy, rollout_model)  # resumed weights reach the rollout model too
-    logger = MetricsLogger(out_dir, resume_step=start_step if cfg.trainer.resume else None) if rank == 0 else None
-    log0(f"ready in {time.perf_counter() - t0:.1f}s: {len(rows)} prompts, layout {layout.as_dict()}, "
-          f"{world} process(es) x {threads} thread(s), model {model_path}")
-    scripted_fraction = cfg.rollout.scripted_fraction
-    if scripted_fraction is None:
-        scripted_fraction = 0.0 if cfg.model.path else 0.25
-    if not cfg.model.path:
+    logger = None
+    if rank0:
+        logger = MetricsLogger(out_dir, resume_step=start_step if start.resume_from is not None else None,
+                               backends=tuple(select(cfg, "trainer.logger", []) or []),
+                               project=str(cfg.trainer.project_name), experiment=str(cfg.trainer.experiment_name))
+        for note in logger.notes:
+            log0(note)
+    total = int(cfg.trainer.total_training_steps)
+    n, prompts = int(cfg.actor_rollout_ref.rollout.n), int(cfg.data.train_batch_size)
+    scripted_fraction = float(cfg.rlec.local.scripted_fraction)
+    timeout_s = float(select(cfg, "rlec.grading.timeout_s", 5.0))
+    edges = tuple(float(e) for e in (select(cfg, "rlec.metrics.target_bucket_edges") or DEFAULT_BUCKET_EDGES))
+    config = update.actor_config(cfg)
+    log0(f"ready in {time.perf_counter() - t0:.1f}s: {len(loader.dataset) if rank0 else '?'} prompts, layout {layout.as_dict()}, "
+         f"{world} process(es) x {threads} thread(s), model {model_path}")
+    if not select(cfg, "actor_rollout_ref.model.path"):
         log0("the tiny model has random weights: its own answers are noise and it learns nothing useful")
     if scripted_fraction:
-        log0(f"rollout.scripted_fraction={scripted_fraction}: that share of each group is replaced by a scripted "
-              "answer (gold or I don't know) so groups have reward variance and the update is non-zero; "
-              "set rollout.scripted_fraction=0 for real training")
-
-    from tqdm import tqdm
+        log0(f"rlec.local.scripted_fraction={scripted_fraction}: that share of each group is replaced by a scripted answer "
+             "(gold or I don't know) so groups have reward variance and the update is non-zero; set it to 0 for real training")
+    if start_step >= total:
+        log0(f"the run in {out_dir} is complete (step {start_step} of {total}); re-running its final steps only")
 
     last: dict[str, Any] = {}
-    bar = tqdm(range(start_step + 1, cfg.trainer.steps + 1), desc="rlec local", disable=rank != 0, initial=start_step, total=cfg.trainer.steps)
+    bar = tqdm(range(start_step + 1, total + 1), desc="rlec local", disable=not rank0, initial=start_step, total=total,
+               file=sys.stdout, dynamic_ncols=True)
     for step in bar:
-        times: dict[str, float] = {}
-        payload = None
-        if rank == 0:
+        timing: dict[str, float] = {}
+        data = None
+        t_step = time.perf_counter()
+        if rank0:
             t = time.perf_counter()
-            picked = [rows[i] for i in sampler.next_indices(cfg.rollout.prompts_per_step)]
-            batch = generate(rollout_model, tokenizer, [r.messages for r in picked], [r.uid for r in picked],
-                             n=cfg.rollout.n, max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                             top_p=cfg.rollout.top_p, seed=int(cfg.trainer.seed) * 100_003 + step)
-            gen_metrics = update.rollout_metrics(batch)  # before scripted answers replace any row
-            scripted = inject_scripted(batch, tokenizer, [r.ground_truth for r in picked], cfg.rollout.n,
-                                       scripted_fraction, seed=int(cfg.trainer.seed) * 7919 + step)
-            times["timing_s/gen"] = time.perf_counter() - t
+            batch = loader.next_batch()
+            plan = RolloutPlan(float(cfg.actor_rollout_ref.rollout.temperature), [n] * prompts)
+            for hook in hooks:
+                hook.plan_rollout(step, batch, plan)
+            data = rollout(engine, batch, n_per_prompt=plan.n_per_prompt, max_new_tokens=int(cfg.data.max_response_length),
+                           temperature=plan.temperature, top_p=float(cfg.actor_rollout_ref.rollout.top_p),
+                           seed=int(cfg.actor_rollout_ref.rollout.seed) * 100_003 + step,
+                           uids=[f"s{step}p{i}" for i in range(prompts)],
+                           chat_template_kwargs=dict(select(cfg, "data.apply_chat_template_kwargs", {}) or {}))
+            gen = rollout_metrics(data)  # before scripted answers replace any row
+            scripted = inject_scripted(data, tokenizer, scripted_fraction, seed=int(cfg.data.seed) * 7919 + step)
+            timing["gen"] = time.perf_counter() - t
             t = time.perf_counter()
-            expand = [r for r in picked for _ in range(cfg.rollout.n)]
-            scores, infos = score_batch(batch.texts, [r.ground_truth for r in expand], [r.data_source for r in expand],
-                                        [r.extra_info for r in expand], step, schedule)
-            times["timing_s/reward"] = time.perf_counter() - t
-            payload = update.make_payload(batch, scores, infos)
-            payload["sampler"] = sampler.state_dict()
-            payload["metrics"].update(gen_metrics, **{"rollout/scripted_fraction": scripted / len(batch.texts)})
-        payload = update.broadcast(payload)
+            ntb = data.non_tensor_batch
+            scores, infos = score_batch(list(ntb["response_text"]), [rm["ground_truth"] for rm in ntb["reward_model"]],
+                                        list(ntb["data_source"]), list(ntb["extra_info"]), step, schedule,
+                                        timeout_s=timeout_s, edges=edges)
+            for hook in hooks:
+                scores = hook.adjust_scores(step, data, scores, infos)
+            timing["reward"] = time.perf_counter() - t
+            t = time.perf_counter()
+            update.set_rewards(data, scores)
+            algorithm = cfg.algorithm
+            for hook in hooks:
+                algorithm = hook.advantage_config(step, algorithm)
+            update.compute_advantages(data, _with(cfg, {"algorithm": algorithm}) if algorithm is not cfg.algorithm else cfg)
+            timing["adv"] = time.perf_counter() - t
+            data.meta_info["rlec"] = {"infos": infos, "gen": gen, "scripted": scripted}
+        data = broadcast_object(data)
         t = time.perf_counter()
-        step_metrics = update.update_policy(policy, optimizer, payload, cfg)
-        times["timing_s/update_actor"] = time.perf_counter() - t
+        step_metrics = update.old_log_probs(policy, data, cfg)
+        timing["old_log_prob"] = time.perf_counter() - t
+        t = time.perf_counter()
+        step_metrics["actor/lr"] = update.set_learning_rate(optimizer, cfg, step)
+        step_metrics.update(update.update_policy(policy, optimizer, data, cfg, config))
+        timing["update_actor"] = time.perf_counter() - t
         t = time.perf_counter()
         sync_ok = update.sync_weights(policy, rollout_model, check_index=step)
-        times["timing_s/update_weights"] = time.perf_counter() - t
-        if step % cfg.trainer.save_every == 0 or step == cfg.trainer.steps:
+        timing["update_weights"] = time.perf_counter() - t
+        timing["step"] = time.perf_counter() - t_step
+        if rank0:
+            info = data.meta_info["rlec"]
+            last = {**compute_data_metrics(data, use_critic=False), **compute_timing_metrics(data, timing), **step_metrics,
+                    **reward_metrics(info["infos"], prefix="rlec"), **info["gen"],
+                    "rollout/scripted_fraction": info["scripted"] / len(data), "weight_sync/exact": float(sync_ok)}
+            for hook in hooks:
+                last.update(hook.after_step(step, data, info["infos"], last))
+        if step % int(cfg.trainer.save_freq) == 0 or step == total:
             t = time.perf_counter()
-            ckpt.save(policy, optimizer, out_dir, step, {"sampler": payload["sampler"]}, keep=int(cfg.trainer.keep_checkpoints), config=as_dict(cfg))
-            times["timing_s/save_checkpoint"] = time.perf_counter() - t
-        if rank == 0:
-            times["timing_s/step"] = sum(v for k, v in times.items() if k != "timing_s/save_checkpoint")
-            last = {**step_metrics, **times, **reward_metrics(payload["infos"]), **payload["metrics"],
-                    "weight_sync/exact": float(sync_ok)}
+            user_state = {"loader": loader.state_dict(), "hooks": {h.name: h.state_dict() for h in hooks}} if rank0 else {}
+            ckpt.save(policy, optimizer, out_dir, step, broadcast_object(user_state),
+                      keep=int(cfg.trainer.max_actor_ckpt_to_keep), config=as_dict(cfg))
+            if rank0:
+                last["timing_s/save_checkpoint"] = time.perf_counter() - t
+        if rank0:
             logger.log(step, last)
             bar.set_postfix(reward=f"{last.get('rlec/reward/mean', float('nan')):.3f}", b=f"{schedule(step):.2f}",
                             loss=f"{last.get('actor/pg_loss', float('nan')):.4f}")
             if not sync_ok:
                 raise RuntimeError(f"step {step}: weight sync check failed: the rollout model differs from the Megatron policy")
     bar.close()
-    if rank == 0:
+    final = out_dir / "hf_final"
+    if rank0:
         logger.close()
-        final = out_dir / "hf_final"
         update.save_hf(rollout_model, tokenizer, final)
         log0(f"final HF weights in {final}; metrics in {out_dir / 'metrics.jsonl'}")
     meg.destroy_parallel()
-    if rank == 0:
+    if rank0:
         from rlec.local.summary import evaluate_final, print_training_summary
 
         print_training_summary(out_dir / "metrics.jsonl")
-        if not cfg.model.path:
+        if not select(cfg, "actor_rollout_ref.model.path"):
             print("\n(random tiny model: rewards are noise; the scripted share of each group is what moves the loss)")
-        if cfg.eval.at_end and evaluate_final(cfg, out_dir, final):
+        if select(cfg, "rlec.local.eval.at_end") and evaluate_final(cfg, out_dir, final):
             raise RuntimeError("the final evaluation failed (see its output above)")
     return last
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: ``python -m rlec.local.runner [key=value ...]`` (see megatron_configs/local/cpu.yaml)."""
+    """CLI: ``python -m rlec.local.runner [key=value ...]`` (``--help`` lists every setting)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
         print(__doc__)
-        print("Settings (key=value; environment variables in rlec.local.config.ENV_OVERRIDES):\n")
-        print(to_yaml(load_config([])))
+        try:
+            print(settings_help(load_config([a for a in args if a not in ("-h", "--help")])))
+        except LocalConfigError as exc:
+            print(f"rlec.local: error: {exc}", file=sys.stderr)
+            return 2
         return 0
     try:
         run(args)
     except LocalRunError as exc:
         print(f"rlec.local: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\nrlec.local: interrupted; every finished step is in metrics.jsonl and the last checkpoint is kept: "
+              "rerun the same command to resume", file=sys.stderr)
+        return 130
     return 0
 
 

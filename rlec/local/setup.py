@@ -1,25 +1,34 @@
-"""Before the local run's first step: checks that fail fast, the data, the model, stale outputs."""
+"""Before the local run's first step: checks that fail fast, the data, the model, the output folder.
+
+The output-folder rule (the same as the cluster launcher's ``trainer.resume_mode=auto``):
+
+- a compatible checkpoint in ``trainer.default_local_dir`` is resumed (``resume_mode=auto``, the
+  default); one written with settings that change what the run optimises is refused with the
+  differing settings named (:func:`rlec.config.resume_differences`);
+- otherwise a folder holding an earlier run's outputs is moved aside to ``<dir>.old-<time>``
+  (announced) before the fresh run starts, so outputs of two runs never mix and nothing is
+  deleted; ``resume_mode=disable`` always starts fresh this way.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from rlec.config import pinned_schedule_end, resume_differences, select
 from rlec.local import checkpoint as ckpt
+from rlec.megatron.parallel import barrier, broadcast_object, is_rank0
+
+# what makes a folder an earlier run's output
+RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "config.yaml", "hf_final", "eval", "tensorboard", "training_curves.png")
 
 
 class LocalRunError(ValueError):
     """Bad input found before any work starts (printed without a traceback, exit status 2)."""
-
-
-def is_rank0() -> bool:
-    """Rank 0 of torchrun (or a single process)."""
-    return int(os.environ.get("RANK", "0")) == 0
 
 
 def log0(msg: str) -> None:
@@ -28,108 +37,150 @@ def log0(msg: str) -> None:
         print(f"[rlec.local] {msg}", file=sys.stderr, flush=True)
 
 
-def _barrier() -> None:
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-
-
 def check_model_path(path: str | os.PathLike[str]) -> Path:
-    """A local HF Qwen3 / Qwen3-MoE folder (``model.path``, set by ``MODEL_PATH``).
+    """A local HF Qwen3 / Qwen3-MoE folder with complete weights (``actor_rollout_ref.model.path``).
 
     Raises:
-        LocalRunError: not a Hugging Face model folder, or another ``model_type``
-            (:func:`rlec.models.check_model_folder`).
+        LocalRunError: not a Hugging Face model folder, another ``model_type``, or weights that
+            are truncated or do not match its config (the converter's full check,
+            :func:`rlec.megatron.preflight.check_hf_weights`).
     """
+    from rlec.megatron.preflight import check_hf_weights
     from rlec.models import SUPPORTED_MODEL_TYPES, check_model_folder
 
+    label = "actor_rollout_ref.model.path (MODEL_PATH)"
     try:
-        return check_model_folder(path, label="model.path (MODEL_PATH)", model_types=SUPPORTED_MODEL_TYPES)
+        folder = check_model_folder(path, label=label, model_types=SUPPORTED_MODEL_TYPES)
+        check_hf_weights(folder)
     except (OSError, ValueError) as exc:
         raise LocalRunError(str(exc)) from None
+    return folder
 
 
 def preflight(cfg: Any, world: int) -> Any:
-    """Check the layout, the batch, the model and the data before anything heavy starts.
+    """Check the layout, the batch, the model, the data and the output folder before any heavy work.
 
     Returns:
         The :class:`rlec.megatron.ParallelLayout`.
 
     Raises:
-        LocalRunError: the layout does not fit the process count, the batch does not split
-            into PPO mini-batches over the data-parallel ranks, ``model.path`` is not a Qwen3
-            family model, or the data is missing and may not be prepared.
+        LocalRunError: the layout does not fit the process count, the batch does not split into
+            PPO mini-batches over the data-parallel ranks, the model folder is unusable, the data
+            is missing and may not be prepared, or the output folder is not writable.
     """
     from rlec import megatron as meg
 
-    layout = meg.ParallelLayout(tp=cfg.layout.tp, ep=cfg.layout.ep, etp=cfg.layout.etp, pp=cfg.layout.pp, world_size=world)
+    mg = "actor_rollout_ref.actor.megatron"
+    layout = meg.ParallelLayout(tp=select(cfg, f"{mg}.tensor_model_parallel_size"), ep=select(cfg, f"{mg}.expert_model_parallel_size"),
+                                etp=select(cfg, f"{mg}.expert_tensor_parallel_size"),
+                                pp=select(cfg, f"{mg}.pipeline_model_parallel_size"), world_size=world)
     try:
         layout.check()
     except ValueError as exc:
+        raise LocalRunError(f"layout {dict(tp=layout.tp, ep=layout.ep, etp=layout.expert_tp, pp=layout.pp)} does not fit {world} "
+                            f"process(es): {exc}; NPROC must be a multiple of TP x PP and of EP x ETP x PP") from None
+    prompts, mini_prompts, n = int(cfg.data.train_batch_size), int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size), int(cfg.actor_rollout_ref.rollout.n)
+    if prompts % mini_prompts or (mini_prompts * n) % layout.dp:
         raise LocalRunError(
-            f"layout {dict(tp=layout.tp, ep=layout.ep, etp=layout.expert_tp, pp=layout.pp)} does not fit {world} process(es): "
-            f"{exc}; NPROC must be a multiple of TP x PP and of EP x ETP x PP") from None
-    mini = cfg.actor.ppo_mini_batch_size * cfg.rollout.n
-    if cfg.rollout.prompts_per_step % cfg.actor.ppo_mini_batch_size or mini % layout.dp:
-        raise LocalRunError(
-            f"actor.ppo_mini_batch_size={cfg.actor.ppo_mini_batch_size} must divide rollout.prompts_per_step="
-            f"{cfg.rollout.prompts_per_step}, and a mini-batch of {mini} responses must split over {layout.dp} data-parallel ranks")
-    if cfg.model.path:
-        check_model_path(cfg.model.path)
-    train = Path(cfg.data.dir) / cfg.data.train_file
-    if not train.is_file() and not cfg.data.prepare_if_missing:
-        raise LocalRunError(f"{train} is missing and data.prepare_if_missing=false: run `python -m rlec.data.prepare --output-dir {cfg.data.dir}`")
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={mini_prompts} must divide data.train_batch_size={prompts}, and a "
+            f"mini-batch of {mini_prompts * n} responses must split over {layout.dp} data-parallel ranks")
+    if select(cfg, "actor_rollout_ref.model.path"):
+        check_model_path(cfg.actor_rollout_ref.model.path)
+    train = Path(str(cfg.data.train_files))
+    if not train.is_file() and not (select(cfg, "rlec.local.prepare_data_if_missing") and _is_default_data(cfg)):
+        raise LocalRunError(f"data.train_files={train} is missing: run `python -m rlec.data.prepare --output-dir {train.parent}`")
+    out_dir = Path(str(cfg.trainer.default_local_dir))
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        probe = out_dir.parent / f".rlec-write-probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise LocalRunError(f"trainer.default_local_dir={out_dir} (OUTPUT_DIR) is not writable: {exc.strerror or exc}") from None
     return layout
 
 
+def _is_default_data(cfg: Any) -> bool:
+    """The train file is data.prepare's default output name (the shipped samples may be prepared)."""
+    return Path(str(cfg.data.train_files)).name == "train.parquet"
+
+
 def ensure_data(cfg: Any) -> Path:
-    """The train parquet; rank 0 prepares the shipped samples first when it is missing (see :func:`preflight`)."""
-    data_dir = Path(cfg.data.dir)
-    train = data_dir / cfg.data.train_file
+    """The train parquet; rank 0 prepares the shipped samples first when it is missing and allowed."""
+    train = Path(str(cfg.data.train_files))
     if not train.is_file() and is_rank0():
-        log0(f"{train} missing: preparing the shipped sample data into {data_dir}")
+        log0(f"{train} missing: preparing the shipped sample data into {train.parent}")
         from rlec.data.prepare import main as prepare_main
 
-        if prepare_main(["--output-dir", str(data_dir)]) != 0:
+        if prepare_main(["--output-dir", str(train.parent)]) != 0:
             raise RuntimeError("data preparation failed (see its output above)")
-    _barrier()
+    barrier()
     return train
 
 
 def ensure_model(cfg: Any, out_dir: Path) -> Path:
-    """``model.path``, or the tiny random Qwen3-MoE, built once by rank 0 under ``out_dir``."""
+    """``actor_rollout_ref.model.path``, or the tiny random Qwen3-MoE, built once by rank 0 under ``out_dir``."""
     from rlec.models import build_tiny_model
 
-    if cfg.model.path:
-        return Path(cfg.model.path)
+    if select(cfg, "actor_rollout_ref.model.path"):
+        return Path(str(cfg.actor_rollout_ref.model.path))
     path = out_dir / "tiny_model"
     if is_rank0() and not path.exists():
-        log0(f"building the tiny random Qwen3-MoE (seed {cfg.model.tiny_seed}) in {path}")
-        build_tiny_model(path, seed=int(cfg.model.tiny_seed))
-    _barrier()
+        seed = int(select(cfg, "rlec.local.tiny_seed", 0))
+        log0(f"building the tiny random Qwen3-MoE (seed {seed}) in {path}")
+        build_tiny_model(path, seed=seed)
+    barrier()
     return path
 
 
-def start_fresh_or_find_resume(cfg: Any, out_dir: Path) -> Path | None:
-    """The checkpoint to resume from, or None for a fresh start.
+@dataclass
+class RunStart:
+    """How the run starts: the checkpoint to resume (or None) and what to tell the user.
 
-    A fresh start (``trainer.resume=false``) removes the checkpoints an earlier run left in
-    ``out_dir`` (announced), so they can neither shadow this run's checkpoints nor be pruned in
-    their place.
+    Attributes:
+        resume_from: the checkpoint folder, or None for a fresh start.
+        notes: one line each (recovered damage, settings that changed, a moved-aside run).
+        schedule_end: the b schedule's end step to keep (see :func:`rlec.config.pinned_schedule_end`).
+    """
+
+    resume_from: Path | None = None
+    notes: list[str] = field(default_factory=list)
+    schedule_end: int | None = None
+
+
+def plan_start(cfg: Any, out_dir: Path) -> RunStart:
+    """Apply the output-folder rule (module docstring); every rank calls, rank 0 decides and moves.
 
     Raises:
-        LocalRunError: ``latest_checkpointed_iteration.txt`` names a checkpoint that is missing.
+        LocalRunError: the folder holds a checkpoint whose settings differ in what the run optimises.
     """
-    try:
-        latest = ckpt.latest(out_dir)
-    except FileNotFoundError as exc:
-        raise LocalRunError(str(exc)) from None
-    if cfg.trainer.resume:
-        if latest is None:
-            log0(f"trainer.resume=true but no checkpoint in {out_dir / 'checkpoints'}: starting from step 0")
-        return latest
-    old = out_dir / "checkpoints"
-    if is_rank0() and old.exists():
-        log0(f"fresh start: removing the earlier run's checkpoints in {old} (RESUME=1 continues a run instead)")
-        shutil.rmtree(old)
-    _barrier()
-    return None
+    start = RunStart()
+    if is_rank0():
+        start = _plan_on_rank0(cfg, out_dir)
+    start = broadcast_object(start)
+    if isinstance(start, LocalRunError):
+        raise start
+    return start
+
+
+def _plan_on_rank0(cfg: Any, out_dir: Path) -> RunStart | LocalRunError:
+    resume = str(cfg.trainer.resume_mode) == "auto"
+    found, notes = ckpt.find_resume(out_dir) if resume else (None, [])
+    if found is not None:
+        saved = ckpt.saved_config(found)
+        refused, noted = resume_differences(saved, cfg)
+        if refused:
+            return LocalRunError(
+                f"{out_dir} holds a run with other settings ({'; '.join(refused)}): restore them to resume it, choose "
+                "another OUTPUT_DIR, or set RESUME=0 to move that run aside and start fresh")
+        end = pinned_schedule_end(saved, cfg)
+        if end is not None:
+            noted.append(f"the b schedule keeps its original length: b reaches 1 at step {end} "
+                         "(set rlec.schedule.end_step to re-plan it)")
+        return RunStart(found, notes + noted, end)
+    if out_dir.exists() and any((out_dir / name).exists() for name in RUN_OUTPUTS):
+        aside = out_dir.with_name(f"{out_dir.name}.old-{time.strftime('%Y%m%dT%H%M%S')}")
+        os.rename(out_dir, aside)
+        why = "no checkpoint to resume" if resume else "trainer.resume_mode=disable"
+        notes.append(f"{why}: moved the earlier run's outputs in {out_dir} aside to {aside}")
+    return RunStart(None, notes)

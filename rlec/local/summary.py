@@ -7,15 +7,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlec.config import select
 from rlec.local.logger import read_metrics
 
 COLUMNS = [
     ("step", "step", "{:d}"),
     ("b", "rlec/b", "{:.2f}"),
     ("reward", "rlec/reward/mean", "{:+.3f}"),
-    ("answered", "rlec/answer_rate", "{:.2f}"),
-    ("abstain", "rlec/abstain_rate", "{:.2f}"),
-    ("acc", "rlec/acc", "{:.2f}"),
+    ("coverage", "rlec/coverage", "{:.2f}"),
+    ("accuracy", "rlec/accuracy", "{:.2f}"),
+    ("entropy", "actor/entropy", "{:.3f}"),
     ("pg_loss", "actor/pg_loss", "{:+.4f}"),
     ("grad_norm", "actor/grad_norm", "{:.3f}"),
     ("gen s", "timing_s/gen", "{:.1f}"),
@@ -61,7 +62,7 @@ def plot_curves(records: list[dict[str, Any]], path: Path) -> Path | None:
 
     steps = [r["step"] for r in records]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for key, label in (("rlec/reward/mean", "reward"), ("rlec/b", "b"), ("rlec/answer_rate", "answer rate")):
+    for key, label in (("rlec/reward/mean", "reward"), ("rlec/b", "b"), ("rlec/coverage", "coverage")):
         ax1.plot(steps, [r.get(key, float("nan")) for r in records], marker="o", label=label)
     ax1.set_xlabel("step")
     ax1.legend()
@@ -106,7 +107,7 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path) -> int:
     """
     from rlec.eval import evaluate, metrics
 
-    eval_file = Path(cfg.data.dir) / cfg.data.eval_file
+    eval_file = Path(str(cfg.data.val_files))
     if not eval_file.is_file():
         print(f"[rlec.local] no evaluation file {eval_file}: skipping the final evaluation", file=sys.stderr)
         return 0
@@ -114,13 +115,15 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path) -> int:
     records.parent.mkdir(parents=True, exist_ok=True)
     if records.exists():
         records.unlink()  # a new final model: regenerate rather than resume stale records
-    print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if not cfg.model.path
+    random_model = not select(cfg, "actor_rollout_ref.model.path")
+    print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if random_model
           else "\n## Final evaluation\n", flush=True)
-    args = ["--model", str(model_dir), "--data", str(eval_file), "--limit", str(cfg.eval.max_questions),
+    local = cfg.rlec.local
+    args = ["--model", str(model_dir), "--data", str(eval_file), "--limit", str(local.eval.max_questions),
             "--out", str(records), "--engine", "hf",
-            "--max-new-tokens", str(cfg.eval.max_new_tokens), "--seed", str(cfg.trainer.seed), "--temperature", "0"]
-    if int(cfg.trainer.threads):
-        args += ["--threads", str(cfg.trainer.threads)]
+            "--max-new-tokens", str(local.eval.max_new_tokens), "--seed", str(cfg.data.seed), "--temperature", "0"]
+    if int(local.threads):
+        args += ["--threads", str(local.threads)]
     code = evaluate.main(args)
     if code:
         return code

@@ -1,14 +1,21 @@
-"""The update half of a local step: advantages, batch hand-off, Megatron update, weight sync.
+"""The update half of a local step: advantages, old log-probs, the Megatron update, the weight sync.
 
-Everything here is verl's or Megatron's own machinery called in the order verl's trainer calls
-it; this module only moves tensors between them:
+Each piece is verl's or Megatron's, called in the order verl's trainer calls them; this module
+moves tensors between them:
 
-- advantages: verl's registered ``grpo`` estimator with ``norm_adv_by_std_in_grpo=False``;
-- update: old log-probs once from the pre-update policy, then one optimizer step per PPO
-  mini-batch (``actor.ppo_mini_batch_size`` prompts, as verl's actor), each with verl's
-  ``vanilla`` policy loss through ``rlec.megatron.training.train_step`` (Megatron's schedule,
-  DDP and optimizer);
-- weight sync: ``rlec.megatron.export_hf_weights`` (mbridge) into the HF rollout model.
+- advantages: ``verl.trainer.ppo.ray_trainer.compute_advantage`` on the batch's ``DataProto``
+  with ``algorithm.adv_estimator`` and the live ``algorithm`` config (what verl's V1 trainer calls
+  for single-turn rollouts), so any registered estimator works (grpo mean-only by default);
+- old log-probs and the exact policy entropy (``actor/entropy``, verl's ``agg_loss`` over the
+  response tokens) from the pre-update policy, at the rollout temperature;
+- update: one optimizer step per PPO mini-batch (``ppo_mini_batch_size x rollout.n`` rows,
+  ``DataProto.split``), each data-parallel rank on its ``chunk`` of it, with the configured verl
+  policy loss (``get_policy_loss_fn(policy_loss.loss_mode)``) normalised over the global
+  mini-batch exactly as verl's Megatron engine does (``global_batch_info`` = dp size, global
+  token and sequence counts; loss multiplied by the micro-batch count because Megatron's
+  schedule divides by it), through Megatron's schedule, DDP and optimizer
+  (:mod:`rlec.megatron.training`);
+- weight sync: the Megatron weights exported through mbridge into the HF rollout model.
 """
 
 from __future__ import annotations
@@ -18,145 +25,163 @@ from typing import Any
 
 import torch
 
-from rlec.local.rollout import RolloutBatch
+from rlec.config import select
 
-LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+ACTOR = "actor_rollout_ref.actor"
 
 
-def mean_only_advantages(batch: RolloutBatch, scores: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token-level rewards and verl's mean-only GRPO advantages.
+def set_rewards(data: Any, scores: list[float]) -> None:
+    """Put each response's scalar reward on its last response token (verl's ``token_level_scores``
+    and, without a KL penalty, ``token_level_rewards``), in place."""
+    mask = data.batch["response_mask"]
+    last = (mask.sum(dim=1).long() - 1).clamp(min=0)
+    rewards = torch.zeros(mask.shape, dtype=torch.float32)
+    rewards[torch.arange(len(scores)), last] = torch.tensor(scores, dtype=torch.float32)
+    data.batch["token_level_scores"] = rewards
+    data.batch["token_level_rewards"] = rewards.clone()
 
-    The outcome reward sits on each response's last counted token (verl's convention).
+
+def compute_advantages(data: Any, cfg: Any) -> Any:
+    """verl's advantage computation on the rollout batch (``advantages``, ``returns``: (B, R)).
+
+    Args:
+        data: the ``DataProto`` with ``token_level_rewards``, ``response_mask`` and ``uid``.
+        cfg: the composed config (``algorithm.*``, ``actor_rollout_ref.rollout.n``).
 
     Returns:
-        ``(token_level_rewards, advantages)``, both (B, R) float32.
+        ``data`` with ``advantages`` and ``returns`` set.
     """
-    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    from verl.trainer.ppo.ray_trainer import compute_advantage
 
-    mask = batch.response_mask
-    last = (mask.sum(dim=1).long() - 1).clamp(min=0)
-    rewards = torch.zeros_like(mask)
-    rewards[torch.arange(len(scores)), last] = torch.tensor(scores, dtype=mask.dtype)
-    advantages, _ = get_adv_estimator_fn("grpo")(
-        token_level_rewards=rewards, response_mask=mask, index=batch.group_index, norm_adv_by_std_in_grpo=False
+    algorithm = cfg.algorithm
+    return compute_advantage(
+        data,
+        adv_estimator=algorithm.adv_estimator,
+        gamma=algorithm.gamma,
+        lam=algorithm.lam,
+        num_repeat=int(cfg.actor_rollout_ref.rollout.n),
+        norm_adv_by_std_in_grpo=bool(algorithm.get("norm_adv_by_std_in_grpo", True)),
+        config=algorithm,
     )
-    return rewards, advantages
 
 
-def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
-    """Generation figures of a batch (call before scripted answers replace any row)."""
-    lengths = batch.response_mask.sum(dim=1)
-    prompt_lengths = batch.attention_mask[:, : batch.prompts.shape[1]].sum(dim=1)
-    return {
-        "response_length/mean": float(lengths.mean()),
-        "response_length/clip_ratio": sum(f == "length" for f in batch.finish_reasons) / len(batch.finish_reasons),
-        "prompt_length/mean": float(prompt_lengths.float().mean()),
-        "rollout/tokens_per_s": batch.response_tokens / max(batch.gen_seconds, 1e-9),
-    }
+def actor_config(cfg: Any) -> Any:
+    """verl's ``McoreActorConfig`` of the composed config (what its policy losses read)."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    return omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
 
 
-def make_payload(batch: RolloutBatch, scores: list[float], infos: list[dict[str, Any]]) -> dict[str, Any]:
-    """What rank 0 hands every rank after rollout and scoring (tensors + per-sample infos)."""
-    _, advantages = mean_only_advantages(batch, scores)
-    return {
-        "input_ids": batch.input_ids,
-        "attention_mask": batch.attention_mask,
-        "response_mask": batch.response_mask,
-        "advantages": advantages,
-        "infos": infos,
-        "metrics": {"critic/advantages/abs_mean": float((advantages.abs() * batch.response_mask).sum() / batch.response_mask.sum())},
-    }
+def old_log_probs(policy: Any, data: Any, cfg: Any) -> dict[str, float]:
+    """Old log-probs and entropies of the responses under the pre-update policy, in place.
 
+    Sets ``data.batch["old_log_probs"]`` and ``data.batch["entropy"]`` ((B, R) float32, at the
+    rollout temperature; every rank holds the whole batch).
 
-def broadcast(payload: dict[str, Any] | None) -> dict[str, Any]:
-    """Rank 0's payload on every rank (pickled over the default process group)."""
-    if not torch.distributed.is_initialized() or torch.distributed.get_world_size() == 1:
-        assert payload is not None
-        return payload
-    box = [payload]
-    torch.distributed.broadcast_object_list(box, src=0)
-    return box[0]
-
-
-def policy_loss_fn(cfg: Any, num_micro_batches: int, dp_size: int, global_tokens: int, global_sequences: int):
-    """verl's ``vanilla`` policy loss on one Megatron micro-batch, normalised as verl's Megatron actor does.
-
-    ``global_batch_info`` gives ``agg_loss`` the mini-batch's token and sequence counts over all
-    data-parallel ranks, so e.g. token-mean divides by the global token count and multiplies by
-    ``dp_size`` (DDP averages over DP ranks); the result is multiplied by the number of
-    micro-batches because Megatron's schedule divides each micro-batch loss by it. The extra
-    metric ``actor/entropy_mc`` (mean negative log-prob of the sampled tokens, a Monte Carlo
-    estimate of the policy entropy at temperature 1) is normalised the same way, so its mean over
-    micro-batches and ranks is the global token mean.
+    Returns:
+        ``{"actor/entropy": ...}``: verl's ``agg_loss`` of the per-token entropy over the response
+        mask with ``actor.loss_agg_mode`` (exactly the metric verl's trainer logs).
     """
-    from omegaconf import OmegaConf
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    from rlec.megatron.logprobs import compute_log_probs
+
+    window = data.batch["responses"].shape[1]
+    lp, ent = compute_log_probs(policy, data.batch["input_ids"], data.batch["attention_mask"],
+                                micro_batch_size=int(select(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu")),
+                                temperature=float(data.meta_info["temperature"]), logit_window=window, with_entropy=True)
+    data.batch["old_log_probs"] = lp[:, -window:]
+    data.batch["entropy"] = ent[:, -window:]
+    mask = data.batch["response_mask"].float()
+    entropy = agg_loss(loss_mat=data.batch["entropy"], loss_mask=mask, loss_agg_mode=cfg.actor_rollout_ref.actor.loss_agg_mode)
+    return {"actor/entropy": float(entropy)}
+
+
+def policy_loss_fn(config: Any, num_micro_batches: int, dp_size: int, global_tokens: int, global_sequences: int):
+    """The configured verl policy loss on one Megatron micro-batch, normalised as verl's Megatron engine does.
+
+    ``config.global_batch_info`` gives ``agg_loss`` the mini-batch's token and sequence counts over
+    all data-parallel ranks, so e.g. token-mean divides by the global token count and multiplies by
+    ``dp_size`` (DDP averages over DP ranks); the result is multiplied by the number of
+    micro-batches because Megatron's schedule divides each micro-batch loss by it
+    (``verl/workers/engine/megatron/transformer_impl.py``, ``postprocess_micro_batch_func``).
+
+    Args:
+        config: verl's actor config (:func:`actor_config`).
+        num_micro_batches: micro-batches of this rank in the mini-batch.
+        dp_size: data-parallel size.
+        global_tokens, global_sequences: response tokens and non-empty responses of the whole
+            mini-batch (all DP ranks).
+
+    Returns:
+        ``loss_fn(log_probs, micro_batch) -> (loss, metrics)`` for :func:`rlec.megatron.train_step`;
+        ``micro_batch`` carries ``loss_mask``, ``advantages`` and ``old_log_probs`` aligned like
+        ``log_probs``.
+    """
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
-    loss_config = OmegaConf.create({
-        "clip_ratio": cfg.actor.clip_ratio_low, "clip_ratio_low": cfg.actor.clip_ratio_low,
-        "clip_ratio_high": cfg.actor.clip_ratio_high, "clip_ratio_c": cfg.actor.clip_ratio_c,
-        "global_batch_info": {"dp_size": dp_size, "batch_num_tokens": global_tokens, "global_batch_size": global_sequences},
-    })
-    vanilla = get_policy_loss_fn("vanilla")
-    scale = num_micro_batches * dp_size / max(global_tokens, 1)
+    config.global_batch_info.update({"dp_size": dp_size, "batch_num_tokens": global_tokens,
+                                     "global_batch_size": global_sequences, "loss_scale_factor": config.loss_scale_factor})
+    loss = get_policy_loss_fn(config.policy_loss.get("loss_mode", "vanilla"))
 
-    def loss_fn(log_probs: torch.Tensor, batch: dict[str, torch.Tensor]):
-        mask = batch["loss_mask"].float()
-        loss, metrics = vanilla(old_log_prob=batch["old_log_probs"], log_prob=log_probs, advantages=batch["advantages"],
-                                response_mask=mask, loss_agg_mode=cfg.actor.loss_agg_mode, config=loss_config)
-        metrics["actor/entropy_mc"] = float(-(log_probs.detach() * mask).sum() * scale)
-        return loss * num_micro_batches, metrics
+    def loss_fn(log_probs: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
+        value, metrics = loss(old_log_prob=batch["old_log_probs"], log_prob=log_probs, advantages=batch["advantages"],
+                              response_mask=batch["loss_mask"].bool(), loss_agg_mode=config.loss_agg_mode, config=config,
+                              rollout_is_weights=None)
+        return value * num_micro_batches, metrics
 
     return loss_fn
 
 
-def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any) -> dict[str, float]:
-    """Old log-probs, then one optimizer step per PPO mini-batch, on this data-parallel rank's rows.
+def update_policy(policy: Any, optimizer: Any, data: Any, cfg: Any, config: Any) -> dict[str, float]:
+    """One optimizer step per PPO mini-batch, on this data-parallel rank's rows.
 
-    The global batch (B = prompts x n rows, grouped by prompt) is cut into mini-batches of
-    ``actor.ppo_mini_batch_size x n`` consecutive rows; each mini-batch is split evenly over the
-    data-parallel ranks. With one mini-batch the update is on-policy (ratio 1); with more, the
-    later ones see the clipped ratio, as on the cluster.
+    The global batch (rows grouped by prompt, ``old_log_probs`` and ``advantages`` set) is cut
+    into mini-batches of ``ppo_mini_batch_size x rollout.n`` consecutive rows (verl's rule; with
+    E3's uneven groups the row count is still ``ppo_mini_batch_size x n`` because the budget keeps
+    the total fixed); each is split evenly over the data-parallel ranks. With one mini-batch the
+    update is on-policy (ratio 1); with more, later ones see the clipped ratio, as on the cluster.
 
     Args:
         policy, optimizer: from ``rlec.megatron.build_model`` / ``build_optimizer``.
-        payload: :func:`make_payload`'s dict (the whole global batch).
-        cfg: the local-run config (``actor.*``, ``rollout.*``).
+        data: the step's ``DataProto`` (same on every rank).
+        cfg: the composed config.
+        config: verl's actor config (:func:`actor_config`).
 
     Returns:
-        ``actor/pg_loss``, ``actor/grad_norm``, the loss function's metrics, means over
-        mini-batches (and over data-parallel ranks: equal on every rank).
-    """
-    from megatron.core import parallel_state as mpu
+        ``actor/pg_loss``, ``actor/grad_norm``, the loss's metrics (``actor/pg_clipfrac``, ...),
+        means over mini-batches (equal on every rank), and ``actor/optimizer_steps``.
 
-    from rlec.megatron.logprobs import compute_log_probs
+    Raises:
+        ValueError: the batch does not split into whole mini-batches over the data-parallel ranks.
+    """
+    from rlec.megatron.parallel import data_parallel_mean, data_parallel_rank_and_size
     from rlec.megatron.training import train_step
 
-    dp, dp_rank = mpu.get_data_parallel_world_size(), mpu.get_data_parallel_rank()
-    mini = int(cfg.actor.ppo_mini_batch_size) * int(cfg.rollout.n)
-    n = payload["input_ids"].shape[0]
-    shard = mini // dp
-    rows = torch.cat([torch.arange(start + dp_rank * shard, start + (dp_rank + 1) * shard) for start in range(0, n, mini)])
-    ids, attn = payload["input_ids"][rows], payload["attention_mask"][rows]
-    resp_mask, adv = payload["response_mask"][rows], payload["advantages"][rows]
-    zeros = torch.zeros(ids.shape[0], ids.shape[1] - resp_mask.shape[1])
-    mbs, temperature = int(cfg.actor.micro_batch_size), float(cfg.rollout.temperature)
-    window = resp_mask.shape[1]  # only the response's log-probs matter: the vocabulary projection runs there only
-    old = compute_log_probs(policy, ids, attn, micro_batch_size=mbs, temperature=temperature, logit_window=window)
-    loss_mask = torch.cat([zeros, resp_mask], dim=1)
-    advantages = torch.cat([zeros, adv], dim=1)
+    dp_rank, dp = data_parallel_rank_and_size()
+    mini = int(select(cfg, f"{ACTOR}.ppo_mini_batch_size")) * int(cfg.actor_rollout_ref.rollout.n)
+    if len(data) % mini or mini % dp:
+        raise ValueError(f"{len(data)} responses do not split into mini-batches of {mini} rows over {dp} data-parallel ranks")
+    mbs = int(select(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu"))
+    temperature = float(data.meta_info["temperature"])
+    window = data.batch["responses"].shape[1]
     per_mini: list[dict[str, float]] = []
-    for k, start in enumerate(range(0, n, mini)):
-        local = slice(k * shard, (k + 1) * shard)
-        global_mask = payload["response_mask"][start : start + mini]
-        loss_fn = policy_loss_fn(cfg, math.ceil(shard / mbs), dp, int(global_mask.sum()), int((global_mask.sum(dim=1) > 0).sum()))
-        extra = {"loss_mask": loss_mask[local], "advantages": advantages[local], "old_log_probs": old[local]}
-        result = train_step(policy, optimizer, ids[local], attn[local], loss_fn, extra=extra, micro_batch_size=mbs,
+    for mini_batch in data.split(mini):
+        mask = mini_batch.batch["response_mask"]
+        tokens, sequences = int(mask.sum()), int((mask.sum(dim=1) > 0).sum())
+        local = mini_batch.chunk(dp)[dp_rank]
+        ids, attn = local.batch["input_ids"], local.batch["attention_mask"]
+        pad = torch.zeros(ids.shape[0], ids.shape[1] - window)
+        extra = {"loss_mask": torch.cat([pad, local.batch["response_mask"].float()], dim=1),
+                 "advantages": torch.cat([pad, local.batch["advantages"].float()], dim=1),
+                 "old_log_probs": torch.cat([pad, local.batch["old_log_probs"].float()], dim=1)}
+        loss_fn = policy_loss_fn(config, math.ceil(len(local) / mbs), dp, tokens, sequences)
+        result = train_step(policy, optimizer, ids, attn, loss_fn, extra=extra, micro_batch_size=mbs,
                             temperature=temperature, logit_window=window)
-        # result.loss: this rank's mean over micro-batches of loss_fn's value; its mean over DP
-        # ranks is the mini-batch's loss under loss_agg_mode (e.g. the global token mean)
-        metrics = {"actor/pg_loss": result.loss, **{k2: v for k2, v in result.metrics.items() if k2 != "loss"}}
-        metrics = _dp_mean(metrics)
+        # result.loss: this rank's mean over micro-batches of loss_fn's value (x micro-batches); its
+        # mean over DP ranks is the mini-batch's loss under loss_agg_mode (e.g. the global token mean)
+        metrics = {"actor/pg_loss": result.loss, **{k: v for k, v in result.metrics.items() if k != "loss"}}
+        metrics = data_parallel_mean(metrics)
         metrics["actor/grad_norm"] = float("nan") if result.grad_norm is None else result.grad_norm
         metrics["actor/update_applied"] = float(result.update_successful)
         per_mini.append(metrics)
@@ -165,16 +190,21 @@ def update_policy(policy: Any, optimizer: Any, payload: dict[str, Any], cfg: Any
     return out
 
 
-def _dp_mean(values: dict[str, float]) -> dict[str, float]:
-    from megatron.core import parallel_state as mpu
+def set_learning_rate(optimizer: Any, cfg: Any, step: int) -> float:
+    """Linear warm-up from ``optim.lr_warmup_init`` to ``optim.lr`` over ``optim.lr_warmup_steps``
+    global steps, constant after (verl's ``constant`` decay style).
 
-    if mpu.get_data_parallel_world_size() == 1:
-        return values
-    keys = sorted(values)
-    t = torch.tensor([values[k] for k in keys], dtype=torch.float64)
-    torch.distributed.all_reduce(t, group=mpu.get_data_parallel_group())
-    t /= mpu.get_data_parallel_world_size()
-    return dict(zip(keys, t.tolist()))
+    Returns:
+        The learning rate set for ``step`` (steps count from 1).
+    """
+    optim = cfg.actor_rollout_ref.actor.optim
+    lr, warmup = float(optim.lr), int(optim.get("lr_warmup_steps", 0) or 0)
+    if warmup > 0 and step <= warmup:
+        init = float(optim.get("lr_warmup_init", 0.0) or 0.0)
+        lr = init + (lr - init) * step / warmup
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    return lr
 
 
 @torch.no_grad()

@@ -28,6 +28,7 @@ from typing import Any, Iterator
 
 import torch
 
+from rlec.megatron.compat import use_layer_spec
 from rlec.models import SUPPORTED_MODEL_TYPES, read_model_config
 
 # Config overrides for the CPU (local-spec) model: fusions and TE-only features off, weights
@@ -135,7 +136,7 @@ def make_bridge(hf_config: Any, *, use_te: bool, dtype: torch.dtype, overrides: 
     extra = dict(overrides or {})
     if not use_te:
         extra = {**CPU_CONFIG_OVERRIDES, **extra}
-        bridge._get_transformer_layer_spec = lambda vp_stage=None: _local_layer_spec(bridge, vp_stage)
+        use_layer_spec(bridge, lambda vp_stage=None: _local_layer_spec(bridge, vp_stage))
     if extra:
         bridge.set_extra_args(**extra)
     return bridge

@@ -31,11 +31,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-import torch
 
 from rlec.io import replace_dir
 from rlec.megatron.compat import in_process_checkpoint_results
 from rlec.megatron.model import MegatronModel
+from rlec.megatron.parallel import barrier, broadcast_object, rank
 
 METADATA_FILE = "rlec_checkpoint.json"
 _TE_SEPARATE_NORMS = ("self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight", "pre_mlp_layernorm.weight")
@@ -72,23 +72,6 @@ def model_sharded_state_dict(policy: MegatronModel, *, te_extras: bool = True) -
     return state
 
 
-def _barrier() -> None:
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-
-
-def _rank() -> int:
-    return torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
-
-
-def _broadcast_str(text: str) -> str:
-    if not torch.distributed.is_initialized():
-        return text
-    box = [text]
-    torch.distributed.broadcast_object_list(box, src=0)
-    return box[0]
-
-
 @contextmanager
 def atomic_output(path: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
     """Collective context: yields a fresh ``<path>.tmp-*`` folder, renamed to ``path`` on success.
@@ -102,18 +85,18 @@ def atomic_output(path: str | Path, *, overwrite: bool = False) -> Iterator[Path
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists (pass overwrite=True / --overwrite to replace it)")
-    tmp = Path(_broadcast_str(str(path.parent / f".{path.name}.tmp-{os.getpid()}-{int(time.time())}")))
-    if _rank() == 0:
+    tmp = Path(broadcast_object(str(path.parent / f".{path.name}.tmp-{os.getpid()}-{int(time.time())}")))
+    if rank() == 0:
         tmp.mkdir(parents=True, exist_ok=False)
-    _barrier()
+    barrier()
     try:
         yield tmp
-        _barrier()
-        if _rank() == 0:
+        barrier()
+        if rank() == 0:
             replace_dir(tmp, path)  # the old checkpoint goes only once the new one is in place
-        _barrier()
+        barrier()
     finally:
-        if _rank() == 0 and tmp.exists():
+        if rank() == 0 and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -130,13 +113,13 @@ def write_dist_checkpoint(
     if optimizer is not None:
         state["optimizer"] = optimizer.sharded_state_dict(state)
     state["rlec"] = {"step": step, "user_state": user_state or {}}
-    in_process_checkpoint_results()
-    dist_checkpointing.save(state, str(folder))
+    with in_process_checkpoint_results():
+        dist_checkpointing.save(state, str(folder))
 
 
 def write_metadata(folder: str | Path, metadata: dict[str, Any]) -> None:
     """Write ``rlec_checkpoint.json`` (rank 0): JSON, sorted keys, non-JSON values as strings."""
-    if _rank() == 0:
+    if rank() == 0:
         (Path(folder) / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True, default=str) + "\n")
 
 

@@ -1,4 +1,14 @@
-"""Megatron-core 0.16.1 on a machine without CUDA: the shims, in one place.
+"""Every workaround for a third-party private API or a missing CUDA device, in one place.
+
+Three kinds, each with the error or gap it answers and a probe that the unpatched library
+still has it (tested in ``tests/megatron/test_compat.py``, so an upgrade that fixes or moves the
+code shows):
+
+1. CPU shims for megatron-core 0.16.1 (:data:`SHIMS`, :func:`apply_cpu_shims`), below;
+2. the in-process results queue of megatron's synchronous checkpoint writer
+   (:func:`in_process_checkpoint_results`, scoped to one save);
+3. mbridge 0.15.1's private ``Bridge`` methods rlec needs (:func:`use_layer_spec`,
+   :func:`model_provider`, :func:`reporting_weight_conversions`).
 
 megatron-core assumes a CUDA device in a handful of spots that have nothing to do with the maths
 (RNG bookkeeping, side streams, ``device='cuda'`` literals, type-name assertions, collectives
@@ -13,7 +23,8 @@ Rules:
 - Patches are scoped where the library allows it: a ``torch`` stand-in seen only by the one
   megatron module that needs it, or a wrapper around the one function. Only
   ``torch.cuda.current_device`` is patched process-wide (it is called from ~100 places).
-- Applying twice is harmless; :data:`APPLIED` lists what was applied in this process.
+- A shim is applied only where its probe finds the error; applying twice is harmless.
+  :data:`APPLIED` lists what was applied in this process, :data:`NOT_NEEDED` what was skipped.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 APPLIED: list[str] = []
+NOT_NEEDED: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -378,15 +390,22 @@ def apply_cpu_shims() -> list[str]:
 
     Call before building a Megatron model (``rlec.megatron.parallel.init_parallel`` does).
 
+    Each shim is applied only when its probe (``Shim.needed``) finds the error it answers in the
+    unpatched library; the others are listed in :data:`NOT_NEEDED`.
+
     Returns:
         Names of the shims applied in this process (empty with CUDA).
     """
     if cuda_available():
         return []
     for shim in SHIMS:
-        if shim.name not in APPLIED:
+        if shim.name in APPLIED or shim.name in NOT_NEEDED:
+            continue
+        if shim.needed():
             shim.apply()
             APPLIED.append(shim.name)
+        else:  # an upgrade fixed (or moved) the code: the shim would be dead or wrong
+            NOT_NEEDED.append(shim.name)
     return list(APPLIED)
 
 
@@ -396,30 +415,98 @@ def probe_shims() -> dict[str, bool]:
     Run in a process where :func:`apply_cpu_shims` has not been called (the probes look at the
     live functions). A ``False`` means an upgrade fixed or moved the code: drop or update the shim.
     """
-    if APPLIED:
+    if APPLIED or NOT_NEEDED:
         raise RuntimeError(f"probe_shims must run before apply_cpu_shims (already applied: {APPLIED})")
     return {shim.name: bool(shim.needed()) for shim in SHIMS}
 
 
-def in_process_checkpoint_results() -> bool:
-    """Let megatron's checkpoint writer hand its results back through a plain in-process queue.
+@contextlib.contextmanager
+def in_process_checkpoint_results() -> Iterator[bool]:
+    """During one synchronous save, let megatron's checkpoint writer return its results in-process.
 
-    Not a CPU shim but a speed workaround on a private attribute, used on every device:
+    A speed workaround on a private module attribute (not a CPU shim): for a synchronous save
     ``FileSystemWriterAsync`` otherwise starts a ``spawn`` multiprocessing Manager on every rank
-    that writes, only to pass the write results back to this same process when the save is
-    synchronous (as rlec's saves are): ~5 s and a fresh interpreter importing torch per rank per
-    save (measured on CPU). ``tests/megatron/test_compat.py`` checks the attribute still exists.
+    that writes, only to hand the write results back to this same process (~5 s and a fresh
+    interpreter importing torch per rank per save, measured on CPU). Scoped: the module's queue is
+    set for the ``with`` block only and restored afterwards, so an async save elsewhere in the
+    process (verl's, on a cluster) still gets megatron's own queue. Its probe
+    (:func:`results_queue_needed`) is tested in ``tests/megatron/test_compat.py``.
 
-    Returns:
-        True when the queue is (now) in place; False if megatron-core no longer has it (the
-        writer then works as upstream intends, only slower).
+    Yields:
+        True when the in-process queue is in place for the block; False when megatron-core no
+        longer has the attribute (the writer then works as upstream intends, only slower).
     """
     import queue
 
     from megatron.core.dist_checkpointing.strategies import filesystem_async
 
-    current = getattr(filesystem_async, "_results_queue", "absent")
-    if current is None:
-        filesystem_async._results_queue = queue.Queue()
-        return True
-    return current != "absent"
+    if not results_queue_needed():
+        yield False
+        return
+    filesystem_async._results_queue = queue.Queue()
+    try:
+        yield True
+    finally:
+        filesystem_async._results_queue = None
+
+
+def results_queue_needed() -> bool:
+    """megatron-core still keeps the writer's results queue as a lazily created module attribute."""
+    from megatron.core.dist_checkpointing.strategies import filesystem_async
+
+    return getattr(filesystem_async, "_results_queue", "absent") is None and _source_has(
+        filesystem_async, "_results_queue")
+
+
+# --- mbridge 0.15.1 private API (GPU and CPU) --------------------------------------------------
+# mbridge exposes no public hook for these three needs; each use is here, with a probe that the
+# attribute still exists, tested in tests/megatron/test_compat.py so an mbridge upgrade shows.
+MBRIDGE_PRIVATE = ("_get_transformer_layer_spec", "_model_provider", "_weight_to_mcore_format")
+
+
+def mbridge_private_api_present() -> dict[str, bool]:
+    """For each private method of mbridge's ``LLMBridge`` (the Qwen3 bridges' base) rlec relies on, whether it still exists."""
+    from mbridge.core.llm_bridge import LLMBridge
+
+    return {name: callable(getattr(LLMBridge, name, None)) for name in MBRIDGE_PRIVATE}
+
+
+def use_layer_spec(bridge: Any, spec: Callable[..., Any]) -> None:
+    """Make ``bridge`` build its model with ``spec(vp_stage=None)`` instead of the TE layer spec.
+
+    The CPU path needs Megatron's local (non-TE) spec; mbridge always asks for the TE one via its
+    private ``_get_transformer_layer_spec`` (instance attribute set, the class is untouched).
+    """
+    bridge._get_transformer_layer_spec = spec
+
+
+def model_provider(bridge: Any) -> Callable[..., Any]:
+    """mbridge's model provider (``provider(pre_process, post_process) -> GPTModel``).
+
+    ``bridge.get_model()`` always moves the model to CUDA; its private ``_model_provider`` builds it
+    where ``use_cpu_initialization`` says, which both paths need.
+    """
+    return bridge._model_provider([])
+
+
+@contextlib.contextmanager
+def reporting_weight_conversions(bridge: Any, progress: Callable[[str], None] | None) -> Iterator[None]:
+    """Within the block, call ``progress(megatron_name)`` as mbridge converts each loaded weight.
+
+    mbridge's ``load_weights`` has no progress callback; its private ``_weight_to_mcore_format``
+    is wrapped on the instance for the block only. ``progress=None`` changes nothing.
+    """
+    if progress is None:
+        yield
+        return
+    to_mcore = bridge._weight_to_mcore_format
+
+    def reporting(name: str, weights: list[torch.Tensor]) -> torch.Tensor:
+        progress(name)
+        return to_mcore(name, weights)
+
+    bridge._weight_to_mcore_format = reporting
+    try:
+        yield
+    finally:
+        del bridge._weight_to_mcore_format

@@ -8,7 +8,7 @@ row's first valid token, and 0 elsewhere; slice ``[:, -response_length:]`` for t
 How: each row is shifted so its valid tokens start at position 0 (positions ``0..n-1``, as
 verl's ``position_ids = cumsum(mask) - 1``), so a plain causal mask is exact; padding only follows
 valid tokens and is never attended to. Logits stay split over the vocabulary across TP ranks and
-``log p`` comes from Megatron's ``vocab_parallel_cross_entropy``: the full 151,936-wide row is
+``log p`` comes from verl's ``vocab_parallel_log_probs_from_logits`` (Megatron's vocab-parallel cross entropy): the full 151,936-wide row is
 never materialised on one rank, and only one micro-batch of logits lives at a time. The forward
 runs through Megatron's ``get_forward_backward_func`` so pipeline parallelism works unchanged;
 results are broadcast from the last pipeline stage so every rank returns them.
@@ -79,6 +79,9 @@ def token_log_probs(
 ) -> torch.Tensor:
     """``log p(tokens[:, t] | tokens[:, :t])`` from logits split over the vocabulary (TP ranks).
 
+    The per-token values are verl's ``vocab_parallel_log_probs_from_logits`` (Megatron's
+    vocab-parallel cross entropy), as verl's Megatron actor computes them.
+
     Args:
         vocab_parallel_logits: ``(b, s, V / tp)``, this rank's vocabulary slice; or ``(b, K, V / tp)``
             when ``logit_index`` says which positions the K logits belong to.
@@ -92,23 +95,60 @@ def token_log_probs(
         ``(b, s)`` float32; column 0, padding and (windowed) positions without logits are 0.
         Differentiable (for the policy loss).
     """
-    from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
+    from verl.utils.megatron.tensor_parallel import vocab_parallel_log_probs_from_logits
 
+    def per_token(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return vocab_parallel_log_probs_from_logits(logits, targets)
+
+    return _at_target_positions(per_token, vocab_parallel_logits, tokens, valid, temperature, logit_index)
+
+
+def token_entropy(
+    vocab_parallel_logits: torch.Tensor,
+    tokens: torch.Tensor,
+    valid: torch.Tensor,
+    temperature: float = 1.0,
+    logit_index: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Exact full-vocabulary entropy (nats) of the distribution that predicted each token.
+
+    verl's ``vocab_parallel_entropy`` on ``logits / temperature`` (what verl logs as
+    ``actor/entropy``), placed like :func:`token_log_probs`: position t holds the entropy of
+    ``p(. | tokens[:, :t])``. Same arguments and shapes as :func:`token_log_probs`; not
+    differentiated (no gradient is needed for a metric).
+    """
+    from verl.utils.megatron.tensor_parallel import vocab_parallel_entropy
+
+    def per_token(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return vocab_parallel_entropy(logits)
+
+    return _at_target_positions(per_token, vocab_parallel_logits, tokens, valid, temperature, logit_index)
+
+
+def _at_target_positions(
+    per_token: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    vocab_parallel_logits: torch.Tensor,
+    tokens: torch.Tensor,
+    valid: torch.Tensor,
+    temperature: float,
+    logit_index: torch.Tensor | None,
+) -> torch.Tensor:
+    """``per_token(logits / T, next tokens)`` placed at the position of the token each logit row predicts."""
     if logit_index is not None:
         used = logit_index >= 0
-        pos = logit_index.clamp(min=0)
-        target = torch.gather(tokens, 1, (pos + 1).clamp(max=tokens.shape[1] - 1))
-        nll = vocab_parallel_cross_entropy(vocab_parallel_logits.float() / temperature, target)
-        picked = torch.where(used, -nll, torch.zeros_like(nll))
+        target_pos = (logit_index.clamp(min=0) + 1).clamp(max=tokens.shape[1] - 1)
+        values = per_token(vocab_parallel_logits.float() / temperature, torch.gather(tokens, 1, target_pos))
+        picked = torch.where(used, values, torch.zeros_like(values))
         out = torch.zeros(tokens.shape, dtype=picked.dtype, device=picked.device)
         # unused slots add 0 at a clamped position; used positions are distinct
-        return out.scatter_add(1, (pos + 1).clamp(max=tokens.shape[1] - 1), picked)
+        return out.scatter_add(1, target_pos, picked)
     logits = vocab_parallel_logits[:, :-1].float() / temperature  # a new tensor: the CE works in place
-    nll = vocab_parallel_cross_entropy(logits, tokens[:, 1:])
-    log_probs = torch.cat([torch.zeros_like(nll[:, :1]), -nll], dim=1)
+    values = per_token(logits, tokens[:, 1:])
+    values = torch.cat([torch.zeros_like(values[:, :1]), values], dim=1)
     keep = valid.clone()
     keep[:, 0] = False
-    return torch.where(keep, log_probs, torch.zeros_like(log_probs))
+    return torch.where(keep, values, torch.zeros_like(values))
 
 
 def window_index(valid: torch.Tensor, window: int) -> torch.Tensor:
@@ -290,8 +330,9 @@ def compute_log_probs(
     micro_batch_size: int = 1,
     temperature: float = 1.0,
     logit_window: int | None = None,
-) -> torch.Tensor:
-    """Per-token log-probabilities of ``input_ids`` under the model (no gradient).
+    with_entropy: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probabilities (and optionally entropies) of ``input_ids`` under the model (no gradient).
 
     Every rank of the model-parallel group must call this with the same inputs.
 
@@ -304,27 +345,36 @@ def compute_log_probs(
         temperature: divide logits by this first (the rollout temperature), > 0.
         logit_window: compute only each row's last K log-probs (the response), see
             :func:`micro_batches`.
+        with_entropy: also return the exact entropy of each predicting distribution
+            (:func:`token_entropy`), at the same positions.
 
     Returns:
         ``(b, s)`` float32 on CPU: ``log p(x_t | x_<t)`` at valid positions after each row's
-        first valid token (within the window, when one is given), 0 elsewhere.
+        first valid token (within the window, when one is given), 0 elsewhere; with
+        ``with_entropy``, the pair ``(log_probs, entropy)``.
     """
     if temperature <= 0:
         raise ValueError(f"temperature={temperature}: expected > 0")
     batches = micro_batches(policy, input_ids, attention_mask, micro_batch_size, logit_window=logit_window)
 
     def loss(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        lp = token_log_probs(logits, batch["tokens"], batch["valid"], temperature, batch.get("logit_index"))
-        return lp.sum() * 0.0, {"log_probs": lp.detach()}
+        args = (batch["tokens"], batch["valid"], temperature, batch.get("logit_index"))
+        out = {"log_probs": token_log_probs(logits, *args).detach()}
+        if with_entropy:
+            out["entropy"] = token_entropy(logits, *args)
+        return out["log_probs"].sum() * 0.0, out
 
     with torch.no_grad():
         payloads = run_schedule(policy, batches, loss, forward_only=True)
     width = batches[0]["tokens"].shape[1]
-    aligned = torch.cat([p["log_probs"] for p in payloads]) if payloads else None
-    aligned = _from_last_stage(aligned, (input_ids.shape[0], width), torch.float32, batches[0]["tokens"].device)
     shift = torch.cat([b["shift"] for b in batches])
     b, s = input_ids.shape
-    return restore(aligned.cpu(), shift.cpu(), s)[:b]
+    results = []
+    for key in ("log_probs", "entropy") if with_entropy else ("log_probs",):
+        aligned = torch.cat([p[key] for p in payloads]) if payloads else None
+        aligned = _from_last_stage(aligned, (input_ids.shape[0], width), torch.float32, batches[0]["tokens"].device)
+        results.append(restore(aligned.cpu(), shift.cpu(), s)[:b])
+    return (results[0], results[1]) if with_entropy else results[0]
 
 
 def compute_logits(policy: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, micro_batch_size: int = 1) -> torch.Tensor:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from rlec.megatron.bridge import TENamedView, load_hf_config, make_bridge
-from rlec.megatron.compat import cuda_available
+from rlec.megatron.compat import cuda_available, model_provider, reporting_weight_conversions
 from rlec.megatron.parallel import ParallelLayout
 
 
@@ -125,7 +125,7 @@ def build_model(
     dtype = dtype or (torch.bfloat16 if use_te else torch.float32)
     bridge = make_bridge(hf_config, use_te=use_te, dtype=dtype, overrides=config_overrides)
     # mbridge's own get_model() always moves to CUDA; its provider is what we need on both paths.
-    provider = bridge._model_provider([])
+    provider = model_provider(bridge)
     model = provider(pre_process=mpu.is_pipeline_first_stage(), post_process=mpu.is_pipeline_last_stage())
     for param in model.parameters():
         tensor_parallel.set_defaults_if_not_set_tensor_model_parallel_attributes(param)
@@ -169,21 +169,8 @@ def load_hf_weights(policy: MegatronModel, hf_path: str | Path, progress: Callab
     hf_path = Path(hf_path)
     if not any(hf_path.glob("*.safetensors")):
         raise FileNotFoundError(f"{hf_path}: no *.safetensors weights found")
-    bridge = policy.bridge
-    if progress is None:
-        bridge.load_weights(policy.views(), str(hf_path), memory_efficient=True)
-        return
-    to_mcore = bridge._weight_to_mcore_format
-
-    def reporting(name: str, weights: list[torch.Tensor]) -> torch.Tensor:
-        progress(name)
-        return to_mcore(name, weights)
-
-    bridge._weight_to_mcore_format = reporting
-    try:
-        bridge.load_weights(policy.views(), str(hf_path), memory_efficient=True)
-    finally:
-        del bridge._weight_to_mcore_format
+    with reporting_weight_conversions(policy.bridge, progress):
+        policy.bridge.load_weights(policy.views(), str(hf_path), memory_efficient=True)
 
 
 def export_hf_weights(policy: MegatronModel, grads: bool = False) -> Iterator[tuple[str, torch.Tensor]]:

@@ -192,5 +192,50 @@ def destroy_parallel(process_group: bool = True) -> None:
 
 
 def rank() -> int:
-    """Global rank (0 before torch.distributed is started)."""
-    return torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    """Global rank (0 before torch.distributed is started, or in a single process)."""
+    if torch.distributed.is_initialized():
+        return torch.distributed.get_rank()
+    return int(os.environ.get("RANK", "0"))
+
+
+def is_rank0() -> bool:
+    """Rank 0 of the job (or a single process): the rank that writes shared files and logs."""
+    return rank() == 0
+
+
+def barrier() -> None:
+    """Wait for every rank (a no-op without torch.distributed)."""
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+
+
+def broadcast_object(obj: Any, src: int = 0) -> Any:
+    """``obj`` as rank ``src`` holds it, on every rank (pickled over the default process group).
+
+    Without torch.distributed, or with one process, ``obj`` is returned as is.
+    """
+    if not torch.distributed.is_initialized() or torch.distributed.get_world_size() == 1:
+        return obj
+    box = [obj]
+    torch.distributed.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def data_parallel_rank_and_size() -> tuple[int, int]:
+    """This rank's data-parallel index and the data-parallel size (Megatron's parallel state)."""
+    from megatron.core import parallel_state as mpu
+
+    return mpu.get_data_parallel_rank(), mpu.get_data_parallel_world_size()
+
+
+def data_parallel_mean(values: dict[str, float]) -> dict[str, float]:
+    """The mean of each value over the data-parallel ranks (every DP rank calls; float64 all-reduce)."""
+    from megatron.core import parallel_state as mpu
+
+    if mpu.get_data_parallel_world_size() == 1:
+        return values
+    keys = sorted(values)
+    t = torch.tensor([values[k] for k in keys], dtype=torch.float64)
+    torch.distributed.all_reduce(t, group=mpu.get_data_parallel_group())
+    t /= mpu.get_data_parallel_world_size()
+    return dict(zip(keys, t.tolist()))

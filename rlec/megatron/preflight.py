@@ -218,6 +218,35 @@ def check_conversion(
     """
     hf_path, output = Path(hf_path), Path(output)
     cfg = read_config(hf_path)
+    config, found, files = check_hf_weights(hf_path)
+    try:
+        layout.check_model(config, source=str(hf_path / "config.json"))
+    except ValueError as exc:
+        hint = "" if layout.world > 1 else " (several processes: launch with `torchrun --nproc_per_node N`)"
+        raise ConversionInputError(f"{exc}{hint}") from exc
+    if output.exists() and not overwrite:
+        raise ConversionInputError(f"{output}: exists (pass --overwrite to replace it)")
+    if output.exists() and not output.is_dir():
+        raise ConversionInputError(f"{output}: exists and is not a folder")
+    n_bytes = sum(f.stat().st_size for f in files)
+    return ConversionPlan(hf_path, cfg, layout, output, files, len(found), n_bytes)
+
+
+def check_hf_weights(hf_path: str | os.PathLike[str]) -> tuple[Any, dict[str, tuple[tuple[int, ...], Path]], tuple[Path, ...]]:
+    """Check that a Hugging Face folder's safetensors hold exactly the tensors its config implies.
+
+    The one full check of a model folder's weights (the converter and the local run): every file
+    readable and complete, no tensor missing or unexpected, every shape as ``config.json`` says.
+
+    Returns:
+        ``(transformers config, {name: (shape, file)}, safetensors files)``.
+
+    Raises:
+        ConversionInputError: unreadable or truncated files, missing / unexpected tensors, or
+            shapes that disagree with ``config.json`` (all named).
+    """
+    hf_path = Path(hf_path)
+    read_config(hf_path)
     config = hf_config_object(hf_path)
     expected = expected_hf_shapes(config)
     found, files = read_safetensors_shapes(hf_path)
@@ -234,14 +263,4 @@ def check_conversion(
         problems.append(f"shapes disagree with config.json: {_listed(wrong)}")
     if problems:
         raise ConversionInputError(f"{hf_path}: config and weights disagree: " + "; ".join(problems))
-    try:
-        layout.check_model(config, source=str(hf_path / "config.json"))
-    except ValueError as exc:
-        hint = "" if layout.world > 1 else " (several processes: launch with `torchrun --nproc_per_node N`)"
-        raise ConversionInputError(f"{exc}{hint}") from exc
-    if output.exists() and not overwrite:
-        raise ConversionInputError(f"{output}: exists (pass --overwrite to replace it)")
-    if output.exists() and not output.is_dir():
-        raise ConversionInputError(f"{output}: exists and is not a folder")
-    n_bytes = sum(f.stat().st_size for f in files)
-    return ConversionPlan(hf_path, cfg, layout, output, files, len(found), n_bytes)
+    return config, found, files

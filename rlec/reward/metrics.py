@@ -8,12 +8,12 @@ TensorBoard, wandb), named ``{prefix}/{statistic}`` over all records and
 - groups: each target bucket (``p0.0-0.3``, ``p0.3-0.6``, ``p0.6-1.0``, ``binary``) and each
   source (``src_math_dapo``, ``src_hotpotqa``);
 - statistics: ``count``, ``reward/mean`` (R_p^(b) at the step's b), ``reward_b1/mean`` (R_p^(1),
-  comparable across steps), ``answer_rate`` (coverage), ``abstain_rate``, ``acc``
-  (correct / all), ``selective_acc`` (correct / answered; omitted when nothing was answered),
+  comparable across steps), ``coverage`` (answered / all), ``abstention_rate``, ``accuracy``
+  (correct / all), ``selective_accuracy`` (correct / answered; omitted when nothing was answered),
   ``format_ok_rate``, ``timeout_rate``;
 
 plus ``{prefix}/b``, the mean stability coefficient of the records (one value per step).
-So ``rlec/reward/mean``, ``rlec/acc``, ``rlec/p0.6-1.0/abstain_rate``, ``rlec/src_hotpotqa/acc``.
+So ``rlec/reward/mean``, ``rlec/accuracy``, ``rlec/p0.6-1.0/abstention_rate``, ``rlec/src_hotpotqa/accuracy``.
 Coverage and selective accuracy follow the selective-prediction definitions (El-Yaniv and
 Wiener, JMLR 2010, Sec. 2); ``docs/metrics.md`` defines the evaluation versions.
 Pure Python: no verl, no numpy required.
@@ -62,16 +62,16 @@ def group_stats(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     stats = {
         "count": float(n),
         "reward/mean": sum(float(r["score"]) for r in rows) / n,
-        "answer_rate": answered / n,
-        "abstain_rate": sum(float(r.get("abstained", 1.0 - float(r["answered"]))) for r in rows) / n,
-        "acc": correct / n,
+        "coverage": answered / n,
+        "abstention_rate": sum(float(r.get("abstained", 1.0 - float(r["answered"]))) for r in rows) / n,
+        "accuracy": correct / n,
         "format_ok_rate": sum(float(r.get("format_ok", 0.0)) for r in rows) / n,
         "timeout_rate": sum(float(r.get("timed_out", 0.0)) for r in rows) / n,
     }
     if all(r.get("reward_b1") is not None for r in rows):
         stats["reward_b1/mean"] = sum(float(r["reward_b1"]) for r in rows) / n
     if answered > 0:
-        stats["selective_acc"] = correct / answered
+        stats["selective_accuracy"] = correct / answered
     return stats
 
 

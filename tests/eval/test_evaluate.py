@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlec.eval.engines import HFEngine, SamplingSettings
+from rlec.generation import HFEngine, SamplingSettings
 from rlec.eval.records import read_records, record_key
 from rlec.eval.evaluate import load_eval_items, main, plan_jobs, run, sample_seed
 from rlec.models import load_tokenizer
@@ -188,7 +188,7 @@ def test_cli_rejects_bad_arguments_and_an_existing_output(tmp_path: Path, eval_p
 @pytest.mark.gpu
 def test_vllm_engine_generates_on_gpu(tmp_path: Path, eval_parquet: Path, tiny_moe_dir: Path, tokenizer) -> None:
     pytest.importorskip("vllm", reason="vLLM is installed only on GPU machines (requirements-gpu.txt)")
-    from rlec.eval.engines import VLLMEngine
+    from rlec.generation import VLLMEngine
 
     settings = SamplingSettings(temperature=1.0, top_p=0.9, max_new_tokens=8, seed=0)
     engine = VLLMEngine(str(tiny_moe_dir), tokenizer, settings, gpu_memory_utilization=0.3, max_model_len=2048)

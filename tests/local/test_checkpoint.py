@@ -1,32 +1,104 @@
-"""Checkpoint bookkeeping of the local run: the latest pointer and pruning."""
+"""Local checkpoints: pruning, intact checks, and resume that recovers from damage or refuses another run."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import torch
 
-from rlec.local.checkpoint import LATEST_FILE, checkpoint_dir, latest, prune
+from rlec.local.checkpoint import LATEST_FILE, checkpoint_dir, find_resume, is_intact, prune
 
 
-def _make(out: Path, *steps: int) -> None:
-    for s in steps:
-        checkpoint_dir(out, s).mkdir(parents=True)
+def _write(out: Path, step: int, config: dict | None = None) -> Path:
+    """A real torch dist checkpoint (one process) with the files a Megatron save leaves, and rlec's metadata."""
+    import torch.distributed.checkpoint as dcp
+
+    path = checkpoint_dir(out, step)
+    path.mkdir(parents=True)
+    dcp.save({"w": torch.arange(1000, dtype=torch.float32) + step}, storage_writer=dcp.FileSystemWriter(str(path)), no_dist=True)
+    (path / "metadata.json").write_text("{}")
+    torch.save({"rlec": {"step": step}}, path / "common.pt")
+    (path / "rlec_checkpoint.json").write_text(json.dumps({"step": step, "config": config or {}}))
+    return path
+
+
+def _point(out: Path, text: str) -> None:
+    (out / "checkpoints" / LATEST_FILE).write_text(text)
 
 
 def test_prune_keeps_the_newest_at_or_below_the_step_and_drops_stale_higher_ones(tmp_path: Path) -> None:
-    _make(tmp_path, 5, 10, 3)  # 5 and 10 were left by an earlier, longer run
+    for s in (5, 10, 3):  # 5 and 10 were left by an earlier, longer run
+        checkpoint_dir(tmp_path, s).mkdir(parents=True)
     assert prune(tmp_path, 3, keep=2) == [3]
     assert not checkpoint_dir(tmp_path, 10).exists() and checkpoint_dir(tmp_path, 3).exists()
-    _make(tmp_path, 6, 9)
+    for s in (6, 9):
+        checkpoint_dir(tmp_path, s).mkdir(parents=True)
     assert prune(tmp_path, 9, keep=2) == [6, 9]
 
 
-def test_latest_follows_the_pointer_and_refuses_a_dangling_one(tmp_path: Path) -> None:
-    assert latest(tmp_path) is None
-    _make(tmp_path, 4)
-    (tmp_path / "checkpoints" / LATEST_FILE).write_text("4\n")
-    assert latest(tmp_path) == checkpoint_dir(tmp_path, 4)
-    (tmp_path / "checkpoints" / LATEST_FILE).write_text("7\n")
-    with pytest.raises(FileNotFoundError, match="global_step_7, which is missing"):
-        latest(tmp_path)
+def test_intact_needs_every_shard_byte_the_metadata_names(tmp_path: Path) -> None:
+    path = _write(tmp_path, 1)
+    assert is_intact(path)
+    shard = next(path.glob("*.distcp"))
+    shard.write_bytes(shard.read_bytes()[:100])  # a write cut short
+    assert not is_intact(path)
+    shard.unlink()
+    assert not is_intact(path)
+    assert not is_intact(_write(tmp_path, 2).parent / "global_step_9")
+
+
+def test_resume_follows_the_tracker(tmp_path: Path) -> None:
+    assert find_resume(tmp_path) == (None, [])
+    _write(tmp_path, 2)
+    _write(tmp_path, 4)
+    _point(tmp_path, "4\n")
+    assert find_resume(tmp_path) == (checkpoint_dir(tmp_path, 4), [])
+
+
+@pytest.mark.parametrize(
+    ("damage", "note"),
+    [
+        ("garbage", "is unreadable"),
+        ("dangling", "names a checkpoint folder that does not exist"),
+        ("missing_shard", "is incomplete"),
+        ("no_tracker", None),
+    ],
+)
+def test_resume_falls_back_to_the_newest_intact_checkpoint(tmp_path: Path, damage: str, note: str | None) -> None:
+    _write(tmp_path, 2)
+    newest = _write(tmp_path, 4)
+    _point(tmp_path, {"garbage": "\x00zz\n", "dangling": "7\n", "missing_shard": "4\n", "no_tracker": "4\n"}[damage])
+    if damage == "missing_shard":
+        next(newest.glob("*.distcp")).unlink()
+    if damage == "no_tracker":
+        (tmp_path / "checkpoints" / LATEST_FILE).unlink()
+    found, notes = find_resume(tmp_path)
+    want = checkpoint_dir(tmp_path, 2) if damage == "missing_shard" else newest
+    assert found == want
+    if note:
+        assert any(note in n for n in notes) and any(want.name in n for n in notes)
+
+
+def test_start_resumes_a_compatible_run_refuses_another_and_moves_a_finished_one_aside(tmp_path: Path) -> None:
+    from rlec.local.config import as_dict, load_config
+    from rlec.local.setup import LocalRunError, plan_start
+
+    out = tmp_path / "run"
+    cfg = load_config([f"trainer.default_local_dir={out}", "trainer.total_training_steps=4"], env={})
+    _write(out, 2, config=as_dict(cfg))
+    _point(out, "2\n")
+    start = plan_start(cfg, out)
+    assert start.resume_from == checkpoint_dir(out, 2) and start.schedule_end is None
+    longer = load_config([f"trainer.default_local_dir={out}", "trainer.total_training_steps=6"], env={})
+    start = plan_start(longer, out)
+    assert start.schedule_end == 4 and any("keeps its original length" in n for n in start.notes)
+    other = load_config([f"trainer.default_local_dir={out}", "trainer.total_training_steps=4", "data.seed=7"], env={})
+    with pytest.raises(LocalRunError, match=r"holds a run with other settings \(data.seed: 42 -> 7\)"):
+        plan_start(other, out)
+    fresh = load_config([f"trainer.default_local_dir={out}", "trainer.resume_mode=disable"], env={})
+    start = plan_start(fresh, out)
+    assert start.resume_from is None and not out.exists()
+    (aside,) = tmp_path.glob("run.old-*")
+    assert (aside / "checkpoints").is_dir() and any(str(aside) in n for n in start.notes)

@@ -1,102 +1,82 @@
-"""HF rollout for the local run: shapes, masks, seeding, scripted responses, advantages."""
+"""The local rollout: verl's DataProto fields, groups, scripted answers that give groups reward variance, advantages."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from rlec.local.rollout import generate, inject_scripted
-from rlec.local.update import mean_only_advantages
+from rlec.local.rollout import inject_scripted, rollout
 from rlec.prompts import build_messages, math_task
 
 
 @pytest.fixture(scope="module")
-def model_and_tokenizer(tiny_moe_dir: Path):
-    from transformers import AutoModelForCausalLM
-
+def engine(tiny_moe_dir: Path):
+    from rlec.generation import HFEngine
     from rlec.models import load_tokenizer
 
     torch.set_num_threads(1)
-    return AutoModelForCausalLM.from_pretrained(tiny_moe_dir, dtype=torch.float32), load_tokenizer(tiny_moe_dir)
+    return HFEngine(str(tiny_moe_dir), load_tokenizer(tiny_moe_dir), device="cpu")
 
 
-def _rollout(model_and_tokenizer, seed: int):
-    model, tok = model_and_tokenizer
-    messages = [build_messages(math_task("What is 2+3?"), 0.4), build_messages(math_task("What is 10-7?"), None)]
-    return generate(model, tok, messages, ["a", "b"], n=3, max_new_tokens=6, seed=seed)
+def _batch() -> dict:
+    """Two prompts as verl's collate_fn returns them (object arrays), both with target p = 0.4."""
+    extra = {"target_p": 0.4, "objective": "rlec"}
+    return {"raw_prompt": np.array([build_messages(math_task("What is 2+3?"), 0.4),
+                                    build_messages(math_task("What is 10-7?"), 0.4)] + [], dtype=object),
+            "data_source": np.array(["math", "math"], dtype=object),
+            "reward_model": np.array([{"ground_truth": "5"}, {"ground_truth": "3"}], dtype=object),
+            "extra_info": np.array([extra, extra], dtype=object), "dummy_tensor": torch.zeros(2, 1)}
 
 
-def test_generate_shapes_masks_and_seeding(model_and_tokenizer) -> None:
-    batch = _rollout(model_and_tokenizer, seed=5)
-    assert batch.prompts.shape[0] == batch.responses.shape[0] == 6 and batch.responses.shape[1] == 6
-    assert batch.attention_mask.shape == (6, batch.prompts.shape[1] + 6)
-    assert list(batch.group_index) == ["a"] * 3 + ["b"] * 3
-    # the mask covers the response up to and including the first stop token
-    for row, reason in zip(batch.response_mask, batch.finish_reasons):
-        ones = row.nonzero().flatten().tolist()
-        assert ones == list(range(len(ones))) and (reason == "length") == (len(ones) == 6)
-    again = _rollout(model_and_tokenizer, seed=5)
-    assert torch.equal(batch.responses, again.responses)
+def _rollout(engine, n_per_prompt=(3, 3), seed=5, width=6):
+    return rollout(engine, _batch(), n_per_prompt=list(n_per_prompt), max_new_tokens=width, temperature=1.0, top_p=1.0, seed=seed,
+                   uids=["a", "b"], chat_template_kwargs={"enable_thinking": False})
 
 
-def test_scripted_responses_give_groups_reward_variance(model_and_tokenizer) -> None:
-    _, tok = model_and_tokenizer
-    batch = _rollout(model_and_tokenizer, seed=1)
-    replaced = inject_scripted(batch, tok, ["5", "3"], n=3, fraction=0.34, seed=0)
-    assert replaced == 2
-    for row in (2, 5):  # the last of each group
-        n_tokens = int(batch.response_mask[row].sum())
-        assert tok.decode(batch.responses[row, :n_tokens], skip_special_tokens=True) == batch.texts[row]
-        if batch.finish_reasons[row] == "stop":
-            assert batch.texts[row] in ("\\boxed{5}", "\\boxed{3}", "\\boxed{I don't know}")
-        else:  # cut at max_new_tokens, like a sampled response
-            assert n_tokens == 6 and "\\boxed{I don't know}".startswith(batch.texts[row])
+def test_rollout_builds_verls_batch_with_consecutive_groups(engine) -> None:
+    data = _rollout(engine, n_per_prompt=(2, 4))
+    assert len(data) == 6 and list(data.non_tensor_batch["uid"]) == ["a"] * 2 + ["b"] * 4
+    assert [rm["ground_truth"] for rm in data.non_tensor_batch["reward_model"]] == ["5"] * 2 + ["3"] * 4
+    b = data.batch
+    assert b["input_ids"].shape == b["attention_mask"].shape == (6, b["prompts"].shape[1] + 6)
+    assert torch.equal(b["input_ids"][:, -6:], b["responses"]) and torch.equal(b["attention_mask"][:, -6:], b["response_mask"])
+    assert torch.equal(b["position_ids"], (b["attention_mask"].cumsum(1) - 1).clamp(min=0))
+    assert data.meta_info["temperature"] == 1.0 and data.meta_info["global_token_num"] == b["attention_mask"].sum(1).tolist()
+    assert torch.equal(_rollout(engine, n_per_prompt=(2, 4)).batch["responses"], b["responses"])  # seeded by step
 
 
-def test_mean_only_advantages_from_verl(model_and_tokenizer) -> None:
-    batch = _rollout(model_and_tokenizer, seed=2)
-    rewards, adv = mean_only_advantages(batch, [1.0, 0.0, 0.5, -3.0, -3.0, -3.0])
+def test_scripted_answers_give_every_group_reward_variance(engine) -> None:
+    from rlec.reward.batch import score_batch
+    from rlec.reward.schedule import LinearSchedule
+
+    data = _rollout(engine, seed=1, width=12)
+    before, _ = score_batch(list(data.non_tensor_batch["response_text"]), ["5"] * 3 + ["3"] * 3, ["math"] * 6,
+                            list(data.non_tensor_batch["extra_info"]), 1, LinearSchedule(end_step=2))
+    assert len(set(before[:3])) == 1 and len(set(before[3:])) == 1  # a random model: one outcome per group
+    assert inject_scripted(data, engine.tokenizer, fraction=0.34, seed=0) == 2
+    texts = list(data.non_tensor_batch["response_text"])
+    assert texts[2] in ("\\boxed{5}", "\\boxed{I don't know}") and texts[5] in ("\\boxed{3}", "\\boxed{I don't know}")
+    for row in (2, 5):  # the tokens say what the text says, and the masks follow them
+        n = int(data.batch["response_mask"][row].sum())
+        assert engine.tokenizer.decode(data.batch["responses"][row, : n - 1]) == texts[row]
+        assert torch.equal(data.batch["attention_mask"][row, -12:], data.batch["response_mask"][row])
+    after, infos = score_batch(texts, ["5"] * 3 + ["3"] * 3, ["math"] * 6, list(data.non_tensor_batch["extra_info"]), 1,
+                               LinearSchedule(end_step=2))
+    assert len(set(after[:3])) == 2 and len(set(after[3:])) == 2  # gold (+1) or I don't know (0) vs the wrong answers (-0.4/0.6)
+
+
+def test_advantages_are_verls_mean_only_grpo(engine) -> None:
+    from rlec.config import compose
+    from rlec.local.update import compute_advantages, set_rewards
+
+    data = _rollout(engine, seed=2)
+    set_rewards(data, [1.0, 0.0, 0.5, -3.0, -3.0, -3.0])
+    compute_advantages(data, compose([], "local"))
+    adv = data.batch["advantages"]
     assert torch.allclose(adv[:3, 0], torch.tensor([0.5, -0.5, 0.0]))
     assert torch.all(adv[3:] == 0)  # an all-equal group has no advantage
-    assert torch.all((adv != 0) <= (batch.response_mask > 0))  # zero outside the response
-    assert torch.allclose(rewards.sum(dim=1), torch.tensor([1.0, 0.0, 0.5, -3.0, -3.0, -3.0]))
-
-
-# hand-computed: softmax([2, 1, 0, -1, 0.5]) = [.5630, .2071, .0762, .0280, .1256] (mass ordered 0, 1, 4, 2, 3);
-# top_p 0.7 keeps tokens 0 and 1 (0.5630 < 0.7 <= 0.7701), renormalised: e^2 / (e^2 + e) = 0.7311
-@pytest.mark.parametrize(
-    ("temperature", "top_p", "want"),
-    [
-        (1.0, 1.0, [0.5630, 0.2071, 0.0762, 0.0280, 0.1256]),
-        (0.5, 1.0, [0.8292, 0.1122, 0.0152, 0.0021, 0.0413]),
-        (1.0, 0.7, [0.7311, 0.2689, 0.0, 0.0, 0.0]),
-    ],
-)
-def test_inverse_cdf_sampler_draws_from_the_softmax(temperature: float, top_p: float, want: list[float]) -> None:
-    from rlec.local.rollout import InverseCDFSampler
-
-    torch.manual_seed(0)
-    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, 0.5]]).repeat(40_000, 1)
-    out = InverseCDFSampler(temperature, top_p)(torch.zeros(40_000, 1, dtype=torch.long), logits.bfloat16())  # exact in bf16
-    assert out.dtype == torch.float32
-    assert torch.all((out == 0).sum(dim=1) == 1) and torch.all(torch.isinf(out).sum(dim=1) == 4)
-    counts = torch.bincount(out.argmax(dim=1), minlength=5).float() / 40_000
-    want_t = torch.tensor(want)
-    assert torch.all(counts[want_t == 0] == 0), counts  # a token outside the nucleus is never drawn
-    assert torch.allclose(counts, want_t, atol=0.01), (counts, want_t)
-
-
-def test_inverse_cdf_sampler_never_draws_a_zero_probability_token(monkeypatch) -> None:
-    """The extreme uniform draws land on the first and last tokens that have mass."""
-    from rlec.local.rollout import InverseCDFSampler
-
-    logits = torch.tensor([[float("-inf"), 1.0, 1.0, float("-inf")]], dtype=torch.bfloat16)
-    for value, token in ((0.0, 2), (1.0 - 2**-53, 1)):  # u = (1 - rand) x total: rand 0 -> u = total
-        monkeypatch.setattr(torch, "rand", lambda *a, v=value, **k: torch.full((1, 1), v, dtype=torch.float64))
-        assert InverseCDFSampler()(torch.zeros(1, 1, dtype=torch.long), logits).argmax().item() == token
-    with pytest.raises(ValueError, match="temperature must be > 0"):
-        InverseCDFSampler(temperature=0.0)
-    with pytest.raises(ValueError, match=r"top_p must be in \(0, 1\]"):
-        InverseCDFSampler(top_p=1.5)
+    assert torch.all((adv != 0) <= (data.batch["response_mask"] > 0))  # zero outside the response
+    assert torch.allclose(data.batch["token_level_rewards"].sum(1), torch.tensor([1.0, 0.0, 0.5, -3.0, -3.0, -3.0]))

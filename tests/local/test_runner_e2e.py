@@ -19,13 +19,14 @@ from rlec.local.logger import read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "tools" / "run_megatron_rlec.sh"
-SMALL = ["rollout.prompts_per_step=2", "rollout.n=4", "rollout.max_new_tokens=8", "actor.micro_batch_size=4",
-         "actor.ppo_mini_batch_size=1",
-         "rollout.scripted_fraction=0.5", "reward.schedule_steps=2", "trainer.threads=1"]
-EXPECTED_FIELDS = {"rlec/reward/mean", "rlec/b", "rlec/answer_rate", "rlec/abstain_rate", "rlec/acc", "actor/pg_loss",
-                   "actor/grad_norm", "actor/entropy_mc", "critic/advantages/abs_mean", "timing_s/gen", "timing_s/reward",
-                   "timing_s/update_actor", "timing_s/update_weights", "timing_s/step", "rollout/tokens_per_s",
-                   "weight_sync/exact", "response_length/mean"}
+SMALL = ["data.train_batch_size=2", "actor_rollout_ref.rollout.n=4", "data.max_response_length=8",
+         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+         "rlec.local.scripted_fraction=0.5", "rlec.schedule.end_step=2", "rlec.local.threads=1"]
+NO_EVAL = "rlec.local.eval.at_end=false"
+EXPECTED_FIELDS = {"rlec/reward/mean", "rlec/b", "rlec/coverage", "rlec/abstention_rate", "rlec/accuracy", "actor/pg_loss",
+                   "actor/grad_norm", "actor/entropy", "critic/advantages/max", "critic/score/mean", "timing_s/gen",
+                   "timing_s/reward", "timing_s/update_actor", "timing_s/update_weights", "timing_s/step",
+                   "rollout/tokens_per_s", "weight_sync/exact", "response_length/mean"}
 VOLATILE = ("timing_s/", "rollout/tokens_per_s")
 
 
@@ -59,10 +60,10 @@ def _check_run(proc: subprocess.CompletedProcess, out: Path, steps: int) -> list
     assert [r["step"] for r in records] == list(range(1, steps + 1))
     for r in records:
         assert EXPECTED_FIELDS <= set(r), EXPECTED_FIELDS - set(r)
-        for key in ("rlec/reward/mean", "actor/pg_loss", "actor/grad_norm", "critic/advantages/abs_mean"):
+        for key in ("rlec/reward/mean", "actor/pg_loss", "actor/grad_norm", "actor/entropy"):
             assert isinstance(r[key], float) and math.isfinite(r[key]), (key, r[key])
         assert r["weight_sync/exact"] == 1.0
-        assert r["critic/advantages/abs_mean"] > 0  # scripted answers give groups reward variance
+        assert r["critic/advantages/max"] > 0 > r["critic/advantages/min"]  # scripted answers give groups reward variance
         assert r["actor/grad_norm"] > 0  # so the update is real
     return records
 
@@ -71,8 +72,8 @@ def _check_run(proc: subprocess.CompletedProcess, out: Path, steps: int) -> list
 def world1_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path, list[dict]]:
     """Two uninterrupted steps at world size 1 (with the final evaluation), shared by the tests below."""
     full = tmp_path_factory.mktemp("full") / "run"
-    proc = launch(full, data_dir, *SMALL, "trainer.steps=2", "trainer.save_every=1", "eval.max_questions=2",
-                  "eval.max_new_tokens=4")
+    proc = launch(full, data_dir, *SMALL, "trainer.total_training_steps=2", "trainer.save_freq=1",
+                  "rlec.local.eval.max_questions=2", "rlec.local.eval.max_new_tokens=4")
     return proc, full, _check_run(proc, full, 2)
 
 
@@ -87,9 +88,9 @@ def test_two_steps_at_world_size_1_and_resume_reproduces_them(world1_run, data_d
     assert (full / "hf_final" / "config.json").is_file() and (full / "training_curves.png").stat().st_size > 0
 
     split = tmp_path / "split"
-    first = launch(split, data_dir, *SMALL, "trainer.steps=1", "eval.at_end=false")
+    first = launch(split, data_dir, *SMALL, "trainer.total_training_steps=1", NO_EVAL)
     _check_run(first, split, 1)
-    resumed = launch(split, data_dir, *SMALL, "trainer.steps=2", "eval.at_end=false", extra_env={"RESUME": "1"})
+    resumed = launch(split, data_dir, *SMALL, "trainer.total_training_steps=2", NO_EVAL)  # RESUME=auto: the default
     again = _check_run(resumed, split, 2)
     assert "resumed from" in resumed.stderr
     assert [_stable(r) for r in again] == [_stable(r) for r in records]
@@ -98,12 +99,12 @@ def test_two_steps_at_world_size_1_and_resume_reproduces_them(world1_run, data_d
 @pytest.mark.slow
 def test_one_step_at_tp2_ep2_on_four_processes_matches_world_size_1(world1_run, data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "tp2ep2"
-    proc = launch(out, data_dir, *SMALL, "trainer.steps=1", "eval.at_end=false", nproc=4, extra_env={"TP": "2", "EP": "2"})
+    proc = launch(out, data_dir, *SMALL, "trainer.total_training_steps=1", NO_EVAL, nproc=4, extra_env={"TP": "2", "EP": "2"})
     (step1,) = _check_run(proc, out, 1)
     assert "'tp': 2, 'ep': 2" in proc.stderr and "'dp': 2" in proc.stderr
     reference = world1_run[2][0]  # same data, seed and rollout: only the update's layout differs
     assert step1["rlec/reward/mean"] == reference["rlec/reward/mean"]
-    for key in ("actor/pg_loss", "actor/grad_norm", "critic/advantages/abs_mean"):
+    for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy", "critic/advantages/max"):
         assert step1[key] == pytest.approx(reference[key], rel=1e-4, abs=1e-6), key
 
 
@@ -113,7 +114,10 @@ def test_one_step_at_tp2_ep2_on_four_processes_matches_world_size_1(world1_run, 
     [
         ({"TP": "2"}, [], "does not fit 1 process(es)"),
         ({"MODEL_PATH": "__bert__"}, [], "model_type 'bert' is not supported; supported: qwen3, qwen3_moe"),
-        ({}, ["data.prepare_if_missing=false", "data.dir=/nonexistent/rlec-data"], "data.prepare_if_missing=false"),
+        ({}, ["rlec.local.prepare_data_if_missing=false", "data.train_files=/nonexistent/rlec-data/train.parquet"],
+         "data.train_files=/nonexistent/rlec-data/train.parquet is missing"),
+        ({"OUTPUT_DIR": "/proc/rlec-cannot-write/run"}, [], "is not writable"),
+        ({}, ["rlec.local.threads=-1"], "rlec.local.threads must be an integer >= 0"),
     ],
 )
 def test_bad_input_fails_before_work(data_dir: Path, tmp_path: Path, env: dict, overrides: list, message: str) -> None:
@@ -122,8 +126,36 @@ def test_bad_input_fails_before_work(data_dir: Path, tmp_path: Path, env: dict, 
         bert.mkdir()
         (bert / "config.json").write_text(json.dumps({"model_type": "bert"}))
         env = {"MODEL_PATH": str(bert)}
-    proc = launch(tmp_path / "out", data_dir, *overrides, "trainer.steps=1", extra_env=env, timeout=300)
+    out = Path(env.pop("OUTPUT_DIR", tmp_path / "out"))
+    proc = launch(out, data_dir, *overrides, "trainer.total_training_steps=1", "rlec.schedule.end_step=2", extra_env=env, timeout=300)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "rlec.local: error:" in proc.stderr and message in proc.stderr, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
-    assert not (tmp_path / "out" / "metrics.jsonl").exists()
+    assert len(proc.stderr.strip().splitlines()) <= 3 and not (out / "metrics.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_resuming_with_other_settings_is_refused_in_one_line(world1_run, data_dir: Path) -> None:
+    _, full, _ = world1_run
+    proc = launch(full, data_dir, *SMALL, "trainer.total_training_steps=2", extra_env={"SEED": "7"}, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "holds a run with other settings (actor_rollout_ref.rollout.seed: 42 -> 7; data.seed: 42 -> 7)" in proc.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_with_one_line_and_status_130(data_dir: Path, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHON": sys.executable, "OUTPUT_DIR": str(tmp_path / "run"), "DATA_DIR": str(data_dir),
+           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(["bash", str(LAUNCHER), *SMALL, "trainer.total_training_steps=50", NO_EVAL], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 600
+    while time.time() < deadline and not (tmp_path / "run" / "config.yaml").exists():
+        time.sleep(1)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "rerun the same command to resume" in err

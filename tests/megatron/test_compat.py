@@ -72,7 +72,7 @@ def test_every_shim_is_still_needed_by_the_installed_megatron_core(probe: dict) 
 def test_shims_apply_once_and_take_effect(probe: dict) -> None:
     from rlec.megatron.compat import SHIMS
 
-    assert probe["applied"] == [s.name for s in SHIMS] == probe["again"]
+    assert probe["applied"] == [s.name for s in SHIMS] == probe["again"]  # applied only because every probe says needed
     after = probe["after"]
     assert after["current_device"] == "cpu"
     assert after["te_general_gemm_is_none"] is True
@@ -118,11 +118,36 @@ def test_no_shim_is_applied_with_cuda() -> None:
     assert torch.cuda.current_device is current_device
 
 
-def test_checkpoint_writer_still_has_the_private_results_queue() -> None:
+def test_results_queue_workaround_is_still_needed_and_scoped_to_one_save() -> None:
     from megatron.core.dist_checkpointing.strategies import filesystem_async
 
-    from rlec.megatron.compat import in_process_checkpoint_results
+    from rlec.megatron.compat import in_process_checkpoint_results, results_queue_needed
 
-    assert hasattr(filesystem_async, "_results_queue"), "megatron-core dropped _results_queue: remove the workaround"
-    assert in_process_checkpoint_results() is True
-    assert filesystem_async._results_queue is not None
+    before = filesystem_async._results_queue
+    assert before is None and results_queue_needed(), "megatron-core changed _results_queue: revisit the workaround"
+    with in_process_checkpoint_results() as active:
+        assert active is True and filesystem_async._results_queue is not None
+    assert filesystem_async._results_queue is before  # nothing leaks to other saves in this process
+
+
+def test_the_private_mbridge_methods_rlec_uses_still_exist() -> None:
+    from rlec.megatron.compat import MBRIDGE_PRIVATE, mbridge_private_api_present
+
+    present = mbridge_private_api_present()
+    assert set(present) == set(MBRIDGE_PRIVATE)
+    assert all(present.values()), f"mbridge dropped or renamed {[k for k, v in present.items() if not v]}: update rlec.megatron.compat"
+
+
+def test_weight_conversion_reporting_wraps_only_the_instance_within_the_block() -> None:
+    from rlec.megatron.compat import reporting_weight_conversions
+
+    class FakeBridge:
+        def _weight_to_mcore_format(self, name, weights):
+            return (name, len(weights))
+
+    bridge, seen = FakeBridge(), []
+    with reporting_weight_conversions(bridge, seen.append):
+        assert bridge._weight_to_mcore_format("a", [1, 2]) == ("a", 2)
+    assert seen == ["a"] and "_weight_to_mcore_format" not in vars(bridge)
+    with reporting_weight_conversions(bridge, None):
+        assert "_weight_to_mcore_format" not in vars(bridge)

@@ -3,7 +3,6 @@ the launcher rules (set -euo pipefail, no pkill, no machine paths, each variable
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess

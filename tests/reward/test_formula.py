@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlec.reward.formula import Outcome, reward_stakes, rlec_reward, rlec_reward_array
-from rlec.reward.schedule import LinearSchedule
 
 
 @pytest.mark.parametrize(
@@ -86,31 +85,3 @@ def test_vectorised_numpy_and_torch_match_scalar() -> None:
 def test_vectorised_error_names_index() -> None:
     with pytest.raises(ValueError, match="index 2 is 1.0"):
         rlec_reward_array(np.ones(3, bool), np.ones(3, bool), np.array([0.1, 0.2, 1.0]), 0.5)
-
-
-def test_schedule_values() -> None:
-    s = LinearSchedule(end_step=101)  # start_step 1: b(1) = 0, b(101) = 1
-    assert s(1) == 0.0
-    assert s(51) == pytest.approx(0.5)
-    assert s(101) == 1.0
-    assert s(0) == 0.0 and s(-5) == 0.0  # clamped before the start
-    assert s(500) == 1.0  # clamped after the end
-
-
-def test_schedule_custom_range() -> None:
-    s = LinearSchedule(end_step=30, start_value=0.2, end_value=0.8, start_step=10)
-    assert s(10) == pytest.approx(0.2)
-    assert s(20) == pytest.approx(0.5)
-    assert s(30) == pytest.approx(0.8)
-
-
-def test_schedule_resume_equivalence() -> None:
-    uninterrupted = [LinearSchedule(end_step=40)(k) for k in range(1, 41)]
-    resumed = [LinearSchedule(end_step=40)(k) for k in range(1, 18)] + [LinearSchedule(end_step=40)(k) for k in range(18, 41)]
-    assert resumed == uninterrupted
-
-
-@pytest.mark.parametrize("kwargs", [dict(end_step=1), dict(end_step=10, start_step=10), dict(end_step=10, end_value=1.5)])
-def test_schedule_rejects_bad_settings(kwargs) -> None:
-    with pytest.raises(ValueError):
-        LinearSchedule(**kwargs)

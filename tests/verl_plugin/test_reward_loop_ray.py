@@ -1,6 +1,6 @@
 """The ``rlec`` reward manager through verl's RewardLoopManager with one Ray worker on CPU.
 
-The job (tests/verl/reward_loop_job.py) runs in a fresh process started without
+The job (tests/verl_plugin/reward_loop_job.py) runs in a fresh process started without
 VERL_USE_EXTERNAL_MODULES, so the Ray worker can only learn about rlec through the runtime env
 built from the composed config (what multi-node runs rely on); test_reward_manager.py shows that
 without the variable verl does not know "rlec". The job also stores the records in
@@ -47,8 +47,8 @@ def test_reward_loop_worker_registers_rlec_through_runtime_env_and_scores(tiny_m
     assert {"score", "acc", "bucket", "global_step", "reward_b1"} <= set(out["keys"])
     # the trainer hook reads the same records back from TransferQueue; the padding row is dropped
     m = out["metrics"]
-    assert m["rlec/count"] == 7 and m["rlec/acc"] == pytest.approx(4 / 7)
+    assert m["rlec/count"] == 7 and m["rlec/accuracy"] == pytest.approx(4 / 7)
     assert m["rlec/b"] == pytest.approx((4 * 0.5 + 0.0 + 1.0 + 1.0) / 7)
     assert m["rlec/reward/mean"] == pytest.approx(sum(job.EXPECTED) / 7)
-    assert (m["rlec/p0.0-0.3/count"], m["rlec/p0.0-0.3/acc"]) == (3, pytest.approx(1 / 3))
-    assert m["rlec/p0.6-1.0/abstain_rate"] == 1.0 and m["rlec/src_math_dapo/count"] == 5
+    assert (m["rlec/p0.0-0.3/count"], m["rlec/p0.0-0.3/accuracy"]) == (3, pytest.approx(1 / 3))
+    assert m["rlec/p0.6-1.0/abstention_rate"] == 1.0 and m["rlec/src_math_dapo/count"] == 5

@@ -74,15 +74,15 @@ def test_metrics_by_bucket_and_source_hand_computed():
     assert m["rlec/count"] == 4
     assert m["rlec/reward/mean"] == pytest.approx((0.7071067812 - 0.2886751346 + 0 + 1) / 4)
     assert m["rlec/reward_b1/mean"] == pytest.approx((0.5 - 0.25 + 0 + 1) / 4)
-    assert m["rlec/answer_rate"] == 0.75 and m["rlec/abstain_rate"] == 0.25
-    assert m["rlec/acc"] == 0.5
-    assert m["rlec/selective_acc"] == pytest.approx(2 / 3)
-    assert m["rlec/p0.0-0.3/acc"] == 0.0 and m["rlec/p0.0-0.3/answer_rate"] == 1.0
-    assert m["rlec/p0.6-1.0/abstain_rate"] == 1.0
-    assert "rlec/p0.6-1.0/selective_acc" not in m  # nothing answered in that bucket
-    assert m["rlec/binary/acc"] == 1.0
-    assert m["rlec/src_math_dapo/acc"] == 0.5 and m["rlec/src_math_dapo/count"] == 2
-    assert m["rlec/src_hotpotqa/answer_rate"] == 0.5
+    assert m["rlec/coverage"] == 0.75 and m["rlec/abstention_rate"] == 0.25
+    assert m["rlec/accuracy"] == 0.5
+    assert m["rlec/selective_accuracy"] == pytest.approx(2 / 3)
+    assert m["rlec/p0.0-0.3/accuracy"] == 0.0 and m["rlec/p0.0-0.3/coverage"] == 1.0
+    assert m["rlec/p0.6-1.0/abstention_rate"] == 1.0
+    assert "rlec/p0.6-1.0/selective_accuracy" not in m  # nothing answered in that bucket
+    assert m["rlec/binary/accuracy"] == 1.0
+    assert m["rlec/src_math_dapo/accuracy"] == 0.5 and m["rlec/src_math_dapo/count"] == 2
+    assert m["rlec/src_hotpotqa/coverage"] == 0.5
 
 
 def test_metrics_skip_records_without_outcome_and_accept_columns():

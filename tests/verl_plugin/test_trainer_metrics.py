@@ -42,6 +42,6 @@ def test_validation_metrics_keep_verl_core_and_add_rlec():
     metrics = trainer._val_metrics_update(sources, ["u0", "u1", "u2", "u3"], columns, [1, 1, 1, 1])
     assert metrics["val-core/math_dapo/acc/mean@1"] == 0.5  # verl's own aggregation of our "acc"
     assert metrics["val-aux/hotpotqa/abstained/mean@1"] == 0.5
-    assert metrics["val-rlec/acc"] == 0.5 and metrics["val-rlec/answer_rate"] == 0.75
+    assert metrics["val-rlec/accuracy"] == 0.5 and metrics["val-rlec/coverage"] == 0.75
     assert metrics["val-rlec/b"] == 0.5
-    assert metrics["val-rlec/p0.6-1.0/abstain_rate"] == 1.0
+    assert metrics["val-rlec/p0.6-1.0/abstention_rate"] == 1.0

@@ -7,7 +7,7 @@ trainer's ``global_steps`` per row). ``EXPECTED`` holds the hand-computed reward
 Run as a script (by test_reward_loop_ray.py) in a fresh process, so that Ray's workers get
 exactly the environment a verl run gives them::
 
-    python tests/verl/reward_loop_job.py MODEL_DIR {with-env|without-env}
+    python tests/verl_plugin/reward_loop_job.py MODEL_DIR {with-env|without-env}
 
 It starts Ray as ``verl.trainer.main_ppo.run_ppo`` does (verl's runtime env merged with
 ``ray_kwargs.ray_init.runtime_env`` of the composed rlec config; ``without-env`` drops

@@ -1,0 +1,64 @@
+"""The local run's config: the cluster's schema at toy scale, environment variables, refusals, --help."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlec.config import flatten, select
+from rlec.local.config import ENV_OVERRIDES, LOCAL_KEYS, LocalConfigError, env_overrides, load_config, settings_help
+
+MG = "actor_rollout_ref.actor.megatron"
+
+
+def test_yaml_env_and_arguments_layer_in_that_order() -> None:
+    cfg = load_config(["actor_rollout_ref.rollout.n=6"], env={"ROLLOUT_N": "5", "STEPS": "7", "TP": "2", "DATA_DIR": "/d"})
+    assert cfg.actor_rollout_ref.rollout.n == 6  # the argument wins over the environment
+    assert cfg.trainer.total_training_steps == 7 and cfg.data.train_batch_size == 8  # env, then local.yaml
+    assert select(cfg, f"{MG}.tensor_model_parallel_size") == 2 and select(cfg, f"{MG}.sequence_parallel") is True
+    assert (cfg.data.train_files, cfg.data.val_files) == ("/d/train.parquet", "/d/test.parquet")
+
+
+@pytest.mark.parametrize(("value", "mode"), [("1", "auto"), ("true", "auto"), ("auto", "auto"), ("0", "disable"), ("no", "disable")])
+def test_resume_accepts_both_conventions(value: str, mode: str) -> None:
+    assert load_config([], env={"RESUME": value}).trainer.resume_mode == mode
+
+
+@pytest.mark.parametrize(
+    ("overrides", "env", "match"),
+    [
+        (["actor_rollout_ref.rollout.n=1"], {}, "group of one has no baseline"),
+        (["actor_rollout_ref.actor.ppo_epochs=2"], {}, "ppo_epochs=2 is not supported by the local run"),
+        (["actor_rollout_ref.actor.use_kl_loss=true"], {}, "no reference model"),
+        (["rlec.local.threads=-1"], {}, "rlec.local.threads must be an integer >= 0"),
+        (["rlec.local.scripted_fraction=1.5"], {}, r"scripted_fraction must be in \[0, 1\)"),
+        ([f"{MG}.tensor_model_parallel_size=2"], {}, "sequence_parallel=False with tensor_model_parallel_size=2"),
+        (["trainer.total_training_steps=0"], {}, "total_training_steps must be a positive integer"),
+        (["trainer.total_training_steps=1"], {}, "set rlec.schedule.end_step"),
+        (["no.such.key=1"], {}, "bad setting"),
+        ([], {"RESUME": "maybe"}, "RESUME='maybe'"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_key(overrides: list[str], env: dict, match: str) -> None:
+    with pytest.raises(LocalConfigError, match=match):
+        load_config(overrides, env=env)
+
+
+def test_one_step_runs_with_an_explicit_schedule_length() -> None:
+    cfg = load_config(["trainer.total_training_steps=1", "rlec.schedule.end_step=2"], env={})
+    assert cfg.rlec.schedule.end_step == 2
+
+
+def test_every_environment_variable_names_existing_keys() -> None:
+    keys_of_config = set(flatten(load_config([], env={})))
+    for var, keys in ENV_OVERRIDES.items():
+        for key in keys:
+            assert key in keys_of_config, (var, key)
+    assert all(override.split("=")[0] in {k for keys in ENV_OVERRIDES.values() for k in keys} | {f"{MG}.sequence_parallel"}
+               for override in env_overrides({"TP": "1", "SEED": "3", "OUTPUT_DIR": "o"}))
+
+
+def test_help_lists_every_setting_with_its_value() -> None:
+    text = settings_help(load_config([], env={}))
+    for key in LOCAL_KEYS:
+        assert f"  {key} = " in text
+    assert "actor_rollout_ref.rollout.n = 4" in text and "MODEL_PATH" in text

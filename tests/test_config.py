@@ -1,0 +1,77 @@
+"""The one config schema: the local run composes the cluster's settings; resume compares settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlec.config import CLUSTER_CONFIG, LOCAL_CONFIG, compose, flatten, pinned_schedule_end, resume_differences, select
+from rlec.local.config import SCALE_KEYS
+
+
+@pytest.fixture(scope="module")
+def both() -> tuple[dict, dict]:
+    return flatten(compose([], CLUSTER_CONFIG)), flatten(compose([], LOCAL_CONFIG))
+
+
+def test_local_run_changes_only_scale_layout_and_its_own_section(both) -> None:
+    cluster, local = both
+    differ = sorted(k for k in set(cluster) | set(local) if cluster.get(k, "<absent>") != local.get(k, "<absent>"))
+    outside = [k for k in differ if not k.startswith(SCALE_KEYS)]
+    assert not outside, f"local.yaml changes settings that must mean the same on both paths: {outside}"
+
+
+@pytest.mark.parametrize("key", [
+    "algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo", "rlec.schedule.start_value", "rlec.schedule.end_value",
+    "rlec.schedule.start_step", "rlec.grading.timeout_s", "rlec.metrics.target_bucket_edges",
+    "actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high", "actor_rollout_ref.actor.loss_agg_mode",
+    "actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.optim.weight_decay", "data.seed",
+    "data.apply_chat_template_kwargs.enable_thinking", "reward.reward_manager.name",
+])
+def test_algorithm_settings_are_the_clusters(both, key: str) -> None:
+    cluster, local = both
+    assert key in cluster and cluster[key] == local[key]
+
+
+def test_select_reads_nested_dicts_and_configs() -> None:
+    cfg = {"a": {"b": {"c": 3}, "n": None}}
+    assert select(cfg, "a.b.c") == 3 and select(cfg, "a.x", 7) == 7 and select(cfg, "a.n", 1) == 1 and select(None, "a") is None
+    assert flatten(cfg) == {"a.b.c": 3, "a.n": None}
+
+
+SAVED = {"trainer": {"total_training_steps": 4, "save_freq": 2}, "rlec": {"schedule": {"end_step": None}},
+         "actor_rollout_ref": {"rollout": {"n": 4}, "actor": {"megatron": {"tensor_model_parallel_size": 1}}}, "data": {"seed": 1}}
+
+
+def _with(**changes) -> dict:
+    import copy
+
+    cfg = copy.deepcopy(SAVED)
+    for dotted, value in changes.items():
+        node = cfg
+        *parents, leaf = dotted.split("__")
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+    return cfg
+
+
+def test_resume_refuses_settings_that_change_the_objective_and_notes_the_rest() -> None:
+    refused, noted = resume_differences(SAVED, _with(data__seed=7, trainer__save_freq=1))
+    assert refused == ["data.seed: 1 -> 7"] and noted == ["trainer.save_freq: 2 -> 1"]
+    refused, noted = resume_differences(SAVED, _with(actor_rollout_ref__rollout__n=8))
+    assert refused == ["actor_rollout_ref.rollout.n: 4 -> 8"]
+    refused, noted = resume_differences(SAVED, _with(actor_rollout_ref__actor__megatron__tensor_model_parallel_size=2))
+    assert not refused and noted  # a new layout reshards the dist checkpoint: allowed
+    refused, noted = resume_differences(SAVED, _with(rlec__schedule__end_step=6))
+    assert not refused and "re-planned" in noted[0]
+
+
+def test_a_longer_resumed_run_keeps_the_original_b_schedule() -> None:
+    from rlec.reward.schedule import schedule_from_config
+
+    longer = _with(trainer__total_training_steps=6)
+    assert pinned_schedule_end(SAVED, longer) == 4
+    pinned = _with(trainer__total_training_steps=6, rlec__schedule__end_step=4)
+    original = schedule_from_config(SAVED)
+    assert [schedule_from_config(pinned)(s) for s in range(1, 7)] == [original(s) for s in range(1, 7)] == [0, 1 / 3, 2 / 3, 1, 1, 1]
+    assert pinned_schedule_end(SAVED, SAVED) is None and pinned_schedule_end(SAVED, _with(rlec__schedule__end_step=5)) is None

@@ -1,0 +1,106 @@
+"""rlec's one generation engine: exact sampling, stop rules, shapes and seeding (rollout and evaluation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlec.generation import HFEngine, SamplingSettings, stop_token_ids
+from rlec.prompts import build_messages, math_task, render
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_moe_dir: Path) -> HFEngine:
+    from rlec.models import load_tokenizer
+
+    torch.set_num_threads(1)
+    return HFEngine(str(tiny_moe_dir), load_tokenizer(tiny_moe_dir), SamplingSettings(temperature=0.0, max_new_tokens=6), device="cpu")
+
+
+def _prompts(engine: HFEngine) -> list[list[int]]:
+    texts = [render(engine.tokenizer, build_messages(math_task("What is 2+3?"), 0.4)),
+             render(engine.tokenizer, build_messages(math_task("What is 10-7? Show the steps."), None))]
+    return engine.encode(texts)
+
+
+def test_stop_tokens_are_the_union_of_model_tokenizer_and_qwen_turn_ends(engine: HFEngine) -> None:
+    tok = engine.tokenizer
+    ids = stop_token_ids(tok, engine.model)
+    for token in ("<|im_end|>", "<|endoftext|>"):
+        assert tok.convert_tokens_to_ids(token) in ids
+    assert engine.model.config.eos_token_id in ids and ids == sorted(set(ids))
+
+
+def test_sample_shapes_masks_grouping_and_seeding(engine: HFEngine) -> None:
+    prompt_ids = _prompts(engine)
+    out = engine.sample(prompt_ids, n=3, max_new_tokens=6, temperature=1.0, seed=5)
+    assert out.prompts.shape[0] == out.responses.shape[0] == 6 and out.responses.shape[1] == 6
+    # left padding: each row's prompt ends at the last column, and rows i*n..i*n+n-1 share prompt i
+    for row in range(6):
+        ids = prompt_ids[row // 3]
+        assert out.prompts[row, -len(ids):].tolist() == ids and int(out.prompt_mask[row].sum()) == len(ids)
+    # the response mask covers each response up to and including its first stop token
+    stops = torch.tensor(engine.stop_ids)
+    for row, reason in zip(range(6), out.finish_reasons):
+        ones = out.response_mask[row].nonzero().flatten().tolist()
+        assert ones == list(range(len(ones)))
+        assert (reason == "stop") == bool(torch.isin(out.responses[row, : len(ones)], stops).any())
+    again = engine.sample(prompt_ids, n=3, max_new_tokens=6, temperature=1.0, seed=5)
+    assert torch.equal(out.responses, again.responses)
+    other = engine.sample(prompt_ids, n=3, max_new_tokens=6, temperature=1.0, seed=6)
+    assert not torch.equal(out.responses, other.responses)
+
+
+def test_greedy_generation_for_evaluation_is_deterministic_and_reports_lengths(engine: HFEngine) -> None:
+    texts = [engine.tokenizer.decode(ids) for ids in _prompts(engine)]
+    first, second = engine.generate(texts, [1, 2]), engine.generate(texts, [3, 4])
+    assert [g.text for g in first] == [g.text for g in second]  # temperature 0: the seed does not matter
+    for g, ids in zip(first, _prompts(engine)):
+        assert g.prompt_tokens == len(ids) and 1 <= g.response_tokens <= 6 and g.finish_reason in ("stop", "length")
+
+
+def test_bad_sampling_arguments_are_refused(engine: HFEngine) -> None:
+    with pytest.raises(ValueError, match="n>=1"):
+        engine.sample(_prompts(engine), n=0, max_new_tokens=4)
+    with pytest.raises(ValueError, match="temperature>=0"):
+        engine.sample(_prompts(engine), max_new_tokens=4, temperature=-1.0)
+
+
+# hand-computed: softmax([2, 1, 0, -1, 0.5]) = [.5630, .2071, .0762, .0280, .1256] (mass ordered 0, 1, 4, 2, 3);
+# top_p 0.7 keeps tokens 0 and 1 (0.5630 < 0.7 <= 0.7701), renormalised: e^2 / (e^2 + e) = 0.7311
+@pytest.mark.parametrize(
+    ("temperature", "top_p", "want"),
+    [
+        (1.0, 1.0, [0.5630, 0.2071, 0.0762, 0.0280, 0.1256]),
+        (0.5, 1.0, [0.8292, 0.1122, 0.0152, 0.0021, 0.0413]),
+        (1.0, 0.7, [0.7311, 0.2689, 0.0, 0.0, 0.0]),
+    ],
+)
+def test_inverse_cdf_sampler_draws_from_the_softmax(temperature: float, top_p: float, want: list[float]) -> None:
+    from rlec.generation import InverseCDFSampler
+
+    torch.manual_seed(0)
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, 0.5]]).repeat(40_000, 1)
+    out = InverseCDFSampler(temperature, top_p)(torch.zeros(40_000, 1, dtype=torch.long), logits.bfloat16())  # exact in bf16
+    assert out.dtype == torch.float32
+    assert torch.all((out == 0).sum(dim=1) == 1) and torch.all(torch.isinf(out).sum(dim=1) == 4)
+    counts = torch.bincount(out.argmax(dim=1), minlength=5).float() / 40_000
+    want_t = torch.tensor(want)
+    assert torch.all(counts[want_t == 0] == 0), counts  # a token outside the nucleus is never drawn
+    assert torch.allclose(counts, want_t, atol=0.01), (counts, want_t)
+
+
+def test_inverse_cdf_sampler_never_draws_a_zero_probability_token(monkeypatch) -> None:
+    """The extreme uniform draws land on the first and last tokens that have mass."""
+    from rlec.generation import InverseCDFSampler
+
+    logits = torch.tensor([[float("-inf"), 1.0, 1.0, float("-inf")]], dtype=torch.bfloat16)
+    for value, token in ((0.0, 2), (1.0 - 2**-53, 1)):  # u = (1 - rand) x total: rand 0 -> u = total
+        monkeypatch.setattr(torch, "rand", lambda *a, v=value, **k: torch.full((1, 1), v, dtype=torch.float64))
+        assert InverseCDFSampler()(torch.zeros(1, 1, dtype=torch.long), logits).argmax().item() == token
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        InverseCDFSampler(temperature=0.0)
+    with pytest.raises(ValueError, match=r"top_p must be in \(0, 1\]"):
+        InverseCDFSampler(top_p=1.5)
