@@ -20,6 +20,8 @@ from rlec.config import CONFIG_DIR  # noqa: E402
 from rlec.environments import EnvironmentSource  # noqa: E402
 from rlec.verl_plugin import RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer, RLECSyncTrainer, RLVEMixin  # noqa: E402
 
+# the override that selects megatron_configs/algorithm/rlve.yaml (appended to the defaults list)
+RLVE = "+algorithm=rlve"
 LAYOUTS = sorted(p.stem for p in (CONFIG_DIR / "layout").glob("*.yaml"))
 PRECISIONS = sorted(p.stem for p in (CONFIG_DIR / "precision").glob("*.yaml"))
 
@@ -98,14 +100,14 @@ def test_enabled_without_the_dataset_is_refused_at_init(compose_rlec, monkeypatc
     synced = []
     monkeypatch.setattr(PPOTrainerSync, "on_init_end", lambda self: synced.append(True))  # verl's weight sync
     trainer = RLECSyncTrainer.__new__(RLECSyncTrainer)
-    trainer.config = compose_rlec("+algorithm=rlve")
+    trainer.config = compose_rlec(RLVE)
     trainer.train_dataset = object()
     with pytest.raises(ValueError, match="data.custom_cls.path=pkg://rlec.verl_plugin.rlve_dataset"):
         trainer.on_init_end()
     assert synced == []  # refused before verl starts syncing weights
     trainer.config = compose_rlec()
     trainer.on_init_end()  # not enabled: nothing to check, verl's hook runs
-    trainer.config = compose_rlec("+algorithm=rlve")
+    trainer.config = compose_rlec(RLVE)
     trainer.train_dataset = FakeDataset(EnvironmentSource({"samples_per_prompt": 1}))
     trainer.on_init_end()
     assert synced == [True, True]
@@ -116,7 +118,7 @@ def test_enabled_without_the_dataset_is_refused_at_init(compose_rlec, monkeypatc
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_overlay_composes_with_every_layout_and_passes_the_checks(compose_rlec, layout, precision):
-    cfg = compose_rlec(f"layout={layout}", f"precision={precision}", "+algorithm=rlve")
+    cfg = compose_rlec(f"layout={layout}", f"precision={precision}", RLVE)
     findings, _, _ = run_checks(cfg)
     assert [str(f) for f in findings if f.level == "error"] == []
     assert cfg.data.dataloader_num_workers == 0  # also over tiny_1gpu's 2
@@ -137,13 +139,13 @@ RLVE_INVALID = [
 
 @pytest.mark.parametrize(("overrides", "key", "message"), RLVE_INVALID, ids=[m for _, _, m in RLVE_INVALID])
 def test_rlve_rule_refuses_what_would_break_the_controllers(compose_rlec, overrides, key, message):
-    findings = rlve_rules(compose_rlec("+algorithm=rlve", *overrides))
+    findings = rlve_rules(compose_rlec(RLVE, *overrides))
     assert any(f.level == "error" and f.key == key and message in f.message for f in findings), [str(f) for f in findings]
 
 
 def test_rlve_rule_is_silent_when_disabled_and_warns_for_async_modes(compose_rlec):
     assert rlve_rules(compose_rlec("data.dataloader_num_workers=2")) == []
-    findings = rlve_rules(compose_rlec("+algorithm=rlve", "trainer.v1.trainer_mode=rlec_colocate_async"))
+    findings = rlve_rules(compose_rlec(RLVE, "trainer.v1.trainer_mode=rlec_colocate_async"))
     assert [f.level for f in findings] == ["warning"] and "exact in rlec_sync" in findings[0].message
 
 
@@ -187,3 +189,41 @@ def test_drift_stateful_dataloader_saves_a_stateful_map_dataset():
     assert issubclass(RLVEDataset, Stateful)
     loader = source("torchdata.stateful_dataloader.stateful_dataloader")
     assert "dataset_state = try_to_serialize(self._dataset_fetcher.dataset)" in loader
+
+
+def test_overlay_values_are_the_python_defaults(compose_rlec):
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from rlec.environments import SourceConfig
+    from rlec.verl_plugin.rlve_dataset import DEFAULT_ROWS_PER_EPOCH
+
+    settings = OmegaConf.to_container(compose_rlec(RLVE).rlec.rlve, resolve=True)
+    assert settings.pop("enable") is True and settings.pop("rows_per_epoch") == DEFAULT_ROWS_PER_EPOCH
+    assert settings.pop("environments") == ["all"]
+    defaults = {f.name: f.default for f in dataclasses.fields(SourceConfig) if f.name != "environments"}
+    defaults["difficulty"] = {}
+    defaults["samples_per_prompt"] = 8  # the interpolation of actor_rollout_ref.rollout.n in rlec.yaml
+    assert settings == defaults
+
+
+def test_overlay_sets_only_keys_verl_defines_plus_data_rlve():
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        verl_cfg = compose("ppo_trainer", overrides=["model_engine=megatron"])
+    GlobalHydra.instance().clear()
+
+    def leaves(node, prefix=""):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            yield from leaves(value, path) if isinstance(value, dict) else [path]
+
+    overlay = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "algorithm" / "rlve.yaml"), resolve=False)
+    ours = [p for p in leaves(overlay) if not p.startswith("rlec.") and p != "data.rlve"]
+    assert ours and all(OmegaConf.select(verl_cfg, p, default="<missing>") != "<missing>" for p in ours), ours
+    assert OmegaConf.select(verl_cfg, "data.rlve", default="<missing>") == "<missing>"  # our key never shadows verl's
