@@ -142,7 +142,7 @@ def prepare_environments(out_dir: str | Path, cfg: EnvTestConfig, *, tokenizer: 
         ValueError: bad settings.
     """
     from rlec.data.lengths import PromptLengthCounter
-    from rlec.data.prepare import EVAL_TARGET_GRID
+    from rlec.data.prepare import EVAL_TARGET_GRID  # here, not at the top: rlec.data.prepare imports this module
 
     rows = build_rows(cfg, progress=progress)
     if tokenizer is None:

@@ -227,3 +227,15 @@ def test_overlay_sets_only_keys_verl_defines_plus_data_rlve():
     ours = [p for p in leaves(overlay) if not p.startswith("rlec.") and p != "data.rlve"]
     assert ours and all(OmegaConf.select(verl_cfg, p, default="<missing>") != "<missing>" for p in ours), ours
     assert OmegaConf.select(verl_cfg, "data.rlve", default="<missing>") == "<missing>"  # our key never shadows verl's
+
+
+def test_drift_rlhf_dataset_methods_the_rlve_dataset_overrides_or_calls():
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    # overridden: an empty training file list (environments only) skips reading
+    assert list(inspect.signature(RLHFDataset._read_files_and_tokenize).parameters) == ["self"]
+    init = source("verl.utils.dataset.rl_dataset", "RLHFDataset")
+    assert "self._read_files_and_tokenize()" in init[init.index("def __init__"):init.index("def _download")]
+    # called for environment rows, as RLHFDataset.__getitem__ does (the row comparison test checks the rest)
+    assert list(inspect.signature(RLHFDataset._build_messages).parameters) == ["self", "example", "key"]
+    assert 'row_dict["raw_prompt"] = self._build_messages(row_dict, key=self.prompt_key)' in init
