@@ -15,7 +15,8 @@ component that imposes them:
 - batches split evenly over data-parallel ranks (otherwise verl pads with duplicated samples),
   one full sequence fits a dynamic-batch micro-batch, rollout.n >= 2 (group mean);
 - the plugin module reaches Ray workers; FP8 settings are complete; Megatron keys exist;
-- memory per GPU (:func:`rlec.cluster.memory.estimate_memory`) fits both phases.
+- memory per GPU (:func:`rlec.cluster.memory.estimate_memory`) fits both phases;
+- RLVE (:func:`rlve_rules`): the environment dataset, valid settings, no dataloader workers.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from rlec.cluster.verl_keys import (ACTOR, ENV_VARS, MEGATRON, ROLLOUT, layout_o
 PLUGIN_MODULE = "rlec.verl_plugin"
 CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentation
 
-__all__ = ["Finding", "check_layout"]
+__all__ = ["Finding", "check_layout", "rlve_rules"]
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,62 @@ def _algorithm_rules(cfg: Any) -> _Findings:
     return out
 
 
+RLVE_DATASET = ("pkg://rlec.verl_plugin.rlve_dataset", "RLVEDataset")
+
+
+def rlve_rules(cfg: Any) -> list[Finding]:
+    """RLVE (``data.rlve.enable``): the environment dataset, its settings, no dataloader workers.
+
+    Errors: ``data.dataloader_num_workers`` != 0 (a worker process would keep its own copy of the
+    difficulty controllers, never updated by the trainer); ``data.custom_cls`` not the RLVE
+    dataset; settings :class:`rlec.environments.SourceConfig` refuses; ``data.train_files`` equal
+    to ``data.val_files``; a trainer mode without rlec's mixins. Warning: an async trainer mode
+    (prompts generated ahead of the controller update, so resume is no longer exact).
+    """
+    out = _Findings()
+    if not select(cfg, "data.rlve.enable", False):
+        return list(out)
+    workers = select(cfg, "data.dataloader_num_workers", 0)
+    if int(workers) != 0:
+        out.error("data.dataloader_num_workers", f"is {workers}; RLVE needs 0: the difficulty controllers live in the "
+                  "dataset object the trainer updates, which dataloader worker processes would copy")
+    path, name = select(cfg, "data.custom_cls.path"), select(cfg, "data.custom_cls.name")
+    if (path, name) != RLVE_DATASET:
+        out.error("data.custom_cls", f"is path={path!r} name={name!r}; RLVE needs path={RLVE_DATASET[0]!r} "
+                  f"name={RLVE_DATASET[1]!r} (megatron_configs/algorithm/rlve.yaml)")
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        from rlec.environments import SourceConfig
+
+        settings = select(cfg, "data.rlve", {})
+        if isinstance(settings, DictConfig):
+            settings = OmegaConf.to_container(settings, resolve=True)
+        SourceConfig.from_mapping(settings)
+        rows = int(settings.get("rows_per_epoch") or 1)
+        if rows < 1:
+            raise ValueError(f"rows_per_epoch must be >= 1, got {rows}")
+    except Exception as exc:  # any failure to build the settings is a finding, never a crash
+        out.error("rlec.rlve", f"{type(exc).__name__}: {exc}")
+
+    def files(key: str) -> list[str]:
+        value = select(cfg, key, [])
+        return [value] if isinstance(value, str) else [str(v) for v in value]
+
+    if files("data.train_files") == files("data.val_files"):
+        out.error("data.val_files", "must differ from data.train_files: the RLVE dataset tells the training set "
+                  "(environment rows) from the validation set (static) by its files")
+    mode = str(select(cfg, "trainer.v1.trainer_mode", ""))
+    if not mode.startswith("rlec_"):
+        out.error("trainer.v1.trainer_mode", f"is {mode!r}; only rlec's trainers (rlec_sync, ...) update the RLVE "
+                  "difficulty controllers after each step")
+    elif mode != "rlec_sync":
+        out.warning("trainer.v1.trainer_mode", f"{mode}: prompts are generated ahead of the controller update, so "
+                    "samples at an older difficulty are not counted and a resumed run is not exactly an "
+                    "uninterrupted one (exact in rlec_sync)")
+    return list(out)
+
+
 def _memory_rules(est: MemoryEstimate, gpu_bytes: float, fraction: float, seq: int) -> _Findings:
     out = _Findings()
     g = est.as_gib()
@@ -286,6 +343,7 @@ def check_layout(
     parallel = _parallel_rules(cfg, shape, lay)
     findings = parallel + _rollout_rules(cfg, shape, lay) + _batch_rules(cfg, lay) + _algorithm_rules(cfg)
     findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg) + _moe_router_rules(cfg, shape)
+    findings += rlve_rules(cfg)
     if parallel:
         return list(findings), None
     est = estimate_memory(shape, lay, training_settings_of(cfg), gpu_memory_gib * GIB)

@@ -5,6 +5,9 @@ training questions, drops HotpotQA paragraphs (seeded), draws targets, filters l
 writes ``train.parquet``, ``test.parquet`` and ``summary.json`` to the output folder in one
 atomic step. With nothing set it runs on the shipped samples and the bundled Qwen3 tokenizer.
 Documentation: ``docs/data.md``.
+
+With ``--environments NAMES`` it writes the fixed evaluation set of the verifiable environments
+instead (``rlec.data.environments``; docs/environments.md).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from rlec.data import environments as env_data
 from rlec.data.dedup import dedupe_within, remove_overlap
 from rlec.data.hotpot_modify import DEFAULT_WEIGHTS, SCHEMES, check_weights, modify
 from rlec.data.lengths import PromptLengthCounter
@@ -40,7 +44,8 @@ SAMPLE_FILES = {
     "hotpot_train": SAMPLES_DIR / "hotpot_train_sample.json",
     "hotpot_test": SAMPLES_DIR / "hotpot_test_sample.json",
 }
-ENV = {"dapo": "DAPO_JSON", "hotpot_train": "HOTPOT_TRAIN_JSON", "hotpot_test": "HOTPOT_TEST_JSON", "tokenizer": "TOKENIZER_PATH", "output_dir": "DATA_DIR"}
+ENV = {"dapo": "DAPO_JSON", "hotpot_train": "HOTPOT_TRAIN_JSON", "hotpot_test": "HOTPOT_TEST_JSON", "tokenizer": "TOKENIZER_PATH", "output_dir": "DATA_DIR",
+       "env_output_dir": "ENV_DATA_DIR"}
 DEFAULT_OUTPUT_DIR = "data/processed"
 DEFAULT_MAX_PROMPT_TOKENS = 2048
 EVAL_TARGET_GRID = [i / 100 for i in range(100)]  # test prompts must fit at any target the evaluator may state
@@ -276,6 +281,17 @@ def build_parser(env: dict[str, str] | None = None) -> argparse.ArgumentParser:
     g.add_argument("--no-drop-paragraphs", dest="drop_paragraphs", action="store_false", help="take HotpotQA contexts as given (already modified inputs)")
     g.add_argument("--skip-invalid", action="store_true", help="skip bad input rows, counted in the summary, instead of stopping")
     g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    g = p.add_argument_group("verifiable environments (RLVE): --environments writes their evaluation set instead")
+    g.add_argument("--environments", metavar="NAMES", default=None,
+                   help="comma-separated environment names or 'all': write the fixed test set of every environment x "
+                        "difficulty to --env-output-dir (no DAPO/HotpotQA work; docs/environments.md)")
+    g.add_argument("--env-difficulties", metavar="SPEC", default="auto",
+                   help="difficulties per environment, e.g. 0-7 or 1,6,7,8; 'auto' = each environment's own list "
+                        "(0-7; the Maze: 1,6,7,8 = sizes 7,17,19,21) (default auto)")
+    g.add_argument("--env-per-difficulty", type=int, metavar="N", default=env_data.DEFAULT_PER_DIFFICULTY,
+                   help=f"problems per environment and difficulty (default {env_data.DEFAULT_PER_DIFFICULTY})")
+    g.add_argument("--env-output-dir", type=Path, metavar="DIR", default=Path(from_env("env_output_dir", env_data.DEFAULT_OUTPUT_DIR)),
+                   help=f"folder for the environment test.parquet and summary.json {shown('env_output_dir', env_data.DEFAULT_OUTPUT_DIR)}")
     return p
 
 
@@ -289,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.environments is not None:
+        return _main_environments(parser, args)
     try:
         mix = _from_args(MixConfig, args)
     except ValueError as exc:
@@ -302,6 +320,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(format_summary(summary))
     print(f"wrote {args.output_dir}/{{{TRAIN_FILE}, {TEST_FILE}, {SUMMARY_FILE}}} in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def _main_environments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--environments``: write the environments' evaluation set (rlec.data.environments)."""
+    try:
+        cfg = env_data.EnvTestConfig(environments=tuple(args.environments.split(",")),
+                                     difficulties=env_data.parse_difficulties(args.env_difficulties),
+                                     per_difficulty=args.env_per_difficulty, seed=args.seed,
+                                     max_prompt_tokens=args.max_prompt_tokens)
+    except ValueError as exc:
+        parser.error(str(exc))
+    start = time.perf_counter()
+    try:
+        summary = env_data.prepare_environments(args.env_output_dir, cfg, tokenizer_path=args.tokenizer, progress=args.progress)
+    except (FileNotFoundError, FileExistsError, NotADirectoryError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(env_data.format_env_summary(summary))
+    print(f"wrote {args.env_output_dir}/{{{TEST_FILE}, {SUMMARY_FILE}}} in {time.perf_counter() - start:.1f} s")
     return 0
 
 

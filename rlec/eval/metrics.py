@@ -2,7 +2,8 @@
 
 Reads the JSON Lines records of ``python -m rlec.eval.evaluate``, grades every response with rlec's
 grader (``rlec.grading.grade_batch``: correct / incorrect / abstain), scores it with the RLEC
-reward at b = 1 (``rlec.reward.formula.rlec_reward``), and reports per source and overall: per target
+reward at b = 1 (``rlec.reward.formula.rlec_reward``), and reports per source (environment sources
+``<env>/d<difficulty>`` also per environment: :func:`source_groups`) and overall: per target
 coverage, selective accuracy, accuracy, abstention rate, mean reward and compliance; and the
 headlines accuracy (binary prompt), RLEC score, AOC and AURC with question-level bootstrap
 intervals. Definitions: ``docs/metrics.md``.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -170,15 +172,32 @@ def group_figures(per_question: np.ndarray, strata: np.ndarray, targets: Sequenc
     }
 
 
+def _natural(name: str) -> list[Any]:
+    """Sort key that orders ``maze/d2`` before ``maze/d10``."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def source_groups(sources: Sequence[str]) -> dict[str, list[str]]:
+    """The reported groups of sources: each source, and each prefix of ``prefix/...`` sources
+    (an environment over its difficulties: ``maze`` holds ``maze/d1``, ``maze/d6``, ...), in natural order."""
+    groups: dict[str, list[str]] = {}
+    for src in sorted(sources, key=_natural):
+        if "/" in src:
+            groups.setdefault(src.split("/", 1)[0], []).append(src)
+        groups.setdefault(src, []).append(src)
+    return {name: groups[name] for name in sorted(groups, key=_natural)}
+
+
 def analyze(records: Sequence[dict[str, Any]], graded: Sequence[dict[str, Any]], targets: Sequence[float | None], *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, Any]:
-    """Figures for every source and for all records together (questions resampled within sources)."""
+    """Figures for every source group (:func:`source_groups`) and for all records together
+    (questions resampled within sources)."""
     keys, per_question = question_counts(records, graded, targets)
     sources = sorted({src for src, _ in keys})
     strata = np.array([sources.index(src) for src, _ in keys])
     groups = {ALL: group_figures(per_question, strata, targets, group=ALL, n_boot=n_boot, ci=ci, seed=seed)}
-    for s, src in enumerate(sources):
-        mask = strata == s
-        groups[src] = group_figures(per_question[mask], strata[mask], targets, group=src, n_boot=n_boot, ci=ci, seed=seed)
+    for name, members in source_groups(sources).items():
+        mask = np.isin(strata, [sources.index(m) for m in members])
+        groups[name] = group_figures(per_question[mask], strata[mask], targets, group=name, n_boot=n_boot, ci=ci, seed=seed)
     details = Counter(g["detail"] for g in graded)
     finish = Counter(r.get("finish_reason", "unknown") for r in records)
     grading = {

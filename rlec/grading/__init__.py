@@ -23,7 +23,7 @@ from rlec.grading.math import DEFAULT_TIMEOUT_S, MAX_ANSWER_CHARS, MathVerifyPoo
 from rlec.grading.qa import exact_match, f1_score
 from rlec.reward.formula import Outcome
 
-MATH, QA = "math", "qa"
+MATH, QA, ENV = "math", "qa", "env"  # env: an environment verifier (rlec.grading.env)
 TASKS: dict[str, str] = {
     "math_dapo": MATH,  # DAPO-Math-17k's own data_source value
     "math": MATH,
@@ -42,13 +42,13 @@ __all__ = [
 
 
 def register_data_source(data_source: str, task: str) -> None:
-    """Map a new ``data_source`` value to a checker ("math" or "qa").
+    """Map a new ``data_source`` value to a checker ("math", "qa" or "env").
 
     Raises:
         ValueError: unknown task, or ``data_source`` already mapped to another task.
     """
-    if task not in (MATH, QA):
-        raise ValueError(f"task must be {MATH!r} or {QA!r}, got {task!r}")
+    if task not in (MATH, QA, ENV):
+        raise ValueError(f"task must be {MATH!r}, {QA!r} or {ENV!r}, got {task!r}")
     if TASKS.get(data_source, task) != task:
         raise ValueError(f"data_source {data_source!r} is already graded as {TASKS[data_source]!r}")
     TASKS[data_source] = task
@@ -110,6 +110,8 @@ def _pre_grade(response: Any, gold: Any, data_source: str) -> tuple[GradeResult 
     """Everything except math-verify. Returns (result or None if math-verify must decide, ...)."""
     task = task_for(data_source)
     gold = _check_gold(gold, task)
+    if task == ENV:  # the environment's verifier reads the response itself
+        return grade_environment(response, gold, data_source), extract(""), task, gold
     ex = extract(response)
     base = dict(pred=ex.answer, answer_source=ex.source, format_ok=ex.format_ok, task=task)
     if ex.abstained:
@@ -208,3 +210,9 @@ async def grade_async(
     pool = pool or shared_pool(timeout_s)
     v = await asyncio.wrap_future(pool.submit(gold_s, ex.answer))
     return _from_verify(ex, task, v)
+
+
+# Environment verifiers (RLVE): the "env" task and the rlve/<name> data sources (rlec.environments
+# registers them on import; a plain import, so either package may be imported first).
+from rlec.grading.env import grade_environment  # noqa: E402
+import rlec.environments  # noqa: E402,F401

@@ -16,11 +16,15 @@ Registered on import:
   (``reward.reward_manager.source=register``, ``name=rlec``);
 - :mod:`rlec.verl_plugin.trainers`: ``trainer.v1.trainer_mode`` = ``rlec_sync``,
   ``rlec_colocate_async``, ``rlec_separate_async``.
+
+Loaded by path, not registered: :mod:`rlec.verl_plugin.rlve_dataset` (``data.custom_cls``, the
+RLVE environment dataset; ``megatron_configs/algorithm/rlve.yaml``).
 """
 
 from __future__ import annotations
 
 from rlec.verl_plugin.reward_manager import REWARD_MANAGER_NAME, RLECRewardManager, global_step_of
+from rlec.verl_plugin.rlve_trainer import RLVEMixin
 from rlec.verl_plugin.trainers import (
     RLECColocateAsyncTrainer,
     RLECMetricsMixin,
@@ -38,5 +42,6 @@ __all__ = [
     "RLECRewardManager",
     "RLECSeparateAsyncTrainer",
     "RLECSyncTrainer",
+    "RLVEMixin",
     "global_step_of",
 ]

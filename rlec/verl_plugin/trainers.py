@@ -4,7 +4,8 @@ Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async
 ``rlec_separate_async``. verl 0.9.1 logs ``reward_extra_info`` only in validation
 (``val-core/<data_source>/<key>/mean@N``); its training steps log just ``critic/score/*``, so
 :class:`RLECMetricsMixin` adds ``rlec/...`` (training) and ``val-rlec/...`` (validation) metrics
-from :mod:`rlec.reward.metrics`.
+from :mod:`rlec.reward.metrics`. :class:`~rlec.verl_plugin.rlve_trainer.RLVEMixin` updates the RLVE
+difficulty controllers after each step (a no-op unless ``data.rlve.enable``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from omegaconf import open_dict
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
 
 from rlec.reward.metrics import reward_metrics, rows_from_columns
+from rlec.verl_plugin.rlve_trainer import RLVEMixin
 
 __all__ = ["RLECColocateAsyncTrainer", "RLECMetricsMixin", "RLECSeparateAsyncTrainer", "RLECSyncTrainer"]
 
@@ -57,21 +59,21 @@ class RLECMetricsMixin:
 
 
 @register_trainer("rlec_sync")
-class RLECSyncTrainer(RLECMetricsMixin, PPOTrainerSync):
+class RLECSyncTrainer(RLECMetricsMixin, RLVEMixin, PPOTrainerSync):
     """verl's ``sync`` trainer with rlec metrics."""
 
     base_trainer_mode = "sync"
 
 
 @register_trainer("rlec_colocate_async")
-class RLECColocateAsyncTrainer(RLECMetricsMixin, PPOTrainerColocateAsync):
+class RLECColocateAsyncTrainer(RLECMetricsMixin, RLVEMixin, PPOTrainerColocateAsync):
     """verl's ``colocate_async`` trainer with rlec metrics."""
 
     base_trainer_mode = "colocate_async"
 
 
 @register_trainer("rlec_separate_async")
-class RLECSeparateAsyncTrainer(RLECMetricsMixin, PPOTrainerSeparateAsync):
+class RLECSeparateAsyncTrainer(RLECMetricsMixin, RLVEMixin, PPOTrainerSeparateAsync):
     """verl's ``separate_async`` trainer with rlec metrics."""
 
     base_trainer_mode = "separate_async"

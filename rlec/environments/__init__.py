@@ -1,0 +1,61 @@
+"""Verifiable environments with adaptive difficulty (RLVE, arXiv 2511.07317).
+
+An environment generates problems procedurally (``generate(seed, difficulty) -> Problem``) and
+verifies answers exactly (``verify(response, problem) -> Verdict``); a difficulty controller per
+environment raises the difficulty as the policy masters it; a prompt source turns both into verl
+rows with RLEC targets. Pure Python: no verl, no torch. Documentation: docs/environments.md.
+
+Built-in environments (``rlve/<name>`` data sources, graded by :mod:`rlec.grading`):
+arithmetic, sorting, maze, linear_equations, base_conversion, counting, shortest_path,
+knights_knaves.
+"""
+
+from __future__ import annotations
+
+from rlec.environments.arithmetic import Arithmetic
+from rlec.environments.base import Environment, Problem, Verdict, parse_int, parse_int_list, problem_rng
+from rlec.environments.base_conversion import BaseConversion
+from rlec.environments.controller import DifficultyController, Update
+from rlec.environments.counting import Counting
+from rlec.environments.knights_knaves import KnightsKnaves
+from rlec.environments.linear_equations import LinearEquations
+from rlec.environments.maze import Maze
+from rlec.environments.registry import (
+    DATA_SOURCE_PREFIX,
+    ENVIRONMENTS,
+    data_source_of,
+    environment_of,
+    get_environment,
+    parse_environment_names,
+    register_environment,
+)
+from rlec.environments.shortest_path import ShortestPath
+from rlec.environments.sorting import Sorting
+
+for _env in (Arithmetic(), Sorting(), Maze(), LinearEquations(), BaseConversion(), Counting(), ShortestPath(),
+             KnightsKnaves()):
+    register_environment(_env)
+
+from rlec.environments.source import EnvironmentSource, SourceConfig, problem_row, question_id  # noqa: E402
+
+__all__ = [
+    "DATA_SOURCE_PREFIX",
+    "ENVIRONMENTS",
+    "DifficultyController",
+    "Environment",
+    "EnvironmentSource",
+    "Problem",
+    "SourceConfig",
+    "Update",
+    "Verdict",
+    "data_source_of",
+    "environment_of",
+    "get_environment",
+    "parse_environment_names",
+    "parse_int",
+    "parse_int_list",
+    "problem_row",
+    "problem_rng",
+    "question_id",
+    "register_environment",
+]

@@ -1,0 +1,296 @@
+"""The environment prompt source: verl rows generated on the fly, difficulty adapted per environment.
+
+Row k of a run is a pure function of (the config, k, the controllers' current upper bounds)::
+
+    rng        = random.Random("rlec.environments.source/<seed>/<k>")     # one generator per row
+    env        ~ the configured environments, uniformly or by weight
+    difficulty ~ U{max(0, h_env - w + 1), ..., h_env}                      # rlec.environments.controller
+    seed       = 2 * rng.getrandbits(47)                                  # even: training problems
+    objective  = binary with probability 0.1 (no target in the prompt), else RLEC with
+                 p ~ U{0.01, ..., 0.90}                                    # like the static data (rlec.data.mix)
+    row        = verl's row for env.generate(seed, difficulty) at that target
+
+Evaluation sets use odd seeds (:mod:`rlec.data.environments`), so no test problem is ever a
+training problem. After each training step :meth:`EnvironmentSource.update` feeds every sample's
+(environment, difficulty, correct) to the environment's controller and returns the step's
+``rlve/<env>/difficulty``, ``rlve/<env>/accuracy_at_h`` and ``rlve/<env>/share`` metrics.
+:meth:`EnvironmentSource.state_dict` (row counter + controllers) is all a resumed run needs to
+continue exactly as an uninterrupted one.
+
+The rows follow rlec's data contract (``rlec.data.contract``, docs/data.md) with three more
+``extra_info`` keys: ``environment``, ``difficulty`` and ``env_seed``; ``data_source`` is
+``rlve/<env>`` and ``reward_model.ground_truth`` the problem as JSON (``Problem.to_json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from rlec.data.mix import BINARY, RLEC, target_grid
+from rlec.environments.base import Environment, Problem
+from rlec.environments.controller import DifficultyController
+from rlec.environments.registry import data_source_of, get_environment, parse_environment_names
+from rlec.prompts import build_messages
+from rlec.reward.formula import check_target
+
+ABILITY = "rlve"
+METRIC_PREFIX = "rlve"
+IGNORED_KEYS = ("enable", "rows_per_epoch")
+
+__all__ = ["ABILITY", "EnvironmentSource", "SourceConfig", "problem_row", "question_id"]
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """Settings of an :class:`EnvironmentSource` (``rlec.rlve`` in the verl config).
+
+    Attributes:
+        environments: names of registered environments (default: all of them).
+        weights: sampling weights, one per environment (or ``{name: weight}``); None = uniform.
+        seed: the seed of every random choice of the source.
+        samples_per_prompt: n, the rollouts per prompt (verl's ``actor_rollout_ref.rollout.n``).
+        min_samples_factor: a decision at h needs ``min_samples_factor * n`` samples at h (RLVE: 8).
+        window: w, the width of the difficulty range [h - w + 1, h] (RLVE: 4).
+        threshold: the accuracy at h that raises h (RLVE: 0.9).
+        initial_difficulty: the starting h of every environment.
+        difficulty: per-environment ``{"initial": int, "maximum": int}`` overrides, e.g. the Maze's
+            training sizes 9..15 are ``{"maze": {"initial": 2, "maximum": 5}}``.
+        binary_fraction: share of rows with the binary objective (no target, p = 0).
+        target_min, target_max: the RLEC target range; p is uniform on its 0.01 grid, 0 excluded.
+    """
+
+    environments: tuple[str, ...] = ()
+    weights: tuple[float, ...] | None = None
+    seed: int = 0
+    samples_per_prompt: int = 8
+    min_samples_factor: int = 8
+    window: int = 4
+    threshold: float = 0.9
+    initial_difficulty: int = 0
+    difficulty: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    binary_fraction: float = 0.1
+    target_min: float = 0.0
+    target_max: float = 0.9
+
+    def __post_init__(self) -> None:
+        names = tuple(parse_environment_names(self.environments or "all"))
+        object.__setattr__(self, "environments", names)
+        weights = self.weights
+        if isinstance(weights, Mapping):
+            unknown = sorted(set(weights) - set(names))
+            if unknown:
+                raise ValueError(f"rlve weights name environments that are not configured: {unknown}")
+            weights = tuple(float(weights.get(n, 0.0)) for n in names)
+        if weights is not None:
+            weights = tuple(float(w) for w in weights)
+            if len(weights) != len(names) or any(w < 0 for w in weights) or sum(weights) <= 0:
+                raise ValueError(f"rlve weights must be {len(names)} non-negative numbers with a positive sum "
+                                 f"(one per environment {list(names)}), got {list(weights)}")
+        object.__setattr__(self, "weights", weights)
+        for key in ("seed", "samples_per_prompt", "min_samples_factor", "window", "initial_difficulty"):
+            value = getattr(self, key)
+            low = 0 if key in ("seed", "initial_difficulty") else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"rlve {key} must be an int >= {low}, got {value!r}")
+        unknown = sorted(set(self.difficulty) - set(names))
+        if unknown:
+            raise ValueError(f"rlve difficulty overrides name environments that are not configured: {unknown}")
+        for name, override in self.difficulty.items():
+            extra = sorted(set(override) - {"initial", "maximum"})
+            if extra:
+                raise ValueError(f"rlve difficulty.{name}: unknown keys {extra} (allowed: initial, maximum)")
+        if not 0.0 <= self.binary_fraction <= 1.0:
+            raise ValueError(f"rlve binary_fraction must be in [0, 1], got {self.binary_fraction}")
+        check_target(self.target_min)
+        check_target(self.target_max)
+        lo, hi = target_grid(self.target_min, self.target_max)
+        if lo > hi and self.binary_fraction < 1.0:
+            raise ValueError(f"rlve: no target on the 0.01 grid of [{self.target_min}, {self.target_max}] other than 0")
+        for name in names:
+            self.controller(name)  # validates initial / maximum against the environment's cap
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any] | None, ignore: tuple[str, ...] = IGNORED_KEYS) -> "SourceConfig":
+        """Build from a config section (``rlec.rlve``; a plain dict or a resolved DictConfig).
+
+        Args:
+            mapping: the settings; keys are the field names.
+            ignore: keys of the section that belong to its users, not to the source
+                (default: ``enable``, read by the trainer, and ``rows_per_epoch``, read by the dataset).
+
+        Raises:
+            ValueError: an unknown key (the message lists the allowed ones) or a bad value.
+        """
+        data = {k: v for k, v in dict(mapping or {}).items() if k not in ignore}
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ValueError(f"unknown rlve settings {unknown}; allowed: {sorted(allowed)}")
+        if data.get("environments") is not None and not isinstance(data["environments"], str):
+            data["environments"] = tuple(data["environments"])
+        if data.get("weights") is not None and not isinstance(data["weights"], Mapping):
+            data["weights"] = tuple(data["weights"])
+        data["difficulty"] = {str(k): dict(v) for k, v in dict(data.get("difficulty") or {}).items()}
+        data = {k: v for k, v in data.items() if v is not None or k == "weights"}
+        return cls(**data)
+
+    @property
+    def min_samples(self) -> int:
+        """Samples at h per decision: ``min_samples_factor * samples_per_prompt``."""
+        return self.min_samples_factor * self.samples_per_prompt
+
+    def controller(self, name: str) -> DifficultyController:
+        """A fresh controller for environment ``name`` (its cap: the tighter of the config's and the environment's)."""
+        override = self.difficulty.get(name, {})
+        env_max = get_environment(name).max_difficulty
+        maximum = override.get("maximum", env_max)
+        if maximum is not None and env_max is not None and maximum > env_max:
+            raise ValueError(f"rlve difficulty.{name}.maximum {maximum} is above the environment's cap {env_max}")
+        try:
+            return DifficultyController(self.min_samples, initial=int(override.get("initial", self.initial_difficulty)),
+                                        window=self.window, threshold=self.threshold,
+                                        maximum=None if maximum is None else int(maximum))
+        except ValueError as exc:
+            raise ValueError(f"rlve controller of {name!r}: {exc}") from None
+
+
+def question_id(problem: Problem) -> str:
+    """``<env>-d<difficulty>-s<seed>``: unique per problem."""
+    return f"{problem.environment}-d{problem.difficulty}-s{problem.seed}"
+
+
+def problem_row(problem: Problem, *, index: int, split: str, objective: str = BINARY, target_p: float = 0.0) -> dict[str, Any]:
+    """The verl row of one problem (rlec's data contract plus ``environment``, ``difficulty``, ``env_seed``).
+
+    ``extra_info.source`` is ``<env>/d<difficulty>``, the group evaluation metrics report.
+
+    Raises:
+        ValueError: an unknown objective, or a target outside [0, 1).
+    """
+    if objective not in (BINARY, RLEC):
+        raise ValueError(f"objective must be {BINARY!r} or {RLEC!r}, got {objective!r}")
+    p = 0.0 if objective == BINARY else check_target(target_p)
+    return {
+        "data_source": data_source_of(problem.environment),
+        "prompt": build_messages(problem.prompt, None if objective == BINARY else p),
+        "ability": ABILITY,
+        "reward_model": {"style": "rule", "ground_truth": problem.to_json()},
+        "extra_info": {
+            "index": int(index),
+            "split": split,
+            "question_id": question_id(problem),
+            "source": f"{problem.environment}/d{problem.difficulty}",
+            "target_p": p,
+            "objective": objective,
+            "repeat": 0,
+            "task_text": problem.prompt,
+            "drop_scheme": "",
+            "dropped_titles": [],
+            "environment": problem.environment,
+            "difficulty": problem.difficulty,
+            "env_seed": problem.seed,
+        },
+    }
+
+
+class EnvironmentSource:
+    """Training rows from environments, with a difficulty controller per environment.
+
+    Args:
+        config: a :class:`SourceConfig` (or a mapping for :meth:`SourceConfig.from_mapping`).
+
+    Attributes:
+        controllers: ``{environment name: DifficultyController}``.
+        counter: rows generated so far (row k is generated from k).
+    """
+
+    def __init__(self, config: SourceConfig | Mapping[str, Any] | None = None):
+        self.config = config if isinstance(config, SourceConfig) else SourceConfig.from_mapping(config)
+        self.environments: dict[str, Environment] = {n: get_environment(n) for n in self.config.environments}
+        self.controllers = {n: self.config.controller(n) for n in self.config.environments}
+        self.counter = 0
+        lo, hi = target_grid(self.config.target_min, self.config.target_max)
+        self._grid = (lo, hi)
+
+    def row(self, index: int) -> dict[str, Any]:
+        """Row ``index`` at the controllers' current state (does not advance the counter)."""
+        cfg = self.config
+        rng = random.Random(f"rlec.environments.source/{cfg.seed}/{index}")
+        name = rng.choices(cfg.environments, weights=cfg.weights)[0]
+        difficulty = self.controllers[name].sample(rng)
+        seed = 2 * rng.getrandbits(47)
+        problem = self.environments[name].generate(seed, difficulty)
+        if rng.random() < cfg.binary_fraction:
+            return problem_row(problem, index=index, split="train")
+        p = rng.randint(*self._grid) / 100
+        return problem_row(problem, index=index, split="train", objective=RLEC, target_p=p)
+
+    def next_row(self) -> dict[str, Any]:
+        """The next row (row :attr:`counter`), advancing the counter."""
+        row = self.row(self.counter)
+        self.counter += 1
+        return row
+
+    def update(self, samples: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+        """Feed one training step's samples to the controllers; return the step's metrics.
+
+        Args:
+            samples: one mapping per sample (every response, not every prompt) with
+                ``environment`` (None or absent for a static-data sample), ``difficulty`` and
+                ``correct`` (bool or 0/1). Samples of environments this source does not run are
+                counted as other samples.
+
+        Returns:
+            ``rlve/<env>/difficulty`` (h after the update), ``rlve/<env>/accuracy_at_h`` (accuracy
+            of the samples counted at h since the last decision, this step's included; absent
+            while none), ``rlve/<env>/share`` (the environment's share of all the step's samples)
+            for every configured environment, and ``rlve/share`` (all environments together).
+        """
+        per_env: dict[str, list[tuple[int, bool]]] = {name: [] for name in self.controllers}
+        total = 0
+        for sample in samples:
+            total += 1
+            name = sample.get("environment")
+            if name in per_env:
+                per_env[name].append((int(sample["difficulty"]), bool(float(sample["correct"]))))
+        metrics: dict[str, float] = {}
+        for name, outcomes in per_env.items():
+            result = self.controllers[name].update(outcomes)
+            metrics[f"{METRIC_PREFIX}/{name}/difficulty"] = float(result.h)
+            if result.accuracy_at_h is not None:
+                metrics[f"{METRIC_PREFIX}/{name}/accuracy_at_h"] = result.accuracy_at_h
+            metrics[f"{METRIC_PREFIX}/{name}/share"] = len(outcomes) / total if total else 0.0
+        metrics[f"{METRIC_PREFIX}/share"] = sum(len(o) for o in per_env.values()) / total if total else 0.0
+        return metrics
+
+    def difficulties(self) -> dict[str, int]:
+        """``{environment: current upper bound h}``."""
+        return {name: c.h for name, c in self.controllers.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"counter": int, "controllers": {name: controller state}}`` (plain Python values)."""
+        return {"counter": self.counter, "controllers": {n: c.state_dict() for n, c in self.controllers.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output.
+
+        Controllers of environments no longer configured are dropped; newly configured ones keep
+        their fresh state (so a resumed run may add an environment).
+
+        Raises:
+            ValueError: a missing key or a bad controller state.
+        """
+        try:
+            counter, controllers = int(state["counter"]), dict(state["controllers"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"environment source state needs 'counter' and 'controllers' ({exc})") from None
+        for name, controller_state in controllers.items():
+            if name in self.controllers:
+                self.controllers[name].load_state_dict(controller_state)
+        self.counter = counter
+
+    def __repr__(self) -> str:
+        return f"EnvironmentSource(counter={self.counter}, h={self.difficulties()})"

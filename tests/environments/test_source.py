@@ -1,0 +1,122 @@
+"""The environment prompt source's rows (rlec's data contract, RLEC targets like the static data)
+and their grading through rlec.grading / compute_score as registered data sources."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from rlec.data.contract import check_row
+from rlec.environments import ENVIRONMENTS, EnvironmentSource, SourceConfig, get_environment
+from rlec.grading import ENV, TASKS, grade, grade_batch
+from rlec.prompts import build_messages
+from rlec.reward.formula import Outcome
+from rlec.reward.score import compute_score
+
+
+@pytest.fixture(scope="module")
+def rows():
+    source = EnvironmentSource({"samples_per_prompt": 2, "seed": 3})
+    for name in source.controllers:
+        source.controllers[name].h = 2
+    return [source.next_row() for _ in range(1500)]
+
+
+def test_rows_follow_the_data_contract(rows):
+    for i, row in enumerate(rows[:200]):
+        check_row(row, f"row {i}")
+        info = row["extra_info"]
+        assert row["data_source"] == f"rlve/{info['environment']}" and TASKS[row["data_source"]] == ENV
+        assert row["prompt"] == build_messages(info["task_text"], info["target_p"] or None)
+        assert info["index"] == i and info["split"] == "train" and info["source"] == f"{info['environment']}/d{info['difficulty']}"
+        assert info["env_seed"] % 2 == 0  # training seeds are even, test seeds odd
+        assert 0 <= info["difficulty"] <= 2
+
+
+def test_targets_are_drawn_like_the_static_data(rows):
+    infos = [r["extra_info"] for r in rows]
+    binary = [i for i in infos if i["objective"] == "binary"]
+    assert all(i["target_p"] == 0.0 for i in binary)
+    assert abs(len(binary) / len(infos) - 0.1) < 0.03
+    targets = [round(i["target_p"] * 100) for i in infos if i["objective"] == "rlec"]
+    assert min(targets) >= 1 and max(targets) <= 90 and all(abs(t - i * 100) < 1e-9 for t, i in
+                                                           zip(targets, [x["target_p"] for x in infos if x["objective"] == "rlec"]))
+    assert len(set(targets)) > 80  # the whole 0.01 grid is used
+
+
+def test_environments_are_sampled_uniformly_by_default(rows):
+    counts = Counter(r["extra_info"]["environment"] for r in rows)
+    assert set(counts) == set(ENVIRONMENTS)
+    assert all(abs(n / len(rows) - 1 / len(ENVIRONMENTS)) < 0.04 for n in counts.values())
+
+
+def test_weights_and_determinism():
+    config = {"environments": ["maze", "sorting", "counting"], "weights": {"maze": 3, "sorting": 1}, "seed": 5}
+    a, b = EnvironmentSource(config), EnvironmentSource(config)
+    rows_a = [a.next_row() for _ in range(400)]
+    assert rows_a == [b.next_row() for _ in range(400)]
+    assert b.row(17) == rows_a[17]  # a row depends on its index, not on the rows before it
+    counts = Counter(r["extra_info"]["environment"] for r in rows_a)
+    assert "counting" not in counts and 2.2 < counts["maze"] / counts["sorting"] < 4.0
+    other = EnvironmentSource({**config, "seed": 6})
+    assert [other.next_row() for _ in range(5)] != rows_a[:5]
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"environments": ["nope"]}, "unknown environment 'nope'"),
+    ({"environments": ["maze"], "weights": [1, 2]}, "weights must be 1"),
+    ({"weights": {"nope": 1}}, "not configured"),
+    ({"window": 0}, "window"),
+    ({"binary_fraction": 1.5}, "binary_fraction"),
+    ({"target_max": 1.0}, "target p must be in"),
+    ({"difficulty": {"maze": {"start": 1}}}, "unknown keys"),
+    ({"colour": "red"}, "unknown rlve settings"),
+])
+def test_bad_settings_are_refused_with_the_key(settings, message):
+    with pytest.raises(ValueError, match=message):
+        SourceConfig.from_mapping(settings)
+
+
+def test_from_mapping_ignores_the_users_keys():
+    config = SourceConfig.from_mapping({"enable": True, "rows_per_epoch": 10, "environments": "maze,sorting", "weights": None})
+    assert config.environments == ("maze", "sorting") and config.weights is None and config.min_samples == 64
+
+
+def test_rows_are_graded_by_rlec_grading_and_compute_score(rows):
+    for row in rows[:60]:
+        info, gold, source = row["extra_info"], row["reward_model"]["ground_truth"], row["data_source"]
+        answer = get_environment(info["environment"]).generate(info["env_seed"], info["difficulty"]).answer
+        right = grade(f"\\boxed{{{answer}}}", gold, source)
+        assert right.outcome is Outcome.CORRECT and right.task == ENV and right.format_ok and right.detail == "env:correct"
+        assert grade("\\boxed{I don't know}", gold, source).outcome is Outcome.ABSTAIN
+        assert grade("no idea", gold, source).detail == "env:no_answer"
+        score = compute_score(source, f"\\boxed{{{answer}}}", gold, info, b=1.0)
+        assert score["correct"] == 1.0 and abs(score["score"] - (1.0 - info["target_p"])) < 1e-12
+        wrong = compute_score(source, "\\boxed{}", gold, info, b=1.0)
+        assert wrong["correct"] == 0.0 and abs(wrong["score"] + info["target_p"]) < 1e-12
+
+
+def test_grade_batch_mixes_environment_and_math_items():
+    problem = get_environment("arithmetic").generate(1, 0)
+    results = grade_batch([f"\\boxed{{{problem.answer}}}", "\\boxed{4}", "\\boxed{0}"],
+                          [problem.to_json(), "4", problem.to_json()], ["rlve/arithmetic", "math", "rlve/arithmetic"])
+    assert [r.outcome for r in results] == [Outcome.CORRECT, Outcome.CORRECT, Outcome.INCORRECT]
+
+
+def test_bad_environment_gold_is_a_data_error_naming_the_problem():
+    maze = get_environment("maze").generate(0, 0).to_json()
+    with pytest.raises(ValueError, match="not valid JSON"):
+        grade("\\boxed{R}", "RRD", "rlve/maze")
+    with pytest.raises(ValueError, match="holds a problem of environment 'maze'"):
+        grade("\\boxed{R}", maze, "rlve/sorting")
+
+
+@pytest.mark.parametrize("first", ["rlec.environments", "rlec.grading", "rlec.reward.score"])
+def test_either_package_may_be_imported_first(first, repo_root):
+    code = (f"import {first}\nfrom rlec.grading import TASKS\n"
+            "assert sorted(k for k in TASKS if k.startswith('rlve/')) == "
+            f"{sorted('rlve/' + n for n in ENVIRONMENTS)!r}, TASKS\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=repo_root)
