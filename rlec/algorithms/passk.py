@@ -44,7 +44,11 @@ import numpy as np
 if TYPE_CHECKING:  # torch is imported lazily: rlec.eval.metrics uses this module without it
     import torch
 
+# the name rlec registers the estimator under in verl (``algorithm.adv_estimator``); the key of its settings
+PASSK_ESTIMATOR = "rlec_passk"
+
 __all__ = [
+    "PASSK_ESTIMATOR",
     "EntropySwitch",
     "pass_at_k",
     "pass_at_k_array",

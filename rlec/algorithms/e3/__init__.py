@@ -43,7 +43,8 @@ How this differs from the public E3 code (FSDP only):
   incorrect rewards would shorten incorrect answers too and could push a correct reward below
   the abstention reward 0.
 
-Modules: :mod:`.temperature` (1), :mod:`.budget` (2-4), :mod:`.settings` (``rlec.e3`` of the config).
+Modules: :mod:`.temperature` (1), :mod:`.budget` (2-4), :mod:`.settings` (``rlec.e3`` of the config),
+:mod:`.controller` (the per-step plan / observe / state both trainers call).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ from rlec.algorithms.e3.budget import (
     length_bias_factor,
     length_bias_mu,
 )
-from rlec.algorithms.e3.settings import E3Settings
+from rlec.algorithms.e3.controller import BatchPlan, E3Controller
+from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
 from rlec.algorithms.e3.temperature import (
     MIN_ENTROPY,
     TemperatureScheduler,
@@ -63,7 +65,10 @@ from rlec.algorithms.e3.temperature import (
 )
 
 __all__ = [
+    "E3_AGENT_LOOP",
     "MIN_ENTROPY",
+    "BatchPlan",
+    "E3Controller",
     "E3Settings",
     "PromptHistory",
     "TemperatureScheduler",

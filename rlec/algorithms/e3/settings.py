@@ -7,7 +7,10 @@ from typing import Any
 
 from rlec.config import select
 
-__all__ = ["E3Settings"]
+# the agent loop rlec registers in verl to sample at the step's temperature (rollout.agent.default_agent_loop)
+E3_AGENT_LOOP = "rlec_e3_agent"
+
+__all__ = ["E3_AGENT_LOOP", "E3Settings"]
 
 
 @dataclass(frozen=True)
