@@ -262,3 +262,21 @@ def test_checkpoint_holds_e3_state_and_resume_equals_uninterrupted(e3_env, tmp_p
     assert log["actor_temperature"] == expected_temps
     assert [list(b[ROLLOUT_N_KEY]) for b in log["batches"]] == expected_counts
     assert math.isclose(resumed.e3.temperature, whole.e3.temperature)
+
+
+@pytest.mark.slow
+def test_step_records_round_trip_through_transfer_queue(repo_root):
+    """The fields E3 adds to each prompt come back from a real TransferQueue (Ray on CPU), padding dropped."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    job = Path(__file__).with_name("e3_tq_job.py")
+    proc = subprocess.run([sys.executable, str(job)], env=os.environ | {"PYTHONPATH": str(repo_root)},
+                          capture_output=True, text=True, timeout=600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    records = json.loads(lines[-1][len("RESULT "):])["records"]
+    assert [key for key, _ in records] == ["question_id:q-1"] * 2 + ["question_id:q-2"] * 3
+    assert [info["correct"] for _, info in records] == [1.0, 0.0, 0.0, 1.0, 1.0]
