@@ -104,6 +104,7 @@ class PasskSwitchMixin:
     """
 
     passk_switch: EntropySwitch | None = None
+    _passk_on: bool = False
 
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
