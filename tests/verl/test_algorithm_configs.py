@@ -107,3 +107,21 @@ def test_verl_entry_point_composes_the_algorithm_group(compose_rlec, repo_root):
         env=os.environ | {"PYTHONPATH": str(repo_root)}, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout == OmegaConf.to_yaml(compose_rlec(*overrides), resolve=True)
+
+
+def test_rlec_yaml_e3_defaults_equal_the_settings_defaults(compose_rlec):
+    """rlec.yaml spells every rlec.e3 default out for users; E3Settings holds the same ones for configs without them."""
+    from rlec.algorithms.e3 import E3Settings
+
+    cfg = compose_rlec()
+    assert E3Settings.from_config(cfg) == E3Settings()
+    listed = {key for key, _ in E3Settings.KEYS.values()}
+    yaml_keys = set()
+
+    def walk(node, prefix=""):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else key
+            walk(value, path) if hasattr(value, "items") else yaml_keys.add(path)
+
+    walk(cfg.rlec.e3)
+    assert yaml_keys == listed
