@@ -28,7 +28,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from rlec.cluster.rules import Finding, check_layout
+from rlec.cluster.rules import Finding, check_layout, verl_algorithm_section
 from rlec.cluster.verl_keys import ENV_VARS, layout_of
 from rlec.cluster.memory import MemoryEstimate, ModelShape
 from rlec.config import CLUSTER_CONFIG, CONFIG_DIR, compose, select
@@ -80,7 +80,7 @@ def verl_checks(cfg: Any, with_model: bool) -> tuple[list[Finding], list[str]]:
         # what `import verl` does in every Ray worker given the config's runtime env
         ("VERL_USE_EXTERNAL_MODULES", lambda: import_external_libs([m for m in modules.split(",") if m])),
         ("validate_config", lambda: validate_config(cfg, need_reference_policy(cfg), need_critic(cfg))),
-        ("algorithm", lambda: omega_conf_to_dataclass(cfg.algorithm)),
+        ("algorithm", lambda: omega_conf_to_dataclass(verl_algorithm_section(cfg.algorithm))),
         ("actor_rollout_ref.rollout", lambda: omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)),
         ("rollout.checkpoint_engine", lambda: omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)),
         # verl 0.9.1 cannot build RewardConfig (RewardManagerConfig.__post_init__ calls a missing

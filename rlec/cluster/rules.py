@@ -17,6 +17,7 @@ component that imposes them:
 - the plugin module reaches Ray workers; FP8 settings are complete; Megatron keys exist;
 - memory per GPU (:func:`rlec.cluster.memory.estimate_memory`) fits both phases;
 - RLVE (:func:`rlve_rules`): the environment dataset, valid settings, no dataloader workers.
+- E3 and Pass@k Training settings (:func:`algorithm_overlay_rules`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
+from rlec.algorithms.passk import PASSK_ESTIMATOR
 from rlec.cluster.memory import GIB, MemoryEstimate, ModelShape, ParallelLayout, estimate_memory
 from rlec.config import select
 from rlec.cluster.verl_keys import (ACTOR, ENV_VARS, MEGATRON, ROLLOUT, layout_of, max_seq_len,
@@ -34,7 +37,11 @@ from rlec.cluster.verl_keys import (ACTOR, ENV_VARS, MEGATRON, ROLLOUT, layout_o
 PLUGIN_MODULE = "rlec.verl_plugin"
 CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentation
 
-__all__ = ["Finding", "check_layout", "rlve_rules"]
+# rlec's own keys under verl's `algorithm` section (verl's AlgoConfig has no such fields; verl's trainer
+# never converts the section, config_check drops them before converting it)
+RLEC_ALGORITHM_KEYS = ("passk",)
+
+__all__ = ["RLEC_ALGORITHM_KEYS", "Finding", "algorithm_overlay_rules", "check_layout", "rlve_rules", "verl_algorithm_section"]
 
 
 @dataclass(frozen=True)
@@ -232,6 +239,8 @@ def _algorithm_rules(cfg: Any) -> _Findings:
         f"{ACTOR}.use_kl_loss": False,
     }
     for key, want in rlec_algorithm.items():
+        if key == "algorithm.adv_estimator" and select(cfg, key) == PASSK_ESTIMATOR:
+            continue  # the passk overlay; checked by algorithm_overlay_rules
         if select(cfg, key) != want:
             out.warning(key, f"is {select(cfg, key)!r}; RLEC's mean-only group advantage uses {want!r}")
     end = select(cfg, "rlec.schedule.end_step", select(cfg, "trainer.total_training_steps"))
@@ -294,6 +303,71 @@ def rlve_rules(cfg: Any) -> list[Finding]:
         out.warning("trainer.v1.trainer_mode", f"{mode}: prompts are generated ahead of the controller update, so "
                     "samples at an older difficulty are not counted and a resumed run is not exactly an "
                     "uninterrupted one (exact in rlec_sync)")
+def verl_algorithm_section(algorithm: Any) -> Any:
+    """verl's ``algorithm`` section without rlec's keys (:data:`RLEC_ALGORITHM_KEYS`), for verl's AlgoConfig."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(algorithm, DictConfig):
+        plain = OmegaConf.to_container(algorithm, resolve=True)
+        return OmegaConf.create({k: v for k, v in plain.items() if k not in RLEC_ALGORITHM_KEYS})
+    return {k: v for k, v in dict(algorithm).items() if k not in RLEC_ALGORITHM_KEYS}
+
+
+def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
+    """Checks of E3 (``rlec.e3``) and Pass@k Training (``algorithm.adv_estimator=rlec_passk``).
+
+    E3: its settings are in range (:class:`rlec.algorithms.e3.E3Settings`); the trainer is
+    ``rlec_sync`` (the async modes sample ahead with an older temperature; plain verl modes lack
+    the E3 mixin); the temperature part uses the ``rlec_e3_agent`` agent loop and starts inside
+    [min, max]; the budget part has n_min <= rollout.n <= n_max (sums stay rollout.n x prompts).
+    Pass@k: 2 <= k < rollout.n (a group of N <= k responses has advantage 0; k = 1 is plain
+    GRPO), no KL in the reward (correct = reward > 0), the switch has a threshold and an rlec
+    trainer; with E3's budget, prompts given n_min <= k responses learn nothing (warning).
+    """
+    out = _Findings()
+    mode = str(select(cfg, "trainer.v1.trainer_mode", ""))
+    n = int(select(cfg, f"{ROLLOUT}.n", 1))
+    e3 = None
+    if select(cfg, "rlec.e3.enable", False):
+        try:
+            e3 = E3Settings.from_config(cfg)
+        except ValueError as exc:
+            out.error("rlec.e3", str(exc))
+    if e3 is not None:
+        if mode != "rlec_sync":
+            out.error("trainer.v1.trainer_mode", f"rlec.e3 needs rlec_sync, got {mode!r}: the async modes generate ahead "
+                      "with an older temperature, and verl's own modes lack rlec's E3 trainer mixin")
+        if e3.temperature_enable:
+            loop = select(cfg, f"{ROLLOUT}.agent.default_agent_loop")
+            if loop != E3_AGENT_LOOP:
+                out.error(f"{ROLLOUT}.agent.default_agent_loop", f"is {loop!r}; rlec.e3.temperature needs {E3_AGENT_LOOP} "
+                          "(the only agent loop that passes the step's temperature to vLLM)")
+            t0 = float(select(cfg, f"{ROLLOUT}.temperature", 1.0))
+            if not e3.t_min <= t0 <= e3.t_max:
+                out.error(f"{ROLLOUT}.temperature", f"{t0} is outside rlec.e3.temperature [min, max] = [{e3.t_min}, {e3.t_max}]")
+        if e3.budget_enable and not e3.n_min <= n <= e3.n_max:
+            out.error("rlec.e3.budget", f"need n_min <= rollout.n <= n_max so every batch gets exactly rollout.n x prompts "
+                      f"responses, got {e3.n_min} <= {n} <= {e3.n_max}")
+    if select(cfg, "algorithm.adv_estimator") == PASSK_ESTIMATOR:
+        k = select(cfg, "algorithm.passk.k")
+        if k is None:
+            out.error("algorithm.passk.k", "rlec_passk needs it: compose algorithm=passk")
+        elif int(k) < 2:
+            out.error("algorithm.passk.k", f"must be >= 2, got {k}: pass@1 is RLEC's own grpo advantage")
+        elif int(k) >= n:
+            out.error("algorithm.passk.k", f"{k} must be < rollout.n = {n}: a group of N <= k responses has a single "
+                      "k-subset at most, so every advantage would be 0")
+        elif e3 is not None and e3.budget_enable and e3.n_min <= int(k):
+            out.warning("rlec.e3.budget.n_min", f"{e3.n_min} <= algorithm.passk.k = {k}: the easiest prompts, given "
+                        f"n_min responses, get pass@k advantage 0")
+        if select(cfg, "algorithm.use_kl_in_reward", False):
+            out.error("algorithm.use_kl_in_reward", "must be false with rlec_passk: correct is read as reward > 0")
+        if select(cfg, "algorithm.passk.switch.enable", False):
+            threshold = select(cfg, "algorithm.passk.switch.entropy_threshold")
+            if threshold is None or float(threshold) < 0:
+                out.error("algorithm.passk.switch.entropy_threshold", f"must be a number >= 0 (nats), got {threshold}")
+            if not mode.startswith("rlec_"):
+                out.error("trainer.v1.trainer_mode", f"the entropy switch runs in rlec's trainers (rlec_sync, ...), got {mode!r}")
     return list(out)
 
 
@@ -344,6 +418,7 @@ def check_layout(
     findings = parallel + _rollout_rules(cfg, shape, lay) + _batch_rules(cfg, lay) + _algorithm_rules(cfg)
     findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg) + _moe_router_rules(cfg, shape)
     findings += rlve_rules(cfg)
+    findings += algorithm_overlay_rules(cfg)
     if parallel:
         return list(findings), None
     est = estimate_memory(shape, lay, training_settings_of(cfg), gpu_memory_gib * GIB)

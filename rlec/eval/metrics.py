@@ -6,7 +6,9 @@ reward at b = 1 (``rlec.reward.formula.rlec_reward``), and reports per source (e
 ``<env>/d<difficulty>`` also per environment: :func:`source_groups`) and overall: per target
 coverage, selective accuracy, accuracy, abstention rate, mean reward and compliance; and the
 headlines accuracy (binary prompt), RLEC score, AOC and AURC with question-level bootstrap
-intervals. Definitions: ``docs/metrics.md``.
+intervals; with several samples per question and target (``rlec.eval.evaluate --n-samples N``),
+also the unbiased pass@k for k <= N with intervals (``--pass-k``). Definitions: ``docs/metrics.md``,
+``docs/passk.md``.
 
 Outputs (in ``--out-dir``, each written atomically): ``metrics.json`` (every figure),
 ``metrics.md`` (the tables, also printed), ``graded-<label>.jsonl`` (each record with its grade
@@ -46,7 +48,16 @@ from rlec.eval.records import (
     target_label,
 )
 from rlec.eval.report import comparison, markdown_report
-from rlec.eval.selective import COUNT_FIELDS, HEADLINE_NAMES, RATE_NAMES, headlines, rates, risk_coverage_curve
+from rlec.eval.selective import (
+    COUNT_FIELDS,
+    HEADLINE_NAMES,
+    RATE_NAMES,
+    default_ks,
+    headlines,
+    pass_at_k_figures,
+    rates,
+    risk_coverage_curve,
+)
 from rlec.grading import TASKS, grade_batch
 from rlec.grading.math import DEFAULT_TIMEOUT_S
 from rlec.reward.formula import rlec_reward
@@ -145,8 +156,8 @@ def question_counts(records: Sequence[dict[str, Any]], graded: Sequence[dict[str
     return list(index), np.stack(rows) if rows else np.zeros((0, len(targets), len(COUNT_FIELDS)))
 
 
-def group_figures(per_question: np.ndarray, strata: np.ndarray, targets: Sequence[float | None], *, group: str, n_boot: int, ci: float, seed: int) -> dict[str, Any]:
-    """Every figure of one group of questions (see the module docstring for the layout)."""
+def group_figures(per_question: np.ndarray, strata: np.ndarray, targets: Sequence[float | None], *, group: str, n_boot: int, ci: float, seed: int, ks: Sequence[int] = ()) -> dict[str, Any]:
+    """Every figure of one group of questions (see the module docstring for the layout); ``pass_at_k`` when ``ks``."""
     counts = per_question.sum(axis=0)
     r = rates(counts, targets)
     head = headlines(counts, targets)
@@ -159,7 +170,7 @@ def group_figures(per_question: np.ndarray, strata: np.ndarray, targets: Sequenc
         per_target.append(row)
     swept = [i for i, t in enumerate(targets) if t is not None]
     x, y = risk_coverage_curve(r["coverage"][swept], 1.0 - r["selective_accuracy"][swept], r["accuracy"][swept])
-    return {
+    figures = {
         "n_questions": int(per_question.shape[0]),
         "n_records": int(counts[:, 0].sum()),
         "headline": {
@@ -170,6 +181,10 @@ def group_figures(per_question: np.ndarray, strata: np.ndarray, targets: Sequenc
         "risk_coverage": {"coverage": [float(v) for v in x], "risk": [float(v) for v in y]},
         "missing_targets": [target_label(t) for i, t in enumerate(targets) if counts[i, 0] == 0],
     }
+    if ks:
+        rows = pass_at_k_figures(per_question, strata, targets, ks, n_boot=n_boot, ci=ci, seed=seed, group=group)
+        figures["pass_at_k"] = [{"target": target_label(row.pop("target_p")), **row} for row in rows]
+    return figures
 
 
 def _natural(name: str) -> list[Any]:
@@ -188,16 +203,23 @@ def source_groups(sources: Sequence[str]) -> dict[str, list[str]]:
     return {name: groups[name] for name in sorted(groups, key=_natural)}
 
 
-def analyze(records: Sequence[dict[str, Any]], graded: Sequence[dict[str, Any]], targets: Sequence[float | None], *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, Any]:
+def analyze(records: Sequence[dict[str, Any]], graded: Sequence[dict[str, Any]], targets: Sequence[float | None], *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0, ks: Sequence[int] | None = None) -> dict[str, Any]:
     """Figures for every source group (:func:`source_groups`) and for all records together
-    (questions resampled within sources)."""
+    (questions resampled within sources).
+
+    ``ks``: the k of pass@k; None = 1, 2, 4, ... up to the most samples of a question at a target
+    (none with one sample each: pass@1 is the accuracy).
+    """
     keys, per_question = question_counts(records, graded, targets)
+    if ks is None:
+        most = int(per_question[..., 0].max()) if per_question.size else 0
+        ks = default_ks(most) if most > 1 else []
     sources = sorted({src for src, _ in keys})
     strata = np.array([sources.index(src) for src, _ in keys])
-    groups = {ALL: group_figures(per_question, strata, targets, group=ALL, n_boot=n_boot, ci=ci, seed=seed)}
+    groups = {ALL: group_figures(per_question, strata, targets, group=ALL, n_boot=n_boot, ci=ci, seed=seed, ks=ks)}
     for name, members in source_groups(sources).items():
         mask = np.isin(strata, [sources.index(m) for m in members])
-        groups[name] = group_figures(per_question[mask], strata[mask], targets, group=name, n_boot=n_boot, ci=ci, seed=seed)
+        groups[name] = group_figures(per_question[mask], strata[mask], targets, group=name, n_boot=n_boot, ci=ci, seed=seed, ks=ks)
     details = Counter(g["detail"] for g in graded)
     finish = Counter(r.get("finish_reason", "unknown") for r in records)
     grading = {
@@ -224,6 +246,23 @@ def _labels(paths: Sequence[Path], given: str | None) -> list[str]:
     return labels
 
 
+def _pass_ks(spec: str | None) -> list[int] | None:
+    """``--pass-k`` as sorted distinct ints >= 1 (None: the default).
+
+    Raises:
+        ValueError: not a comma-separated list of integers >= 1.
+    """
+    if spec is None:
+        return None
+    try:
+        ks = sorted({int(part) for part in spec.split(",") if part.strip()})
+    except ValueError:
+        ks = []
+    if not ks or ks[0] < 1:
+        raise ValueError(f"--pass-k must be comma-separated integers >= 1, got {spec!r}")
+    return ks
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(
@@ -241,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0 = no intervals)")
     p.add_argument("--ci", type=float, default=0.95, help="confidence-interval mass")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--pass-k", default=None, metavar="K,K,...", help="k values of pass@k (default with several samples per "
+                   "question and target: 1, 2, 4, ... up to the samples; unbiased estimator, questions with fewer samples left out)")
     p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="math-verify time limit per answer")
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed record lines (reported) instead of failing")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
@@ -256,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(paths) > 2:
             raise ValueError(f"at most two record files can be compared, got {len(paths)}")
         targets = parse_targets(args.targets)
+        ks = _pass_ks(args.pass_k)
         labels = _labels(paths, args.labels)
         out_dir = Path(args.out_dir) if args.out_dir else paths[0].parent / "metrics"
         loaded = [load_run(p, targets, skip_invalid=args.skip_invalid) for p in paths]
@@ -269,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     for label, path, (records, diagnostics) in zip(labels, paths, loaded):
         graded = grade_records(records, timeout_s=args.timeout_s, progress=not args.quiet)
-        run = analyze(records, graded, targets, n_boot=args.bootstrap, ci=args.ci, seed=args.seed)
+        run = analyze(records, graded, targets, n_boot=args.bootstrap, ci=args.ci, seed=args.seed, ks=ks)
         result["runs"][label] = {"path": str(path), "records": diagnostics, **run}
         atomic_write_jsonl(out_dir / f"graded-{label.replace('/', '_')}.jsonl", ({**rec, "grade": g} for rec, g in zip(records, graded)))
     if len(labels) == 2:

@@ -52,6 +52,22 @@ def comparison(result: dict[str, Any]) -> dict[str, dict[str, float | None]]:
     return out
 
 
+def _pass_at_k_table(group: str, rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]] | None = None) -> list[str]:
+    """The pass@k table of a group: one row per target, one column per k (``A / B`` when comparing)."""
+    ks = sorted({r["k"] for r in rows_a})
+    targets = list(dict.fromkeys(r["target"] for r in rows_a))
+    cell_a = {(r["target"], r["k"]): r for r in rows_a}
+    cell_b = {(r["target"], r["k"]): r for r in rows_b or []}
+    rows = []
+    for t in targets:
+        if rows_b is None:
+            rows.append([t] + [_with_ci(cell_a[(t, k)]) for k in ks])
+        else:
+            rows.append([t] + [f"{_f(cell_a[(t, k)]['value'])} / {_f(cell_b.get((t, k), {}).get('value'))}" for k in ks])
+    title = f"### {group}: pass@k (unbiased estimator; questions with at least k samples; abstaining is not correct)"
+    return ["", title, ""] + _table(["target", *(f"pass@{k}" for k in ks)], rows)
+
+
 def _diagnostics(label: str, run: dict[str, Any]) -> str:
     rec, grading = run["records"], run["grading"]
     parts = [f"{rec['kept']} of {rec['read']} records scored"]
@@ -95,6 +111,8 @@ def markdown_report(result: dict[str, Any], per_target_groups: Sequence[str] | N
             lines += ["", f"### {group}: per target", ""]
             rows = [[t["target"], str(t["n"])] + [_f(t[k]) for k, _ in TARGET_COLUMNS] for t in fig["per_target"]]
             lines += _table(["target", "n", *(title for _, title in TARGET_COLUMNS)], rows)
+            if fig.get("pass_at_k"):
+                lines += _pass_at_k_table(group, fig["pass_at_k"])
     else:
         a, b = (runs[label] for label in labels)
         deltas = comparison(result)
@@ -122,5 +140,8 @@ def markdown_report(result: dict[str, Any], per_target_groups: Sequence[str] | N
             for ta, tb in zip(a["groups"][group]["per_target"], b["groups"][group]["per_target"]):
                 rows.append([ta["target"]] + [f"{_f(ta[k])} / {_f(tb[k])}" for k in ("coverage", "selective_accuracy", "reward")])
             lines += _table(["target", "coverage (A / B)", "sel. acc. (A / B)", "reward (A / B)"], rows)
+            pass_a, pass_b = a["groups"][group].get("pass_at_k"), b["groups"][group].get("pass_at_k")
+            if pass_a and pass_b:
+                lines += _pass_at_k_table(f"{group} (A / B)", pass_a, pass_b)
     lines += ["", "Records:"] + [_diagnostics(label, run) for label, run in runs.items()]
     return "\n".join(lines) + "\n"

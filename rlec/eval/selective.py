@@ -19,13 +19,22 @@ described in :func:`risk_coverage_curve`; AOC = 1 - AURC.
 Everything works on count arrays whose last axis is ``COUNT_FIELDS`` (n, correct, incorrect,
 abstain, reward sum), so the same code serves point estimates and bootstrap replicates
 (leading axes broadcast). Undefined values are NaN here and null in JSON.
+
+pass@k (records drawn with ``--n-samples N``): for a question with n samples at a target, c of
+them correct, the unbiased estimate 1 - C(n - c, k) / C(n, k) (Chen et al. 2021, Eq. 1;
+:func:`rlec.algorithms.passk.pass_at_k`), averaged over the questions with n >= k. Abstentions
+are not correct. :func:`pass_at_k_figures` adds question-level bootstrap intervals.
 """
 
 from __future__ import annotations
 
+import hashlib
+import warnings
 from typing import Sequence
 
 import numpy as np
+
+from rlec.algorithms.passk import pass_at_k_array
 
 COUNT_FIELDS = ("n", "correct", "incorrect", "abstain", "reward_sum")
 N, C, W, A, R = range(5)
@@ -138,3 +147,86 @@ def headlines(counts: np.ndarray, target_p: Sequence[float | None]) -> dict[str,
     else:
         score = area = np.full(lead, np.nan)
     return {"accuracy": accuracy, "rlec_score": score, "aoc": 1.0 - area, "aurc": area}
+
+
+def default_ks(max_samples: int) -> list[int]:
+    """k = 1, 2, 4, ... up to ``max_samples``, plus ``max_samples`` itself (empty for 0 samples)."""
+    ks = [k for k in (2**i for i in range(max(int(max_samples), 1).bit_length())) if k <= max_samples]
+    return ks + ([int(max_samples)] if max_samples >= 1 and ks[-1:] != [int(max_samples)] else [])
+
+
+def pass_at_k_by_question(per_question: np.ndarray, ks: Sequence[int]) -> np.ndarray:
+    """Each question's unbiased pass@k per target.
+
+    Args:
+        per_question: float array (Q, T, 5) over ``COUNT_FIELDS`` (n = samples, correct).
+        ks: the K values of k (>= 1).
+
+    Returns:
+        float array (Q, T, K); NaN where the question has fewer than k samples at that target.
+    """
+    counts = np.asarray(per_question, dtype=np.float64)
+    return np.stack([pass_at_k_array(counts[..., N], counts[..., C], int(k)) for k in ks], axis=-1)
+
+
+def _weighted_nanmean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Mean over questions of (Q, T, K) values with (B, Q) weights, ignoring NaN -> (B, T, K)."""
+    have = ~np.isnan(values)
+    num = np.einsum("bq,qtk->btk", weights, np.where(have, values, 0.0))
+    den = np.einsum("bq,qtk->btk", weights, have.astype(np.float64))
+    return _div(num, den)
+
+
+def pass_at_k_figures(
+    per_question: np.ndarray,
+    strata: np.ndarray,
+    target_p: Sequence[float | None],
+    ks: Sequence[int],
+    *,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+    group: str = "all",
+) -> list[dict]:
+    """pass@k of a group of questions per target and k, with percentile bootstrap intervals.
+
+    Resampling as in :mod:`rlec.eval.bootstrap` (questions within strata), with its own seeded
+    stream per group (so adding pass@k leaves the headline intervals unchanged).
+
+    Args:
+        per_question: float array (Q, T, 5) over ``COUNT_FIELDS``.
+        strata: int array (Q,): each question's stratum (source).
+        target_p: T targets (None = the binary prompt).
+        ks: values of k.
+        n_boot: bootstrap replicates (0: no intervals).
+        ci: interval mass in (0, 1).
+        seed: base seed.
+        group: the group's name (salts the random stream).
+
+    Returns:
+        One dict per (target, k): ``{"target_p", "k", "value", "ci_low", "ci_high", "n_questions"}``
+        (``n_questions`` = questions with at least k samples; value None when there are none).
+    """
+    from rlec.eval.bootstrap import replicate_weights  # bootstrap imports this module
+
+    values = pass_at_k_by_question(per_question, ks)
+    q = values.shape[0]
+    point = _weighted_nanmean(values, np.ones((1, q)))[0]
+    lo = hi = np.full_like(point, np.nan)
+    if n_boot > 0 and q > 0:
+        salt = int.from_bytes(hashlib.sha256(f"{group}/pass@k".encode()).digest()[:8], "little")
+        boots = _weighted_nanmean(values, replicate_weights(strata, n_boot, np.random.default_rng([int(seed), salt])))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # cells undefined in every replicate stay NaN
+            lo = np.nanpercentile(boots, 100 * (1 - ci) / 2, axis=0)
+            hi = np.nanpercentile(boots, 100 * (1 + ci) / 2, axis=0)
+    have = (~np.isnan(values)).sum(axis=0)
+
+    def num(x: float) -> float | None:
+        return None if np.isnan(x) else float(x)
+
+    return [
+        {"target_p": t, "k": int(k), "value": num(point[i, j]), "ci_low": num(lo[i, j]), "ci_high": num(hi[i, j]),
+         "n_questions": int(have[i, j])}
+        for i, t in enumerate(target_p) for j, k in enumerate(ks)
+    ]

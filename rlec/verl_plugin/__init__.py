@@ -1,4 +1,4 @@
-"""rlec's registrations in verl 0.9.1: reward manager, trainers (and later estimators).
+"""rlec's registrations in verl 0.9.1: reward manager, trainers, advantage estimator, agent loop.
 
 This package is the only part of rlec that registers with verl. Import it in every Ray process
 (the reward-loop workers run the reward manager, the TaskRunner builds the trainer) by setting
@@ -15,7 +15,11 @@ Registered on import:
 - :mod:`rlec.verl_plugin.reward_manager`: reward manager ``rlec``
   (``reward.reward_manager.source=register``, ``name=rlec``);
 - :mod:`rlec.verl_plugin.trainers`: ``trainer.v1.trainer_mode`` = ``rlec_sync``,
-  ``rlec_colocate_async``, ``rlec_separate_async``.
+  ``rlec_colocate_async``, ``rlec_separate_async`` (with the E3 and Pass@k-switch mixins);
+- :mod:`rlec.verl_plugin.estimators`: advantage estimator ``rlec_passk``
+  (``algorithm.adv_estimator=rlec_passk``);
+- :mod:`rlec.verl_plugin.e3`: agent loop ``rlec_e3_agent``
+  (``actor_rollout_ref.rollout.agent.default_agent_loop=rlec_e3_agent``).
 
 Loaded by path, not registered: :mod:`rlec.verl_plugin.rlve_dataset` (``data.custom_cls``, the
 RLVE environment dataset; ``megatron_configs/algorithm/rlve.yaml``).
@@ -23,6 +27,8 @@ RLVE environment dataset; ``megatron_configs/algorithm/rlve.yaml``).
 
 from __future__ import annotations
 
+from rlec.verl_plugin.e3 import E3_AGENT_LOOP, E3AgentLoop, E3TrainerMixin
+from rlec.verl_plugin.estimators import PASSK_ESTIMATOR, PasskSwitchMixin, compute_rlec_passk_advantage
 from rlec.verl_plugin.reward_manager import REWARD_MANAGER_NAME, RLECRewardManager, global_step_of
 from rlec.verl_plugin.rlve_trainer import RLVEMixin
 from rlec.verl_plugin.trainers import (
@@ -35,7 +41,13 @@ from rlec.verl_plugin.trainers import (
 PLUGIN_MODULE = "rlec.verl_plugin"
 
 __all__ = [
+    "E3_AGENT_LOOP",
+    "PASSK_ESTIMATOR",
     "PLUGIN_MODULE",
+    "E3AgentLoop",
+    "E3TrainerMixin",
+    "PasskSwitchMixin",
+    "compute_rlec_passk_advantage",
     "REWARD_MANAGER_NAME",
     "RLECColocateAsyncTrainer",
     "RLECMetricsMixin",

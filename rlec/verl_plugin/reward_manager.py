@@ -5,6 +5,8 @@ verl's naive manager (decoding, verl's per-sample interface) with rlec's scoring
 at ``data.non_tensor_batch["global_steps"]``, which verl's V1 trainer stamps on every batch
 (``extra_info["global_steps"]`` is the rollout weights version instead, see docs/cluster.md).
 Selected by ``reward.reward_manager.source=register`` and ``reward.reward_manager.name=rlec``.
+With E3 on, a training sample carries ``rlec_e3_length_mu`` and the manager applies E3's length
+bias to correct responses (:func:`rlec.verl_plugin.e3.apply_length_bias`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rlec.config import select
 from rlec.grading.math import DEFAULT_TIMEOUT_S
 from rlec.reward.batch import DEFAULT_BUCKET_EDGES, score_one_async
 from rlec.reward.schedule import schedule_from_config
+from rlec.verl_plugin.e3 import apply_length_bias
 
 logger = logging.getLogger(__name__)
 
@@ -81,12 +84,13 @@ class RLECRewardManager(NaiveRewardManager):
         logger.info("rlec reward manager: b schedule %s, grading timeout %.1fs", self.schedule, self.timeout_s)
 
     async def run_single(self, data: DataProto) -> dict:
-        """Score one sample (the last of ``data``, as verl's naive manager does)."""
+        """Score one sample (the last of ``data``, as verl's naive manager does); E3's length bias if it carries one."""
         token = _GLOBAL_STEP.set(global_step_of(data))
         try:
-            return await super().run_single(data)
+            result = await super().run_single(data)
         finally:
             _GLOBAL_STEP.reset(token)
+        return apply_length_bias(result, data)
 
     async def _score(self, data_source, solution_str, ground_truth, extra_info=None, **_: Any) -> dict:
         return await score_one_async(

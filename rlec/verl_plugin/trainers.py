@@ -1,11 +1,18 @@
-"""rlec's verl V1 trainers: verl's trainers of the same mode plus rlec's training and validation metrics.
+"""rlec's verl V1 trainers: verl's trainers of the same mode plus rlec's metrics and algorithms.
 
 Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async``,
-``rlec_separate_async``. verl 0.9.1 logs ``reward_extra_info`` only in validation
-(``val-core/<data_source>/<key>/mean@N``); its training steps log just ``critic/score/*``, so
-:class:`RLECMetricsMixin` adds ``rlec/...`` (training) and ``val-rlec/...`` (validation) metrics
-from :mod:`rlec.reward.metrics`. :class:`~rlec.verl_plugin.rlve_trainer.RLVEMixin` updates the RLVE
-difficulty controllers after each step (a no-op unless ``data.rlve.enable``).
+``rlec_separate_async``: one class per mode, each with every mixin below; a mixin whose config
+section does not enable it calls straight through to verl.
+
+- :class:`RLECMetricsMixin`: verl 0.9.1 logs ``reward_extra_info`` only in validation
+  (``val-core/<data_source>/<key>/mean@N``); its training steps log just ``critic/score/*``, so
+  it adds ``rlec/...`` (training) and ``val-rlec/...`` (validation) metrics from
+  :mod:`rlec.reward.metrics`;
+- :class:`rlec.verl_plugin.e3.E3TrainerMixin`: E3 (``rlec.e3.enable``; ``sync`` mode only);
+- :class:`rlec.verl_plugin.estimators.PasskSwitchMixin`: Pass@k Training's entropy switch and
+  ``passk/active_k`` (``algorithm.adv_estimator=rlec_passk``);
+- :class:`rlec.verl_plugin.rlve_trainer.RLVEMixin`: updates the RLVE difficulty controllers after
+  each step (``data.rlve.enable``).
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from omegaconf import open_dict
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
 
 from rlec.reward.metrics import reward_metrics, rows_from_columns
+from rlec.verl_plugin.e3 import E3TrainerMixin
+from rlec.verl_plugin.estimators import PasskSwitchMixin
 from rlec.verl_plugin.rlve_trainer import RLVEMixin
 
 __all__ = ["RLECColocateAsyncTrainer", "RLECMetricsMixin", "RLECSeparateAsyncTrainer", "RLECSyncTrainer"]
@@ -59,21 +68,21 @@ class RLECMetricsMixin:
 
 
 @register_trainer("rlec_sync")
-class RLECSyncTrainer(RLECMetricsMixin, RLVEMixin, PPOTrainerSync):
-    """verl's ``sync`` trainer with rlec metrics."""
+class RLECSyncTrainer(RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerSync):
+    """verl's ``sync`` trainer with rlec metrics, RLVE, E3 and the Pass@k switch."""
 
     base_trainer_mode = "sync"
 
 
 @register_trainer("rlec_colocate_async")
-class RLECColocateAsyncTrainer(RLECMetricsMixin, RLVEMixin, PPOTrainerColocateAsync):
-    """verl's ``colocate_async`` trainer with rlec metrics."""
+class RLECColocateAsyncTrainer(RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerColocateAsync):
+    """verl's ``colocate_async`` trainer with rlec metrics, RLVE and the Pass@k switch (E3 refuses this mode)."""
 
     base_trainer_mode = "colocate_async"
 
 
 @register_trainer("rlec_separate_async")
-class RLECSeparateAsyncTrainer(RLECMetricsMixin, RLVEMixin, PPOTrainerSeparateAsync):
-    """verl's ``separate_async`` trainer with rlec metrics."""
+class RLECSeparateAsyncTrainer(RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerSeparateAsync):
+    """verl's ``separate_async`` trainer with rlec metrics, RLVE and the Pass@k switch (E3 refuses this mode)."""
 
     base_trainer_mode = "separate_async"

@@ -21,7 +21,7 @@ from rlec.environments import EnvironmentSource  # noqa: E402
 from rlec.verl_plugin import RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer, RLECSyncTrainer, RLVEMixin  # noqa: E402
 
 # the override that selects megatron_configs/algorithm/rlve.yaml (appended to the defaults list)
-RLVE = "+algorithm=rlve"
+RLVE = "algorithm=rlve"
 LAYOUTS = sorted(p.stem for p in (CONFIG_DIR / "layout").glob("*.yaml"))
 PRECISIONS = sorted(p.stem for p in (CONFIG_DIR / "precision").glob("*.yaml"))
 

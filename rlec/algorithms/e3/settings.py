@@ -1,0 +1,97 @@
+"""``rlec.e3`` of the config: E3's settings, read and checked in one place (both trainers use it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rlec.config import select
+
+# the agent loop rlec registers in verl to sample at the step's temperature (rollout.agent.default_agent_loop)
+E3_AGENT_LOOP = "rlec_e3_agent"
+
+__all__ = ["E3_AGENT_LOOP", "E3Settings"]
+
+
+@dataclass(frozen=True)
+class E3Settings:
+    """``rlec.e3`` of the config, checked (meaning and defaults: megatron_configs/rlec.yaml, docs/e3.md).
+
+    Each part has its own switch under ``enable``: ``temperature.enable``, ``budget.enable``,
+    ``length_bias.enable`` (ablations turn one off).
+    """
+
+    enable: bool = False
+    temperature_enable: bool = True
+    t_min: float = 0.5
+    t_max: float = 1.5
+    init_steps: int = 5
+    target_entropy: float | None = None
+    vocab_size: int | None = None
+    anneal: bool = True
+    anneal_start: float = 0.6
+    anneal_final: float = 0.9
+    budget_enable: bool = True
+    n_min: int = 4
+    n_max: int = 16
+    length_bias_enable: bool = True
+    mu: float = 0.001
+    penalty_threshold: float = 0.1
+
+    # field -> (key under rlec.e3, type)
+    KEYS = {
+        "enable": ("enable", bool),
+        "temperature_enable": ("temperature.enable", bool),
+        "t_min": ("temperature.min", float),
+        "t_max": ("temperature.max", float),
+        "init_steps": ("temperature.init_steps", int),
+        "target_entropy": ("temperature.target_entropy", float),
+        "vocab_size": ("temperature.vocab_size", int),
+        "anneal": ("temperature.anneal.enable", bool),
+        "anneal_start": ("temperature.anneal.start", float),
+        "anneal_final": ("temperature.anneal.final_factor", float),
+        "budget_enable": ("budget.enable", bool),
+        "n_min": ("budget.n_min", int),
+        "n_max": ("budget.n_max", int),
+        "length_bias_enable": ("length_bias.enable", bool),
+        "mu": ("length_bias.mu", float),
+        "penalty_threshold": ("length_bias.penalty_threshold", float),
+    }
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "E3Settings":
+        """Read ``rlec.e3.*`` from a composed config or nested dict (missing keys take the defaults above).
+
+        Raises:
+            ValueError: a value outside its range, or not of its type (the message names the key).
+        """
+        values = {}
+        for name, (key, kind) in cls.KEYS.items():
+            raw = select(cfg, f"rlec.e3.{key}")
+            if raw is None:
+                continue
+            try:
+                values[name] = kind(raw)
+            except (TypeError, ValueError):
+                raise ValueError(f"rlec.e3.{key}: expected {kind.__name__}, got {raw!r}") from None
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Raises ValueError naming the ``rlec.e3`` key of the first value out of range."""
+        checks = [
+            (0 < self.t_min <= self.t_max, "temperature.min/max", f"need 0 < min <= max, got {self.t_min}, {self.t_max}"),
+            (self.init_steps >= 1, "temperature.init_steps", f"must be >= 1, got {self.init_steps}"),
+            (self.target_entropy is None or self.target_entropy > 0, "temperature.target_entropy",
+             f"must be > 0 nats or null, got {self.target_entropy}"),
+            (self.vocab_size is None or self.vocab_size >= 3, "temperature.vocab_size", f"must be >= 3 or null, got {self.vocab_size}"),
+            (0 <= self.anneal_start <= 1, "temperature.anneal.start", f"must be in [0, 1], got {self.anneal_start}"),
+            (0 < self.anneal_final <= 1, "temperature.anneal.final_factor", f"must be in (0, 1], got {self.anneal_final}"),
+            (2 <= self.n_min <= self.n_max, "budget.n_min/n_max", f"need 2 <= n_min <= n_max, got {self.n_min}, {self.n_max}"),
+            (self.mu >= 0, "length_bias.mu", f"must be >= 0, got {self.mu}"),
+            (0 <= self.penalty_threshold <= 1, "length_bias.penalty_threshold", f"must be in [0, 1], got {self.penalty_threshold}"),
+        ]
+        for ok, key, message in checks:
+            if not ok:
+                raise ValueError(f"rlec.e3.{key}: {message}")

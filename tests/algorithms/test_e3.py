@@ -1,0 +1,161 @@
+"""E3's pure pieces against hand-computed values: temperature step, annealing, ranks, budgets, length bias."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from rlec.algorithms.e3 import (
+    E3Settings,
+    PromptHistory,
+    TemperatureScheduler,
+    allocate_rollouts,
+    anneal_factor,
+    length_bias_factor,
+    length_bias_mu,
+    temperature_update,
+)
+
+QWEN3_VOCAB = 151_936  # ln V + ln ln V = 11.93122 + 2.47916 = 14.41037
+
+
+def test_temperature_step_hand_computed():
+    # H*/H = e: T' = 1 * (1 + 1 * 1 / 14.41037) = 1.069394
+    assert temperature_update(1.0, 1.0, math.e, QWEN3_VOCAB) == pytest.approx(1.069394, abs=1e-6)
+    # T = 1.2, H = 2.5 above H* = 2: T' = 1.2 * (1 + 1.2 * ln(0.8) / 14.41037) = 1.177702
+    assert temperature_update(1.2, 2.5, 2.0, QWEN3_VOCAB) == pytest.approx(1.177702, abs=1e-6)
+    assert temperature_update(0.7, 1.3, 1.3, QWEN3_VOCAB) == 0.7  # on target: unchanged
+
+
+@pytest.mark.parametrize("bad", [dict(temperature=0.0), dict(target=0.0), dict(entropy=float("nan")), dict(vocab_size=2)])
+def test_temperature_step_rejects_bad_input(bad):
+    args = dict(temperature=1.0, entropy=1.0, target=1.0, vocab_size=QWEN3_VOCAB) | bad
+    with pytest.raises(ValueError):
+        temperature_update(**args)
+
+
+def test_anneal_factor_hand_computed():
+    assert anneal_factor(60, 100) == 1.0  # annealing starts after 60% of training
+    assert anneal_factor(80, 100) == pytest.approx(0.95)  # progress 0.5: 0.1 * 0.5 * (1 + cos(pi/2)) + 0.9
+    assert anneal_factor(100, 100) == pytest.approx(0.9)
+    assert anneal_factor(130, 100) == pytest.approx(0.9)  # clamped past the end
+    assert anneal_factor(5, 10, start=0.0, final=0.5) == pytest.approx(0.75)
+
+
+def test_scheduler_collects_init_steps_then_steers_toward_the_mean():
+    s = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.0, init_steps=3, anneal=False)
+    assert [s.update(h, step, 100) for step, h in enumerate([1.0, 2.0, 3.0], 1)] == [1.0, 1.0, 1.0]
+    assert s.base_target == pytest.approx(2.0) and s.target(4, 100) == pytest.approx(2.0)
+    up = s.update(1.0, 4, 100)  # entropy below the target: hotter
+    assert up == pytest.approx(1.0 * (1 + math.log(2.0) / 14.41037), abs=1e-6) and up > 1.0
+    down = s.update(4.0, 5, 100)  # above: cooler
+    assert down < up
+
+
+def test_scheduler_both_regimes_and_clipping():
+    hot = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.0, target_entropy=0.8, t_max=1.1, anneal=False)
+    temps = [hot.update(0.2, step, 50) for step in range(1, 6)]  # entropy far below target: T rises, clipped
+    assert temps == sorted(temps) and temps[-1] == 1.1
+    cold = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.0, target_entropy=0.2, t_min=0.9, anneal=False)
+    temps = [cold.update(2.0, step, 50) for step in range(1, 6)]
+    assert temps == sorted(temps, reverse=True) and temps[-1] == 0.9
+    collapsed = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.0, target_entropy=0.5)
+    assert collapsed.update(0.0, 1, 10) == collapsed.t_max  # zero entropy: as hot as allowed
+    with pytest.raises(ValueError, match="finite number"):
+        collapsed.update(float("inf"), 2, 10)
+
+
+def test_annealed_target_is_used_late_in_training():
+    s = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.0, target_entropy=2.0)
+    assert s.target(10, 100) == 2.0 and s.target(80, 100) == pytest.approx(1.9) and s.target(100, 100) == pytest.approx(1.8)
+    # at step 100 the target is 1.8 = the entropy: no change
+    assert s.update(1.8, 100, 100) == 1.0
+
+
+def test_scheduler_resume_equals_uninterrupted():
+    entropies = [1.1, 0.9, 1.0, 0.7, 0.6, 0.8, 1.3, 0.5, 0.4, 0.9]
+
+    def fresh():
+        return TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.0, init_steps=2)
+
+    whole = fresh()
+    expected = [whole.update(h, step, 10) for step, h in enumerate(entropies, 1)]
+    first = fresh()
+    got = [first.update(h, step, 10) for step, h in enumerate(entropies[:4], 1)]
+    second = fresh()
+    second.load_state_dict(first.state_dict())
+    got += [second.update(h, step, 10) for step, h in enumerate(entropies[4:], 5)]
+    assert got == expected
+
+
+def test_prompt_history_ranks_hand_computed():
+    h = PromptHistory()
+    h.update(["a", "a", "b", "b", "c", "c", "d", "d"], [1, 1, 1, 0, 0, 1, 0, 0])
+    assert [h.accuracy(k) for k in "abcd"] == [1.0, 0.5, 0.5, 0.0] and h.accuracy("e") is None
+    # strictly easier prompts / (4 - 1): a 0, b and c 1/3 (one easier), d 3/3
+    ranks = h.ranks(["a", "b", "c", "d", "e"])
+    assert ranks[:4] == pytest.approx([0.0, 1 / 3, 1 / 3, 1.0]) and ranks[4] is None
+    h.update(["d"] * 2, [1, 1])  # later appearances accumulate: d is now 2/4 = 0.5
+    assert h.accuracy("d") == 0.5 and h.ranks(["d"]) == pytest.approx([1 / 3])
+    one = PromptHistory()
+    one.update(["x"], [True])
+    assert one.ranks(["x"]) == [0.5]
+    restored = PromptHistory()
+    restored.load_state_dict(h.state_dict())
+    assert restored.counts == h.counts
+    with pytest.raises(ValueError, match="2 prompt ids but 1 outcomes"):
+        h.update(["a", "b"], [1])
+
+
+def test_allocation_hand_computed():
+    # seen budget 4 x 8 = 32; shares 4 + lam * r with lam = 16 / 1.75: 4, 6.29, 8.57, 13.14 -> largest remainder
+    assert allocate_rollouts([0.0, 0.25, 0.5, 1.0, None], 8, 4, 16) == [4, 6, 9, 13, 8]
+    assert allocate_rollouts([None, None], 8, 4, 16) == [8, 8]  # unseen prompts get n
+    assert allocate_rollouts([0.3, 0.3, 0.3], 8, 2, 16) == [8, 8, 8]  # no difference in difficulty: n each
+    # only the hardest can gain; once it is at n_max the easiest share the rest: 2 + 9 + 9 = 20, floor rises to 6
+    assert allocate_rollouts([0.0, 0.5, 1.0], 8, 2, 9) == [6, 9, 9]
+
+
+def test_allocation_properties_on_random_batches():
+    rng = random.Random(0)
+    for _ in range(1000):
+        b, n_min = rng.randint(1, 24), rng.randint(2, 6)
+        n = rng.randint(n_min, 12)
+        n_max = rng.randint(n, 24)
+        ranks = [None if rng.random() < 0.2 else rng.choice([0.0, 1.0, rng.random(), round(rng.random(), 1)]) for _ in range(b)]
+        counts = allocate_rollouts(ranks, n, n_min, n_max)
+        assert sum(counts) == n * b
+        assert all(c == n for r, c in zip(ranks, counts) if r is None)
+        assert all(n_min <= c <= n_max for r, c in zip(ranks, counts) if r is not None)
+        seen = sorted((r, c) for r, c in zip(ranks, counts) if r is not None)
+        assert all(c1 <= c2 for (r1, c1), (r2, c2) in zip(seen, seen[1:]) if r1 < r2)  # harder never fewer
+
+
+@pytest.mark.parametrize(("n", "n_min", "n_max"), [(8, 1, 16), (3, 4, 16), (17, 4, 16)])
+def test_allocation_rejects_impossible_bounds(n, n_min, n_max):
+    with pytest.raises(ValueError, match="2 <= n_min <= n <= n_max"):
+        allocate_rollouts([0.5], n, n_min, n_max)
+
+
+def test_length_bias_hand_computed_and_keeps_reward_positive():
+    assert length_bias_factor(1000, 0.001) == pytest.approx(0.5)  # 1 - 1 / 2
+    assert length_bias_factor(3000, 0.001) == pytest.approx(0.25)
+    assert length_bias_factor(0, 0.001) == 1.0 and length_bias_factor(500, 0.0) == 1.0
+    assert 0 < 0.1 * length_bias_factor(10**9, 1.0)  # a tiny positive reward stays positive
+    assert length_bias_mu(0.05, 0.001, 0.1) == 0.001 and length_bias_mu(0.1, 0.001, 0.1) == 0.001
+    assert length_bias_mu(0.2, 0.001, 0.1) == 0.0 and length_bias_mu(None, 0.001, 0.1) == 0.0
+    with pytest.raises(ValueError):
+        length_bias_factor(-1, 0.001)
+
+
+def test_settings_defaults_nested_keys_and_errors():
+    assert E3Settings.from_config({}) == E3Settings()
+    s = E3Settings.from_config({"rlec": {"e3": {"enable": True, "budget": {"n_min": 2, "n_max": 12},
+                                                "temperature": {"target_entropy": 0.7, "anneal": {"enable": False}}}}})
+    assert (s.enable, s.n_min, s.n_max, s.target_entropy, s.anneal) == (True, 2, 12, 0.7, False)
+    with pytest.raises(ValueError, match=r"rlec\.e3\.budget\.n_min/n_max"):
+        E3Settings.from_config({"rlec": {"e3": {"budget": {"n_min": 1}}}})
+    with pytest.raises(ValueError, match=r"rlec\.e3\.length_bias\.mu: expected float"):
+        E3Settings.from_config({"rlec": {"e3": {"length_bias": {"mu": "x"}}}})

@@ -1,0 +1,127 @@
+"""The algorithm overlays (megatron_configs/algorithm/) compose with every layout and precision and
+pass verl's and rlec's checks (DRY_RUN); rlec.cluster.rules refuses impossible E3 / Pass@k settings."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from rlec.cluster.config_check import run_checks
+from rlec.cluster.rules import algorithm_overlay_rules, verl_algorithm_section
+from rlec.config import CONFIG_DIR
+
+LAYOUTS = sorted(p.stem for p in (CONFIG_DIR / "layout").glob("*.yaml"))
+PRECISIONS = sorted(p.stem for p in (CONFIG_DIR / "precision").glob("*.yaml"))
+ALGORITHMS = sorted(p.stem for p in (CONFIG_DIR / "algorithm").glob("*.yaml")) + ["[e3,passk]"]
+
+
+def errors(findings):
+    return [str(f) for f in findings if f.level == "error"]
+
+
+def test_committed_algorithm_overlays():
+    assert {"e3", "passk"} <= set(ALGORITHMS)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_layout_precision_algorithm_composes_and_passes(compose_rlec, layout, precision, algorithm):
+    cfg = compose_rlec(f"layout={layout}", f"precision={precision}", f"algorithm={algorithm}")
+    findings, est, context = run_checks(cfg)
+    assert errors(findings) == []
+    assert "algorithm" in context["verl_passed"] and "trainer.v1.trainer_mode" in context["verl_passed"]
+    assert est is not None
+    if "e3" in algorithm:
+        assert cfg.rlec.e3.enable is True and cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "rlec_e3_agent"
+    if "passk" in algorithm:
+        assert cfg.algorithm.adv_estimator == "rlec_passk" and cfg.algorithm.passk.k < cfg.actor_rollout_ref.rollout.n
+        assert not any(f.key == "algorithm.adv_estimator" for f in findings)  # the overlay's estimator is not "changed"
+
+
+def test_overlays_change_only_their_own_keys(compose_rlec):
+    base = OmegaConf.to_container(compose_rlec(), resolve=True)
+    e3 = OmegaConf.to_container(compose_rlec("algorithm=e3"), resolve=True)
+    passk = OmegaConf.to_container(compose_rlec("algorithm=passk"), resolve=True)
+    assert base["rlec"]["e3"]["enable"] is False and "passk" not in base["algorithm"]
+    e3["rlec"]["e3"]["enable"] = False
+    e3["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] = "single_turn_agent"
+    assert e3 == base
+    del passk["algorithm"]["passk"]
+    passk["algorithm"]["adv_estimator"] = "grpo"
+    assert passk == base
+
+
+def test_verl_algorithm_section_drops_only_rlec_keys(compose_rlec):
+    from verl.utils.config import omega_conf_to_dataclass
+
+    cfg = compose_rlec("algorithm=passk")
+    with pytest.raises(Exception, match="passk"):
+        omega_conf_to_dataclass(cfg.algorithm)  # verl's AlgoConfig has no passk field
+    algo = omega_conf_to_dataclass(verl_algorithm_section(cfg.algorithm))
+    assert algo.adv_estimator == "rlec_passk" and algo.norm_adv_by_std_in_grpo is False
+
+
+INVALID = [
+    (("algorithm=e3", "trainer.v1.trainer_mode=rlec_colocate_async"), "trainer.v1.trainer_mode", "rlec.e3 needs rlec_sync"),
+    (("algorithm=e3", "trainer.v1.trainer_mode=sync"), "trainer.v1.trainer_mode", "lack rlec's E3 trainer mixin"),
+    (("algorithm=e3", "actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent"),
+     "actor_rollout_ref.rollout.agent.default_agent_loop", "needs rlec_e3_agent"),
+    (("algorithm=e3", "rlec.e3.budget.n_max=6"), "rlec.e3.budget", "need n_min <= rollout.n <= n_max"),
+    (("algorithm=e3", "rlec.e3.budget.n_min=1"), "rlec.e3", "need 2 <= n_min <= n_max"),
+    (("algorithm=e3", "actor_rollout_ref.rollout.temperature=1.8"), "actor_rollout_ref.rollout.temperature",
+     "outside rlec.e3.temperature"),
+    (("algorithm=e3", "rlec.e3.length_bias.penalty_threshold=1.5"), "rlec.e3", "penalty_threshold"),
+    (("algorithm=passk", "algorithm.passk.k=8"), "algorithm.passk.k", "must be < rollout.n = 8"),
+    (("algorithm=passk", "algorithm.passk.k=1"), "algorithm.passk.k", "pass@1 is RLEC's own grpo"),
+    (("algorithm=passk", "algorithm.use_kl_in_reward=true"), "algorithm.use_kl_in_reward", "correct is read as reward > 0"),
+    (("algorithm=passk", "algorithm.passk.switch.enable=true"), "algorithm.passk.switch.entropy_threshold", "nats"),
+    (("algorithm=passk", "algorithm.passk.switch.enable=true", "algorithm.passk.switch.entropy_threshold=0.3",
+      "trainer.v1.trainer_mode=sync"), "trainer.v1.trainer_mode", "runs in rlec's trainers"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key", "message"), INVALID, ids=[m for _, _, m in INVALID])
+def test_impossible_algorithm_settings_are_refused(compose_rlec, overrides, key, message):
+    findings = algorithm_overlay_rules(compose_rlec(*overrides))
+    assert any(f.level == "error" and f.key == key and message in f.message for f in findings), [str(f) for f in findings]
+
+
+def test_passk_with_e3_budget_warns_when_easy_prompts_get_no_more_than_k(compose_rlec):
+    findings = algorithm_overlay_rules(compose_rlec("algorithm=[e3,passk]", "algorithm.passk.k=4"))
+    assert errors(findings) == []
+    assert any(f.level == "warning" and f.key == "rlec.e3.budget.n_min" for f in findings)
+
+
+@pytest.mark.slow
+def test_verl_entry_point_composes_the_algorithm_group(compose_rlec, repo_root):
+    """``python -m verl.trainer.main_ppo ... algorithm=[e3,passk] --cfg job`` prints exactly what config_check validates."""
+    import os
+    import subprocess
+    import sys
+
+    overrides = ["layout=tiny_1gpu", "algorithm=[e3,passk]"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(CONFIG_DIR), "--config-name", "rlec",
+         *overrides, "--cfg", "job", "--resolve"],
+        env=os.environ | {"PYTHONPATH": str(repo_root)}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == OmegaConf.to_yaml(compose_rlec(*overrides), resolve=True)
+
+
+def test_rlec_yaml_e3_defaults_equal_the_settings_defaults(compose_rlec):
+    """rlec.yaml spells every rlec.e3 default out for users; E3Settings holds the same ones for configs without them."""
+    from rlec.algorithms.e3 import E3Settings
+
+    cfg = compose_rlec()
+    assert E3Settings.from_config(cfg) == E3Settings()
+    listed = {key for key, _ in E3Settings.KEYS.values()}
+    yaml_keys = set()
+
+    def walk(node, prefix=""):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else key
+            walk(value, path) if hasattr(value, "items") else yaml_keys.add(path)
+
+    walk(cfg.rlec.e3)
+    assert yaml_keys == listed

@@ -1,0 +1,39 @@
+"""Algorithm state files beside verl's checkpoints: which folder verl saves to and resumed from."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from omegaconf import OmegaConf
+
+from rlec.verl_plugin.state import load_state, resumed_folder, save_state, saving_folder
+
+
+def config(tmp_path, mode="auto", path=None):
+    return OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path / "ckpt"), "resume_mode": mode,
+                                         "resume_from_path": path}})
+
+
+def test_folders_follow_verl_resume_modes(tmp_path, monkeypatch):
+    assert saving_folder(config(tmp_path), 7) == str(tmp_path / "ckpt" / "global_step_7")
+    assert resumed_folder(config(tmp_path), 0) is None  # trained from scratch
+    assert resumed_folder(config(tmp_path), 7) == str(tmp_path / "ckpt" / "global_step_7")
+    assert resumed_folder(config(tmp_path, "disable"), 7) is None
+    assert resumed_folder(config(tmp_path, "resume_path", str(tmp_path / "x" / "global_step_3")), 3) == str(tmp_path / "x" / "global_step_3")
+    monkeypatch.chdir(tmp_path)
+    rel = OmegaConf.create({"trainer": {"default_local_dir": "ck", "resume_mode": "auto", "resume_from_path": None}})
+    assert resumed_folder(rel, 2) == str(tmp_path / "ck" / "global_step_2")  # verl makes relative paths absolute
+
+
+def test_round_trip_missing_and_broken_files(tmp_path, caplog):
+    folder = saving_folder(config(tmp_path), 4)
+    save_state(folder, "s.json", {"a": [1, 2.5], "b": None})
+    assert load_state(folder, "s.json") == {"a": [1, 2.5], "b": None}
+    assert load_state(None, "s.json") is None
+    with caplog.at_level(logging.WARNING):
+        assert load_state(folder, "other.json") is None
+    assert "other.json: missing" in caplog.text
+    (tmp_path / "ckpt" / "global_step_4" / "bad.json").write_text("{")
+    with pytest.raises(ValueError, match="bad.json: not valid JSON"):
+        load_state(folder, "bad.json")
