@@ -303,6 +303,9 @@ def rlve_rules(cfg: Any) -> list[Finding]:
         out.warning("trainer.v1.trainer_mode", f"{mode}: prompts are generated ahead of the controller update, so "
                     "samples at an older difficulty are not counted and a resumed run is not exactly an "
                     "uninterrupted one (exact in rlec_sync)")
+    return list(out)
+
+
 def verl_algorithm_section(algorithm: Any) -> Any:
     """verl's ``algorithm`` section without rlec's keys (:data:`RLEC_ALGORITHM_KEYS`), for verl's AlgoConfig."""
     from omegaconf import DictConfig, OmegaConf
