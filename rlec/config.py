@@ -140,3 +140,20 @@ def pinned_schedule_end(saved: Any, current: Any) -> int | None:
     if old is None or old == new:
         return None
     return int(old)
+
+
+LOCAL_LAYOUT = "local_cpu"
+
+
+def options(group: str, config_dir: str | Path = CONFIG_DIR) -> list[str]:
+    """The committed options of a config group (``megatron_configs/<group>/*.yaml`` stems), sorted.
+
+    ``options("layout")`` includes :data:`LOCAL_LAYOUT`, which only ``local.yaml`` composes (the
+    cluster checks are not meant for it): use :func:`cluster_layouts` for cluster runs.
+    """
+    return sorted(p.stem for p in (Path(config_dir) / group).glob("*.yaml"))
+
+
+def cluster_layouts(config_dir: str | Path = CONFIG_DIR) -> list[str]:
+    """The layouts a cluster run can select (every layout but the local CPU one)."""
+    return [name for name in options("layout", config_dir) if name != LOCAL_LAYOUT]

@@ -49,13 +49,17 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "MAX_RESPONSE_LENGTH": ("data.max_response_length",),
     "LR": (f"{ACTOR}.optim.lr",),
     "EVAL_AT_END": ("rlec.local.eval.at_end",),
+    # comma-separated RLVE environments (or "all"): train on them only (algorithm=rlve, no static rows)
+    "ENVIRONMENTS": ("algorithm", "rlec.rlve.environments", "data.train_files"),
 }
 
 # Every key the local run reads, with what it means there (shown by --help). The meaning is the
 # cluster's; "local" marks the rlec.local settings the cluster does not have.
 LOCAL_KEYS: dict[str, str] = {
     "actor_rollout_ref.model.path": "Hugging Face Qwen3 / Qwen3-MoE folder; null = the tiny random Qwen3-MoE",
-    "data.train_files": "prepared train parquet (python -m rlec.data.prepare)",
+    "data.train_files": "prepared train parquet(s) (python -m rlec.data.prepare); [] with algorithm=rlve",
+    "algorithm": "optional algorithm overlays: e3, passk, rlve, or a list (megatron_configs/algorithm/)",
+    "rlec.rlve.environments": "RLVE environments (algorithm=rlve; ENVIRONMENTS=a,b trains on them only)",
     "data.val_files": "prepared evaluation parquet (final evaluation)",
     "data.custom_cls.path": "optional prompt dataset class (e.g. rlec's verifiable environments)",
     "data.train_batch_size": "prompts per step (groups)",
@@ -150,7 +154,8 @@ def env_overrides(env: Mapping[str, str] | None = None) -> list[str]:
             out.append(f"{key}={_env_value(var, key, value)}")
         if var == "TP" and value.strip().isdigit():  # Megatron (and mbridge) run MoE with TP > 1 sequence parallel
             out.append(f"{MEGATRON}.sequence_parallel={str(int(value) > 1).lower()}")
-    return out
+    last = {o.split("=", 1)[0]: o for o in out}  # a later variable wins for the same key (ENVIRONMENTS over DATA_DIR)
+    return list(last.values())
 
 
 def _env_value(var: str, key: str, value: str) -> str:
@@ -161,6 +166,9 @@ def _env_value(var: str, key: str, value: str) -> str:
         if low in ("0", "false", "no", "disable", "never"):
             return "disable"
         raise LocalConfigError(f"RESUME={value!r}: expected 1/true/auto (resume a compatible run) or 0/false/disable (start fresh)")
+    if var == "ENVIRONMENTS":
+        names = [n.strip() for n in value.split(",") if n.strip()]
+        return {"algorithm": "rlve", "rlec.rlve.environments": "[" + ",".join(names) + "]", "data.train_files": "[]"}[key]
     if var == "DATA_DIR":
         name = "train.parquet" if key == "data.train_files" else "test.parquet"
         return os.path.join(value, name)
@@ -178,8 +186,10 @@ def load_config(overrides: Sequence[str] = (), env: Mapping[str, str] | None = N
         LocalConfigError: an override names an unknown key or is malformed, a value is out of
             range, or a setting is one the local run does not implement (the message names the key).
     """
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    from_env = [o for o in env_overrides(env) if o.split("=", 1)[0] not in given]  # an argument wins over the environment
     try:
-        cfg = compose([*env_overrides(env), *overrides], config_name=LOCAL_CONFIG)
+        cfg = compose([*from_env, *overrides], config_name=LOCAL_CONFIG)
     except LocalConfigError:
         raise
     except Exception as exc:  # Hydra / OmegaConf raise many types: one line naming the problem
@@ -240,7 +250,18 @@ def check(cfg: Any) -> None:
         raise LocalConfigError(f"the b schedule needs at least two steps, but it would end at step {end}: with "
                                "trainer.total_training_steps=1 set rlec.schedule.end_step >= 2")
     if select(cfg, "data.train_files") is None:
-        raise LocalConfigError("data.train_files must name the prepared train parquet")
+        raise LocalConfigError("data.train_files must name the prepared train parquet (or be [] with algorithm=rlve)")
+    if not train_files(cfg) and not select(cfg, "data.rlve.enable", False):
+        raise LocalConfigError("data.train_files=[] trains on nothing: name a prepared parquet, or add algorithm=rlve "
+                               "(ENVIRONMENTS=...) to train on procedural environments only")
+
+
+def train_files(cfg: Any) -> list[str]:
+    """``data.train_files`` as a list of paths (verl accepts one path or a list; [] = environments only)."""
+    files = select(cfg, "data.train_files", [])
+    if isinstance(files, str):
+        return [files]
+    return [str(f) for f in files]
 
 
 def settings_help(cfg: Any) -> str:

@@ -90,6 +90,16 @@ def rollout_metrics(data: Any) -> dict[str, float]:
             "rollout/finish_length_rate": float(np.mean(data.non_tensor_batch["finish_reason"] == "length"))}
 
 
+def reference_answer(data_source: str, ground_truth: str) -> str:
+    """What a correct ``\\boxed{}`` answer holds: the gold itself, or for an environment row (whose
+    ground truth is the problem as JSON, ``rlec.environments``) the problem's reference answer."""
+    if str(data_source).startswith("rlve/"):
+        from rlec.environments import Problem
+
+        return Problem.from_json(ground_truth).answer
+    return ground_truth
+
+
 def inject_scripted(data: Any, tokenizer: Any, fraction: float, seed: int) -> int:
     """Replace the last ``round(n_i * fraction)`` responses of each group by scripted ones, in place.
 
@@ -118,7 +128,7 @@ def inject_scripted(data: Any, tokenizer: Any, fraction: float, seed: int) -> in
     for start, end in zip(starts[:-1], starts[1:]):
         k = round((end - start) * fraction)
         for row in range(end - k, end):
-            gold = data.non_tensor_batch["reward_model"][row]["ground_truth"]
+            gold = reference_answer(data.non_tensor_batch["data_source"][row], data.non_tensor_batch["reward_model"][row]["ground_truth"])
             text = f"\\boxed{{{gold}}}" if rng.random() < 0.5 else "\\boxed{I don't know}"
             body = tokenizer(text, add_special_tokens=False)["input_ids"]
             truncated = len(body) > width - 1

@@ -90,12 +90,13 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     if start.schedule_end is not None:
         cfg = _with(cfg, {"rlec.schedule.end_step": start.schedule_end})
     out_dir.mkdir(parents=True, exist_ok=True)
-    train_path = ensure_data(cfg)
+    files = ensure_data(cfg)  # every rank: rank 0 prepares missing sample data, the others wait
     if is_rank0():
         from rlec.local.data import check_parquet
 
         try:
-            check_parquet(train_path)  # before the model is built: a bad file leaves nothing behind
+            for train_path in files:
+                check_parquet(train_path)  # before the model is built: a bad file leaves nothing behind
         except (FileNotFoundError, ValueError) as exc:
             raise LocalRunError(str(exc)) from None
     model_path = ensure_model(cfg, out_dir)
@@ -126,6 +127,7 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
     from rlec.generation import HFEngine
     from rlec.local import update
     from rlec.local.data import PromptLoader
+    from rlec.local import algorithms  # noqa: F401  (registers the E3, Pass@k and RLVE hooks)
     from rlec.local.hooks import RolloutPlan, build_hooks
     from rlec.local.logger import MetricsLogger
     from rlec.local.rollout import inject_scripted, rollout, rollout_metrics
@@ -138,8 +140,11 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
     t0 = time.perf_counter()
     rank0 = is_rank0()
     tokenizer = load_tokenizer(model_path)
-    loader = PromptLoader(cfg, tokenizer) if rank0 else None
-    hooks = build_hooks(cfg, loader) if rank0 else []
+    try:
+        loader = PromptLoader(cfg, tokenizer) if rank0 else None
+        hooks = build_hooks(cfg, loader) if rank0 else []
+    except ValueError as exc:  # bad data or algorithm settings: one line, before the model is built
+        raise LocalRunError(str(exc)) from None
     schedule = schedule_from_config(cfg)
     actor = cfg.actor_rollout_ref.actor
     router = {k: v for k, v in (select(cfg, "actor_rollout_ref.actor.megatron.override_transformer_config", {}) or {}).items()

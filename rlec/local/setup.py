@@ -21,6 +21,7 @@ from typing import Any
 
 from rlec.config import pinned_schedule_end, resume_differences, select
 from rlec.local import checkpoint as ckpt
+from rlec.local.config import train_files
 from rlec.megatron.parallel import barrier, broadcast_object, is_rank0
 
 # what makes a folder an earlier run's output
@@ -86,9 +87,9 @@ def preflight(cfg: Any, world: int) -> Any:
             f"mini-batch of {mini_prompts * n} responses must split over {layout.dp} data-parallel ranks")
     if select(cfg, "actor_rollout_ref.model.path"):
         check_model_path(cfg.actor_rollout_ref.model.path)
-    train = Path(str(cfg.data.train_files))
-    if not train.is_file() and not (select(cfg, "rlec.local.prepare_data_if_missing") and _is_default_data(cfg)):
-        raise LocalRunError(f"data.train_files={train} is missing: run `python -m rlec.data.prepare --output-dir {train.parent}`")
+    for train in map(Path, train_files(cfg)):
+        if not train.is_file() and not (select(cfg, "rlec.local.prepare_data_if_missing") and _is_default_data(train)):
+            raise LocalRunError(f"data.train_files={train} is missing: run `python -m rlec.data.prepare --output-dir {train.parent}`")
     out_dir = Path(str(cfg.trainer.default_local_dir))
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -100,22 +101,23 @@ def preflight(cfg: Any, world: int) -> Any:
     return layout
 
 
-def _is_default_data(cfg: Any) -> bool:
+def _is_default_data(train: Path) -> bool:
     """The train file is data.prepare's default output name (the shipped samples may be prepared)."""
-    return Path(str(cfg.data.train_files)).name == "train.parquet"
+    return train.name == "train.parquet"
 
 
-def ensure_data(cfg: Any) -> Path:
-    """The train parquet; rank 0 prepares the shipped samples first when it is missing and allowed."""
-    train = Path(str(cfg.data.train_files))
-    if not train.is_file() and is_rank0():
-        log0(f"{train} missing: preparing the shipped sample data into {train.parent}")
-        from rlec.data.prepare import main as prepare_main
+def ensure_data(cfg: Any) -> list[Path]:
+    """The train parquet files; rank 0 prepares the shipped samples first when one is missing and allowed."""
+    files = [Path(f) for f in train_files(cfg)]
+    for train in files:
+        if not train.is_file() and is_rank0():
+            log0(f"{train} missing: preparing the shipped sample data into {train.parent}")
+            from rlec.data.prepare import main as prepare_main
 
-        if prepare_main(["--output-dir", str(train.parent)]) != 0:
-            raise RuntimeError("data preparation failed (see its output above)")
+            if prepare_main(["--output-dir", str(train.parent)]) != 0:
+                raise RuntimeError("data preparation failed (see its output above)")
     barrier()
-    return train
+    return files
 
 
 def ensure_model(cfg: Any, out_dir: Path) -> Path:

@@ -161,3 +161,31 @@ def test_ctrl_c_stops_with_one_line_and_status_130(data_dir: Path, tmp_path: Pat
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "rerun the same command to resume" in err
+
+
+@pytest.mark.slow
+def test_e3_and_passk_in_the_local_run(data_dir: Path, tmp_path: Path) -> None:
+    """E3 with a target entropy above the measured one (T rises), exact budgets, and the pass@k estimator."""
+    out = tmp_path / "e3"
+    proc = launch(out, data_dir, *SMALL, "trainer.total_training_steps=3", NO_EVAL, "algorithm=[e3,passk]",
+                  "rlec.e3.temperature.target_entropy=20.0", "rlec.e3.budget.n_min=2", "rlec.e3.budget.n_max=6")
+    records = _check_run(proc, out, 3)
+    temps = [r["e3/temperature"] for r in records]
+    assert temps[0] == 1.0 and temps[0] < temps[1] < temps[2]  # entropy (~11.9 nats) below the target: hotter
+    for r in records:
+        assert r["e3/rollout_n/mean"] == 4.0 and 2 <= r["e3/rollout_n/min"] <= r["e3/rollout_n/max"] <= 6
+        assert r["passk/active_k"] == 2.0 and r["e3/target_entropy"] == 20.0
+
+
+@pytest.mark.slow
+def test_environments_only_with_e3_below_its_target(data_dir: Path, tmp_path: Path) -> None:
+    """RLVE environments as the only prompt source (ENVIRONMENTS=...), E3 cooling toward a low target entropy."""
+    out = tmp_path / "rlve"
+    proc = launch(out, data_dir, *SMALL, "trainer.total_training_steps=2", NO_EVAL, "algorithm=[rlve,e3]",
+                  "rlec.e3.temperature.target_entropy=2.0", "rlec.e3.budget.n_min=2",
+                  extra_env={"ENVIRONMENTS": "arithmetic,sorting"})
+    records = _check_run(proc, out, 2)
+    assert records[1]["e3/temperature"] < records[0]["e3/temperature"] == 1.0
+    for r in records:
+        assert {"rlve/arithmetic/difficulty", "rlve/sorting/difficulty"} <= set(r) and r["rlve/share"] == 1.0
+        assert r["rlve/arithmetic/share"] + r["rlve/sorting/share"] == pytest.approx(1.0)

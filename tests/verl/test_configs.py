@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from rlec.cluster.config_check import run_checks
-from rlec.config import CONFIG_DIR
+from rlec.config import CONFIG_DIR, cluster_layouts, options
 
-LAYOUTS = sorted(p.stem for p in (CONFIG_DIR / "layout").glob("*.yaml"))
-PRECISIONS = sorted(p.stem for p in (CONFIG_DIR / "precision").glob("*.yaml"))
+LAYOUTS = cluster_layouts()
+PRECISIONS = options("precision")
 VERL_STEPS = {"VERL_USE_EXTERNAL_MODULES", "validate_config", "algorithm", "actor_rollout_ref.rollout",
               "rollout.checkpoint_engine", "reward_manager", "trainer.v1.trainer_mode"}
 

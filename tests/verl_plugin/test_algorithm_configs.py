@@ -8,11 +8,11 @@ from omegaconf import OmegaConf
 
 from rlec.cluster.config_check import run_checks
 from rlec.cluster.rules import algorithm_overlay_rules, verl_algorithm_section
-from rlec.config import CONFIG_DIR
+from rlec.config import CONFIG_DIR, cluster_layouts, options
 
-LAYOUTS = sorted(p.stem for p in (CONFIG_DIR / "layout").glob("*.yaml"))
-PRECISIONS = sorted(p.stem for p in (CONFIG_DIR / "precision").glob("*.yaml"))
-ALGORITHMS = sorted(p.stem for p in (CONFIG_DIR / "algorithm").glob("*.yaml")) + ["[e3,passk]"]
+LAYOUTS = cluster_layouts()
+PRECISIONS = options("precision")
+ALGORITHMS = options("algorithm") + ["[e3,passk]"]
 
 
 def errors(findings):
