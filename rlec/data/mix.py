@@ -181,6 +181,6 @@ def training_samples(questions: dict[str, list[Question]], cfg: MixConfig) -> li
     return [samples[i] for i in order]
 
 
-def test_samples(questions: Sequence[Question]) -> list[Sample]:
+def evaluation_samples(questions: Sequence[Question]) -> list[Sample]:
     """One binary sample per evaluation question, in the given order."""
     return [Sample(q, "test", 0, BINARY, 0.0) for q in questions]

@@ -30,7 +30,7 @@ from rlec.data import environments as env_data
 from rlec.data.dedup import dedupe_within, remove_overlap
 from rlec.data.hotpot_modify import DEFAULT_WEIGHTS, SCHEMES, check_weights, modify
 from rlec.data.lengths import PromptLengthCounter
-from rlec.data.mix import MixConfig, Question, Sample, math_test_count, select, split_held_out, stream, test_samples, training_samples
+from rlec.data.mix import MixConfig, Question, Sample, math_test_count, select, split_held_out, stream, evaluation_samples, training_samples
 from rlec.data.readers import DataError, InvalidRows, file_sha256
 from rlec.data.sources import HotpotItem, MathItem, load_items, parse_hotpot, parse_math
 from rlec.data.summary import build_summary, format_summary
@@ -148,7 +148,7 @@ def prepare(
         train = training_samples(
             {"math": _questions_math(selected["math"]), "hotpotqa": _questions_hotpot(selected["hotpotqa"], opts, mix.seed)}, mix
         )
-        test = test_samples(_questions_hotpot(hp_test, opts, mix.seed) + _questions_math(math_test))
+        test = evaluation_samples(_questions_hotpot(hp_test, opts, mix.seed) + _questions_math(math_test))
 
     # 5. length filter (chat template applied); test prompts must fit with any target stated
     if tokenizer is None:
