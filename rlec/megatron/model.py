@@ -24,7 +24,7 @@ import torch
 
 from rlec.megatron.bridge import TENamedView, load_hf_config, make_bridge
 from rlec.megatron.compat import cuda_available
-from rlec.megatron.parallel import ParallelLayout
+from rlec.cluster.layout import ParallelLayout
 
 
 @dataclass
