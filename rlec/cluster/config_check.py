@@ -222,8 +222,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from omegaconf import OmegaConf
 
+    if args.output is not None and args.output.exists() and not args.output.is_file():
+        print(f"rlec.cluster.config_check: --output {args.output}: exists and is not a regular file", file=sys.stderr)
+        return 2
     try:
-        cfg = compose(args.overrides, args.config_name, args.config_dir)
+        with _kept_back(args.verbose):  # Hydra imports verl, which imports VERL_USE_EXTERNAL_MODULES
+            cfg = compose(args.overrides, args.config_name, args.config_dir)
         text = OmegaConf.to_yaml(cfg, resolve=True)
     except Exception as exc:  # Hydra and OmegaConf errors: report them as one line
         print(f"rlec.cluster.config_check: cannot compose {args.config_dir / args.config_name}.yaml with "
