@@ -306,3 +306,25 @@ def test_cli_is_quiet_writes_config_only_when_ok_and_says_when_paths_are_skipped
     # --print shows the config on stdout
     assert main(["layout=tiny_1gpu", "--print", "--skip-path-checks"]) == 0
     assert "trainer_mode: rlec_sync" in capsys.readouterr().out
+
+
+def test_hyperparameters_doc_states_the_figures_dry_run_prints(compose_rlec, repo_root):
+    """docs/hyperparameters.md once said tiny_1gpu needs "< 1 GiB" while DRY_RUN printed 5.3."""
+    from rlec.cluster.config_check import load_model_config
+    from rlec.cluster.rules import check_layout
+    from rlec.cluster.shape import ModelShape
+
+    doc = (repo_root / "docs/hyperparameters.md").read_text()
+    update = next(line for line in doc.splitlines() if line.startswith("| update phase per GPU (estimate)")).split("|")[2:5]
+    rollout = next(line for line in doc.splitlines() if line.startswith("| rollout phase per GPU (estimate)")).split("|")[2:5]
+    weights = next(line for line in doc.splitlines() if line.startswith("| vLLM weights / KV cache per GPU")).split("|")[2:5]
+    for column, layout in enumerate(["qwen3_30b_a3b_4x8", "qwen3_30b_a3b_1x8", "tiny_1gpu"]):
+        for precision in ("bf16", "fp8"):
+            cfg = compose_rlec(f"layout={layout}", f"precision={precision}")
+            hf, source, _ = load_model_config(cfg)
+            _, est = check_layout(cfg, ModelShape.from_hf_config(hf, source), cfg.rlec.check.gpu_memory_gib)
+            g = est.as_gib()
+            assert f"{g['train_total']} of " in update[column], (layout, g["train_total"], update[column])
+            assert f"= {g['rollout_total']} of " in rollout[column], (layout, g["rollout_total"], rollout[column])
+            pair = f"{g['vllm_weights']} / {g['kv_cache']}"
+            assert pair in weights[column] or layout == "tiny_1gpu" and precision == "fp8", (layout, precision, pair)
