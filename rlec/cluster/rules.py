@@ -19,11 +19,25 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Mapping
 
-from rlec.cluster.layout import Finding, ParallelLayout, model_findings, rollout_findings, size_findings
+from rlec.cluster.layout import (
+    Finding,
+    ParallelLayout,
+    model_findings,
+    rollout_findings,
+    size_findings,
+)
 from rlec.cluster.memory import GIB, MemoryEstimate, estimate_memory
 from rlec.cluster.shape import ModelShape
-from rlec.cluster.verl_keys import (ACTOR, ENV_VARS, LAYOUT_KEYS, MEGATRON, ROLLOUT, layout_of, max_seq_len,
-                                    training_settings_of)
+from rlec.cluster.verl_keys import (
+    ACTOR,
+    ENV_VARS,
+    LAYOUT_KEYS,
+    MEGATRON,
+    ROLLOUT,
+    layout_of,
+    max_seq_len,
+    training_settings_of,
+)
 from rlec.config import select
 
 PLUGIN_MODULE = "rlec.verl_plugin"

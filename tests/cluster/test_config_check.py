@@ -5,8 +5,6 @@ paths a run reads and writes are checked unless skipped."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from rlec.cluster.config_check import main, report, run_checks

@@ -8,7 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlec.cluster.cost_model import DEVICES, Assumptions, decode_roofline, ep_alltoall_bytes, project_step, train_flops, verl_flops_params
+from rlec.cluster.cost_model import (
+    DEVICES,
+    Assumptions,
+    decode_roofline,
+    ep_alltoall_bytes,
+    project_step,
+    train_flops,
+    verl_flops_params,
+)
 from rlec.cluster.layout import ParallelLayout
 from rlec.cluster.memory import GIB, TrainingSettings, estimate_memory
 from rlec.cluster.shape import ModelShape
