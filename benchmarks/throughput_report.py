@@ -62,6 +62,9 @@ def projection_table(section: dict[str, Any]) -> list[str]:
             f"{m['logits']} = {m['train_total']} | {m['rollout_total']} | {r['alltoall_bytes_per_gpu'] / 1e9:.0f} "
             f"({r['alltoall_s']:.1f} s) | {r['update_tokens_per_s_per_gpu']:.0f} | {r['rollout_tokens_per_s_per_gpu']:.0f} | "
             f"{r['step_s']:.1f} | {r['tokens_per_s_per_gpu']:.0f} | {100 * r['generation_share']:.0f}% |")
+    skipped = section.get("not_projected", [])
+    if skipped:
+        lines += ["", "Not projected: " + "; ".join(f"{x['layout']} ({x['reason']})" for x in skipped)]
     a = section.get("assumptions", {})
     lines += ["", "Assumptions: " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in a.items()),
               "Not modelled: " + "; ".join(section.get("not_modelled", []))]

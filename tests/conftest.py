@@ -39,6 +39,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
+def compose_rlec():
+    """``compose_rlec(*overrides)`` -> a fresh copy of megatron_configs/rlec.yaml composed on verl's config
+    (Hydra compose is cached per set of overrides)."""
+    import copy
+
+    from rlec.config import compose
+
+    cache = {}
+
+    def _compose(*overrides: str):
+        if overrides not in cache:
+            cache[overrides] = compose(list(overrides))
+        return copy.deepcopy(cache[overrides])
+
+    return _compose
+
+
+@pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The checkout's root folder."""
     return Path(__file__).resolve().parents[1]

@@ -37,8 +37,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-# Heavy imports (torch, Megatron) stay inside functions: the dist-checkpoint writer spawns a helper
-# process that re-imports this file, and it should not pay for them.
+# Heavy imports (torch, Megatron) stay inside functions: --help answers without them, and the
+# dist-checkpoint writer spawns a helper process that re-imports this file, which should not pay for them.
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="auto", help="parameter dtype (auto: bf16 on GPU, fp32 on CPU)")
     p.add_argument("--spec", choices=("auto", "te", "local"), default="auto", help="layer spec (auto: Transformer Engine on GPU, local on CPU)")
     p.add_argument("--verify", action="store_true", help="reload the written checkpoint and check logits and the export round trip")
+    p.add_argument("--reference-device", default="cpu", metavar="DEVICE",
+                   help="where --verify runs the Hugging Face reference model (rank 0 only): cpu keeps it off the GPUs, "
+                   "which hold the Megatron shards (Qwen3-30B-A3B: 61 GB bf16 in host memory); e.g. cuda:1 for a spare GPU")
     p.add_argument("--atol", type=float, default=None, help="logit bound for --verify (default per dtype: fp32 max 1e-4, bf16 mean 0.1)")
     p.add_argument("--min-top1", type=float, default=None, help="minimum top-1 agreement for --verify (default: fp32 1.0, bf16 0.95)")
     p.add_argument("--no-hash", action="store_true", help="skip the sha256 of the source files in the metadata")
@@ -168,7 +171,8 @@ def convert(args: argparse.Namespace, plan: Any) -> int:
             _say(rank, "verifying: reloading the checkpoint into a fresh model, comparing with transformers")
             fresh = build_model(plan.hf_path, plan.layout, load_weights=False, **build)
             load_dist_checkpoint(fresh, tmp)
-            report = verify_against_hf(fresh, plan.hf_path, atol=args.atol, min_top1=args.min_top1)
+            report = verify_against_hf(fresh, plan.hf_path, atol=args.atol, min_top1=args.min_top1,
+                                       reference_device=args.reference_device)
             del fresh
             if not report.passed:
                 _say(rank, "verification FAILED:\n" + report.to_json())
@@ -218,10 +222,10 @@ def convert(args: argparse.Namespace, plan: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlec.megatron.parallel import ParallelLayout
+    args = parse_args(argv)  # before any heavy import: --help and usage errors answer at once
+    from rlec.cluster.layout import ParallelLayout
     from rlec.megatron.preflight import ConversionInputError, check_conversion
 
-    args = parse_args(argv)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     layout = ParallelLayout(tp=args.tp, ep=args.ep, etp=args.etp, pp=args.pp, world_size=world)
@@ -243,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     status = main()
-    from rlec.megatron.parallel import destroy_parallel
+    if "torch" in sys.modules:  # a conversion ran (not --help or a refused input)
+        from rlec.megatron.parallel import destroy_parallel
 
-    destroy_parallel()
+        destroy_parallel()
     sys.exit(status)

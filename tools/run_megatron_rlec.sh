@@ -2,13 +2,18 @@
 # Train RLEC with verl 0.9.1's Megatron backend (megatron_configs/rlec.yaml), or check the config.
 #
 #   MODEL_PATH=/models/Qwen3-30B-A3B NNODES=4 NGPUS_PER_NODE=8 bash tools/run_megatron_rlec.sh [hydra overrides...]
-#   DRY_RUN=1 LAYOUT=qwen3_30b_a3b_1x8 PRECISION=fp8 bash tools/run_megatron_rlec.sh   # print + validate, start nothing
+#   DRY_RUN=1 LAYOUT=qwen3_30b_a3b_1x8 PRECISION=fp8 bash tools/run_megatron_rlec.sh   # validate, start nothing
 #
 # Run it on the Ray head node of a running cluster (docs/cluster.md), or on one GPU node (it
 # starts a local Ray). Without a CUDA GPU and without DRY_RUN it runs the local CPU profile.
 #
 # Environment (empty = the value in megatron_configs/; command-line overrides win over all):
-#   DRY_RUN=1            compose, print and validate the resolved config (verl's checks + rlec's), then exit
+#   DRY_RUN=1            compose and validate the resolved config (verl's checks + rlec's: layout, vLLM, memory,
+#                        paths), print a short verdict, write the config to DRY_RUN_CONFIG, then exit
+#   SKIP_PATH_CHECKS=1   do not check the model folder, data files and checkpoint folder (on a login node where
+#                        they exist only on the cluster); the verdict says they were skipped          [0]
+#   PRINT_CONFIG=1       also print the resolved config (YAML) to stdout                              [0]
+#   DRY_RUN_CONFIG       where DRY_RUN writes the resolved config   [outputs/dry_run/<EXPERIMENT_NAME>.yaml]
 #   LAYOUT               megatron_configs/layout/<LAYOUT>.yaml            [qwen3_30b_a3b_4x8]
 #   PRECISION            megatron_configs/precision/<PRECISION>.yaml      [bf16]
 #   MODEL_PATH           Hugging Face model folder (or hub id), loaded via mbridge [models/Qwen3-30B-A3B; tiny*: models/tiny_qwen3_moe]
@@ -25,6 +30,8 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON=${PYTHON:-python3}
 DRY_RUN=${DRY_RUN:-0}
+SKIP_PATH_CHECKS=${SKIP_PATH_CHECKS:-0}
+PRINT_CONFIG=${PRINT_CONFIG:-0}
 NPROC=${NPROC:-1}
 LAYOUT=${LAYOUT:-qwen3_30b_a3b_4x8}
 PRECISION=${PRECISION:-bf16}
@@ -34,6 +41,7 @@ DIST_CKPT_PATH=${DIST_CKPT_PATH:-}
 TRAIN_FILES=${TRAIN_FILES:-$REPO_ROOT/data/processed/train.parquet}
 VAL_FILES=${VAL_FILES:-$REPO_ROOT/data/processed/test.parquet}
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-rlec_${LAYOUT}_${PRECISION}}
+DRY_RUN_CONFIG=${DRY_RUN_CONFIG:-$REPO_ROOT/outputs/dry_run/$EXPERIMENT_NAME.yaml}
 CHECKPOINT_DIR=${CHECKPOINT_DIR:-$REPO_ROOT/checkpoints/$EXPERIMENT_NAME}
 RESUME=${RESUME:-auto}
 NNODES=${NNODES:-}
@@ -117,15 +125,19 @@ RAY_ARGS=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="
 OVERRIDES=("${CONFIG_ARGS[@]}" "${MODEL_ARGS[@]}" "${DATA_ARGS[@]}" "${CLUSTER_ARGS[@]}" "${ALGO_ARGS[@]}"
            "${TRAINER_ARGS[@]}" "${RAY_ARGS[@]}")
 
+CHECK_ARGS=()
+[[ "$SKIP_PATH_CHECKS" == 1 ]] && CHECK_ARGS+=(--skip-path-checks)
+[[ "$PRINT_CONFIG" == 1 ]] && CHECK_ARGS+=(--print)
+
 if [[ "$DRY_RUN" == 1 ]]; then
-  exec "$PYTHON" -m rlec.cluster.config_check --print "${OVERRIDES[@]}" "$@"
+  exec "$PYTHON" -m rlec.cluster.config_check --output "$(abspath "$DRY_RUN_CONFIG")" "${CHECK_ARGS[@]}" "${OVERRIDES[@]}" "$@"
 fi
 
-# Refuse an impossible layout before anything starts; keep the resolved config, the commit and
-# the command beside the checkpoints (one folder per launch, so resumed runs keep their history).
+# Refuse an impossible layout or a missing path before anything starts; keep the resolved config,
+# the commit and the command beside the checkpoints (one folder per launch, so resumed runs keep
+# their history). The check writes config.yaml, creating the folder, only when it passes.
 RUN_DIR="$(abspath "$CHECKPOINT_DIR")/launches/$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$RUN_DIR"
-"$PYTHON" -m rlec.cluster.config_check --output "$RUN_DIR/config.yaml" "${OVERRIDES[@]}" "$@"
+"$PYTHON" -m rlec.cluster.config_check --output "$RUN_DIR/config.yaml" "${CHECK_ARGS[@]}" "${OVERRIDES[@]}" "$@"
 {
   echo "commit: $(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
   echo "dirty: $([[ -n "$(git -C "$REPO_ROOT" status --porcelain 2>/dev/null)" ]] && echo yes || echo no)"

@@ -1,19 +1,26 @@
-"""Compose, print and validate rlec's verl config before a cluster job starts (``DRY_RUN=1``).
+"""Compose, validate and summarise rlec's verl config before a cluster job starts (``DRY_RUN=1``).
 
-    python -m rlec.cluster.config_check [--print] [--output FILE] [layout=...] [precision=...] [hydra overrides...]
+    python -m rlec.cluster.config_check [--print] [--output FILE] [--skip-path-checks] [layout=...] [precision=...] [hydra overrides...]
 
 1. composes ``megatron_configs/rlec.yaml`` through Hydra on top of verl's own ``ppo_trainer``
    config with ``model_engine=megatron`` (the exact config ``python -m verl.trainer.main_ppo``
    would run, overrides included);
 2. runs verl's own checks: ``validate_config`` (as ``main_ppo`` calls it) and the conversion of
-   the algorithm, rollout, reward and (when ``MODEL_PATH`` is on this machine) model sections to
-   verl's dataclasses, whose ``__post_init__`` validate them;
+   the algorithm, rollout, reward and (when the model folder is on this machine) model sections
+   to verl's dataclasses, whose ``__post_init__`` validate them;
 3. runs rlec's checks (:mod:`rlec.cluster.rules`): parallel sizes against the model shape and
-   the world size, rollout constraints, batch divisibility, plugin wiring, and per-GPU memory.
+   the world size, vLLM rollout constraints (FP8 blocks included), batch divisibility, plugin
+   wiring, per-GPU memory;
+4. checks the paths the run reads and writes (:mod:`rlec.cluster.paths`: model folder, train
+   and validation parquet files, checkpoint folder) unless ``--skip-path-checks``.
+
+It prints a short verdict (model, layout, memory of both phases, paths, verl's checks, result);
+verl's own console output is kept back unless ``--verbose``. The resolved config is written to
+``--output`` (only when the checks pass) and printed with ``--print``.
 
 The model shape comes from ``<actor_rollout_ref.model.path>/config.json`` or, when that folder
 is not here (a login node), from ``megatron_configs/model/<rlec.check.model_shape>.json``.
-Exit status 0 when nothing is an error, 1 otherwise, 2 for unusable input.
+Exit status 0 when nothing is an error, 1 otherwise (nothing written), 2 for unusable input.
 """
 
 from __future__ import annotations
@@ -21,16 +28,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import io
 import json
+import logging
 import os
 import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from rlec.cluster.rules import Finding, check_layout, verl_algorithm_section
+from rlec.cluster.layout import Finding
+from rlec.cluster.memory import MemoryEstimate
+from rlec.cluster.paths import path_findings
+from rlec.cluster.rules import check_layout, verl_algorithm_section
+from rlec.cluster.shape import ModelShape
 from rlec.cluster.verl_keys import ENV_VARS, layout_of
-from rlec.cluster.memory import MemoryEstimate, ModelShape
 from rlec.config import CLUSTER_CONFIG, CONFIG_DIR, compose, select
 from rlec.io import atomic_write_text
 
@@ -61,18 +73,41 @@ def load_model_config(cfg: Any) -> tuple[dict[str, Any], str, bool]:
     raise FileNotFoundError(f"no model shape: tried {tried}; set MODEL_PATH or rlec.check.model_shape")
 
 
-def verl_checks(cfg: Any, with_model: bool) -> tuple[list[Finding], list[str]]:
+@contextlib.contextmanager
+def _kept_back(verbose: bool):
+    """Hold back what verl prints (progress lines, accelerator warnings) unless ``verbose``."""
+    if verbose:
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is for --print
+            yield
+        return
+    sink = io.StringIO()
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            yield
+    finally:
+        logging.disable(previous)
+
+
+def verl_checks(cfg: Any, with_model: bool, verbose: bool = False) -> tuple[list[Finding], list[str]]:
     """verl's own validation of a composed config; never raises for a bad config.
+
+    Args:
+        cfg: the composed config.
+        with_model: also build verl's model config (needs the model folder on this machine).
+        verbose: let verl's console output through (to stderr); default: held back.
 
     Returns:
         ``(findings, passed)``: one error per failing step (its exception message) and the
         names of the steps that passed.
     """
-    from verl.trainer.ppo.reward import resolve_reward_manager_cls
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.trainer.ppo.v1 import get_trainer_cls
-    from verl.utils.config import omega_conf_to_dataclass, validate_config
-    from verl.utils.import_utils import import_external_libs
+    with _kept_back(verbose):
+        from verl.trainer.ppo.reward import resolve_reward_manager_cls
+        from verl.trainer.ppo.utils import need_critic, need_reference_policy
+        from verl.trainer.ppo.v1 import get_trainer_cls
+        from verl.utils.config import omega_conf_to_dataclass, validate_config
+        from verl.utils.import_utils import import_external_libs
 
     cfg = copy.deepcopy(cfg)
     modules = str(select(cfg, f"{ENV_VARS}.VERL_USE_EXTERNAL_MODULES", "") or "")
@@ -93,7 +128,7 @@ def verl_checks(cfg: Any, with_model: bool) -> tuple[list[Finding], list[str]]:
     findings, passed = [], []
     for name, step in steps:
         try:
-            with contextlib.redirect_stdout(sys.stderr):  # verl prints progress; stdout is the config
+            with _kept_back(verbose):
                 step()
             passed.append(name)
         except Exception as exc:  # verl raises AssertionError, ValueError, TypeError, ...
@@ -101,38 +136,43 @@ def verl_checks(cfg: Any, with_model: bool) -> tuple[list[Finding], list[str]]:
     return findings, passed
 
 
-def run_checks(cfg: Any, gpu_memory_gib: float | None = None) -> tuple[list[Finding], MemoryEstimate | None, dict]:
-    """verl's and rlec's checks of a composed config.
+def run_checks(
+    cfg: Any, gpu_memory_gib: float | None = None, *, check_paths: bool = True, verbose: bool = False
+) -> tuple[list[Finding], MemoryEstimate | None, dict]:
+    """verl's and rlec's checks of a composed config, and (``check_paths``) its paths.
 
     Returns:
         ``(findings, memory estimate or None, context)``; ``context`` holds what the report
-        prints (shape source, verl steps passed, GPU memory).
+        prints (shape source, verl steps passed, GPU memory, path summaries or None when skipped).
     """
+    path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
     try:
         hf_config, source, is_model = load_model_config(cfg)
         shape = ModelShape.from_hf_config(hf_config, source)
     except (FileNotFoundError, ValueError) as exc:
-        return [Finding("error", "model", str(exc))], None, {}
-    findings, passed = verl_checks(cfg, with_model=is_model)
+        return path_errors + [Finding("error", "model", str(exc))], None, {"paths": path_summaries}
+    findings, passed = verl_checks(cfg, with_model=is_model, verbose=verbose)
     gib = float(gpu_memory_gib or select(cfg, "rlec.check.gpu_memory_gib", 80))
     fraction = float(select(cfg, "rlec.check.memory_fraction", 0.9))
     rlec_findings, est = check_layout(cfg, shape, gib, memory_fraction=fraction,
                                       hf_config=hf_config if is_model else None)
-    context = {"shape": shape, "source": source, "verl_passed": passed, "gpu_memory_gib": gib, "fraction": fraction}
-    return findings + rlec_findings, est, context
+    context = {"shape": shape, "source": source, "verl_passed": passed, "verl_steps": len(passed) + len(findings),
+               "gpu_memory_gib": gib, "fraction": fraction, "paths": path_summaries}
+    return path_errors + findings + rlec_findings, est, context
 
 
-def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, cfg: Any) -> str:
-    """A short human summary: model, layout, memory per GPU, verl steps, findings."""
+def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, cfg: Any,
+           config_note: str | None = None) -> str:
+    """The verdict: model, layout, memory per GPU, paths, verl's checks, findings, result."""
     lay = layout_of(cfg)
     lines = []
-    if context:
+    if context.get("shape"):
         shape = context["shape"]
         lines.append(f"model   {shape.model_type}: {shape.total_params() / 1e9:.2f}B parameters "
                      f"({shape.active_params() / 1e9:.2f}B active), shape from {context['source']}")
-    dp = lay.world_size // max(1, lay.tp * lay.pp * lay.cp)
-    lines.append(f"layout  {lay.world_size} GPUs: TP {lay.tp} PP {lay.pp} CP {lay.cp} DP {dp} | EP {lay.ep} "
-                 f"ETP {lay.expert_tp} | rollout TP {lay.rollout_tp} DP {lay.rollout_dp} EP {lay.rollout_ep}")
+    quant = f" {lay.rollout_quantization}" if lay.rollout_quantization else ""
+    lines.append(f"layout  {lay.world} GPUs: TP {lay.tp} PP {lay.pp} CP {lay.cp} DP {lay.dp} | EP {lay.ep} "
+                 f"ETP {lay.expert_tp} | rollout TP {lay.rollout_tp} DP {lay.rollout_dp} EP {lay.rollout_ep}{quant}")
     if est is not None:
         g, gib = est.as_gib(), context["gpu_memory_gib"]
         lines.append(f"memory  update: params {g['params']} + grads {g['grads']} + optimizer {g['optimizer']} "
@@ -141,9 +181,19 @@ def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, c
         lines.append(f"        rollout: Megatron left {g['rollout_resident']} + vLLM {g['rollout_share']} = "
                      f"{g['rollout_total']} GiB of {gib:.0f} (vLLM weights {g['vllm_weights']}, KV cache "
                      f"{g['kv_cache']} GiB = {est.kv_cache / max(est.kv_bytes_per_token, 1) / 1e6:.2f}M tokens)")
-    if context:
-        lines.append(f"verl    passed: {', '.join(context['verl_passed']) or 'none'}")
+    paths = context.get("paths")
+    if paths is None:
+        lines.append("paths   SKIPPED (--skip-path-checks / SKIP_PATH_CHECKS=1): model folder, data files and "
+                     "checkpoint folder not checked")
+    elif paths:
+        lines.append("paths   " + "; ".join(paths))
+    if "verl_passed" in context:
+        passed = context["verl_passed"]
+        lines.append(f"verl    {len(passed)} of {context['verl_steps']} checks passed"
+                     f"{' (' + ', '.join(passed) + ')' if passed else ''}")
     lines.extend(str(f) for f in findings)
+    if config_note:
+        lines.append(f"config  {config_note}")
     errors = sum(f.level == "error" for f in findings)
     lines.append(f"result  {'OK' if not errors else f'{errors} error(s): the run would fail'}")
     return "\n".join(lines)
@@ -159,17 +209,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="folder of rlec.yaml (default: %(default)s)")
     parser.add_argument("--config-name", default=CLUSTER_CONFIG, help="primary config (default: %(default)s)")
     parser.add_argument("--print", action="store_true", help="print the resolved config (YAML) to stdout")
-    parser.add_argument("--output", type=Path, help="also write the resolved config to this file (atomically)")
+    parser.add_argument("--output", type=Path,
+                        help="write the resolved config to this file (atomically; only when the checks pass)")
+    parser.add_argument("--skip-path-checks", action="store_true",
+                        help="do not check the model folder, data files and checkpoint folder (they exist only on "
+                             "the cluster); the report says they were skipped")
     parser.add_argument("--gpu-memory-gib", type=float, help="GPU memory (default: rlec.check.gpu_memory_gib)")
-    parser.add_argument("--verbose", action="store_true", help="keep Python warnings of verl and Megatron")
-    args = parser.parse_args(argv)
+    parser.add_argument("--verbose", action="store_true", help="let verl's console output and Python warnings through")
+    args = parser.parse_intermixed_args(argv)  # options may follow Hydra overrides
     if not args.verbose:
         warnings.simplefilter("ignore")
 
     from omegaconf import OmegaConf
 
+    if args.output is not None and args.output.exists() and not args.output.is_file():
+        print(f"rlec.cluster.config_check: --output {args.output}: exists and is not a regular file", file=sys.stderr)
+        return 2
     try:
-        cfg = compose(args.overrides, args.config_name, args.config_dir)
+        with _kept_back(args.verbose):  # Hydra imports verl, which imports VERL_USE_EXTERNAL_MODULES
+            cfg = compose(args.overrides, args.config_name, args.config_dir)
         text = OmegaConf.to_yaml(cfg, resolve=True)
     except Exception as exc:  # Hydra and OmegaConf errors: report them as one line
         print(f"rlec.cluster.config_check: cannot compose {args.config_dir / args.config_name}.yaml with "
@@ -177,11 +235,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.print:
         print(text)
-    if args.output:
+    findings, est, context = run_checks(cfg, args.gpu_memory_gib, check_paths=not args.skip_path_checks,
+                                        verbose=args.verbose)
+    failed = any(f.level == "error" for f in findings)
+    note = None
+    if args.output and not failed:
         atomic_write_text(args.output, text)
-    findings, est, context = run_checks(cfg, args.gpu_memory_gib)
-    print(report(findings, est, context, cfg), file=sys.stderr)
-    return 1 if any(f.level == "error" for f in findings) else 0
+        note = f"resolved config ({text.count(chr(10))} lines) written to {args.output}"
+    elif args.output:
+        note = f"nothing written ({args.output} not created: the checks failed)"
+    if note and not args.print:
+        note += "; --print (PRINT_CONFIG=1) shows it"
+    print(report(findings, est, context, cfg, note), file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

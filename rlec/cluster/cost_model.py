@@ -32,7 +32,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from rlec.cluster.memory import GIB, MemoryEstimate, ModelShape, ParallelLayout
+from rlec.cluster.layout import ParallelLayout
+from rlec.cluster.memory import GIB, MemoryEstimate
+from rlec.cluster.shape import ModelShape
 
 __all__ = ["DEVICES", "Assumptions", "Device", "FlopCount", "decode_roofline", "ep_alltoall_bytes", "project_step",
            "train_flops", "verl_flops_params"]
@@ -161,7 +163,7 @@ def ep_alltoall_bytes(shape: ModelShape, layout: ParallelLayout, tokens: int, ac
     if not shape.num_experts or layout.ep == 1:
         return 0.0
     per_token_layer = 2 * shape.experts_per_token * shape.hidden_size * activation_bytes * (layout.ep - 1) / layout.ep
-    return tokens / layout.world_size * shape.moe_layers * per_token_layer * passes
+    return tokens / layout.world * shape.moe_layers * per_token_layer * passes
 
 
 def decode_roofline(shape: ModelShape, layout: ParallelLayout, mem: MemoryEstimate, device: Device, a: Assumptions,
@@ -223,7 +225,7 @@ def project_step(shape: ModelShape, layout: ParallelLayout, mem: MemoryEstimate,
     tokens = responses * seq
     per_seq = train_flops(shape, [seq])
     train = per_seq.total * responses
-    world = layout.world_size
+    world = layout.world
     update_s = train / (world * device.peak_flops * a.update_mfu)
     logprob_s = update_s / 3
     replicas = max(1, world // (layout.rollout_tp * layout.rollout_dp))

@@ -32,143 +32,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+
+from rlec.cluster.layout import ParallelLayout
+from rlec.cluster.shape import ModelShape
 
 GIB = 1024**3
 
-__all__ = ["GIB", "MemoryEstimate", "ModelShape", "ParallelLayout", "TrainingSettings", "estimate_memory"]
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """The shape of a Qwen3 (dense) or Qwen3-MoE decoder, as in its Hugging Face ``config.json``."""
-
-    vocab_size: int
-    hidden_size: int
-    num_layers: int
-    num_attention_heads: int
-    num_kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    num_experts: int = 0
-    experts_per_token: int = 0
-    moe_intermediate_size: int = 0
-    moe_layers: int = 0
-    tie_word_embeddings: bool = False
-    qk_norm: bool = True
-    model_type: str = "qwen3_moe"
-
-    @classmethod
-    def from_hf_config(cls, cfg: Mapping[str, Any], source: str = "config.json") -> "ModelShape":
-        """Read a Hugging Face ``config.json`` dict (keys starting with ``_`` are ignored).
-
-        Raises:
-            ValueError: a required key is missing or not a positive integer (names ``source``).
-        """
-
-        def need(key: str) -> int:
-            value = cfg.get(key)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{source}: {key!r} must be a positive integer, got {value!r}")
-            return value
-
-        hidden, heads, layers = need("hidden_size"), need("num_attention_heads"), need("num_hidden_layers")
-        # transformers 5 saves Qwen3-MoE's expert count as num_local_experts (hub files: num_experts)
-        experts = int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0)
-        moe_layers = 0
-        if experts:
-            dense_only = set(cfg.get("mlp_only_layers") or [])
-            step = int(cfg.get("decoder_sparse_step") or 1)
-            moe_layers = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % step == 0)
-        return cls(
-            vocab_size=need("vocab_size"),
-            hidden_size=hidden,
-            num_layers=layers,
-            num_attention_heads=heads,
-            num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
-            head_dim=int(cfg.get("head_dim") or hidden // heads),
-            intermediate_size=need("intermediate_size"),
-            num_experts=experts,
-            experts_per_token=int(cfg.get("num_experts_per_tok") or 0) if experts else 0,
-            moe_intermediate_size=int(cfg.get("moe_intermediate_size") or 0) if experts else 0,
-            moe_layers=moe_layers,
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            qk_norm=str(cfg.get("model_type", "")).startswith("qwen3"),
-            model_type=str(cfg.get("model_type", "")),
-        )
-
-    @property
-    def attention_params(self) -> int:
-        """Q, K, V, O weights of one layer (split by tensor parallel)."""
-        q, kv = self.num_attention_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        return 2 * self.hidden_size * q + 2 * self.hidden_size * kv
-
-    @property
-    def replicated_layer_params(self) -> int:
-        """Norms (input, post-attention, QK) and the router of one layer (not split by TP)."""
-        norms = 2 * self.hidden_size + (2 * self.head_dim if self.qk_norm else 0)
-        return norms + (self.hidden_size * self.num_experts if self.num_experts else 0)
-
-    @property
-    def expert_params(self) -> int:
-        """One expert's gate, up and down projections."""
-        return 3 * self.hidden_size * self.moe_intermediate_size
-
-    @property
-    def dense_mlp_params(self) -> int:
-        """One dense (non-MoE) layer's gate, up and down projections."""
-        return 3 * self.hidden_size * self.intermediate_size
-
-    @property
-    def embedding_params(self) -> int:
-        """Input embedding (the output layer has as many unless tied)."""
-        return self.vocab_size * self.hidden_size
-
-    def total_params(self) -> int:
-        """All parameters (Qwen3-30B-A3B: about 30.5e9)."""
-        dense_layers = self.num_layers - self.moe_layers
-        per_layer = self.attention_params + self.replicated_layer_params
-        return (
-            self.num_layers * per_layer
-            + self.moe_layers * self.num_experts * self.expert_params
-            + dense_layers * self.dense_mlp_params
-            + self.embedding_params * (1 if self.tie_word_embeddings else 2)
-            + self.hidden_size
-        )
-
-    def active_params(self) -> int:
-        """Parameters used per token: top-k experts only (Qwen3-30B-A3B: about 3.3e9)."""
-        inactive = self.moe_layers * (self.num_experts - self.experts_per_token) * self.expert_params
-        return self.total_params() - inactive
-
-
-@dataclass(frozen=True)
-class ParallelLayout:
-    """Megatron and vLLM parallel sizes and offload flags of one run (verl's config keys)."""
-
-    world_size: int
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    ep: int = 1
-    etp: int | None = None  # None: same as tp (verl's default)
-    vpp: int | None = None
-    first_stage_layers: int | None = None
-    last_stage_layers: int | None = None
-    distributed_optimizer: bool = True
-    param_offload: bool = False
-    optimizer_offload: bool = False
-    optimizer_cpu_fraction: float = 0.0  # Megatron's optimizer_cpu_offload * optimizer_offload_fraction
-    rollout_tp: int = 1
-    rollout_dp: int = 1
-    rollout_ep: int = 1
-    rollout_gpu_memory_utilization: float = 0.5
-    rollout_weight_bytes: float = 2.0  # bf16; about 1 with FP8 rollout quantization
-
-    @property
-    def expert_tp(self) -> int:
-        """Expert tensor parallel size (``etp`` or, when unset, ``tp``)."""
-        return self.tp if self.etp is None else self.etp
+__all__ = ["GIB", "MemoryEstimate", "TrainingSettings", "estimate_memory"]
 
 
 @dataclass(frozen=True)
@@ -275,8 +145,8 @@ def estimate_memory(
         if best is None or dense + expert > best[0] + best[1]:
             best = (dense, expert, n_layers, i)
     dense, expert, n_layers, stage = best
-    dp_dense = layout.world_size // (tp * pp)
-    dp_expert = layout.world_size // (ep * etp * pp)
+    dp_dense = layout.world // (tp * pp)
+    dp_expert = layout.world // (ep * etp * pp)
     state_bytes = settings.master_param_bytes + sum(settings.adam_moment_bytes)
     if layout.distributed_optimizer:
         optimizer = (dense / dp_dense + expert / dp_expert) * state_bytes

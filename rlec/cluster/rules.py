@@ -2,37 +2,47 @@
 
 Each rule returns :class:`Finding` s (``error`` refuses the run, ``warning`` is printed). The
 rules read verl's config keys (a composed ``DictConfig`` or a plain nested dict) and a
-:class:`rlec.cluster.memory.ModelShape`; they never start Megatron or a GPU. Limits enforced, with the
-component that imposes them:
+:class:`rlec.cluster.shape.ModelShape`; they never start Megatron or a GPU. The parallel-size
+rules are the one rule set of :mod:`rlec.cluster.layout` (the Megatron side raises on the same
+findings), reported here under verl's keys; this module adds what only a verl config has:
 
-- world size = ``trainer.nnodes * trainer.n_gpus_per_node`` is a multiple of TP x PP x CP (Megatron);
-- TP divides the attention heads and the KV heads (Megatron does not replicate KV heads);
-- EP divides the experts and EP x ETP divides the GPUs of one pipeline stage (MoE parallel
-  folding); PP divides the layers unless the first/last stage sizes are set; TP > 1 with MoE
-  needs sequence parallel;
-- vLLM rollout: TP divides the heads, expert parallel is 1 or TP x DP (verl
-  ``workers/config/rollout.py``), a replica fits the cluster, no pipeline parallel;
+- TP > 1 with MoE needs sequence parallel (Megatron); the vLLM rollout has no pipeline parallel;
 - batches split evenly over data-parallel ranks (otherwise verl pads with duplicated samples),
   one full sequence fits a dynamic-batch micro-batch, rollout.n >= 2 (group mean);
-- the plugin module reaches Ray workers; FP8 settings are complete; Megatron keys exist;
+- the plugin module reaches Ray workers; FP8 settings are complete; Megatron override keys exist
+  (field names from :mod:`rlec.megatron.fields`); MoE router settings are explicit;
 - memory per GPU (:func:`rlec.cluster.memory.estimate_memory`) fits both phases;
-- RLVE (:func:`rlve_rules`): the environment dataset, valid settings, no dataloader workers.
+- RLVE (:func:`rlve_rules`): the environment dataset, valid settings, no dataloader workers;
 - E3 and Pass@k Training settings (:func:`algorithm_overlay_rules`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
 from rlec.algorithms.passk import PASSK_ESTIMATOR
-from rlec.cluster.memory import GIB, MemoryEstimate, ModelShape, ParallelLayout, estimate_memory
+from rlec.cluster.layout import (
+    Finding,
+    ParallelLayout,
+    model_findings,
+    rollout_findings,
+    size_findings,
+)
+from rlec.cluster.memory import GIB, MemoryEstimate, estimate_memory
+from rlec.cluster.shape import ModelShape
+from rlec.cluster.verl_keys import (
+    ACTOR,
+    ENV_VARS,
+    LAYOUT_KEYS,
+    MEGATRON,
+    ROLLOUT,
+    layout_of,
+    max_seq_len,
+    training_settings_of,
+)
 from rlec.config import select
-from rlec.cluster.verl_keys import (ACTOR, ENV_VARS, MEGATRON, ROLLOUT, layout_of, max_seq_len,
-                              training_settings_of)
 
 PLUGIN_MODULE = "rlec.verl_plugin"
 CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentation
@@ -42,29 +52,6 @@ CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentat
 RLEC_ALGORITHM_KEYS = ("passk",)
 
 __all__ = ["RLEC_ALGORITHM_KEYS", "Finding", "algorithm_overlay_rules", "check_layout", "rlve_rules", "verl_algorithm_section"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One check result: ``level`` is "error" or "warning"; ``key`` the config key concerned."""
-
-    level: str
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.level.upper()} [{self.key}] {self.message}"
-
-
-def _megatron_fields() -> tuple[set[str], set[str]] | None:
-    """Field names of Megatron's TransformerConfig and OptimizerConfig (None without megatron-core)."""
-    if importlib.util.find_spec("megatron.core") is None:
-        return None
-    from megatron.core.optimizer.optimizer_config import OptimizerConfig
-    from megatron.core.transformer.transformer_config import TransformerConfig
-
-    return ({f.name for f in dataclasses.fields(TransformerConfig)},
-            {f.name for f in dataclasses.fields(OptimizerConfig)})
 
 
 class _Findings(list):
@@ -78,63 +65,17 @@ class _Findings(list):
 
 
 def _parallel_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> _Findings:
-    out = _Findings()
-    nodes, per_node = select(cfg, "trainer.nnodes", 1), select(cfg, "trainer.n_gpus_per_node", 1)
-    mp = lay.tp * lay.pp * lay.cp
-    if lay.world_size % mp:
-        out.error(MEGATRON, f"world size {lay.world_size} ({nodes} nodes x {per_node} GPUs) is not a multiple of "
-                  f"TP x PP x CP = {lay.tp} x {lay.pp} x {lay.cp} = {mp}, so no data-parallel size fits")
-    tp_key = f"{MEGATRON}.tensor_model_parallel_size"
-    if shape.num_attention_heads % lay.tp:
-        out.error(tp_key, f"TP {lay.tp} must divide the {shape.num_attention_heads} attention heads")
-    if shape.num_kv_heads % lay.tp:
-        out.error(tp_key, f"TP {lay.tp} must divide the {shape.num_kv_heads} KV heads "
-                  "(Megatron does not replicate KV heads)")
-    ep_key = f"{MEGATRON}.expert_model_parallel_size"
-    if shape.num_experts:
-        stage_gpus = lay.world_size // lay.pp
-        if shape.num_experts % lay.ep:
-            out.error(ep_key, f"EP {lay.ep} must divide the {shape.num_experts} experts")
-        if lay.world_size % lay.pp == 0 and stage_gpus % (lay.ep * lay.expert_tp):
-            out.error(ep_key, f"EP x ETP = {lay.ep} x {lay.expert_tp} must divide the {stage_gpus} GPUs "
-                      "of a pipeline stage")
-        if shape.moe_intermediate_size % lay.expert_tp:
-            out.error(f"{MEGATRON}.expert_tensor_parallel_size", f"ETP {lay.expert_tp} must divide the expert "
-                      f"intermediate size {shape.moe_intermediate_size}")
-        if lay.tp > 1 and not select(cfg, f"{MEGATRON}.sequence_parallel", False):
-            out.error(f"{MEGATRON}.sequence_parallel", "sequence parallel must be on when TP > 1 with MoE "
-                      "layers (Megatron)")
-    elif lay.ep > 1:
-        out.error(ep_key, f"EP {lay.ep} > 1 but the model has no experts")
-    if lay.first_stage_layers is None and lay.last_stage_layers is None and shape.num_layers % lay.pp:
-        out.error(f"{MEGATRON}.pipeline_model_parallel_size", f"PP {lay.pp} must divide the {shape.num_layers} "
-                  "layers (or set num_layers_in_first/last_pipeline_stage)")
-    if lay.vpp and (shape.num_layers // lay.pp) % int(lay.vpp):
-        out.error(f"{MEGATRON}.virtual_pipeline_model_parallel_size", f"VPP {lay.vpp} must divide the "
-                  f"{shape.num_layers // lay.pp} layers of a pipeline stage")
+    out = _Findings(size_findings(lay, LAYOUT_KEYS) + model_findings(lay, shape, LAYOUT_KEYS))
+    if shape.num_experts and lay.tp > 1 and not select(cfg, f"{MEGATRON}.sequence_parallel", False):
+        out.error(f"{MEGATRON}.sequence_parallel", "sequence parallel must be on when TP > 1 with MoE layers (Megatron)")
     return out
 
 
 def _rollout_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> _Findings:
-    out = _Findings()
-    tp, dp, ep = lay.rollout_tp, lay.rollout_dp, lay.rollout_ep
-    tp_key, ep_key = f"{ROLLOUT}.tensor_model_parallel_size", f"{ROLLOUT}.expert_parallel_size"
-    if shape.num_attention_heads % tp:
-        out.error(tp_key, f"rollout TP {tp} must divide the {shape.num_attention_heads} attention heads")
-    if shape.num_kv_heads % tp and tp % shape.num_kv_heads:
-        out.error(tp_key, f"rollout TP {tp} and the {shape.num_kv_heads} KV heads must divide one another")
-    if ep not in (1, tp * dp):
-        out.error(ep_key, f"rollout EP must be 1 or TP x DP = {tp * dp} (verl), got {ep}")
-    if ep > 1 and shape.num_experts % ep:
-        out.error(ep_key, f"rollout EP {ep} must divide the {shape.num_experts} experts")
+    per_node = int(select(cfg, "trainer.n_gpus_per_node", 1))
+    out = _Findings(rollout_findings(lay, shape, LAYOUT_KEYS, gpus_per_node=per_node))
     if int(select(cfg, f"{ROLLOUT}.pipeline_model_parallel_size", 1)) > 1:
         out.error(f"{ROLLOUT}.pipeline_model_parallel_size", "verl's vLLM rollout has no pipeline parallel")
-    replica, per_node = tp * dp, int(select(cfg, "trainer.n_gpus_per_node", 1))
-    if lay.world_size % replica or (replica > per_node and replica % per_node):
-        out.error(tp_key, f"a rollout replica of TP x DP = {replica} GPUs must tile the {lay.world_size} GPUs "
-                  f"({per_node} per node)")
-    if not 0.0 < lay.rollout_gpu_memory_utilization < 1.0:
-        out.error(f"{ROLLOUT}.gpu_memory_utilization", f"must be in (0, 1), got {lay.rollout_gpu_memory_utilization}")
     if int(select(cfg, f"{ROLLOUT}.n", 1)) < 2:
         out.error(f"{ROLLOUT}.n", "rollout.n must be >= 2: the group-mean advantage of a group of one is always 0")
     return out
@@ -142,9 +83,9 @@ def _rollout_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> _Finding
 
 def _batch_rules(cfg: Any, lay: ParallelLayout) -> _Findings:
     out = _Findings()
-    if lay.world_size % (lay.tp * lay.pp * lay.cp):
+    if lay.world % (lay.tp * lay.pp * lay.cp):
         return out  # reported by the parallel rules
-    dp = lay.world_size // (lay.tp * lay.pp * lay.cp)
+    dp = lay.dp
     n, tbs = int(select(cfg, f"{ROLLOUT}.n", 1)), int(select(cfg, "data.train_batch_size", 1))
     mini = int(select(cfg, f"{ACTOR}.ppo_mini_batch_size", 1))
     if tbs % mini:
@@ -205,7 +146,9 @@ def _wiring_rules(cfg: Any, hf_config: Mapping[str, Any] | None) -> _Findings:
 
 def _megatron_key_rules(cfg: Any) -> _Findings:
     out = _Findings()
-    fields = _megatron_fields()
+    from rlec.megatron.fields import config_field_names
+
+    fields = config_field_names()
     if fields is None:
         out.warning(MEGATRON, "megatron-core is not installed: override keys not checked")
         return out

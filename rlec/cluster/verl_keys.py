@@ -1,15 +1,18 @@
 """Read the parallel layout and training settings out of a verl trainer config.
 
 The bridge between verl's config keys (a composed ``DictConfig`` or a plain nested dict) and
-rlec's memory arithmetic (:mod:`rlec.cluster.memory`): ``layout_of(cfg)`` and ``training_settings_of(cfg)``
-feed :func:`rlec.cluster.memory.estimate_memory`, for ``rlec.cluster.config_check`` and for cost models.
+rlec's layout rules and memory arithmetic: ``layout_of(cfg)`` (:class:`rlec.cluster.layout.ParallelLayout`)
+and ``training_settings_of(cfg)`` feed :mod:`rlec.cluster.layout` and
+:func:`rlec.cluster.memory.estimate_memory`, for ``rlec.cluster.config_check`` and the cost model.
+:data:`LAYOUT_KEYS` names each layout field by its verl key, for messages.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlec.cluster.memory import ParallelLayout, TrainingSettings
+from rlec.cluster.layout import ParallelLayout
+from rlec.cluster.memory import TrainingSettings
 from rlec.config import select
 
 ACTOR = "actor_rollout_ref.actor"
@@ -17,7 +20,23 @@ MEGATRON = f"{ACTOR}.megatron"
 ROLLOUT = "actor_rollout_ref.rollout"
 ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"
 
-__all__ = ["ACTOR", "ENV_VARS", "MEGATRON", "ROLLOUT", "layout_of", "max_seq_len", "training_settings_of"]
+__all__ = ["ACTOR", "ENV_VARS", "LAYOUT_KEYS", "MEGATRON", "ROLLOUT", "layout_of", "max_seq_len", "training_settings_of"]
+
+# verl's key of each ParallelLayout field (what a refusal names)
+LAYOUT_KEYS = {
+    "world_size": "trainer.nnodes x trainer.n_gpus_per_node",
+    "tp": f"{MEGATRON}.tensor_model_parallel_size",
+    "pp": f"{MEGATRON}.pipeline_model_parallel_size",
+    "cp": f"{MEGATRON}.context_parallel_size",
+    "ep": f"{MEGATRON}.expert_model_parallel_size",
+    "etp": f"{MEGATRON}.expert_tensor_parallel_size",
+    "vpp": f"{MEGATRON}.virtual_pipeline_model_parallel_size",
+    "optimizer_cpu_fraction": f"{ACTOR}.optim.override_optimizer_config.optimizer_offload_fraction",
+    "rollout_tp": f"{ROLLOUT}.tensor_model_parallel_size",
+    "rollout_dp": f"{ROLLOUT}.data_parallel_size",
+    "rollout_ep": f"{ROLLOUT}.expert_parallel_size",
+    "rollout_gpu_memory_utilization": f"{ROLLOUT}.gpu_memory_utilization",
+}
 
 
 def layout_of(cfg: Any) -> ParallelLayout:
@@ -45,7 +64,7 @@ def layout_of(cfg: Any) -> ParallelLayout:
         rollout_dp=int(select(cfg, f"{ROLLOUT}.data_parallel_size", 1)),
         rollout_ep=int(select(cfg, f"{ROLLOUT}.expert_parallel_size", 1)),
         rollout_gpu_memory_utilization=float(select(cfg, f"{ROLLOUT}.gpu_memory_utilization", 0.5)),
-        rollout_weight_bytes=1.0 if select(cfg, f"{ROLLOUT}.quantization") == "fp8" else 2.0,
+        rollout_quantization=select(cfg, f"{ROLLOUT}.quantization"),
     )
 
 

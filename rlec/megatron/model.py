@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterator
 import torch
 
 from rlec.megatron.bridge import TENamedView, load_hf_config, make_bridge
+from rlec.cluster.layout import ParallelLayout
 from rlec.megatron.compat import cuda_available, model_provider, reporting_weight_conversions
-from rlec.megatron.parallel import ParallelLayout
 
 
 @dataclass

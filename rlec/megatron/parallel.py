@@ -1,10 +1,11 @@
-"""Parallel layout (TP / EP / ETP / PP) and Megatron process-group set-up, on gloo or NCCL.
+"""Megatron process-group set-up for a parallel layout (TP / EP / ETP / PP), on gloo or NCCL.
 
-A :class:`ParallelLayout` is the typed form of the sizes researchers pass around
-(``tensor_model_parallel_size`` ... in verl's config). :meth:`ParallelLayout.check_model` rejects a
-layout that does not fit a Hugging Face config *before* any heavy work, with the key and the
-numbers involved. :func:`init_parallel` starts ``torch.distributed`` (from torchrun's environment,
-or as a one-process world when launched plainly), applies the CPU shims when CUDA is absent and
+The layout is :class:`rlec.cluster.layout.ParallelLayout`, the one layout class of rlec (also
+importable here and as ``rlec.megatron.ParallelLayout``); its rules
+(:meth:`~rlec.cluster.layout.ParallelLayout.check_model`) reject a layout that does not fit a
+Hugging Face config *before* any heavy work, with the setting and the numbers involved.
+:func:`init_parallel` starts ``torch.distributed`` (from torchrun's environment, or as a
+one-process world when launched plainly), applies the CPU shims when CUDA is absent and
 initialises ``megatron.core.parallel_state``.
 """
 
@@ -13,10 +14,12 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import torch
+
+from rlec.cluster.layout import ParallelLayout
+
+__all__ = ["ParallelLayout", "destroy_parallel", "free_port", "init_distributed", "init_parallel", "rank"]
 
 
 def free_port() -> int:
@@ -24,92 +27,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@dataclass(frozen=True)
-class ParallelLayout:
-    """Model-parallel sizes of one Megatron run.
-
-    Attributes:
-        tp: tensor-model-parallel size (attention heads, dense MLP, vocabulary split over it).
-        ep: expert-model-parallel size (experts split over it).
-        etp: expert-tensor-parallel size; ``None`` means ``tp`` (megatron-core's default).
-        pp: pipeline-model-parallel size (layers split over it).
-        world_size: number of processes; ``None`` means ``tp * pp`` (no data parallelism).
-    """
-
-    tp: int = 1
-    ep: int = 1
-    etp: int | None = None
-    pp: int = 1
-    world_size: int | None = None
-
-    @property
-    def expert_tp(self) -> int:
-        """Expert-tensor-parallel size with the default resolved."""
-        return self.tp if self.etp is None else self.etp
-
-    @property
-    def world(self) -> int:
-        """Number of processes with the default resolved."""
-        return self.tp * self.pp if self.world_size is None else self.world_size
-
-    @property
-    def dp(self) -> int:
-        """Data-parallel size of the dense part: world / (tp * pp)."""
-        return self.world // (self.tp * self.pp)
-
-    def as_dict(self) -> dict[str, int]:
-        """Resolved sizes as plain ints (for metadata files and logs)."""
-        return {"tp": self.tp, "ep": self.ep, "etp": self.expert_tp, "pp": self.pp, "world_size": self.world, "dp": self.dp}
-
-    def check(self) -> None:
-        """Check that the sizes fit together.
-
-        Raises:
-            ValueError: a size below 1, or world size not a multiple of ``tp * pp`` and of
-                ``ep * etp * pp`` (megatron-core's own constraints).
-        """
-        for name, value in asdict(self).items():
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"parallel size {name}={value!r}: expected an integer >= 1")
-        if self.world % (self.tp * self.pp):
-            raise ValueError(f"world size {self.world} is not a multiple of tp*pp = {self.tp}*{self.pp}")
-        if self.world % (self.ep * self.expert_tp * self.pp):
-            raise ValueError(
-                f"world size {self.world} is not a multiple of ep*etp*pp = {self.ep}*{self.expert_tp}*{self.pp}"
-            )
-
-    def check_model(self, hf_config: Any, source: str = "config.json") -> None:
-        """Check that this layout divides the model described by a Hugging Face config.
-
-        Args:
-            hf_config: a ``transformers`` config (or anything with the same attributes).
-            source: name used in error messages (e.g. the config file path).
-
-        Raises:
-            ValueError: naming the key and the sizes, when TP does not divide the attention heads,
-                KV heads, vocabulary or MLP width; EP does not divide the experts; ETP does not
-                divide the expert MLP width; or PP does not divide the layers.
-        """
-        self.check()
-
-        def need(key: str, size: int, what: str) -> None:
-            value = getattr(hf_config, key, None)
-            if value is not None and size > 1 and value % size:
-                raise ValueError(f"{source}: {key}={value} is not divisible by {what}={size}")
-
-        need("num_attention_heads", self.tp, "tensor parallel size (--tp)")
-        need("num_key_value_heads", self.tp, "tensor parallel size (--tp)")
-        need("vocab_size", self.tp, "tensor parallel size (--tp)")
-        need("num_hidden_layers", self.pp, "pipeline parallel size (--pp)")
-        if getattr(hf_config, "num_experts", None):
-            need("num_experts", self.ep, "expert parallel size (--ep)")
-            need("moe_intermediate_size", self.expert_tp, "expert tensor parallel size (--etp)")
-        else:
-            if self.ep > 1:
-                raise ValueError(f"{source}: dense model (no num_experts) cannot use expert parallel size --ep={self.ep}")
-            need("intermediate_size", self.tp, "tensor parallel size (--tp)")
 
 
 def init_distributed(world_size: int | None = None, backend: str | None = None, timeout_s: int = 600) -> None:
@@ -172,6 +89,7 @@ def init_parallel(layout: ParallelLayout, seed: int = 1234, backend: str | None 
         pipeline_model_parallel_size=layout.pp,
         expert_model_parallel_size=layout.ep,
         expert_tensor_parallel_size=layout.expert_tp,
+        context_parallel_size=layout.cp,
     )
     torch.manual_seed(seed)
     model_parallel_cuda_manual_seed(seed)

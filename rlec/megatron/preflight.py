@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlec.megatron.parallel import ParallelLayout
+from rlec.cluster.layout import ParallelLayout
 from rlec.models import SUPPORTED_MODEL_TYPES, read_model_config
 
 MAX_LISTED = 5
+# how the converter's command line names each layout size (rlec.cluster.layout rules word their errors with these)
+CLI_NAMES = {"tp": "--tp", "ep": "--ep", "etp": "--etp", "pp": "--pp", "world_size": "world size (torchrun --nproc_per_node)"}
 
 
 class ConversionInputError(ValueError):
@@ -220,7 +222,7 @@ def check_conversion(
     cfg = read_config(hf_path)
     config, found, files = check_hf_weights(hf_path)
     try:
-        layout.check_model(config, source=str(hf_path / "config.json"))
+        layout.check_model(config, source=str(hf_path / "config.json"), names=CLI_NAMES)
     except ValueError as exc:
         hint = "" if layout.world > 1 else " (several processes: launch with `torchrun --nproc_per_node N`)"
         raise ConversionInputError(f"{exc}{hint}") from exc

@@ -96,11 +96,17 @@ def prompt_batch(hf_path: str | Path, vocab_size: int) -> tuple[torch.Tensor, to
     return ids, mask
 
 
-def hf_logits(hf_path: str | Path, input_ids: torch.Tensor, attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Reference logits from ``transformers`` (position ids as verl computes them), float32 CPU."""
+def hf_logits(
+    hf_path: str | Path, input_ids: torch.Tensor, attention_mask: torch.Tensor, dtype: torch.dtype, device: str = "cpu"
+) -> torch.Tensor:
+    """Reference logits from ``transformers`` (position ids as verl computes them), float32 CPU.
+
+    Args:
+        device: where the reference model lives; ``"cpu"`` (default) keeps it off the GPUs that
+            hold the Megatron model (Qwen3-30B-A3B: 61 GB of bf16 weights in host memory instead).
+    """
     from transformers import AutoModelForCausalLM
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     model = AutoModelForCausalLM.from_pretrained(str(hf_path), dtype=dtype, local_files_only=True).to(device).eval()
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
     with torch.no_grad():
@@ -122,7 +128,12 @@ def _safetensors_index(hf_path: Path) -> dict[str, Path]:
 
 
 def verify_against_hf(
-    policy: MegatronModel, hf_path: str | Path | None = None, *, atol: float | None = None, min_top1: float | None = None
+    policy: MegatronModel,
+    hf_path: str | Path | None = None,
+    *,
+    atol: float | None = None,
+    min_top1: float | None = None,
+    reference_device: str = "cpu",
 ) -> ParityReport:
     """Compare the Megatron model with its Hugging Face source (collective; see module doc).
 
@@ -131,6 +142,8 @@ def verify_against_hf(
         hf_path: the Hugging Face folder; default ``policy.hf_path``.
         atol: override the logit bound (max |diff| for fp32, mean |diff| for bf16).
         min_top1: override the minimum top-1 agreement.
+        reference_device: where rank 0 runs the ``transformers`` reference (``"cpu"``: no GPU
+            memory beside rank 0's Megatron shard; the other ranks wait in the next collective).
 
     Returns:
         The :class:`ParityReport`, identical on every rank.
@@ -148,7 +161,7 @@ def verify_against_hf(
     logits = compute_logits(policy, ids, mask, micro_batch_size=len(ids))
     report = ParityReport(tolerance=tolerance)
     if rank == 0:
-        ref = hf_logits(hf_path, ids, mask, policy.dtype)
+        ref = hf_logits(hf_path, ids, mask, policy.dtype, reference_device)
         valid = mask.bool()
         diff = (logits - ref)[valid].abs()
         report.max_abs_logit_diff = float(diff.max())

@@ -138,6 +138,7 @@ def test_two_process_layouts_share_one_launch(tiny_moe_dir: Path, tmp_path: Path
 
 
 @pytest.mark.gpu
+@pytest.mark.slow  # minutes of its own: outside tools/gpu_smoke.sh's `-m "gpu and not slow"` selection
 def test_gpu_profile_runs(tmp_path: Path) -> None:
     """The whole --profile gpu run (< 8 min on one H200): bf16 update with a real MFU."""
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--profile", "gpu", "--out", str(tmp_path),

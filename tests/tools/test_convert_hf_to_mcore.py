@@ -229,15 +229,15 @@ BAD_INPUTS = {
     "corrupt_weights": (dict(weights=b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!"), [], "not a readable safetensors file"),
     "config_weights_disagree": (dict(config={"moe_intermediate_size": 96}), [], "shapes disagree with config.json"),
     "experts_missing": (dict(config={"num_experts": 16, "num_local_experts": 16}), [], "tensors missing from the safetensors"),
-    "tp_does_not_divide_kv_heads": ({}, ["--tp", "4"], "num_key_value_heads=2 is not divisible by tensor parallel size (--tp)=4"),
-    "ep_does_not_divide_experts": ({}, ["--ep", "3"], "num_experts=8 is not divisible by expert parallel size (--ep)=3"),
-    "pp_does_not_divide_layers": ({}, ["--pp", "3"], "num_hidden_layers=2 is not divisible by pipeline parallel size (--pp)=3"),
+    "tp_does_not_divide_kv_heads": ({}, ["--tp", "4"], "config.json: --tp: TP 4 must divide the 2 KV heads (num_key_value_heads)"),
+    "ep_does_not_divide_experts": ({}, ["--ep", "3"], "config.json: --ep: EP 3 must divide the 8 experts (num_experts)"),
+    "pp_does_not_divide_layers": ({}, ["--pp", "3"], "config.json: --pp: PP 3 must divide the 2 layers (num_hidden_layers)"),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_bad_input_is_refused_before_heavy_work(case: str, tiny_moe_dir: Path, tmp_path: Path) -> None:
-    from rlec.megatron.parallel import ParallelLayout
+    from rlec.cluster.layout import ParallelLayout
     from rlec.megatron.preflight import ConversionInputError, check_conversion
 
     variant, flags, message = BAD_INPUTS[case]
@@ -251,6 +251,16 @@ def test_bad_input_is_refused_before_heavy_work(case: str, tiny_moe_dir: Path, t
     assert message in str(err.value)
 
 
+def test_help_answers_without_importing_torch() -> None:
+    """Issue 18: `--help` took ~10 s of imports; arguments are parsed before any heavy import."""
+    code = ("import runpy, sys\nsys.argv = ['convert_hf_to_mcore.py', '--help']\n"
+            f"try:\n    runpy.run_path({str(TOOL)!r}, run_name='__main__')\n"
+            "except SystemExit as e:\n    print('exit', e.code, 'torch' in sys.modules, 'megatron' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip().splitlines()[-1] == "exit 0 False False", proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "--reference-device" in proc.stdout
+
+
 def test_cli_bad_input_exits_2_with_the_reason_and_writes_nothing(tiny_moe_dir: Path, tmp_path: Path) -> None:
     bad = _variant(tiny_moe_dir, tmp_path / "model", config={"model_type": "llama"})
     out = tmp_path / "out"
@@ -261,12 +271,13 @@ def test_cli_bad_input_exits_2_with_the_reason_and_writes_nothing(tiny_moe_dir: 
     # --tp 2 launched as one process: refused with the torchrun hint.
     proc = _run_cli("--hf-model-path", str(tiny_moe_dir), "--output-path", str(out), "--tp", "2")
     assert proc.returncode == 2
-    assert "world size 1 is not a multiple of tp*pp" in proc.stderr and "torchrun --nproc_per_node" in proc.stderr
+    assert "world size (torchrun --nproc_per_node): world size 1 is not a multiple of TP x PP x CP = 2 x 1 x 1" in proc.stderr
+    assert "launch with `torchrun --nproc_per_node N`" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
 
 def test_existing_output_is_refused_without_overwrite(tiny_moe_dir: Path, tmp_path: Path) -> None:
-    from rlec.megatron.parallel import ParallelLayout
+    from rlec.cluster.layout import ParallelLayout
     from rlec.megatron.preflight import ConversionInputError, check_conversion
 
     out = tmp_path / "out"
@@ -279,7 +290,7 @@ def test_existing_output_is_refused_without_overwrite(tiny_moe_dir: Path, tmp_pa
 
 
 def test_truncated_weights_are_refused(tiny_moe_dir: Path, tmp_path: Path) -> None:
-    from rlec.megatron.parallel import ParallelLayout
+    from rlec.cluster.layout import ParallelLayout
     from rlec.megatron.preflight import ConversionInputError, check_conversion
 
     data = (tiny_moe_dir / "model.safetensors").read_bytes()

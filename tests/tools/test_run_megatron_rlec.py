@@ -21,21 +21,27 @@ def launch(*args: str, timeout: int = 600, **env: str) -> subprocess.CompletedPr
     return subprocess.run(["bash", str(SCRIPT), *args], env=clean, capture_output=True, text=True, timeout=timeout)
 
 
-def test_dry_run_from_clean_env_prints_rlec_config_and_exits_0():
-    proc = launch(DRY_RUN="1")
+def test_dry_run_from_clean_env_is_quiet_and_writes_the_config(tmp_path):
+    out_file = tmp_path / "dry.yaml"
+    proc = launch(DRY_RUN="1", SKIP_PATH_CHECKS="1", DRY_RUN_CONFIG=str(out_file))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout
+    assert proc.stdout == ""  # no 1,170-line config dump
+    verdict = proc.stderr.strip().splitlines()
+    assert len(verdict) <= 9, verdict  # model, layout, memory x2, paths, verl, config, result
+    assert verdict[-1] == "result  OK" and any(line.startswith("memory  update:") for line in verdict)
+    assert any(line.startswith("paths   SKIPPED") for line in verdict)
+    text = out_file.read_text()
     for expected in ("name: rlec", "trainer_mode: rlec_sync", "VERL_USE_EXTERNAL_MODULES: rlec.verl_plugin",
                      "adv_estimator: grpo", "norm_adv_by_std_in_grpo: false", "clip_ratio_high: 0.28",
                      "tensor_model_parallel_size: 4", "expert_model_parallel_size: 8", "end_step: null"):
-        assert expected in out, expected
-    assert re.search(r"^rlec:\n  schedule:", out, re.M)
-    assert "result  OK" in proc.stderr and "memory  update:" in proc.stderr
+        assert expected in text, expected
+    assert re.search(r"^rlec:\n  schedule:", text, re.M)
 
 
-def test_dry_run_env_vars_and_overrides_reach_the_config():
-    proc = launch("data.train_batch_size=64", DRY_RUN="1", LAYOUT="qwen3_30b_a3b_1x8", PRECISION="fp8",
-                  GPU_MEMORY_GIB="141", TRAIN_BATCH_SIZE="128", EXPERIMENT_NAME="exp1", CHECKPOINT_DIR="/tmp/ckpt")
+def test_dry_run_env_vars_and_overrides_reach_the_config(tmp_path):
+    proc = launch("data.train_batch_size=64", DRY_RUN="1", SKIP_PATH_CHECKS="1", PRINT_CONFIG="1",
+                  LAYOUT="qwen3_30b_a3b_1x8", PRECISION="fp8", GPU_MEMORY_GIB="141", TRAIN_BATCH_SIZE="128",
+                  EXPERIMENT_NAME="exp1", CHECKPOINT_DIR="/tmp/ckpt", DRY_RUN_CONFIG=str(tmp_path / "c.yaml"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "train_batch_size: 64" in out  # the command line wins over TRAIN_BATCH_SIZE
@@ -44,8 +50,21 @@ def test_dry_run_env_vars_and_overrides_reach_the_config():
     assert "TENSORBOARD_DIR: /tmp/ckpt/tensorboard" in out
 
 
-def test_dry_run_refuses_impossible_layout_with_message():
-    proc = launch("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=8", DRY_RUN="1")
+def test_dry_run_checks_the_paths_it_can_see(tmp_path):
+    """Issue 11: DRY_RUN with a missing model and data said `result OK`; now each is named, exit 1,
+    nothing written."""
+    out_file = tmp_path / "dry.yaml"
+    proc = launch(DRY_RUN="1", TRAIN_FILES="/nonexistent.parquet", MODEL_PATH="/nonexistent",
+                  DRY_RUN_CONFIG=str(out_file))
+    assert proc.returncode == 1
+    assert "ERROR [actor_rollout_ref.model.path] model folder /nonexistent: does not exist" in proc.stderr
+    assert "ERROR [data.train_files] /nonexistent.parquet: does not exist" in proc.stderr
+    assert "result  OK" not in proc.stderr and not out_file.exists()
+
+
+def test_dry_run_refuses_impossible_layout_with_message(tmp_path):
+    proc = launch("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=8", DRY_RUN="1", SKIP_PATH_CHECKS="1",
+                  DRY_RUN_CONFIG=str(tmp_path / "c.yaml"))
     assert proc.returncode == 1
     assert "TP 8 must divide the 4 KV heads" in proc.stderr
 

@@ -4,13 +4,22 @@ values for Qwen3-30B-A3B, and the FLOPs against verl's own formula."""
 from __future__ import annotations
 
 import json
-import sys
 from types import SimpleNamespace
 
 import pytest
 
-from rlec.cluster.cost_model import DEVICES, Assumptions, decode_roofline, ep_alltoall_bytes, project_step, train_flops, verl_flops_params
-from rlec.cluster.memory import GIB, ModelShape, ParallelLayout, TrainingSettings, estimate_memory
+from rlec.cluster.cost_model import (
+    DEVICES,
+    Assumptions,
+    decode_roofline,
+    ep_alltoall_bytes,
+    project_step,
+    train_flops,
+    verl_flops_params,
+)
+from rlec.cluster.layout import ParallelLayout
+from rlec.cluster.memory import GIB, TrainingSettings, estimate_memory
+from rlec.cluster.shape import ModelShape
 
 H, V, L, E, K, M = 2048, 151936, 48, 128, 8, 768  # Qwen3-30B-A3B
 Q, KV = 32 * 128, 4 * 128
@@ -113,18 +122,6 @@ def test_step_projection_by_hand(qwen, layout_4x8) -> None:
     assert p["tokens_per_s_per_gpu"] == pytest.approx(2048 * seq / (p["step_s"] * 32))
     assert p["alltoall_intra_node"] == 1.0  # EP 8 x ETP 1 fits a node of 8
     assert p["alltoall_s"] == pytest.approx(p["alltoall_bytes_per_gpu"] / 150e9)
-
-
-def test_committed_layout_projection_composes(repo_root) -> None:
-    sys.path.insert(0, str(repo_root / "benchmarks"))
-    from throughput_projection import committed_layouts, project_layout
-
-    assert {"qwen3_30b_a3b_4x8", "qwen3_30b_a3b_1x8", "tiny_1gpu"} <= set(committed_layouts())
-    row = project_layout("qwen3_30b_a3b_4x8", Assumptions())
-    assert (row["gpus"], row["device"], row["responses_per_step"]) == (32, "H100 SXM 80GB", 256 * 8)
-    assert row["params_per_gpu"] == 394_868_736 + 3_623_878_656
-    assert row["memory_gib"]["params"] == 7.5 and row["memory_gib"]["grads"] == 15.0
-    assert row["memory_gib"]["optimizer"] == pytest.approx(12 * (394_868_736 / 8 + 3_623_878_656 / 4) / GIB, abs=0.05)
 
 
 def test_shape_of_a_transformers_saved_model_matches_its_source(repo_root, tiny_moe_dir) -> None:

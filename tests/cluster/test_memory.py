@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from rlec.cluster.memory import GIB, ModelShape, ParallelLayout, TrainingSettings, estimate_memory
+from rlec.cluster.layout import ParallelLayout
+from rlec.cluster.memory import GIB, TrainingSettings, estimate_memory
+from rlec.cluster.shape import ModelShape
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +92,7 @@ def test_offload_and_recompute_move_memory_in_the_right_direction(qwen3_30b):
 def test_fp8_rollout_halves_linear_weights(qwen3_30b):
     shape = ModelShape.from_hf_config(qwen3_30b)
     bf16 = estimate_memory(shape, ParallelLayout(8, rollout_tp=4), TrainingSettings(1024), 80 * GIB)
-    fp8 = estimate_memory(shape, ParallelLayout(8, rollout_tp=4, rollout_weight_bytes=1.0), TrainingSettings(1024),
+    fp8 = estimate_memory(shape, ParallelLayout(8, rollout_tp=4, rollout_quantization="fp8"), TrainingSettings(1024),
                           80 * GIB)
     embeddings = 2 * 151936 * 2048 * 2 / 4  # stay bf16
     assert fp8.vllm_weights - embeddings == pytest.approx((bf16.vllm_weights - embeddings) / 2)

@@ -1,0 +1,135 @@
+"""What a cluster run reads and writes, checked before it starts (``DRY_RUN=1``, and every launch).
+
+A verl job that starts with a missing model folder, a parquet file in the wrong schema or a
+read-only checkpoint folder fails minutes later inside a Ray worker. :func:`path_findings`
+checks, without writing anything:
+
+- the model folder (``actor_rollout_ref.model.path``): ``config.json`` of a supported model
+  type, tokenizer files, and ``*.safetensors`` weights unless a dist checkpoint is loaded
+  instead (``actor.megatron.use_dist_checkpointing``: then its ``dist_checkpointing_path``
+  must hold a Megatron dist checkpoint, ``metadata.json``);
+- the train and validation parquet files (``data.train_files``, ``data.val_files``; a path or
+  a list): present, readable by pyarrow, at least one row, and the first
+  :data:`ROWS_CHECKED` rows satisfy the data contract (:func:`rlec.data.contract.check_row`);
+- the checkpoint folder (``trainer.default_local_dir``): writable, or creatable under a
+  writable parent.
+
+On a login node the paths may exist only on the cluster: ``--skip-path-checks``
+(``SKIP_PATH_CHECKS=1``) skips these checks and the report says so.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rlec.cluster.layout import Finding
+from rlec.cluster.verl_keys import MEGATRON
+from rlec.config import select
+
+ROWS_CHECKED = 256  # rows of each parquet file checked against the data contract
+MODEL_KEY = "actor_rollout_ref.model.path"
+DIST_KEY = f"{MEGATRON}.dist_checkpointing_path"
+CHECKPOINT_KEY = "trainer.default_local_dir"
+
+__all__ = ["ROWS_CHECKED", "path_findings"]
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [str(value)]
+    return [str(v) for v in value]
+
+
+def _model(cfg: Any) -> tuple[list[Finding], str | None]:
+    from rlec.models import SUPPORTED_MODEL_TYPES, TOKENIZER_FILES, read_model_config
+
+    folder = Path(os.path.expanduser(str(select(cfg, MODEL_KEY, ""))))
+    hint = "; download it (docs/cluster.md section 2), or set SKIP_PATH_CHECKS=1 where it exists only on the cluster"
+    try:
+        read_model_config(folder, label="model folder", model_types=SUPPORTED_MODEL_TYPES)
+    except (OSError, ValueError) as exc:
+        return [Finding("error", MODEL_KEY, f"{exc}{hint}")], None
+    out: list[Finding] = []
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        out.append(Finding("error", MODEL_KEY, f"model folder {folder}: no tokenizer file ({' or '.join(TOKENIZER_FILES)})"))
+    use_dist = bool(select(cfg, f"{MEGATRON}.use_dist_checkpointing", False))
+    weights = sorted(folder.glob("*.safetensors"))
+    if use_dist:
+        dist = Path(os.path.expanduser(str(select(cfg, DIST_KEY, "") or "")))
+        if not (dist / "metadata.json").is_file():
+            out.append(Finding("error", DIST_KEY, f"{dist}: not a Megatron dist checkpoint (no metadata.json; write one "
+                               "with tools/convert_hf_to_mcore.py)"))
+    elif not weights:
+        out.append(Finding("error", MODEL_KEY, f"model folder {folder}: no *.safetensors weights"))
+    summary = f"model {folder} ({len(weights)} safetensors{', dist checkpoint' if use_dist else ''})"
+    return out, summary if not out else None
+
+
+def _parquet(key: str, path_text: str) -> tuple[list[Finding], str | None]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rlec.data.contract import check_row
+
+    path = Path(os.path.expanduser(path_text))
+    hint = "; prepare it with python -m rlec.data.prepare (docs/cluster.md section 2)"
+    if not path.is_file():
+        what = "is a folder, expected a parquet file" if path.is_dir() else "does not exist"
+        return [Finding("error", key, f"{path}: {what}{hint}")], None
+    try:
+        reader = pq.ParquetFile(path)
+        rows = reader.metadata.num_rows
+        first = next(reader.iter_batches(batch_size=ROWS_CHECKED), None)
+    except (OSError, pa.ArrowException) as exc:
+        return [Finding("error", key, f"{path}: not a readable parquet file ({exc})")], None
+    if not rows or first is None:
+        return [Finding("error", key, f"{path}: no rows")], None
+    for i, rec in enumerate(first.to_pylist()):
+        try:
+            check_row(rec, f"{path}: row {i}")
+        except ValueError as exc:
+            return [Finding("error", key, f"{exc} (the data contract: docs/data.md)")], None
+    return [], f"{path.name} {rows:,} rows"
+
+
+def _checkpoint_dir(cfg: Any) -> tuple[list[Finding], str | None]:
+    folder = Path(os.path.expanduser(str(select(cfg, CHECKPOINT_KEY, "") or "")))
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return [Finding("error", CHECKPOINT_KEY, f"{folder}: {probe} is not a folder")], None
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "is not writable" if probe == folder else f"cannot be created: {probe} is not writable"
+        return [Finding("error", CHECKPOINT_KEY, f"{folder}: {what}")], None
+    return [], f"checkpoints {folder} ({'writable' if probe == folder else 'will be created'})"
+
+
+def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
+    """Check the model folder, the parquet files and the checkpoint folder of a composed config.
+
+    Args:
+        cfg: the composed trainer config (``DictConfig`` or nested dict).
+
+    Returns:
+        ``(findings, summaries)``: an error per problem, naming the key, the path and what was
+        expected; a short description of each path that passed. Never writes anything.
+    """
+    findings: list[Finding] = []
+    summaries: list[str] = []
+    checks = [_model(cfg)]
+    for key in ("data.train_files", "data.val_files"):
+        files = _as_list(select(cfg, key))
+        if not files:
+            checks.append(([Finding("error", key, "no file given")], None))
+        checks += [_parquet(key, f) for f in files]
+    checks.append(_checkpoint_dir(cfg))
+    for found, summary in checks:
+        findings += found
+        if summary:
+            summaries.append(summary)
+    return findings, summaries
