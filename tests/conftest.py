@@ -98,20 +98,3 @@ def ray_local():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     yield ray
     ray.shutdown()
-
-
-@pytest.fixture(scope="session")
-def compose_rlec():
-    """``compose_rlec(*overrides)`` -> a fresh copy of megatron_configs/rlec.yaml composed on verl's config (cached)."""
-    import copy
-
-    from rlec.config import compose
-
-    cache: dict = {}
-
-    def _compose(*overrides: str):
-        if overrides not in cache:
-            cache[overrides] = compose(list(overrides))
-        return copy.deepcopy(cache[overrides])
-
-    return _compose
