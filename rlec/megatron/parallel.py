@@ -1,6 +1,7 @@
 """Megatron process-group set-up for a parallel layout (TP / EP / ETP / PP), on gloo or NCCL.
 
-The layout is :class:`rlec.cluster.layout.ParallelLayout`, the one layout class of rlec (also
+Also the one home of rank helpers (:func:`rank`, :func:`is_rank0`, :func:`barrier`,
+:func:`broadcast_object`, data-parallel size / mean). The layout is :class:`rlec.cluster.layout.ParallelLayout`, the one layout class of rlec (also
 importable here and as ``rlec.megatron.ParallelLayout``); its rules
 (:meth:`~rlec.cluster.layout.ParallelLayout.check_model`) reject a layout that does not fit a
 Hugging Face config *before* any heavy work, with the setting and the numbers involved.
@@ -14,12 +15,14 @@ from __future__ import annotations
 import datetime
 import os
 import socket
+from typing import Any
 
 import torch
 
 from rlec.cluster.layout import ParallelLayout
 
-__all__ = ["ParallelLayout", "destroy_parallel", "free_port", "init_distributed", "init_parallel", "rank"]
+__all__ = ["ParallelLayout", "barrier", "broadcast_object", "data_parallel_mean", "data_parallel_rank_and_size", "destroy_parallel",
+           "free_port", "init_distributed", "init_parallel", "is_rank0", "rank"]
 
 
 def free_port() -> int:
