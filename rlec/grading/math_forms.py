@@ -43,6 +43,8 @@ _TRAILING_SPACE_RE = re.compile(r"(?:\\[,;: ]|~)+$")
 _SPACED_COMMA_RE = re.compile(r",(?:\s|\\[ ,;:]|~)")
 _NUMBER_RE = re.compile(r"^[+-]?(?:\d{1,3}(?:\{,\}\d{3})+|\d+)(?:\.\d+)?$|^[+-]?\.\d+$")
 _FRACTION_RE = re.compile(r"^([+-]?)\\frac\{([+-]?\d+)\}\{([+-]?\d+)\}$|^([+-]?\d+)/(\d+)$")
+_RADICAL_RE = re.compile(r"^([+-]?)(\d+)?(?:\\cdot|\\times|\*)?\\sqrt\{(\d+)\}$|^([+-]?)\\frac\{(\d+)?\\sqrt\{(\d+)\}\}\{(\d+)\}$")
+MAX_RADICAND = 10**6  # square factors are found by trial division: at most 1,000 steps
 _VAR = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_(?:\w|\{\w+\}))?"
 _ASSIGNMENT_LHS_RE = re.compile(rf"^(?:{_VAR}(?:\({_VAR}(?:,{_VAR})*\))?|\({_VAR}(?:,{_VAR})+\))$")
 
@@ -93,6 +95,53 @@ def _as_number(s: str) -> Fraction | None:
     return -value if sign == "-" else value
 
 
+def _squarefree(m: int) -> tuple[int, int]:
+    """``(k, r)`` with ``m = k**2 * r`` and r squarefree (m >= 0)."""
+    k, d = 1, 2
+    while d * d <= m:
+        while m % (d * d) == 0:
+            m //= d * d
+            k *= d
+        d += 1
+    return k, m
+
+
+def _as_exact(s: str) -> tuple[Fraction, int] | None:
+    """A plain rational or ``c\\sqrt{m}`` / ``\\frac{c\\sqrt{m}}{d}`` (integer c, m, d) in the canonical form
+    ``(coefficient, squarefree radicand)``: ``2\\sqrt{3}`` and ``\\sqrt{12}`` both give (2, 3); ``4`` gives
+    (4, 1). Equal values have equal forms. None for anything else (normalised input)."""
+    number = _as_number(s)
+    if number is not None:
+        return number, 1
+    m = _RADICAL_RE.match(s)
+    if m is None:
+        return None
+    if m.group(3) is not None:
+        sign, coefficient, radicand, denominator = m.group(1), m.group(2), m.group(3), "1"
+    else:
+        sign, coefficient, radicand, denominator = m.group(4), m.group(5), m.group(6), m.group(7)
+    if int(radicand) > MAX_RADICAND or int(denominator) == 0:
+        return None
+    k, r = _squarefree(int(radicand))
+    value = Fraction(int(coefficient or 1) * k, int(denominator)) * (-1 if sign == "-" else 1)
+    return (Fraction(0), 1) if value == 0 or r == 0 else (value, r)
+
+
+def _as_tuple(s: str) -> tuple[str, tuple[tuple[Fraction, int], ...]] | None:
+    """``("()", elements)`` for a bracketed list of plain rationals / radicals such as ``(1,-2)`` or
+    ``[\\sqrt{2},3)``; None when an element is anything else, or a 3-digit element after a number
+    makes ``(1,000)`` ambiguous with a thousands separator (normalised input)."""
+    if len(s) < 3 or s[0] not in "([" or s[-1] not in ")]" or any(ch in s[1:-1] for ch in "()[]"):
+        return None
+    parts = s[1:-1].split(",")
+    if any(re.fullmatch(r"\d{3}", part) for part in parts[1:]):
+        return None
+    elements = [_as_exact(part) for part in parts]
+    if any(e is None for e in elements):
+        return None
+    return s[0] + s[-1], tuple(elements)  # type: ignore[arg-type]
+
+
 def _is_number_list(s: str) -> bool:
     """Two or more plain numbers separated by commas (normalised input, no brackets)."""
     items = s.split(",")
@@ -116,6 +165,13 @@ def _value_verdict(g: str, p: str, g_spaced: bool = False, p_spaced: bool = Fals
         p_num is not None and g_spaced and _is_number_list(g_body)
     ):
         return False  # a list of two or more numbers is not one number
+    g_exact, p_exact = _as_exact(g_body), _as_exact(p_body)
+    if g_exact is not None and p_exact is not None:  # radicals: c\sqrt{m} in canonical form
+        fraction = (g_exact[0] / 100, g_exact[1])
+        return p_exact == g_exact or (g_pct and not p_pct and p_exact == fraction)
+    g_tuple, p_tuple = _as_tuple(g_body), _as_tuple(p_body)
+    if g_tuple is not None and p_tuple is not None and g_tuple[0] == p_tuple[0]:
+        return g_tuple == p_tuple  # same brackets: equal element by element, in order
     return None
 
 
@@ -136,9 +192,10 @@ def fast_verdict(gold: str, pred: str) -> bool | None:
 
     Returns:
         True when the normalised strings are identical, or both are plain rationals (integers,
-        decimals, grouped thousands, ``\\frac{p}{q}``, ``p/q``) of equal value; False when they are
-        plain rationals of different value, or one number against a list of numbers; None when
-        math-verify must decide. Never raises on any str input.
+        decimals, grouped thousands, ``\\frac{p}{q}``, ``p/q``) or radicals (``c\\sqrt{m}``,
+        ``\\frac{c\\sqrt{m}}{d}``) of equal value, or tuples / intervals of those with the same
+        brackets and equal elements in order; False when such values differ, or for one number
+        against a list of numbers; None when math-verify must decide. Never raises on any str input.
     """
     g, p = normalize_math(gold), normalize_math(pred)
     spaced = (_SPACED_COMMA_RE.search(gold) is not None, _SPACED_COMMA_RE.search(pred) is not None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import rlec.grading as grading
+from rlec import grading
 from rlec.grading import TASKS, error_counts, grade, grade_async, grade_batch, register_data_source, task_for
 from rlec.reward.formula import Outcome
 

@@ -63,6 +63,17 @@ CONVENTIONS = [
     ("3", "-3", False),
     ("\\frac{1}{2}", "\\frac{1}{3}", False),
     ("(1,2)", "(2,1)", False),
+    # radicals and tuples of plain values: decided exactly on the fast path too
+    ("2\\sqrt{3}", "\\sqrt{12}", True),
+    ("3\\sqrt{5}", "\\sqrt{45}", True),
+    ("2\\sqrt{3}", "\\sqrt{6}", False),
+    ("-2\\sqrt{2}", "2\\sqrt{2}", False),
+    ("4", "\\sqrt{16}", True),
+    ("\\frac{\\sqrt{3}}{2}", "\\frac{\\sqrt{12}}{4}", True),
+    ("(1,2)", "(1.0, 2)", True),
+    ("(-3,4)", "\\left(-3, 4\\right)", True),
+    ("(2\\sqrt{2}, 1)", "(\\sqrt{8}, 1)", True),
+    ("(1,2)", "(1,2,3)", False),
 ]
 
 
@@ -92,7 +103,11 @@ def test_math_verify_path_follows_the_same_conventions(pool) -> None:
         ("2, 5", "5, 2", None),
         ("0.5", "0,5", None),  # may be a decimal comma
         ("7", "2+5 = 7", None),
-        ("2\\sqrt{3}", "\\sqrt{12}", None),
+        ("2\\sqrt{3}", "\\sqrt{12}", True),
+        ("(1,2)", "(2,1)", False),
+        ("(1,2)", "[1,2]", None),  # a tuple or an interval: math-verify decides
+        ("(1,000)", "(1000)", None),  # a thousands separator or a list
+        ("\\sqrt{2}", "\\sqrt{-2}", None),
         ("3", "\\frac{3}{0}", None),
         ("x=2", "y=2", None),
     ],
@@ -159,7 +174,7 @@ def test_killed_worker_stops_at_once_and_its_replacement_is_warm_then_closed_poo
         # worker keeps its core for up to pebble's 3 s term_timeout. The workers take SIGTERM's
         # default action (immediate exit): the handler must not be installed.
         if Path(f"/proc/{pid}/status").exists():
-            caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)", Path(f"/proc/{pid}/status").read_text(), re.M).group(1), 16)
+            caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)", Path(f"/proc/{pid}/status").read_text(), re.MULTILINE).group(1), 16)
             assert not caught & (1 << (signal.SIGTERM - 1)), "the worker catches SIGTERM"
         start = time.perf_counter()
         stuck = pool.submit("1", "9^{9^{9^9}}").result()
