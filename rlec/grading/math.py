@@ -41,6 +41,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -123,6 +124,13 @@ def math_verify_equal(gold: str, pred: str) -> bool:
     return bool(verify(gold_parsed, pred_parsed, timeout_seconds=None, allow_set_relation_comp=True))
 
 
+def _timed_check(gold: str, pred: str) -> tuple[bool, float]:
+    """:func:`math_verify_equal` and the CPU seconds it took in this worker."""
+    start = time.process_time()
+    equal = math_verify_equal(gold, pred)
+    return equal, time.process_time() - start
+
+
 @dataclass(frozen=True)
 class VerifyResult:
     """One math-verify check done in the pool.
@@ -131,11 +139,13 @@ class VerifyResult:
         equal: the verdict (False when timed out or failed).
         timed_out: the item ran past the pool's per-item timeout and its worker was killed.
         error: the exception text when the worker raised or died, else "".
+        cpu_s: CPU seconds the check took in its worker (0.0 when it did not finish).
     """
 
     equal: bool
     timed_out: bool = False
     error: str = ""
+    cpu_s: float = 0.0
 
 
 class MathVerifyPool:
@@ -193,14 +203,15 @@ class MathVerifyPool:
         """Schedule one check; the future's result is a :class:`VerifyResult` (neither raises)."""
         outer: concurrent.futures.Future = concurrent.futures.Future()
         try:
-            inner = self._pool.schedule(math_verify_equal, args=(gold, pred), timeout=self.timeout_s)
+            inner = self._pool.schedule(_timed_check, args=(gold, pred), timeout=self.timeout_s)
         except Exception as exc:  # the pool is closed or broken
             outer.set_result(VerifyResult(False, error=f"math-verify pool unavailable: {type(exc).__name__}: {exc}"[:500]))
             return outer
 
         def _done(f: concurrent.futures.Future) -> None:
             try:
-                outer.set_result(VerifyResult(bool(f.result())))
+                equal, cpu_s = f.result()
+                outer.set_result(VerifyResult(bool(equal), cpu_s=cpu_s))
             except concurrent.futures.TimeoutError:
                 outer.set_result(VerifyResult(False, timed_out=True, error=f"timeout after {self.timeout_s:g}s"))
             except BaseException as exc:  # a worker crash (pebble.ProcessExpired) or a math-verify bug
