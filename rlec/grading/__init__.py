@@ -141,9 +141,9 @@ def _pre_grade(response: Any, gold: Any, data_source: Any) -> tuple[GradeResult 
 
     Never raises: a row that cannot be graded, or a bug in this code, gives a grader_error result.
     """
-    ex = extract(response)
-    task = ""
+    ex, task = Extraction(None, "none", False), ""
     try:
+        ex = extract(response)
         try:
             task = task_for(data_source)
         except ValueError as exc:

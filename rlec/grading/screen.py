@@ -1,8 +1,8 @@
 """The hostile-input screen: answers that would make math-verify run for seconds, decided in microseconds.
 
 math-verify parses LaTeX with an ANTLR grammar and evaluates with sympy. Both have inputs whose
-cost explodes (measured on the 2-core box, warm worker, CPU seconds; the wall time under load is
-2-5x more):
+cost explodes (measured on the shared 2-core box with a warm worker, 2026-12; CPU seconds for the
+nesting rows, wall seconds under load for the others):
 
 ==========================================  ==============================================
 input                                       math-verify cost
@@ -27,7 +27,7 @@ from each limit below. :func:`screen` rejects, before math-verify, an answer wit
 - powers nested more than :data:`MAX_POWER_NESTING` deep (``e^{e^{e^{e^{e}}}}``);
 - an exponent above :data:`MAX_EXPONENT` in size on a base other than 0 / 1 / -1 (``x^{10^{6}}``);
 - a number (as sympy would compute it exactly) of more than :data:`MAX_DIGITS` digits
-  (``3^{3^{3}}``, ``10^{10^{6}}``, ``30000!``, ``\\binom{10^5}{5 \\cdot 10^4}``);
+  (``99999^{30000}``, ``30000!``, ``\\binom{100000}{50000}``; ``3^{3^{3}}`` = 3^27 is fine);
 - a ``\\sum`` / ``\\prod`` whose upper bound is above :data:`MAX_BIG_OPERATOR_BOUND`.
 
 Sizes are bounded from above in log10 space by a small recursive-descent reader of the LaTeX
