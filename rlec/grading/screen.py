@@ -1,7 +1,7 @@
 """The hostile-input screen: answers that would make math-verify run for seconds, decided in microseconds.
 
 math-verify parses LaTeX with an ANTLR grammar and evaluates with sympy. Both have inputs whose
-cost explodes (measured on the shared 2-core box with a warm worker, 2026-12; CPU seconds for the
+cost explodes (measured on the shared 2-core box with a warm worker, 2026-11-30; CPU seconds for the
 nesting rows, wall seconds under load for the others):
 
 ==========================================  ==============================================
