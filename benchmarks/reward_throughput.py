@@ -10,8 +10,9 @@ QA responses, in ``\\boxed{}`` and ``Answer:`` forms, with equivalent rewritings
 carries its expected verdict, known by construction (mathematical truth; HotpotQA EM for QA).
 
 Graders compared:
-- rlec: ``rlec.grading.grade_batch`` (exact/number fast path, math-verify in a warm pebble pool
-  with a hard per-item timeout);
+- rlec: ``rlec.grading.grade_batch`` (exact/number/radical/tuple fast path, the hostile-input
+  screen, then math-verify in a warm pebble pool with a hard per-item timeout); the summary line
+  says how many items each path decided;
 - verl math_dapo: ``verl.utils.reward_score.math_dapo.compute_score`` (string normalisation);
 - verl math-verify: ``verl.utils.reward_score.math_verify.compute_score`` (spawned pool, one item
   at a time, 30 s limit, stuck workers are not killed).
@@ -29,6 +30,7 @@ finishing, with the items it graded.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import os
@@ -228,9 +230,11 @@ def run_rlec(items: list[Item], timeout_s: float, workers: int | None) -> dict:
     pool.close()
     correct = [r.outcome.value == "correct" for r in results]
     three_way = sum(r.outcome.value == it.expected for r, it in zip(results, items)) / len(items)
+    paths = collections.Counter("screened" if r.detail.startswith("screened") else r.detail for r in results)
     return {
         "grader": "rlec", "graded": len(items), "seconds": elapsed, "responses_per_s": len(items) / elapsed,
         "timeouts": sum(r.timed_out for r in results), "pool_startup_s": startup_s,
+        "paths": dict(paths.most_common()), "grader_errors": sum(bool(r.grader_error) for r in results),
         "agree_3way": three_way, **_agreement(items, correct), **_percentiles(latencies),
     }
 
@@ -298,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows, len(items)))
     print(f"\nrlec three-way agreement (abstain kept apart): {rows[0]['agree_3way']:.3f}; "
           f"rlec pool start-up {rows[0]['pool_startup_s']:.1f}s (not in responses/s); rlec timeout {args.timeout_s:g}s")
+    print("rlec decided by: " + ", ".join(f"{path} {count}" for path, count in rows[0]["paths"].items())
+          + f"; grader errors {rows[0]['grader_errors']}")
+    if len(rows) == 3 and rows[2]["responses_per_s"] > 0:
+        print(f"rlec / verl math-verify: {rows[0]['responses_per_s'] / rows[2]['responses_per_s']:.0f}x responses/s")
     if args.json:
         tmp = args.json.with_suffix(args.json.suffix + ".tmp")
         tmp.write_text(json.dumps({"settings": vars(args) | {"json": str(args.json)}, "rows": rows}, indent=2))

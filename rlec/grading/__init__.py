@@ -3,13 +3,20 @@
     response -> extract final answer (rlec.grading.extract)
              -> abstained?                       -> ABSTAIN
              -> no answer found                  -> INCORRECT (format_ok False)
-             -> math: fast exact/number path, else math-verify in the pool (rlec.grading.math)
+             -> math: fast exact/number path (rlec.grading.math_forms)
+                      -> hostile-input screen    -> INCORRECT in microseconds (rlec.grading.screen)
+                      -> math-verify in the warm pool (rlec.grading.math)
              -> qa:   HotpotQA exact match, F1 reported (rlec.grading.qa)
 
 Which checker applies is decided by the sample's ``data_source`` through :data:`TASKS`
 (extend it with :func:`register_data_source` for new environments). Model output is untrusted
 text: it is only ever parsed, never evaluated as code (sympy parsing in math-verify goes through
 its LaTeX grammar, not ``eval``).
+
+Nothing here raises on a response, a gold answer or a ``data_source``: a sample that cannot be
+graded is INCORRECT with ``grader_error`` set to the reason, counted and logged once per kind
+(:mod:`rlec.grading.errors`). Only a call that is wrong as a whole (sequences of different
+lengths) raises.
 """
 
 from __future__ import annotations
@@ -18,9 +25,12 @@ import asyncio
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from rlec.grading.errors import error_counts, record_error
 from rlec.grading.extract import Extraction, extract
-from rlec.grading.math import DEFAULT_TIMEOUT_S, MAX_ANSWER_CHARS, MathVerifyPool, VerifyResult, fast_verdict, shared_pool
+from rlec.grading.math import DEFAULT_TIMEOUT_S, MathVerifyPool, VerifyResult, shared_pool
+from rlec.grading.math_forms import fast_verdict
 from rlec.grading.qa import exact_match, f1_score
+from rlec.grading.screen import screen
 from rlec.reward.formula import Outcome
 
 MATH, QA, ENV = "math", "qa", "env"  # env: an environment verifier (rlec.grading.env)
@@ -33,6 +43,7 @@ TASKS: dict[str, str] = {
 __all__ = [
     "GradeResult",
     "TASKS",
+    "error_counts",
     "grade",
     "grade_async",
     "grade_batch",
@@ -75,11 +86,14 @@ class GradeResult:
         pred: the extracted final answer (None when none was found).
         answer_source: "boxed", "answer_line" or "none" (see :mod:`rlec.grading.extract`).
         format_ok: the final answer was in the requested ``\\boxed{}`` form.
-        task: "math" or "qa".
+        task: "math" or "qa" ("" when the data_source is unknown).
         f1: HotpotQA token F1 in [0, 1] for answered QA items, else None.
         timed_out: math-verify ran past the per-item timeout (the item counts as incorrect).
-        detail: how the verdict was reached: "abstain", "no_answer", "answer_too_long",
-            "exact", "math_verify", "timeout", "worker_error", "em".
+        detail: how the verdict was reached: "abstain", "no_answer", "exact", "math_verify",
+            "em", "timeout", "grader_error", or "screened_<rule>" (the hostile-input screen's rule:
+            length, nesting, power_tower, big_exponent, big_number, big_sum).
+        grader_error: why the sample could not be graded (``"<kind>: <reason>"``, see
+            :mod:`rlec.grading.errors`), "" when it was graded. Such a sample is INCORRECT.
     """
 
     outcome: Outcome
@@ -90,6 +104,7 @@ class GradeResult:
     f1: float | None = None
     timed_out: bool = False
     detail: str = ""
+    grader_error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict (outcome as its string value)."""
@@ -98,59 +113,97 @@ class GradeResult:
         return d
 
 
+class _DataError(ValueError):
+    """A row that cannot be graded (unknown data_source, bad gold): becomes a grader_error outcome."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+
+
 def _check_gold(gold: Any, task: str) -> str:
     if isinstance(gold, (int, float)) and not isinstance(gold, bool):
         gold = str(gold)
     if not isinstance(gold, str) or not gold.strip():
-        raise ValueError(f"gold answer for a {task} item must be a non-empty string, got {gold!r}")
+        raise _DataError("data", f"gold answer for a {task} item must be a non-empty string, got {str(gold)[:80]!r}")
     return gold.strip()
 
 
-def _pre_grade(response: Any, gold: Any, data_source: str) -> tuple[GradeResult | None, Extraction, str, str]:
-    """Everything except math-verify. Returns (result or None if math-verify must decide, ...)."""
-    task = task_for(data_source)
-    gold = _check_gold(gold, task)
-    if task == ENV:  # the environment's verifier reads the response itself
-        return grade_environment(response, gold, data_source), extract(""), task, gold
-    ex = extract(response)
+def _failed(ex: Extraction, task: str, kind: str, reason: str, exc: BaseException | None = None) -> GradeResult:
+    return GradeResult(
+        Outcome.INCORRECT, pred=ex.answer, answer_source=ex.source, format_ok=ex.format_ok, task=task,
+        detail="grader_error", grader_error=record_error(kind, reason, exc),
+    )
+
+
+def _pre_grade(response: Any, gold: Any, data_source: Any) -> tuple[GradeResult | None, Extraction, str, str]:
+    """Everything except math-verify. Returns (result or None if math-verify must decide, ...).
+
+    Never raises: a row that cannot be graded, or a bug in this code, gives a grader_error result.
+    """
+    ex, task = Extraction(None, "none", False), ""
+    try:
+        ex = extract(response)
+        try:
+            task = task_for(data_source)
+        except ValueError as exc:
+            raise _DataError("data", str(exc)) from None
+        gold = _check_gold(gold, task)
+        if task == ENV:  # the environment's verifier reads the response itself (rlec.grading.env)
+            return grade_environment(response, gold, data_source), ex, task, gold
+        return _decide(ex, task, gold), ex, task, gold
+    except _DataError as exc:
+        return _failed(ex, task, exc.kind, str(exc)), ex, task, ""
+    except Exception as exc:  # a bug in rlec's grading code: never fail the batch for it
+        return _failed(ex, task, "internal", f"{type(exc).__name__}: {exc}", exc), ex, task, ""
+
+
+def _decide(ex: Extraction, task: str, gold: str) -> GradeResult | None:
     base = dict(pred=ex.answer, answer_source=ex.source, format_ok=ex.format_ok, task=task)
     if ex.abstained:
-        return GradeResult(Outcome.ABSTAIN, detail="abstain", **base), ex, task, gold
+        return GradeResult(Outcome.ABSTAIN, detail="abstain", **base)
     if ex.answer is None:
-        return GradeResult(Outcome.INCORRECT, detail="no_answer", **base), ex, task, gold
+        return GradeResult(Outcome.INCORRECT, detail="no_answer", **base)
     if task == QA:
         correct = exact_match(ex.answer, gold)
-        return (
-            GradeResult(Outcome.CORRECT if correct else Outcome.INCORRECT, f1=f1_score(ex.answer, gold), detail="em", **base),
-            ex,
-            task,
-            gold,
-        )
-    if len(ex.answer) > MAX_ANSWER_CHARS:
-        return GradeResult(Outcome.INCORRECT, detail="answer_too_long", **base), ex, task, gold
+        return GradeResult(Outcome.CORRECT if correct else Outcome.INCORRECT, f1=f1_score(ex.answer, gold), detail="em", **base)
+    rule = screen(ex.answer)
+    if rule == "length":  # checked first: the fast path's regular expressions stay on short strings
+        return GradeResult(Outcome.INCORRECT, detail="screened_length", **base)
     verdict = fast_verdict(gold, ex.answer)
     if verdict is not None:
-        return GradeResult(Outcome.CORRECT if verdict else Outcome.INCORRECT, detail="exact", **base), ex, task, gold
-    return None, ex, task, gold
+        return GradeResult(Outcome.CORRECT if verdict else Outcome.INCORRECT, detail="exact", **base)
+    if rule is not None:
+        return GradeResult(Outcome.INCORRECT, detail=f"screened_{rule}", **base)
+    gold_rule = screen(gold)
+    if gold_rule is not None:
+        raise _DataError("gold", f"gold answer {gold[:80]!r} fails the hostile-input screen ({gold_rule})")
+    return None
 
 
 def _from_verify(ex: Extraction, task: str, v: VerifyResult) -> GradeResult:
-    detail = "timeout" if v.timed_out else ("worker_error" if v.error else "math_verify")
-    return GradeResult(
-        Outcome.CORRECT if v.equal else Outcome.INCORRECT,
-        pred=ex.answer,
-        answer_source=ex.source,
-        format_ok=ex.format_ok,
-        task=task,
-        timed_out=v.timed_out,
-        detail=detail,
-    )
+    base = dict(pred=ex.answer, answer_source=ex.source, format_ok=ex.format_ok, task=task)
+    if v.timed_out:
+        return GradeResult(Outcome.INCORRECT, timed_out=True, detail="timeout", **base)
+    if v.error:
+        return GradeResult(Outcome.INCORRECT, detail="grader_error", grader_error=record_error("math_verify", v.error), **base)
+    return GradeResult(Outcome.CORRECT if v.equal else Outcome.INCORRECT, detail="math_verify", **base)
+
+
+def _pool_or_reason(pool: MathVerifyPool | None, timeout_s: float) -> tuple[MathVerifyPool | None, str]:
+    """The pool to use, or (None, why it could not start)."""
+    if pool is not None:
+        return pool, ""
+    try:
+        return shared_pool(timeout_s), ""
+    except Exception as exc:  # workers cannot start: the math items of this call cannot be checked
+        return None, f"math-verify pool could not start: {type(exc).__name__}: {exc}"
 
 
 def grade_batch(
     responses: Sequence[Any],
     golds: Sequence[Any],
-    data_sources: Sequence[str],
+    data_sources: Sequence[Any],
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     pool: MathVerifyPool | None = None,
@@ -166,48 +219,53 @@ def grade_batch(
 
     Returns:
         N :class:`GradeResult`, in input order. Each item finishes within ``timeout_s`` (+ the
-        pool's scheduling slack) of starting in its worker.
+        pool's scheduling slack) of starting in its worker. A sample that cannot be graded
+        (unknown data_source, empty gold, a math-verify failure) is INCORRECT with
+        ``grader_error`` set; nothing about one sample raises.
 
     Raises:
-        ValueError: the three sequences differ in length, an unknown data_source, or an empty
-            gold answer (the message names the index).
+        ValueError: the three sequences differ in length.
     """
     if not len(responses) == len(golds) == len(data_sources):
         raise ValueError(f"lengths differ: {len(responses)} responses, {len(golds)} golds, {len(data_sources)} data_sources")
     results: list[GradeResult | None] = []
     pending: list[tuple[int, Extraction, str, str]] = []
     for i, (resp, gold, src) in enumerate(zip(responses, golds, data_sources)):
-        try:
-            res, ex, task, gold_s = _pre_grade(resp, gold, src)
-        except ValueError as exc:
-            raise ValueError(f"item {i}: {exc}") from None
+        res, ex, task, gold_s = _pre_grade(resp, gold, src)
         results.append(res)
         if res is None:
             pending.append((i, ex, task, gold_s))
     if pending:
-        pool = pool or shared_pool(timeout_s)
-        verdicts = pool.verify_many((gold_s, ex.answer) for _, ex, _, gold_s in pending)
-        for (i, ex, task, _), v in zip(pending, verdicts):
-            results[i] = _from_verify(ex, task, v)
+        pool, reason = _pool_or_reason(pool, timeout_s)
+        if pool is None:
+            for i, ex, task, _ in pending:
+                results[i] = _failed(ex, task, "pool", reason)
+        else:
+            verdicts = pool.verify_many((gold_s, ex.answer) for _, ex, _, gold_s in pending)
+            for (i, ex, task, _), v in zip(pending, verdicts):
+                results[i] = _from_verify(ex, task, v)
     return results  # type: ignore[return-value]
 
 
-def grade(response: Any, gold: Any, data_source: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, pool: MathVerifyPool | None = None) -> GradeResult:
-    """Grade one response (see :func:`grade_batch` for arguments and errors)."""
+def grade(response: Any, gold: Any, data_source: Any, *, timeout_s: float = DEFAULT_TIMEOUT_S, pool: MathVerifyPool | None = None) -> GradeResult:
+    """Grade one response (see :func:`grade_batch`; never raises)."""
     return grade_batch([response], [gold], [data_source], timeout_s=timeout_s, pool=pool)[0]
 
 
 async def grade_async(
-    response: Any, gold: Any, data_source: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, pool: MathVerifyPool | None = None
+    response: Any, gold: Any, data_source: Any, *, timeout_s: float = DEFAULT_TIMEOUT_S, pool: MathVerifyPool | None = None
 ) -> GradeResult:
     """Grade one response without blocking the event loop (for verl's async reward loop).
 
-    Many concurrent calls share the pool, so items of one batch run in parallel.
+    Many concurrent calls share the pool, so items of one batch run in parallel. Never raises
+    (see :func:`grade_batch`).
     """
     res, ex, task, gold_s = _pre_grade(response, gold, data_source)
     if res is not None:
         return res
-    pool = pool or shared_pool(timeout_s)
+    pool, reason = _pool_or_reason(pool, timeout_s)
+    if pool is None:
+        return _failed(ex, task, "pool", reason)
     v = await asyncio.wrap_future(pool.submit(gold_s, ex.answer))
     return _from_verify(ex, task, v)
 

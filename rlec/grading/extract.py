@@ -13,14 +13,19 @@ What is read, in order:
    bounds the work on a runaway response).
 3. The content of the last top-level ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced; a box
    whose whole content is another box is unwrapped (``\\boxed{\\boxed{2}}`` -> ``2``). An
-   unbalanced box is no answer.
+   unbalanced box is no answer. As in TeX, a box without braces takes one token as its argument:
+   ``\\boxed 7`` -> ``7``, ``\\boxed\\pi`` -> ``\\pi`` (and ``\\boxed 42`` -> ``4``: what the reader of the
+   rendered TeX sees in the box).
 4. Fallback: the last line of the form ``Answer: ...`` (DAPO-Math's own format; ``Final Answer:``,
    ``**Answer:**`` and a full-width colon accepted).
 
-Abstention: the extracted final answer, after stripping ``\\text{}``-style wrappers, ``$``,
-surrounding punctuation and whitespace, lower-casing and mapping curly apostrophes to ``'``, is
-one of :data:`ABSTAIN_FORMS` ("i don't know", "i dont know", "i do not know"). The canonical form
-is ``I don't know``. An abstention is never graded as an answer.
+Abstention: the extracted final answer, read as text (:func:`latex_to_text`: every text-style
+command of :data:`TEXT_COMMANDS` unwrapped wherever it stands, braces and ``$`` dropped, LaTeX spaces
+such as ``\\ `` and ``~`` read as spaces), without surrounding punctuation and whitespace,
+lower-cased and with curly apostrophes mapped to ``'``, is one of :data:`ABSTAIN_FORMS` ("i don't
+know", "i dont know", "i do not know"). So ``\\textrm{I don't know}`` and
+``\\text{I}\\ \\text{don't}\\ \\text{know}`` abstain. The canonical form is ``I don't know``. An
+abstention is never graded as an answer.
 """
 
 from __future__ import annotations
@@ -29,14 +34,26 @@ import re
 from dataclasses import dataclass
 
 MAX_TAIL_CHARS = 8192
+MAX_ABSTAIN_CHARS = 200  # an answer longer than this (LaTeX included) is never read as an abstention
 ABSTAIN_FORMS = frozenset({"i don't know", "i dont know", "i do not know"})
 CANONICAL_ABSTAIN = "I don't know"
+# Commands that only set the font or mark text: their argument is read as plain text.
+TEXT_COMMANDS = (
+    "text", "textrm", "textsf", "texttt", "textbf", "textit", "textsl", "textsc", "textup", "textmd",
+    "textnormal", "mathrm", "mathit", "mathsf", "mathtt", "mathbf", "mathnormal", "operatorname",
+    "mbox", "hbox", "emph", "boldsymbol", "bm",
+)
 
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])\s*")
+_TOKEN_RE = re.compile(r"\\[A-Za-z]+|\\[^A-Za-z\s]|[^\s{}$%\\]")  # one TeX token (a brace-less box's argument)
 _ANSWER_LINE_RE = re.compile(
     r"^[ \t>*_#-]*(?:final[ \t]+)?answer[ \t*_]*[:：][ \t*_]*(.*?)[ \t*_]*$", re.IGNORECASE | re.MULTILINE
 )
-_WRAPPER_RE = re.compile(r"^\\(?:text|textbf|textit|mathrm|mathbf|mbox|emph)\s*\{(.*)\}$", re.DOTALL)
+_TEXT_CMD = r"\\(?:" + "|".join(sorted(TEXT_COMMANDS, key=len, reverse=True)) + r")(?![A-Za-z])\*?\s*"
+_WRAPPER_RE = re.compile(_TEXT_CMD + r"\{")
+_TEXT_CMD_BEFORE_BRACE_RE = re.compile(_TEXT_CMD + r"(?=\{)")
+_LATEX_SPACE_RE = re.compile(r"\\(?:[ ,;:!]|quad(?![A-Za-z])|qquad(?![A-Za-z]))|~")
+_ESCAPED_RE = re.compile(r"\\([&%$#_])")
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00b4": "'", "`": "'"})
 
 
@@ -69,23 +86,37 @@ def final_segment(response: str) -> str:
     return response[-MAX_TAIL_CHARS:]
 
 
+def _box_argument(text: str, pos: int) -> tuple[int, int] | None:
+    """The (start, end) of a brace-less box's one-token argument at ``pos``, or None."""
+    m = _TOKEN_RE.match(text, pos)
+    return (m.start(), m.end()) if m else None
+
+
 def last_boxed(text: str) -> str | None:
     """Content of the last top-level ``\\boxed{...}`` / ``\\fbox{...}`` with balanced braces.
 
     One left-to-right pass with a stack, O(len(text)) even for thousands of unbalanced
     ``\\boxed{`` openings. A box nested inside another box is not top-level; a top-level box
-    whose entire content is itself one box is unwrapped.
+    whose entire content is itself one box is unwrapped. A box without braces takes one TeX token
+    (``\\boxed 7`` -> ``7``).
 
     Returns:
         The stripped content, or None when there is no complete box.
     """
-    starts = {m.end() - 1: m.end() for m in _BOX_RE.finditer(text)}  # '{' position -> content start
-    if not starts:
+    starts: dict[int, int] = {}  # '{' position -> content start, for braced boxes
+    spans: list[tuple[int, int]] = []  # (content start, content end) of complete boxes
+    for m in _BOX_RE.finditer(text):
+        if m.end() < len(text) and text[m.end()] == "{":
+            starts[m.end()] = m.end() + 1
+        else:
+            arg = _box_argument(text, m.end())
+            if arg is not None:
+                spans.append(arg)
+    if not starts and not spans:
         return None
     stack: list[int] = []  # positions of open '{'
-    spans: list[tuple[int, int]] = []  # (content start, content end) of closed boxes, in close order
     i, n = 0, len(text)
-    while i < n:
+    while starts and i < n:
         ch = text[i]
         if ch == "\\":
             i += 2  # a backslash and the next character are one unit: \{ \} are literal braces, \\ a line break
@@ -109,17 +140,30 @@ def last_boxed(text: str) -> str | None:
         content = inner
 
 
+def _balanced_group_end(text: str, open_pos: int) -> int | None:
+    """Index of the ``}`` closing the ``{`` at ``open_pos`` (escaped braces skipped), or None."""
+    depth, i = 0, open_pos
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        depth += (ch == "{") - (ch == "}")
+        if depth == 0:
+            return i
+        i += 1
+    return None
+
+
 def _whole_box(content: str) -> str | None:
     m = _BOX_RE.match(content)
-    if not m or not content.endswith("}"):
+    if not m:
         return None
-    inner = content[m.end() : -1]
-    depth = 0
-    for ch in inner:  # the inner part must itself be balanced for the outer box to be one box
-        depth += (ch == "{") - (ch == "}")
-        if depth < 0:
-            return None
-    return inner.strip() if depth == 0 else None
+    if m.end() < len(content) and content[m.end()] == "{":
+        close = _balanced_group_end(content, m.end())
+        return content[m.end() + 1 : close].strip() if close == len(content) - 1 else None
+    arg = _box_argument(content, m.end())
+    return content[arg[0] :].strip() if arg is not None and arg[1] == len(content) else None
 
 
 def answer_line(text: str) -> str | None:
@@ -133,7 +177,11 @@ def answer_line(text: str) -> str | None:
 
 
 def strip_wrappers(answer: str) -> str:
-    """Remove surrounding ``$``/``\\(\\)`` delimiters and ``\\text{}``-style wrappers."""
+    """Remove surrounding ``$``/``\\(\\)`` delimiters and a text-style command wrapping the whole answer.
+
+    ``$\\textrm{Paris}$`` -> ``Paris``; ``\\text{a} + \\text{b}`` is left as it is (the first
+    command does not wrap the whole answer).
+    """
     s = answer.strip()
     while True:
         before = s
@@ -142,18 +190,33 @@ def strip_wrappers(answer: str) -> str:
         if s.startswith("\\(") and s.endswith("\\)"):
             s = s[2:-2].strip()
         m = _WRAPPER_RE.match(s)
-        if m:
-            s = m.group(1).strip()
+        if m and _balanced_group_end(s, m.end() - 1) == len(s) - 1:
+            s = s[m.end() : -1].strip()
         if s == before:
             return s
 
 
+def latex_to_text(answer: str) -> str:
+    """Read a LaTeX answer as plain text (linear time).
+
+    Drops surrounding ``$`` / ``\\(\\)``, every text-style command of :data:`TEXT_COMMANDS` in
+    front of a brace group (the group's content stays; the braces stay too, as punctuation), reads
+    LaTeX spaces (``\\ ``, ``\\,``, ``~``, ``\\quad``) as one space and escaped characters (``\\&``,
+    ``\\%``, ``\\$``, ``\\#``, ``\\_``) as themselves. ``\\textrm{Paris}`` -> ``{Paris}``;
+    ``\\text{I}\\ \\text{don't}`` -> ``{I} {don't}``.
+    """
+    s = strip_wrappers(answer)
+    s = _TEXT_CMD_BEFORE_BRACE_RE.sub("", s)
+    s = _LATEX_SPACE_RE.sub(" ", s)
+    return _ESCAPED_RE.sub(r"\1", s)
+
+
 def is_abstention(answer: str | None) -> bool:
     """True when ``answer`` is ``I don't know`` or an accepted variant (see module docstring)."""
-    if answer is None:
+    if answer is None or len(answer) > MAX_ABSTAIN_CHARS:
         return False
-    s = strip_wrappers(answer).translate(_APOSTROPHES).lower()
-    s = s.replace("\\", "").replace("~", " ")
+    s = latex_to_text(answer).translate(_APOSTROPHES).lower()
+    s = re.sub(r"[{}$\\]", "", s)
     s = re.sub(r"\s+", " ", s).strip(" .!,;:\"'")
     return s in ABSTAIN_FORMS
 

@@ -6,9 +6,11 @@ collapse whitespace. EM decides correctness; F1 is reported. F1 is 0 when either
 normalises to yes / no / noanswer and the two differ (the official special case).
 
 Kept exactly as the official script, including its known pitfalls (FACTS.md): "Saint-Denis" vs
-"Saint Denis" differ, curly apostrophes are not punctuation. Two deliberate additions, both on
-the prediction side only: LaTeX text wrappers (``\\text{...}``) are removed before normalising,
-and an empty normalised *gold* answer is an error rather than a silent match.
+"Saint Denis" differ, curly apostrophes are not punctuation, and an answer made only of articles or
+punctuation normalises to '' (gold "A" is matched by "A" or "the", as the official EM compares the
+normalised strings; F1 is then 0). One deliberate addition, on the prediction side only: the
+prediction is read as text first (:func:`rlec.grading.extract.latex_to_text`: ``\\text{}``,
+``\\textrm{}``, ``\\mathrm{}``, ... unwrapped, LaTeX spaces read as spaces).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import re
 import string
 from collections import Counter
 
-from rlec.grading.extract import strip_wrappers
+from rlec.grading.extract import latex_to_text
 
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -35,29 +37,32 @@ def normalize_answer(s: str) -> str:
 def _normalized_gold(gold: str) -> str:
     if not isinstance(gold, str):
         raise ValueError(f"HotpotQA gold answer must be a string, got {type(gold).__name__}: {gold!r}")
-    norm = normalize_answer(gold)
-    if not norm:
-        raise ValueError(f"HotpotQA gold answer {gold!r} normalises to an empty string")
-    return norm
+    return normalize_answer(gold)
+
+
+def _normalized_pred(prediction: str) -> str:
+    if not isinstance(prediction, str):
+        raise ValueError(f"HotpotQA prediction must be a string, got {type(prediction).__name__}")
+    return normalize_answer(latex_to_text(prediction))
 
 
 def exact_match(prediction: str, gold: str) -> bool:
-    """Official EM after normalisation.
+    """Official EM: the normalised strings are equal (both empty included).
 
     Raises:
-        ValueError: ``gold`` is not a string or normalises to ''.
+        ValueError: ``prediction`` or ``gold`` is not a string.
     """
-    return normalize_answer(strip_wrappers(prediction)) == _normalized_gold(gold)
+    return _normalized_pred(prediction) == _normalized_gold(gold)
 
 
 def f1_score(prediction: str, gold: str) -> float:
     """Official token-level F1 in [0, 1], with the yes/no/noanswer special case.
 
     Raises:
-        ValueError: ``gold`` is not a string or normalises to ''.
+        ValueError: ``prediction`` or ``gold`` is not a string.
     """
     norm_gold = _normalized_gold(gold)
-    norm_pred = normalize_answer(strip_wrappers(prediction))
+    norm_pred = _normalized_pred(prediction)
     if (norm_pred in _SPECIAL or norm_gold in _SPECIAL) and norm_pred != norm_gold:
         return 0.0
     pred_tokens, gold_tokens = norm_pred.split(), norm_gold.split()

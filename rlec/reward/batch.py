@@ -10,7 +10,9 @@ or the local CPU run calls it::
 
 Each sample's result is a flat dict of scalars and short strings (:func:`sample_info`): verl
 stores it as ``reward_extra_info``, and :mod:`rlec.reward.metrics` aggregates it into the
-logged metrics. Nothing here imports verl, Ray or torch.distributed.
+logged metrics. Nothing here imports verl, Ray or torch.distributed, and nothing raises on a
+sample's data: a sample that cannot be graded is INCORRECT with ``grader_error`` set
+(:mod:`rlec.grading.errors`), counted in ``rlec/grader_error_rate``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from rlec.grading import GradeResult, grade_async, grade_batch
 from rlec.grading.math import DEFAULT_TIMEOUT_S, MathVerifyPool
 from rlec.reward.formula import Outcome, rlec_reward
 from rlec.reward.schedule import LinearSchedule
-from rlec.reward.score import score_result, target_of
+from rlec.reward.score import score_result, target_or_error, with_grader_error
 
 BINARY_BUCKET = "binary"
 # Target buckets of the logged metrics: [0, .3), [.3, .6), [.6, 1). Training draws p from
@@ -31,6 +33,7 @@ DEFAULT_BUCKET_EDGES: tuple[float, ...] = (0.0, 0.3, 0.6, 1.0)
 __all__ = [
     "BINARY_BUCKET",
     "DEFAULT_BUCKET_EDGES",
+    "failed_sample_info",
     "sample_info",
     "score_batch",
     "score_one_async",
@@ -74,8 +77,8 @@ def sample_info(
 
     Returns:
         :func:`rlec.reward.score.score_result`'s dict (``score`` = R_p^(b), ``outcome``, ``target_p``,
-        ``b``, ``correct``, ``answered``, ``format_ok``, ``timed_out``, ``pred``,
-        ``data_source``, ``f1``) plus ``acc`` (= correct, verl's core validation key),
+        ``b``, ``correct``, ``answered``, ``format_ok``, ``timed_out``, ``grader_error``,
+        ``grader_error_reason``, ``pred``, ``data_source``, ``f1``) plus ``acc`` (= correct, verl's core validation key),
         ``abstained`` (0/1), ``reward_b1`` (R_p^(1), the evaluation reward, comparable across
         steps), ``bucket`` (:func:`target_bucket`) and ``global_step``.
 
@@ -91,8 +94,40 @@ def sample_info(
     return info
 
 
-def _objective(extra_info: Mapping[str, Any] | None) -> str | None:
-    return extra_info.get("objective") if extra_info else None
+def _objective(extra_info: Any) -> str | None:
+    return extra_info.get("objective") if isinstance(extra_info, Mapping) else None
+
+
+def failed_sample_info(
+    reason: str,
+    extra_info: Any,
+    data_source: Any,
+    global_step: int,
+    schedule: LinearSchedule,
+    *,
+    edges: Sequence[float] = DEFAULT_BUCKET_EDGES,
+) -> dict[str, Any]:
+    """The :func:`sample_info` of a sample that could not even be read (INCORRECT, ``grader_error``).
+
+    ``reason`` is the text of :func:`rlec.grading.errors.record_error`. p is the sample's target
+    when readable, else 0.
+
+    Raises:
+        ValueError: p outside the bucket edges (configuration).
+    """
+    p, _ = target_or_error(extra_info)
+    result = GradeResult(Outcome.INCORRECT, pred=None, answer_source="none", format_ok=False, task="",
+                         detail="grader_error", grader_error=reason)
+    source = data_source if isinstance(data_source, str) else str(data_source)
+    return sample_info(result, p, schedule(global_step), source, global_step=global_step,
+                       objective=_objective(extra_info), edges=edges)
+
+
+def _scored(result: GradeResult, extra_info: Any, data_source: Any, b: float, global_step: int,
+            edges: Sequence[float]) -> dict[str, Any]:
+    p, error = target_or_error(extra_info)
+    return sample_info(with_grader_error(result, error), p, b, data_source, global_step=global_step,
+                       objective=_objective(extra_info), edges=edges)
 
 
 def score_batch(
@@ -122,11 +157,12 @@ def score_batch(
 
     Returns:
         ``(scores, infos)``: N rewards R_p^(b) (floats in [-p/(1-p), 1]) and N
-        :func:`sample_info` dicts, in input order.
+        :func:`sample_info` dicts, in input order. A sample with an unknown data_source, an empty
+        gold or a bad ``target_p`` is INCORRECT with ``grader_error`` 1 (p = 0 for a bad target).
 
     Raises:
-        ValueError: the sequences differ in length, an unknown data_source, an empty gold, or a
-            bad ``target_p`` (the message names the item).
+        ValueError: the sequences differ in length, or a target p outside the bucket ``edges``
+            (the message names the item).
     """
     n = len(responses)
     if not n == len(golds) == len(data_sources) == len(extra_infos):
@@ -139,11 +175,7 @@ def score_batch(
     infos = []
     for i, (result, src, extra) in enumerate(zip(results, data_sources, extra_infos)):
         try:
-            infos.append(
-                sample_info(
-                    result, target_of(extra), b, src, global_step=global_step, objective=_objective(extra), edges=edges
-                )
-            )
+            infos.append(_scored(result, extra, src, b, global_step, edges))
         except ValueError as exc:
             raise ValueError(f"item {i}: {exc}") from None
     return [info["score"] for info in infos], infos
@@ -163,16 +195,11 @@ async def score_one_async(
 ) -> dict[str, Any]:
     """Grade and score one response without blocking the event loop (verl's reward loop).
 
-    Same arguments and errors as :func:`score_batch`, for one item. Returns its
-    :func:`sample_info` dict (``score`` is the reward).
+    Same arguments as :func:`score_batch`, for one item; never raises on the sample's data.
+    Returns its :func:`sample_info` dict (``score`` is the reward).
+
+    Raises:
+        ValueError: a target p outside the bucket ``edges`` (configuration).
     """
     result = await grade_async(response, gold, data_source, timeout_s=timeout_s, pool=pool)
-    return sample_info(
-        result,
-        target_of(extra_info),
-        schedule(global_step),
-        data_source,
-        global_step=global_step,
-        objective=_objective(extra_info),
-        edges=edges,
-    )
+    return _scored(result, extra_info, data_source, schedule(global_step), global_step, edges)

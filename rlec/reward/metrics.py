@@ -10,7 +10,8 @@ TensorBoard, wandb), named ``{prefix}/{statistic}`` over all records and
 - statistics: ``count``, ``reward/mean`` (R_p^(b) at the step's b), ``reward_b1/mean`` (R_p^(1),
   comparable across steps), ``coverage`` (answered / all), ``abstention_rate``, ``accuracy``
   (correct / all), ``selective_accuracy`` (correct / answered; omitted when nothing was answered),
-  ``format_ok_rate``, ``timeout_rate``;
+  ``format_ok_rate``, ``timeout_rate``, ``grader_error_rate`` (samples that could not be graded:
+  bad rows, math-verify failures; see :mod:`rlec.grading.errors`);
 
 plus ``{prefix}/b``, the mean stability coefficient of the records (one value per step).
 So ``rlec/reward/mean``, ``rlec/accuracy``, ``rlec/p0.6-1.0/abstention_rate``, ``rlec/src_hotpotqa/accuracy``.
@@ -67,6 +68,7 @@ def group_stats(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         "accuracy": correct / n,
         "format_ok_rate": sum(float(r.get("format_ok", 0.0)) for r in rows) / n,
         "timeout_rate": sum(float(r.get("timed_out", 0.0)) for r in rows) / n,
+        "grader_error_rate": sum(float(r.get("grader_error", 0.0)) for r in rows) / n,
     }
     if all(r.get("reward_b1") is not None for r in rows):
         stats["reward_b1/mean"] = sum(float(r["reward_b1"]) for r in rows) / n

@@ -16,13 +16,20 @@ Where b comes from, first match wins:
    used in evaluation).
 verl's built-in managers never pass the step, so training must use rlec's reward manager to get
 the scheduled b.
+
+Never raises on a sample (response, gold, data_source, ``extra_info``): a sample that cannot be
+graded or has a bad ``target_p`` / ``objective`` is scored as INCORRECT with ``grader_error`` = 1
+and the reason in ``grader_error_reason`` (p = 0 when the target itself is bad, so its reward is 0);
+see :mod:`rlec.grading.errors`. A bad ``b`` / schedule is a configuration error and raises.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from rlec.grading import GradeResult, grade
+from rlec.grading.errors import record_error
 from rlec.grading.math import DEFAULT_TIMEOUT_S
 from rlec.reward.formula import Outcome, check_b, check_target, rlec_reward
 from rlec.reward.schedule import EVALUATION_B, schedule_from_config
@@ -35,9 +42,13 @@ def target_of(extra_info: Mapping[str, Any] | None) -> float:
         p in [0, 1): ``extra_info["target_p"]``, or 0.0 for the binary objective / no target.
 
     Raises:
-        ValueError: ``target_p`` is present but not a number in [0, 1), or ``objective`` is set
-            to something other than "binary" / "rlec".
+        ValueError: ``extra_info`` is not a mapping, ``target_p`` is present but not a number in
+            [0, 1), or ``objective`` is set to something other than "binary" / "rlec".
     """
+    if extra_info is None:
+        return 0.0
+    if not isinstance(extra_info, Mapping):
+        raise ValueError(f"extra_info must be a dict, got {type(extra_info).__name__}")
     if not extra_info:
         return 0.0
     objective = extra_info.get("objective")
@@ -52,6 +63,22 @@ def target_of(extra_info: Mapping[str, Any] | None) -> float:
         return check_target(p)
     except ValueError as exc:
         raise ValueError(f"extra_info['target_p']: {exc}") from None
+
+
+def target_or_error(extra_info: Any) -> tuple[float, str]:
+    """``(p, "")`` from :func:`target_of`, or ``(0.0, reason)`` when the target is bad (recorded as a
+    ``data`` grader error; never raises)."""
+    try:
+        return target_of(extra_info), ""
+    except ValueError as exc:
+        return 0.0, record_error("data", str(exc))
+
+
+def with_grader_error(result: GradeResult, reason: str) -> GradeResult:
+    """``result`` turned into a grader failure: INCORRECT, ``grader_error`` = ``reason`` (kept if set)."""
+    if not reason or result.grader_error:
+        return result
+    return dataclasses.replace(result, outcome=Outcome.INCORRECT, f1=None, detail="grader_error", grader_error=reason)
 
 
 def resolve_b(b: float | None = None, global_step: int | None = None, total_steps: int | None = None) -> float:
@@ -72,11 +99,12 @@ def score_result(result: GradeResult, p: float, b: float, data_source: str) -> d
 
     Returns:
         ``{"score": R_p^(b)(outcome), "outcome", "target_p", "b", "correct" (0/1), "answered"
-        (0/1), "format_ok" (0/1), "timed_out" (0/1), "pred" (str, '' if none), "data_source",
+        (0/1), "format_ok" (0/1), "timed_out" (0/1), "grader_error" (0/1),
+        "grader_error_reason" (str, '' if none), "pred" (str, '' if none), "data_source",
         "f1" (QA F1 or -1.0 when not applicable)}``: flat scalars, so verl can log and batch them.
     """
     return {
-        "score": rlec_reward(result.outcome, p, b),
+        "score": rlec_reward(result.outcome, p, b) + 0.0,  # + 0.0: no -0.0 for p = 0
         "outcome": result.outcome.value,
         "target_p": float(p),
         "b": float(b),
@@ -84,6 +112,8 @@ def score_result(result: GradeResult, p: float, b: float, data_source: str) -> d
         "answered": float(result.outcome is not Outcome.ABSTAIN),
         "format_ok": float(result.format_ok),
         "timed_out": float(result.timed_out),
+        "grader_error": float(bool(result.grader_error)),
+        "grader_error_reason": result.grader_error,
         "pred": result.pred or "",
         "data_source": data_source,
         "f1": -1.0 if result.f1 is None else float(result.f1),
@@ -114,12 +144,14 @@ def compute_score(
         timeout_s: math-verify per-item limit in seconds.
 
     Returns:
-        The dict of :func:`score_result`; ``score`` is R_p^(b)(outcome).
+        The dict of :func:`score_result`; ``score`` is R_p^(b)(outcome). A sample that cannot be
+        graded (unknown data_source, empty gold, bad target_p / objective, a math-verify failure)
+        is INCORRECT with ``grader_error`` 1 and the reason (module docstring).
 
     Raises:
-        ValueError: unknown data_source, empty gold, bad target_p or b.
+        ValueError: a bad ``b`` or schedule (``total_steps`` < 2): configuration, not data.
     """
-    p = target_of(extra_info)
     b_value = resolve_b(b, global_step, total_steps)
-    result = grade(solution_str, ground_truth, data_source, timeout_s=timeout_s)
+    p, error = target_or_error(extra_info)
+    result = with_grader_error(grade(solution_str, ground_truth, data_source, timeout_s=timeout_s), error)
     return score_result(result, p, b_value, data_source)

@@ -7,6 +7,11 @@ at ``data.non_tensor_batch["global_steps"]``, which verl's V1 trainer stamps on 
 Selected by ``reward.reward_manager.source=register`` and ``reward.reward_manager.name=rlec``.
 With E3 on, a training sample carries ``rlec_e3_length_mu`` and the manager applies E3's length
 bias to correct responses (:func:`rlec.verl_plugin.e3.apply_length_bias`).
+
+A sample never fails the batch: one whose row cannot be read or graded is scored as INCORRECT with
+``grader_error`` set (:mod:`rlec.grading.errors`), counted in ``rlec/grader_error_rate``. Wiring
+errors that are the same for every sample (no ``global_steps`` on the batch, bucket edges that do
+not cover [0, 1)) still raise, at the first step or at construction.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
 from rlec.config import select
+from rlec.grading.errors import record_error
 from rlec.grading.math import DEFAULT_TIMEOUT_S
-from rlec.reward.batch import DEFAULT_BUCKET_EDGES, score_one_async
+from rlec.reward.batch import DEFAULT_BUCKET_EDGES, failed_sample_info, score_one_async
 from rlec.reward.schedule import schedule_from_config
 from rlec.verl_plugin.e3 import apply_length_bias
 
@@ -59,14 +65,14 @@ class RLECRewardManager(NaiveRewardManager):
 
     Config (the trainer config verl passes in): ``rlec.schedule.*`` (see
     :func:`schedule_from_config`), ``rlec.grading.timeout_s`` (math-verify per item, seconds),
-    ``rlec.eval.metrics.target_bucket_edges``.
+    ``rlec.metrics.target_bucket_edges``.
 
     Returns from ``run_single``: ``{"reward_score": R_p^(b), "reward_extra_info":``
     :func:`rlec.reward.batch.sample_info` ``}``.
 
     Raises:
-        ValueError: ``reward.custom_reward_function.path`` is set (it would be ignored), or the
-            schedule length is unknown.
+        ValueError: ``reward.custom_reward_function.path`` is set (it would be ignored), the
+            schedule length is unknown, or the bucket edges do not cover [0, 1).
     """
 
     def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
@@ -79,18 +85,36 @@ class RLECRewardManager(NaiveRewardManager):
         self.schedule = schedule_from_config(config)
         timeout_s = select(config, "rlec.grading.timeout_s")
         self.timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
-        edges = select(config, "rlec.eval.metrics.target_bucket_edges")
+        edges = select(config, "rlec.metrics.target_bucket_edges")
         self.bucket_edges = DEFAULT_BUCKET_EDGES if edges is None else tuple(float(e) for e in edges)
+        if len(self.bucket_edges) < 2 or self.bucket_edges[0] > 0.0 or self.bucket_edges[-1] < 1.0:
+            raise ValueError(f"rlec.metrics.target_bucket_edges must cover [0, 1), got {list(self.bucket_edges)}")
         logger.info("rlec reward manager: b schedule %s, grading timeout %.1fs", self.schedule, self.timeout_s)
 
     async def run_single(self, data: DataProto) -> dict:
-        """Score one sample (the last of ``data``, as verl's naive manager does); E3's length bias if it carries one."""
-        token = _GLOBAL_STEP.set(global_step_of(data))
+        """Score one sample (the last of ``data``, as verl's naive manager does); E3's length bias if it carries one.
+
+        Raises:
+            KeyError: the batch carries no ``global_steps`` (see :func:`global_step_of`).
+        """
+        step = global_step_of(data)
+        token = _GLOBAL_STEP.set(step)
         try:
             result = await super().run_single(data)
+        except Exception as exc:  # the row could not be read (verl's decoding / field access): score it, do not fail the step
+            return self._failed(data, step, record_error("internal", f"reward manager: {type(exc).__name__}: {exc}", exc))
         finally:
             _GLOBAL_STEP.reset(token)
         return apply_length_bias(result, data)
+
+    def _failed(self, data: DataProto, step: int, reason: str) -> dict:
+        fields = data.non_tensor_batch
+        extra_info = fields.get("extra_info")
+        extra_info = extra_info[-1] if isinstance(extra_info, np.ndarray) and len(extra_info) else extra_info
+        source = fields.get("data_source")
+        source = source[-1] if isinstance(source, np.ndarray) and len(source) else source
+        info = failed_sample_info(reason, extra_info, source, step, self.schedule, edges=self.bucket_edges)
+        return {"reward_score": info["score"], "reward_extra_info": info}
 
     async def _score(self, data_source, solution_str, ground_truth, extra_info=None, **_: Any) -> dict:
         return await score_one_async(

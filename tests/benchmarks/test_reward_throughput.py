@@ -46,6 +46,16 @@ def test_cli_smoke_writes_json(bench, tmp_path: Path, capsys) -> None:
     assert bench.main(["--n", "40", "--pathological-frac", "0.05", "--timeout-s", "2", "--json", str(out)]) == 0
     table = capsys.readouterr().out
     assert "| rlec | 40/40 |" in table and "verl math_dapo" in table and "verl math-verify" in table
+    assert "rlec decided by: " in table and "rlec / verl math-verify: " in table
     rows = json.loads(out.read_text())["rows"]
     assert [r["grader"] for r in rows] == ["rlec", "verl math_dapo", "verl math-verify"]
     assert rows[0]["max_ms"] < (2 + 1) * 1000  # no item past the timeout + 1 s
+
+
+def test_every_hostile_kind_is_decided_without_a_timeout(bench, tmp_path: Path) -> None:
+    out = tmp_path / "rt.json"
+    # 6 hostile items in 40: one of each kind, the power tower included (rlec only: verl's wrapper waits 30 s on it)
+    assert bench.main(["--n", "40", "--pathological-frac", "0.15", "--timeout-s", "2", "--skip-verl", "--json", str(out)]) == 0
+    (rlec,) = json.loads(out.read_text())["rows"]
+    assert rlec["timeouts"] == 0 and rlec["paths"].get("screened", 0) >= 1 and rlec["grader_errors"] == 0
+    assert rlec["max_ms"] < 1000 and rlec["agree_3way"] == 1.0

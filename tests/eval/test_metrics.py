@@ -126,9 +126,9 @@ def test_compare_flags_different_question_sets(tmp_path: Path, worked, capsys) -
 
 
 def test_cli_subprocess_grades_with_the_math_verify_pool(tmp_path: Path, record_factory, repo_root: Path) -> None:
-    """``python -m rlec.eval.metrics`` spawns math-verify workers: a radical rewritten needs the pool
-    (plain numbers and fractions are settled by the exact path)."""
-    rec = dict(record_factory("q1", 0.5, "correct"), ground_truth="2\\sqrt{3}", response="Thus \\boxed{\\sqrt{12}}.")
+    """``python -m rlec.eval.metrics`` spawns math-verify workers: a rationalised fraction needs the pool
+    (plain numbers, fractions, radicals and tuples are settled by the exact path)."""
+    rec = dict(record_factory("q1", 0.5, "correct"), ground_truth="\\frac{\\sqrt{2}}{2}", response="Thus \\boxed{\\frac{1}{\\sqrt{2}}}.")
     path = atomic_write_jsonl(tmp_path / "r.jsonl", [rec])
     env = {**os.environ, "PYTHONPATH": str(repo_root), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(

@@ -48,9 +48,23 @@ def test_async_single_item_matches_batch():
     assert single == infos[0]
 
 
-def test_bad_target_names_item():
-    with pytest.raises(ValueError, match=r"item 1: extra_info\['target_p'\]"):
-        score_batch(RESPONSES[:2], GOLDS[:2], SOURCES[:2], [EXTRAS[0], {"target_p": 1.5}], 1, SCHEDULE)
+def test_a_bad_row_is_a_grader_error_not_a_failed_batch():
+    # issue 12: a bad target, an empty gold or an unknown data_source in one row must not fail the step
+    responses = RESPONSES[:2] + ["\\boxed{4}", "\\boxed{4}"]
+    golds = GOLDS[:2] + ["", "4"]
+    sources = SOURCES[:2] + ["math_dapo", "gsm8k"]
+    extras = [EXTRAS[0], {"target_p": 1.5}, EXTRAS[0], EXTRAS[0]]
+    scores, infos = score_batch(responses, golds, sources, extras, 11, SCHEDULE)
+    assert [i["grader_error"] for i in infos] == [0.0, 1.0, 1.0, 1.0]
+    assert "target_p" in infos[1]["grader_error_reason"] and infos[1]["target_p"] == 0.0
+    assert "gold answer" in infos[2]["grader_error_reason"]
+    assert "unknown data_source 'gsm8k'" in infos[3]["grader_error_reason"]
+    assert [i["outcome"] for i in infos] == ["correct", "incorrect", "incorrect", "incorrect"]
+    assert scores == pytest.approx([0.5, 0.0, -0.5, -0.5])  # b = 1: correct 1-p, incorrect -p (p = 0 for the bad target)
+    m = reward_metrics(infos)
+    assert m["rlec/grader_error_rate"] == 0.75 and m["rlec/src_gsm8k/grader_error_rate"] == 1.0
+    single = asyncio.run(score_one_async("\\boxed{4}", "4", "math_dapo", {"target_p": 1.5}, 11, SCHEDULE))
+    assert single["grader_error"] == 1.0 and single["score"] == 0.0
 
 
 def test_length_mismatch_is_refused():
@@ -83,6 +97,7 @@ def test_metrics_by_bucket_and_source_hand_computed():
     assert m["rlec/binary/accuracy"] == 1.0
     assert m["rlec/src_math_dapo/accuracy"] == 0.5 and m["rlec/src_math_dapo/count"] == 2
     assert m["rlec/src_hotpotqa/coverage"] == 0.5
+    assert m["rlec/grader_error_rate"] == 0.0
 
 
 def test_metrics_skip_records_without_outcome_and_accept_columns():

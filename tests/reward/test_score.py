@@ -36,15 +36,43 @@ def test_abstain_scores_zero_and_format_flag() -> None:
     assert out["score"] == 0.0 and out["answered"] == 0.0 and out["outcome"] == "abstain"
     out = compute_score("math_dapo", "Answer: 4", "4", {"target_p": 0.5}, b=1.0)
     assert out["format_ok"] == 0.0 and out["correct"] == 1.0
+    assert (out["grader_error"], out["grader_error_reason"]) == (0.0, "")
 
 
 @pytest.mark.parametrize(
     ("extra_info", "match"),
-    [({"target_p": 1.0}, "target_p"), ({"target_p": "high"}, "target_p"), ({"objective": "ternary"}, "objective")],
+    [({"target_p": 1.0}, "target_p"), ({"target_p": "high"}, "target_p"), ({"objective": "ternary"}, "objective"),
+     ("p=0.3", "extra_info must be a dict")],
 )
-def test_bad_extra_info_names_the_key(extra_info, match) -> None:
+def test_bad_extra_info_is_a_grader_error_naming_the_key(extra_info, match) -> None:
     with pytest.raises(ValueError, match=match):
-        compute_score("math_dapo", "\\boxed{1}", "1", extra_info)
+        target_of(extra_info)
+    # inside verl's reward loop a bad row must not fail the step: incorrect at p = 0, flagged
+    out = compute_score("math_dapo", "\\boxed{1}", "1", extra_info, b=0.5)
+    assert (out["outcome"], out["score"], out["target_p"], out["grader_error"]) == ("incorrect", 0.0, 0.0, 1.0)
+    assert out["grader_error_reason"].startswith("data: ") and match in out["grader_error_reason"]
+
+
+@pytest.mark.parametrize(
+    ("source", "response", "gold"),
+    [("math_dapo", "\\boxed{4}", None), ("math_dapo", "\\boxed{4}", "  "), ("hotpotqa", "\\boxed{A}", ["A"]),
+     ("gsm8k", "\\boxed{4}", "4"), (None, "\\boxed{4}", "4"), ("math_dapo", None, "4"), ("math_dapo", b"\\boxed{4}", "4")],
+)
+def test_compute_score_never_raises_on_a_sample(source, response, gold) -> None:
+    out = compute_score(source, response, gold, {"target_p": 0.5, "objective": "rlec"}, b=1.0)
+    assert out["outcome"] == "incorrect" and out["score"] == pytest.approx(-0.5)
+    assert out["grader_error"] == float(gold in (None, "  ", ["A"]) or source in ("gsm8k", None))
+
+
+def test_issue_12_hotpotqa_article_gold_scores_instead_of_raising() -> None:
+    info = {"target_p": 0.3, "objective": "rlec"}
+    assert compute_score("hotpotqa", "\\boxed{A}", "A", info, b=1.0)["score"] == pytest.approx(0.7)
+    assert compute_score("hotpotqa", "\\boxed{C}", "A", info, b=1.0)["score"] == pytest.approx(-0.3)
+
+
+def test_a_bad_b_is_a_configuration_error() -> None:
+    with pytest.raises(ValueError):
+        compute_score("math_dapo", "\\boxed{1}", "1", {}, b=1.5)
 
 
 def test_resolve_b_precedence() -> None:

@@ -78,6 +78,32 @@ def test_missing_global_step_is_a_clear_error(manager, job):
         global_step_of(item)
 
 
+def test_a_broken_sample_is_scored_not_raised(manager, job):
+    # issue 12: one bad row (empty gold, unknown data_source, a row verl cannot even read) must not fail the step
+    mgr, tokenizer = manager
+    samples = [
+        ("\\boxed{4}", "", "math_dapo", {"target_p": 0.5, "objective": "rlec"}, 11),
+        ("\\boxed{4}", "4", "gsm8k", {"target_p": 0.5, "objective": "rlec"}, 11),
+        ("\\boxed{4}", "4", "math_dapo", {"target_p": 0.5, "objective": "rlec"}, 11),
+    ]
+    batch = job.build_batch(tokenizer, samples)
+    batch.non_tensor_batch["reward_model"][2] = {"style": "rule"}  # no ground_truth: verl's own code raises
+    outs = [mgr.loop.run_until_complete(mgr.run_single(batch[i : i + 1])) for i in range(3)]
+    infos = [o["reward_extra_info"] for o in outs]
+    assert [o["reward_score"] for o in outs] == pytest.approx([-0.5] * 3)  # incorrect at p = 0.5, b = 1
+    assert [i["grader_error"] for i in infos] == [1.0] * 3
+    assert "gold answer" in infos[0]["grader_error_reason"] and "gsm8k" in infos[1]["grader_error_reason"]
+    assert infos[2]["grader_error_reason"].startswith("internal: reward manager: KeyError")
+    good = mgr.loop.run_until_complete(mgr.run_single(job.build_batch(tokenizer)[0:1]))["reward_extra_info"]
+    assert len({tuple(sorted(i)) for i in infos + [good]}) == 1  # same keys as a good sample (verl stacks them)
+
+
+def test_bucket_edges_must_cover_the_targets(compose_rlec, tiny_moe_dir, job):
+    cfg = compose_rlec(*job.OVERRIDES, "rlec.metrics.target_bucket_edges=[0.1,0.5,1.0]")
+    with pytest.raises(ValueError, match="must cover"):
+        RLECRewardManager(config=cfg, tokenizer=None, compute_score=None)
+
+
 def test_custom_reward_function_is_refused(compose_rlec, tiny_moe_dir, job):
     cfg = compose_rlec(*job.OVERRIDES, "reward.custom_reward_function.path=some/file.py")
     with pytest.raises(ValueError, match="unset reward.custom_reward_function.path"):
