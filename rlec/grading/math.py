@@ -1,7 +1,7 @@
 """math-verify in a warm, killable process pool: the slow path of math grading.
 
 math-verify (Hugging Face, ``math-verify==0.9.0``) decides mathematical equivalence with sympy.
-Four of its properties shape this module (FACTS.md, "Graders"):
+Four of its properties shape this module (measured here; math-verify 0.9.0's ``parse`` / ``verify`` source):
 
 - its timeouts use ``signal.alarm``, which raises in a non-main thread and cancels any alarm the
   caller set, so it never runs in the caller's process here;

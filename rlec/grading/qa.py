@@ -5,7 +5,7 @@ evaluation script): normalise = lower-case, drop ASCII punctuation, drop the art
 collapse whitespace. EM decides correctness; F1 is reported. F1 is 0 when either side
 normalises to yes / no / noanswer and the two differ (the official special case).
 
-Kept exactly as the official script, including its known pitfalls (FACTS.md): "Saint-Denis" vs
+Kept exactly as the official script, including its known pitfalls (tests/grading/test_qa.py pins each): "Saint-Denis" vs
 "Saint Denis" differ, curly apostrophes are not punctuation, and an answer made only of articles or
 punctuation normalises to '' (gold "A" is matched by "A" or "the", as the official EM compares the
 normalised strings; F1 is then 0). One deliberate addition, on the prediction side only: the

@@ -1,8 +1,8 @@
 """E3 on verl 0.9.1's V1 trainer (``sync`` mode): trainer mixin, agent loop, reward-manager hook.
 
 The pure algorithm is :mod:`rlec.algorithms.e3` (:class:`~rlec.algorithms.e3.E3Controller`);
-this module moves its decisions through verl (hook points: ../shared/FACTS.md, "verl 0.9.1
-extension points"):
+this module moves its decisions through verl (hook points read in verl 0.9.1's ``trainer/ppo/v1/trainer_base.py`` and
+``agent_loop_tq.py``, each pinned by tests/verl_plugin/test_drift_algorithms.py):
 
 - per-step temperature T_t: :class:`E3TrainerMixin.step` sets
   ``actor_rollout_ref.rollout.temperature`` in the trainer's config before the step, which the

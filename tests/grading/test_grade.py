@@ -13,7 +13,7 @@ from rlec import grading
 from rlec.grading import TASKS, error_counts, grade, grade_async, grade_batch, register_data_source, task_for
 from rlec.reward.formula import Outcome
 
-C, I, A = Outcome.CORRECT, Outcome.INCORRECT, Outcome.ABSTAIN
+C, I, A = Outcome.CORRECT, Outcome.INCORRECT, Outcome.ABSTAIN  # noqa: E741 (the outcome table reads better with one letter)
 
 MATH_CASES = [
     ("The answer is \\boxed{\\frac{1}{2}}", "0.5", C),
