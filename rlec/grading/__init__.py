@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from rlec.grading.extract import Extraction, extract
 from rlec.grading.math import DEFAULT_TIMEOUT_S, MAX_ANSWER_CHARS, MathVerifyPool, VerifyResult, fast_verdict, shared_pool
-from rlec.grading.qa import exact_match, f1_score
+from rlec.grading.qa import exact_match, f1_score, normalize_answer
 from rlec.reward.formula import Outcome
 
 MATH, QA = "math", "qa"
@@ -33,6 +33,7 @@ TASKS: dict[str, str] = {
 __all__ = [
     "GradeResult",
     "TASKS",
+    "check_gold",
     "grade",
     "grade_async",
     "grade_batch",
@@ -104,6 +105,26 @@ def _check_gold(gold: Any, task: str) -> str:
     if not isinstance(gold, str) or not gold.strip():
         raise ValueError(f"gold answer for a {task} item must be a non-empty string, got {gold!r}")
     return gold.strip()
+
+
+def check_gold(gold: Any, data_source: str) -> str:
+    """Check that a gold answer can be graded, before grading (e.g. when reading evaluation records).
+
+    The same rules :func:`grade_batch` applies: a non-empty string (numbers accepted for math),
+    and for QA one that survives the HotpotQA normalisation (an answer made only of articles or
+    punctuation, such as "the", could never be matched).
+
+    Returns:
+        The gold answer, stripped.
+
+    Raises:
+        ValueError: unknown data_source, or a gold answer that cannot be graded (the message says why).
+    """
+    task = task_for(data_source)
+    gold = _check_gold(gold, task)
+    if task == QA and not normalize_answer(gold):
+        raise ValueError(f"HotpotQA gold answer {gold!r} normalises to an empty string (only articles / punctuation)")
+    return gold
 
 
 def _pre_grade(response: Any, gold: Any, data_source: str) -> tuple[GradeResult | None, Extraction, str, str]:
