@@ -81,7 +81,8 @@ def _check_loaded(path: Path, loaded: Any, needed: bool) -> None:
     if loaded.rows_read == 0:
         raise DataError(path, "no records (an empty file or an empty list); the mix asks for this source")
     if not loaded.items:
-        raise DataError(path, f"no valid records: all {loaded.rows_read} rows were skipped as invalid (summary of reasons: run without --skip-invalid)")
+        raise DataError(path, f"no valid records: all {loaded.rows_read} rows were skipped as invalid "
+                              "(run without --skip-invalid to see the first one)")
 
 
 def _check_splits(mix: MixConfig) -> None:
@@ -179,7 +180,8 @@ def prepare(
         if n > 0 and not pool:
             why = {"math": f"{len(math_items)} unique problems, {len(math_test)} held out for the test split",
                    "hotpotqa": f"{len(hp_train)} unique questions, {cross_split} of them also in the test file"}[src]
-            raise ValueError(f"{src}: the training pool is empty ({why}); add questions or set --{'math' if src == 'math' else 'hotpot'}-train-size 0")
+            flag = "--math-train-size" if src == "math" else "--hotpot-train-size"
+            raise ValueError(f"{src}: the training pool is empty ({why}); add questions or set {flag} 0")
         if len(pool) < n:
             warn(f"{src}: {n} training questions requested but only {len(pool)} available; taking all of them")
         selected[src] = select(pool, n, stream(mix.seed, f"select/{src}"))

@@ -49,9 +49,8 @@ def load_eval_items(path: str | Path, limit: int | None = None) -> list[EvalItem
             conflicting repeat (the message names the file, the row and the key), or
             ``limit < 1``.
     """
-    import pyarrow.parquet as pq
-
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     path = Path(path)
     if path.is_dir():

@@ -40,7 +40,6 @@ from rlec.eval.bootstrap import bootstrap_headlines
 from rlec.eval.cli import HelpFormatter
 from rlec.eval.records import (
     DEFAULT_TARGETS_SPEC,
-    RecordError,
     atomic_write_json,
     atomic_write_jsonl,
     parse_targets,
@@ -51,8 +50,8 @@ from rlec.eval.records import (
 from rlec.eval.report import comparison, markdown_report
 from rlec.eval.selective import COUNT_FIELDS, HEADLINE_NAMES, RATE_NAMES, headlines, rates, risk_coverage_curve
 from rlec.grading import TASKS, check_gold, grade_batch
-from rlec.io import atomic_dir, atomic_write_text, check_writable
 from rlec.grading.math import DEFAULT_TIMEOUT_S
+from rlec.io import atomic_dir, atomic_write_text, check_writable
 from rlec.reward.formula import rlec_reward
 from rlec.reward.schedule import EVALUATION_B
 
@@ -80,7 +79,7 @@ def load_run(path: str | Path, targets: Sequence[float | None], *, skip_invalid:
         {data_source: n}, "outside_grid": {target: n}, "duplicates": n}``).
 
     Raises:
-        FileNotFoundError, RecordError: see :func:`rlec.eval.records.read_records`.
+        FileNotFoundError, IsADirectoryError, RecordError: see :func:`rlec.eval.records.read_records`.
         ValueError: no record is left to score.
     """
     records, invalid = read_records(path, skip_invalid=skip_invalid, check=_gradable_gold)

@@ -320,7 +320,8 @@ def test_a_second_writer_of_the_same_records_is_refused_naming_the_holder(tmp_pa
                                                                          capsys) -> None:
     out = tmp_path / "r.jsonl"
     ready = tmp_path / "ready"
-    code = f"import time, pathlib\nfrom rlec.io import output_lock\nlock = output_lock({str(out)!r}).acquire()\npathlib.Path({str(ready)!r}).touch()\ntime.sleep(600)"
+    code = (f"import time, pathlib\nfrom rlec.io import output_lock\nlock = output_lock({str(out)!r}).acquire()\n"
+            f"pathlib.Path({str(ready)!r}).touch()\ntime.sleep(600)")
     holder = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     try:
         deadline = time.time() + 60

@@ -341,8 +341,8 @@ def test_conversion_killed_mid_write_leaves_no_writer_and_the_rerun_removes_the_
     """kill -9 while the dist-checkpoint writers run: they die with the converter; the hidden
     partial folder stays until the next conversion into that folder removes it and succeeds."""
     out = tmp_path / "ckpt" / "tiny"
-    proc = subprocess.Popen([sys.executable, "-c", HANGING_WRITERS, str(TOOL), "--hf-model-path", str(tiny_moe_dir), "--output-path", str(out)],
-                            cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-c", HANGING_WRITERS, str(TOOL), "--hf-model-path", str(tiny_moe_dir), "--output-path", str(out)]
+    proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     writers: list[int] = []
     deadline = time.time() + 600
     while not writers:
