@@ -251,9 +251,9 @@ def default_threads() -> int | None:
     The CPU engine serves small models (the local run's, tests'), whose matrix products are too
     small to split: extra OpenMP threads mostly wait on each other, and on a shared machine they
     wait for cores too. Measured on the README's CPU example (tiny model, 4 questions x 11 targets,
-    64 greedy tokens; 2-core machine; docs/metrics.md section 6): 1 thread 54 s, 2 threads (torch's
-    default here) 138 s, at load average ~11. ``OMP_NUM_THREADS`` in the environment, or a CUDA
-    GPU, leaves torch's own choice in place.
+    64 greedy tokens; 2-core machine shared with other jobs; docs/metrics.md section 6): generation
+    1 thread 31-54 s, 2 threads (torch's default here) 108-141 s. ``OMP_NUM_THREADS`` in the
+    environment, or a CUDA GPU, leaves torch's own choice in place.
 
     Returns:
         1, or None for torch's default.
