@@ -23,8 +23,8 @@ keys beside the model's, so it is still a valid ``dist_checkpointing_path`` for 
 Interrupted writes. A checkpoint is written into a hidden ``.<name>.tmp-*`` folder, held under a
 lock (:func:`rlec.io.claim_temp_dir`), and renamed when complete. Megatron's writer
 (``FileSystemWriterAsync.write_preloaded_data_multiproc``) forks one process per write bucket and
-waits for them; killed with ``kill -9`` the parent took no child with it, and the children, blocked
-on a results queue nobody reads, lived on (0.5-1.4 GB each) holding the partial folder. Here every
+waits for them; killed with ``kill -9`` the parent took no child with it, and the children lived
+on (issue 18 measured 0.5-1.4 GB each, never exiting) beside the partial folder. Here every
 process forked during a write is tied to its parent (:func:`writers_die_with_parent`: Linux
 ``PR_SET_PDEATHSIG``, plus an explicit kill when the write raises, e.g. on Ctrl-C), and each save
 first removes the partial folders of killed writers next to its destination
