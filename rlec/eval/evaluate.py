@@ -252,7 +252,7 @@ def default_threads() -> int | None:
     small to split: extra OpenMP threads mostly wait on each other, and on a shared machine they
     wait for cores too. Measured on the README's CPU example (tiny model, 4 questions x 11 targets,
     64 greedy tokens; 2-core machine shared with other jobs; docs/metrics.md section 6): generation
-    1 thread 31-54 s, 2 threads (torch's default here) 108-141 s. ``OMP_NUM_THREADS`` in the
+    1 thread 20-54 s, 2 threads (torch's default here) 65-141 s, the gap at every load average (2-14). ``OMP_NUM_THREADS`` in the
     environment, or a CUDA GPU, leaves torch's own choice in place.
 
     Returns:
