@@ -112,6 +112,11 @@ def headline(result: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _figure(value: float | None) -> str:
+    """A throughput figure as the table shows it (one decimal), ``-`` when the run lacks it."""
+    return "-" if value is None else f"{value:.1f}"
+
+
 def compare(result: dict[str, Any], baseline: dict[str, Any]) -> str:
     """Markdown table of current / baseline for every measured figure both runs have."""
     now, base = headline(result), headline(baseline)
@@ -122,7 +127,7 @@ def compare(result: dict[str, Any], baseline: dict[str, Any]) -> str:
     for key in sorted(now.keys() & base.keys()):
         lines.append(f"| {key} | {now[key]:.1f} | {base[key]:.1f} | {now[key] / base[key]:.2f}x |")
     for key in sorted(now.keys() ^ base.keys()):
-        lines.append(f"| {key} | {now.get(key, '-')} | {base.get(key, '-')} | only in one run |")
+        lines.append(f"| {key} | {_figure(now.get(key))} | {_figure(base.get(key))} | only in one run |")
     return "\n".join(lines)
 
 

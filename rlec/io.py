@@ -1,19 +1,45 @@
-"""Atomic outputs: a result appears complete under its final name, or not at all.
+"""Durable outputs: atomic writes, temporary folders that a killed writer cannot leave behind, and
+one-writer locks.
 
-Every writer in rlec writes into a temporary sibling (same folder, so the final ``rename`` stays
-on one filesystem) and renames it into place. Replacing an existing folder renames the old one
-aside first and deletes it only after the new one is in place, so a crash at any moment leaves
-either the old or the new folder under the final name, never neither.
+- Atomic: every writer in rlec writes into a temporary sibling (same folder, so the final
+  ``rename`` stays on one filesystem) and renames it into place. Replacing an existing folder
+  renames the old one aside first and deletes it only after the new one is in place.
+- Temporary folders (:func:`claim_temp_dir`) are held under a lock for their whole life, so a
+  later start tells a folder whose writer was killed (``kill -9``, out of memory, node loss) from
+  one still being written: :func:`remove_stale_temps` removes only the former.
+- Locks (:class:`FileLock`): an OS lock (``fcntl.flock``) on a small file that names the holder
+  (pid, host, command, start time). A second writer refuses with a message naming the holder;
+  the kernel drops the lock when the holder dies, so a stale lock file never blocks.
+
+``flock`` works on local filesystems and on NFS (Linux emulates it with POSIX locks); on a
+filesystem without lock support (Lustre mounted without ``-o flock``) :class:`FileLock` warns
+once and runs unlocked, and :func:`remove_stale_temps` then reports partial folders instead of
+removing them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
+import logging
 import os
 import shutil
+import socket
+import sys
+import tempfile
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
+
+log = logging.getLogger("rlec.io")
+
+_UNSUPPORTED_LOCK_ERRNOS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
+_warned_unsupported: set[str] = set()
+
+
+# ---- atomic writes ---------------------------------------------------------------------------
 
 
 def replace_dir(tmp: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
@@ -41,28 +67,357 @@ def temp_sibling(out: str | os.PathLike[str], kind: str = "tmp") -> Path:
 def atomic_dir(out: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield an empty temporary folder; on clean exit it replaces ``out`` (see :func:`replace_dir`).
 
-    On an exception (or interrupt) the temporary folder is removed and ``out`` is untouched.
+    On an exception (or interrupt) the temporary folder is removed and ``out`` is untouched. A
+    temporary sibling of ``out`` left by a killed earlier writer is removed first
+    (:func:`remove_stale_temps`).
+
+    Raises:
+        OSError: the parent folder cannot be created or written.
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_sibling(out)
-    tmp.mkdir()
+    remove_stale_temps(out.parent, out.name)
+    tmp, lock = claim_temp_dir(out)
     try:
         yield tmp
         replace_dir(tmp, out)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        lock.release()
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to a temporary sibling, fsync, and rename it over ``path``.
+
+    Readers see either the old file or the complete new one, never a half-written file. The file
+    gets ordinary permissions (``0o666`` minus the umask).
+
+    Raises:
+        OSError: the folder cannot be created or written (nothing is left behind).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary sibling and ``os.replace``."""
+    """:func:`atomic_write_bytes` for UTF-8 text."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def check_writable(path: str | os.PathLike[str], *, label: str) -> Path:
+    """Check, before any work, that ``path`` (a file or folder to be written) can be created.
+
+    The nearest existing folder above ``path`` must be a folder in which a file can be created
+    (probed with a temporary file, so it also holds for root and for read-only mounts); nothing
+    is left behind.
+
+    Args:
+        path: the output file or folder (need not exist).
+        label: how the user named it (``--out``, ``--output-dir``), used in the message.
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        NotADirectoryError: a path component above ``path`` is a file.
+        PermissionError: the folder cannot be written (read-only filesystem, permissions).
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_sibling(path)
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise NotADirectoryError(f"{label} {path}: {parent} is a file, not a folder")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise PermissionError(f"{label} {path}: cannot write in {parent} ({exc.strerror or exc})") from None
     return path
+
+
+# ---- locks -----------------------------------------------------------------------------------
+
+
+class LockHeld(RuntimeError):
+    """Another live process holds the lock.
+
+    Attributes:
+        path: the lock file.
+        holder: what the holder wrote (``pid``, ``host``, ``command``, ``started``); may be empty.
+    """
+
+    def __init__(self, message: str, path: Path, holder: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.path, self.holder = path, holder
+
+
+def _pid_alive(pid: Any) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, TypeError, OverflowError):
+        return True
+    return True
+
+
+def _read_holder(fd: int) -> dict[str, Any]:
+    try:
+        text = os.pread(fd, 65536, 0).decode("utf-8", "replace")
+        holder = json.loads(text) if text.strip() else {}
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """``pid 123 on host h (python -m ...), since 2026-...``, or ``an unknown process``."""
+    if not holder.get("pid"):
+        return "an unknown process"
+    text = f"pid {holder['pid']}"
+    if holder.get("host"):
+        text += f" on {holder['host']}"
+    if holder.get("command"):
+        command = str(holder["command"])
+        text += f" ({command[:200]}{'...' if len(command) > 200 else ''})"
+    if holder.get("started"):
+        text += f", since {holder['started']}"
+    return text
+
+
+class FileLock:
+    """An exclusive, non-blocking OS lock on ``path`` that names its holder.
+
+    The lock is ``fcntl.flock`` on ``path``, which holds JSON ``{pid, host, command, started}`` of
+    the holder while it is held and is deleted on release. The kernel releases the lock when the
+    holder (and every process that inherited its file descriptor, e.g. a forked child) has
+    exited, so a lock file left by a killed process never blocks: the next :meth:`acquire` takes
+    it over (and logs the dead holder).
+
+    Use as a context manager, or call :meth:`acquire` / :meth:`release`. Not re-entrant: a second
+    ``FileLock`` on the same file in the same process is refused like any other holder.
+
+    Args:
+        path: the lock file (created with its folders if missing).
+        what: what the lock protects, as the user knows it (``--out records.jsonl``); it starts
+            the refusal message.
+
+    Attributes:
+        locked: True while held; False after release, or when the filesystem does not support
+            locks (a warning is logged once per folder and the caller runs unprotected).
+        previous: the holder information a killed previous holder left in the file, or None.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, what: str | None = None) -> None:
+        self.path = Path(path)
+        self.what = what or str(self.path)
+        self.locked = False
+        self.previous: dict[str, Any] | None = None
+        self._fd: int | None = None
+
+    def acquire(self) -> "FileLock":
+        """Take the lock without waiting.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            LockHeld: another process holds it; the message names the holder's pid, host,
+                command and start time.
+            OSError: the lock file cannot be created (the message names it).
+        """
+        if self._fd is not None:
+            raise RuntimeError(f"{self.path}: already held by this FileLock")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                import fcntl
+
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise LockHeld(self._held_message(holder), self.path, holder) from None
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in _UNSUPPORTED_LOCK_ERRNOS:
+                    raise
+                self._warn_unsupported(exc)
+                return self
+            # The previous holder deletes the file on release: if it did so between our open and
+            # our flock, we hold a lock on a deleted file. Start again on the current file.
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        self.previous = _read_holder(fd) or None
+        if self.previous:
+            log.info("%s: took over a stale lock left by %s (exited)", self.what, describe_holder(self.previous))
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": " ".join([os.path.basename(sys.executable), *sys.argv]) if sys.argv and sys.argv[0] else sys.executable,
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        os.fsync(fd)
+        self._fd, self.locked = fd, True
+        return self
+
+    def _held_message(self, holder: dict[str, Any]) -> str:
+        msg = f"{self.what}: in use by {describe_holder(holder)}; wait for it to finish or stop it (lock file {self.path})"
+        if holder.get("pid") and holder.get("host") == socket.gethostname() and not _pid_alive(holder["pid"]):
+            msg += (f". pid {holder['pid']} has exited but a process it started still holds the lock "
+                    f"(list it with `fuser -v {self.path}`)")
+        return msg
+
+    def _warn_unsupported(self, exc: OSError) -> None:
+        folder = str(self.path.parent)
+        if folder not in _warned_unsupported:
+            _warned_unsupported.add(folder)
+            log.warning("%s: the filesystem does not support file locks (%s): a second writer would not be detected", folder, exc.strerror)
+
+    def release(self) -> None:
+        """Delete the lock file and release the lock (no-op when not held)."""
+        fd, self._fd, self.locked = self._fd, None, False
+        if fd is None:
+            return
+        try:
+            if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)  # closing drops the flock
+
+    def __enter__(self) -> "FileLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def lock_path(target: str | os.PathLike[str]) -> Path:
+    """The lock file of an output file or folder: the hidden sibling ``.<name>.lock``."""
+    target = Path(target)
+    return target.parent / f".{target.name}.lock"
+
+
+def output_lock(target: str | os.PathLike[str], *, what: str | None = None) -> FileLock:
+    """A :class:`FileLock` that makes one process at a time the writer of ``target``.
+
+    The lock file is :func:`lock_path` ``(target)``, so every spelling of the path (``./a``,
+    ``a``, an absolute path) meets the same lock. Example::
+
+        with output_lock(out_dir, what=f"OUTPUT_DIR {out_dir}"):
+            ...  # a second run on out_dir raises LockHeld naming this process
+
+    Args:
+        target: the output file or folder (need not exist; its parent folder is created).
+        what: how the user names the output, for the refusal message (default: the path).
+    """
+    return FileLock(lock_path(target), what=what or str(target))
+
+
+# ---- temporary folders that survive their writer only as stale, removable leftovers ----------
+
+
+def claim_temp_dir(out: str | os.PathLike[str], kind: str = "tmp") -> tuple[Path, FileLock]:
+    """Create a temporary sibling folder of ``out`` and hold its lock.
+
+    The lock file (``<tmp>.lock``) is taken before the folder is created and released after it
+    is gone (by the caller), so a folder whose lock can be taken belongs to a dead writer.
+
+    Returns:
+        (the new empty folder ``.<name>.<kind>-<pid>-<random>``, its held :class:`FileLock`;
+        call ``release()`` once the folder has been renamed or removed).
+    """
+    tmp = temp_sibling(out, kind)
+    lock = FileLock(tmp.parent / f"{tmp.name}.lock", what=str(tmp)).acquire()
+    try:
+        tmp.mkdir()
+    except BaseException:
+        lock.release()
+        raise
+    return tmp, lock
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def remove_stale_temps(folder: str | os.PathLike[str], name: str | None = None, kind: str = "tmp") -> tuple[list[Path], list[Path]]:
+    """Remove the temporary folders (:func:`claim_temp_dir`) that killed writers left in ``folder``.
+
+    A folder ``.<name>.<kind>-*`` is removed when its lock file can be taken (its writer is gone);
+    one whose writer is alive is left alone. A folder without a lock file (written by an older
+    rlec, or on a filesystem without locks) is only reported, with the command to remove it.
+    Each removal and report is logged as a warning.
+
+    Args:
+        folder: the folder holding the outputs.
+        name: the output whose temporary siblings are checked; None: every output's (a
+            checkpoint folder whose names change per step).
+        kind: the temporary kind (``tmp`` unless the writer chose another).
+
+    Returns:
+        (removed folders, reported folders).
+    """
+    parent = Path(folder)
+    if not parent.is_dir():
+        return [], []
+    pattern = f".{name if name is not None else '*'}.{kind}-*"
+    removed, reported = [], []
+    for folder in sorted(parent.glob(pattern)):
+        if folder.name.endswith(".lock"):
+            if not folder.with_name(folder.name[: -len(".lock")]).exists():  # writer died after its rename
+                with contextlib.suppress(LockHeld, OSError), FileLock(folder):
+                    pass
+            continue
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        lock_file = folder.with_name(folder.name + ".lock")
+        if not lock_file.exists():
+            log.warning("%s: a partial folder of an interrupted write, from a writer without a lock; if no process writes it, "
+                        "remove it: rm -rf '%s'", folder, folder)
+            reported.append(folder)
+            continue
+        try:
+            lock = FileLock(lock_file, what=str(folder)).acquire()
+        except (LockHeld, OSError):
+            continue  # its writer is alive (or the lock cannot be read): not ours to judge
+        try:
+            if not lock.locked:
+                log.warning("%s: a partial folder of an interrupted write (no file locks here to tell whether its writer "
+                            "is alive); if no process writes it, remove it: rm -rf '%s'", folder, folder)
+                reported.append(folder)
+                continue
+            size = _size(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+            log.warning("removed %s (%.1f MiB): a partial folder left by an interrupted write (%s)",
+                        folder, size / 2**20, describe_holder(lock.previous or {}))
+            removed.append(folder)
+        finally:
+            lock.release()
+    return removed, reported

@@ -16,8 +16,11 @@ Several (tensor/expert/pipeline parallel; the world size must fit the sizes)::
 
 GPU: Transformer Engine layer spec, bf16, NCCL. CPU: Megatron's local spec, fp32, gloo (with
 ``rlec.megatron.compat``'s shims). Inputs are checked before any heavy work; the output is
-written to a temporary folder and renamed only when complete (and verified, with ``--verify``).
-Exit status: 0 success, 1 verification failed, 2 bad input.
+written to a temporary folder and renamed only when complete (and verified, with ``--verify``);
+killed mid-write, it leaves no writer process behind, and the next conversion into the same
+folder removes the partial one (``rlec.megatron.checkpoint``).
+Exit status: 0 success, 1 verification failed, 2 bad input (one line on stderr, nothing written),
+130 interrupted (Ctrl-C; nothing written).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # Heavy imports (torch, Megatron) stay inside functions: --help answers without them, and the
 # dist-checkpoint writer spawns a helper process that re-imports this file, which should not pay for them.
-EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -224,6 +227,7 @@ def convert(args: argparse.Namespace, plan: Any) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)  # before any heavy import: --help and usage errors answer at once
     from rlec.cluster.layout import ParallelLayout
+    from rlec.io import check_writable
     from rlec.megatron.preflight import ConversionInputError, check_conversion
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -231,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     layout = ParallelLayout(tp=args.tp, ep=args.ep, etp=args.etp, pp=args.pp, world_size=world)
     try:
         plan = check_conversion(args.hf_model_path, args.output_path, layout, overwrite=args.overwrite)
-    except ConversionInputError as exc:
+        check_writable(args.output_path, label="--output-path")
+    except (ConversionInputError, OSError) as exc:
         if rank == 0:
             print(f"[convert] error: {exc}", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
@@ -239,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
         return convert(args, plan)
     except VerificationFailed:
         return EXIT_VERIFY_FAILED
+    except KeyboardInterrupt:
+        if rank == 0:
+            print(f"\n[convert] interrupted: nothing written to {args.output_path}", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     finally:
         from rlec.megatron.parallel import destroy_parallel
 

@@ -8,6 +8,12 @@ Documentation: ``docs/data.md``.
 
 With ``--environments NAMES`` it writes the fixed evaluation set of the verifiable environments
 instead (``rlec.data.environments``; docs/environments.md).
+
+An input that yields nothing is an error naming it, never an empty or lopsided output: an empty
+file (``[]``, zero bytes) of a source the mix asks for, a file whose every row was skipped as
+invalid, a source whose training pool is empty, a source that ``--max-prompt-tokens`` removes
+from a split entirely, and a split with nothing in it (both training sizes 0, both test sizes 0).
+Exit status: 0 success; 2 bad input or an unwritable output folder (one line, nothing written).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from rlec.data.mix import MixConfig, Question, Sample, math_test_count, select, 
 from rlec.data.readers import DataError, InvalidRows, file_sha256
 from rlec.data.sources import HotpotItem, MathItem, load_items, parse_hotpot, parse_math
 from rlec.data.summary import build_summary, format_summary
-from rlec.data.writer import SUMMARY_FILE, TEST_FILE, TRAIN_FILE, atomic_output_dir, write_parquet
+from rlec.data.writer import SUMMARY_FILE, TEST_FILE, TRAIN_FILE, atomic_output_dir, check_output_dir, write_parquet
 from rlec.prompts import math_task, qa_task
 
 log = logging.getLogger("rlec.data")
@@ -73,6 +79,35 @@ def _stage(name: str) -> Iterator[None]:
     log.info("%-28s %6.1f s", name, time.perf_counter() - start)
 
 
+def _check_loaded(path: Path, loaded: Any, needed: bool) -> None:
+    """An input file a requested source reads must give at least one valid record."""
+    if not needed:
+        return
+    if loaded.rows_read == 0:
+        raise DataError(path, "no records (an empty file or an empty list); the mix asks for this source")
+    if not loaded.items:
+        raise DataError(path, f"no valid records: all {loaded.rows_read} rows were skipped as invalid "
+                              "(run without --skip-invalid to see the first one)")
+
+
+def _check_splits(mix: MixConfig) -> None:
+    if mix.math_train_size == 0 and mix.hotpot_train_size == 0:
+        raise ValueError("the training split would be empty: --math-train-size and --hotpot-train-size are both 0")
+    if mix.math_test_size == 0 and mix.hotpot_test_size == 0:
+        raise ValueError("the test split would be empty: --math-test-size and --hotpot-test-size are both 0")
+
+
+def _check_length_filter(split: str, rows: Sequence[Sample], lengths: np.ndarray, keep: np.ndarray, limit: int) -> None:
+    """A source present in a split before the length filter must keep at least one row."""
+    for src in sorted({s.question.source for s in rows}):
+        mine = np.array([s.question.source == src for s in rows])
+        if not keep[mine].any():
+            raise ValueError(
+                f"{split} split: all {int(mine.sum())} {src} rows are longer than --max-prompt-tokens {limit} "
+                f"(shortest {int(lengths[mine].min())} tokens, chat template applied); raise --max-prompt-tokens"
+            )
+
+
 def _questions_math(items: Sequence[MathItem]) -> list[Question]:
     return [Question("math", m.question_id, math_task(m.problem), m.answer) for m in items]
 
@@ -105,13 +140,18 @@ def prepare(
 
     Raises:
         FileNotFoundError: an input file or the tokenizer is missing.
-        DataError: a bad input row (without ``skip_invalid``), naming file, row and key.
+        DataError: a bad input row (without ``skip_invalid``), naming file, row and key; an input
+            file that gives no valid record for a source the mix asks for.
         FileExistsError: ``out_dir`` holds files this command did not write.
-        ValueError: bad option values.
+        NotADirectoryError, PermissionError: ``out_dir`` cannot be written (checked first).
+        ValueError: bad option values; an empty split, or a source emptied from a split (its
+            training pool, or every row removed by the length filter); the message names it.
     """
     check_weights(opts.drop_weights)
     if opts.max_prompt_tokens < 1:
         raise ValueError(f"max_prompt_tokens must be >= 1, got {opts.max_prompt_tokens}")
+    _check_splits(mix)
+    check_output_dir(out_dir)
     warnings: list[str] = []
 
     def warn(msg: str) -> None:
@@ -125,6 +165,9 @@ def prepare(
         math_in = load(opts.dapo, parse_math)
         parse_hp = partial(parse_hotpot, require_supporting=opts.drop_paragraphs)
         hp_train_in, hp_test_in = load(opts.hotpot_train, parse_hp), load(opts.hotpot_test, parse_hp)
+    _check_loaded(opts.dapo, math_in, mix.math_train_size > 0 or mix.math_test_size > 0)
+    _check_loaded(opts.hotpot_train, hp_train_in, mix.hotpot_train_size > 0)
+    _check_loaded(opts.hotpot_test, hp_test_in, mix.hotpot_test_size != 0)
 
     # 2. de-duplicate within each file, then across the split
     math_items, math_dd = dedupe_within(math_in.items, lambda m: m.problem, lambda m: m.answer)
@@ -139,6 +182,11 @@ def prepare(
     # 3. select training questions
     selected: dict[str, list[Any]] = {}
     for src, pool, n in (("math", math_pool, mix.math_train_size), ("hotpotqa", hp_pool, mix.hotpot_train_size)):
+        if n > 0 and not pool:
+            why = {"math": f"{len(math_items)} unique problems, {len(math_test)} held out for the test split",
+                   "hotpotqa": f"{len(hp_train)} unique questions, {cross_split} of them also in the test file"}[src]
+            flag = "--math-train-size" if src == "math" else "--hotpot-train-size"
+            raise ValueError(f"{src}: the training pool is empty ({why}); add questions or set {flag} 0")
         if len(pool) < n:
             warn(f"{src}: {n} training questions requested but only {len(pool)} available; taking all of them")
         selected[src] = select(pool, n, stream(mix.seed, f"select/{src}"))
@@ -149,6 +197,11 @@ def prepare(
             {"math": _questions_math(selected["math"]), "hotpotqa": _questions_hotpot(selected["hotpotqa"], opts, mix.seed)}, mix
         )
         test = evaluation_samples(_questions_hotpot(hp_test, opts, mix.seed) + _questions_math(math_test))
+    if mix.math_test_size > 0 and not math_test:
+        warn(f"math: no problem held out for the test split ({len(math_items)} unique problems x --math-test-max-fraction "
+             f"{mix.math_test_max_fraction} < 1)")
+    if not test:
+        raise ValueError("the test split is empty: no HotpotQA test question and no held-out math problem")
 
     # 5. length filter (chat template applied); test prompts must fit with any target stated
     if tokenizer is None:
@@ -167,10 +220,10 @@ def prepare(
         split: {src: int(sum(1 for s, k in zip(rows, keep) if not k and s.question.source == src)) for src in ("math", "hotpotqa")}
         for split, rows, keep in (("train", train, train_keep), ("test", test, test_keep))
     }
+    _check_length_filter("train", train, train_len, train_keep, opts.max_prompt_tokens)
+    _check_length_filter("test", test, test_len, test_keep, opts.max_prompt_tokens)
     train_out: list[Sample] = [s for s, k in zip(train, train_keep) if k]
     test_out: list[Sample] = [s for s, k in zip(test, test_keep) if k]
-    if not train_out:
-        warn("the training set is empty")
 
     # 6. write atomically
     summary = build_summary(
@@ -315,9 +368,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         summary = prepare(args.output_dir, mix, opts)
-    except (DataError, FileNotFoundError, FileExistsError, NotADirectoryError, ValueError) as exc:
+    except (DataError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: nothing written to {args.output_dir}", file=sys.stderr)
+        return 130
     print(format_summary(summary))
     print(f"wrote {args.output_dir}/{{{TRAIN_FILE}, {TEST_FILE}, {SUMMARY_FILE}}} in {time.perf_counter() - start:.1f} s")
     return 0

@@ -97,13 +97,14 @@ def _columnar_to_rows(path: Path, obj: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _json_rows(path: Path) -> list[Any]:
+    data = path.read_bytes()
     try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
+        obj = json.loads(data.decode("utf-8-sig"))
     except json.JSONDecodeError as exc:
         raise DataError(path, f"unreadable JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except UnicodeDecodeError as exc:
-        raise DataError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataError(path, f"not UTF-8 text on line {line} ({exc.reason} at byte {exc.start})") from None
     if isinstance(obj, list):
         return obj
     if isinstance(obj, dict):
@@ -116,8 +117,12 @@ def _json_rows(path: Path) -> list[Any]:
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
     row = 0
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(path, f"not UTF-8 text on line {lineno} ({exc.reason} at column {exc.start + 1})", row=row) from None
             if not line.strip():
                 continue
             try:
@@ -155,10 +160,12 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
 
     Raises:
         FileNotFoundError: ``path`` does not exist (the message names it).
-        DataError: unknown suffix, unreadable JSON / parquet, or a top-level layout that is
-            none of the above.
+        DataError: a folder, unknown suffix, not UTF-8, unreadable JSON / parquet, or a
+            top-level layout that is none of the above.
     """
     p = Path(path)
+    if p.is_dir():
+        raise DataError(p, "is a folder; expected a .json, .jsonl, .ndjson or .parquet file")
     if not p.is_file():
         raise FileNotFoundError(f"input file {p} does not exist")
     suffix = p.suffix.lower()

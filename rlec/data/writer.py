@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rlec.data.mix import Sample
-from rlec.io import atomic_dir
+from rlec.io import atomic_dir, check_writable
 from rlec.prompts import build_messages
 
 DATA_SOURCE = {"math": "math_dapo", "hotpotqa": "hotpotqa"}
@@ -81,9 +81,11 @@ def to_table(samples: Sequence[Sample]) -> pa.Table:
     np.cumsum([len(m) for m in messages], out=offsets[1:])
     flat = [msg for m in messages for msg in m]
     msg_type = SCHEMA.field("prompt").type.value_type
+    text = pa.string()  # every array typed: an empty column must still be a string column, not a null one
     prompt = pa.ListArray.from_arrays(
         pa.array(offsets),
-        pa.StructArray.from_arrays([pa.array([m["role"] for m in flat]), pa.array([m["content"] for m in flat])], fields=list(msg_type)),
+        pa.StructArray.from_arrays([pa.array([m["role"] for m in flat], type=text), pa.array([m["content"] for m in flat], type=text)],
+                                   fields=list(msg_type)),
         type=SCHEMA.field("prompt").type,
     )
     extra_columns = {
@@ -100,7 +102,8 @@ def to_table(samples: Sequence[Sample]) -> pa.Table:
     }
     extra_info = pa.StructArray.from_arrays([pa.array(extra_columns[f.name], type=f.type) for f in EXTRA_INFO], fields=list(EXTRA_INFO))
     reward_type = SCHEMA.field("reward_model").type
-    reward_model = pa.StructArray.from_arrays([pa.array(["rule"] * n), pa.array([x.gold for x in q])], fields=list(reward_type))
+    reward_model = pa.StructArray.from_arrays([pa.array(["rule"] * n, type=text), pa.array([x.gold for x in q], type=text)],
+                                              fields=list(reward_type))
     columns = {
         "data_source": pa.array([DATA_SOURCE[x.source] for x in q], type=pa.string()),
         "prompt": prompt,
@@ -118,19 +121,17 @@ def write_parquet(samples: Sequence[Sample], path: str | os.PathLike[str]) -> in
     return table.num_rows
 
 
-@contextmanager
-def atomic_output_dir(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield an empty temporary folder; on clean exit it replaces ``out_dir`` as a whole.
+def check_output_dir(out_dir: str | os.PathLike[str]) -> Path:
+    """Check that ``out_dir`` may be (re)written by data preparation, before any work.
 
-    The temporary folder is a hidden sibling (``.<name>.tmp-*``), so the final renames stay on
-    one filesystem. On an exception (or interrupt) it is removed and ``out_dir`` is untouched.
-    The old folder is renamed aside before the new one is renamed in (two ``rename`` calls
-    milliseconds apart), then deleted.
+    Returns:
+        ``Path(out_dir)``.
 
     Raises:
-        FileExistsError: ``out_dir`` exists and holds anything but this command's outputs
+        NotADirectoryError: ``out_dir`` (or a folder above it) exists and is a file.
+        PermissionError: the folder cannot be written.
+        FileExistsError: ``out_dir`` holds anything but this command's outputs
             (:data:`OUTPUT_FILES`): it is never silently replaced.
-        NotADirectoryError: ``out_dir`` exists and is a file.
     """
     out = Path(out_dir)
     if out.exists():
@@ -142,5 +143,22 @@ def atomic_output_dir(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
                 f"refusing to replace {out}: it holds files this command did not write ({', '.join(foreign[:5])}); "
                 "choose another --output-dir or move them"
             )
-    with atomic_dir(out) as tmp:
+    check_writable(out, label="--output-dir")
+    return out
+
+
+@contextmanager
+def atomic_output_dir(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield an empty temporary folder; on clean exit it replaces ``out_dir`` as a whole.
+
+    The temporary folder is a hidden sibling (``.<name>.tmp-*``), so the final renames stay on
+    one filesystem. On an exception (or interrupt) it is removed and ``out_dir`` is untouched;
+    one left by a killed earlier run is removed first (:func:`rlec.io.atomic_dir`).
+    The old folder is renamed aside before the new one is renamed in (two ``rename`` calls
+    milliseconds apart), then deleted.
+
+    Raises:
+        see :func:`check_output_dir` (checked again here, right before writing).
+    """
+    with atomic_dir(check_output_dir(out_dir)) as tmp:
         yield tmp

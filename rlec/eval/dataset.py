@@ -42,18 +42,26 @@ def load_eval_items(path: str | Path, limit: int | None = None) -> list[EvalItem
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: a row without ``extra_info.task_text`` / ``question_id`` / ``source`` or
+        IsADirectoryError: ``path`` is a folder.
+        ValueError: not a parquet file, no rows, a row without ``extra_info.task_text`` / ``question_id`` / ``source`` or
             ``reward_model.ground_truth``, an empty value, an unknown ``data_source``, or a
             conflicting repeat (the message names the file, the row and the key), or
             ``limit < 1``.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"evaluation parquet {path} is a folder; expected a file such as {path / 'test.parquet'}")
     if not path.is_file():
         raise FileNotFoundError(f"evaluation parquet {path} does not exist")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"evaluation parquet {path}: not a readable parquet file ({str(exc).splitlines()[0]})") from None
     items: dict[tuple[str, str], EvalItem] = {}
-    for i, row in enumerate(pq.read_table(path).to_pylist()):
+    for i, row in enumerate(table.to_pylist()):
         where = f"{path}: row {i}"
         data_source = _field(row, "data_source", where)
         if data_source not in TASKS:

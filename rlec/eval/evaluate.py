@@ -7,7 +7,12 @@ index, the prompt is re-rendered from ``extra_info.task_text`` with
 ``rlec.prompts.render``, and one response is generated. Records (``rlec.eval.records``) are
 appended batch by batch with flush + fsync; ``--resume`` skips the (source, question, target,
 sample) keys already in the file, so an interrupted run loses at most one batch and never
-duplicates. Nothing is graded here: ``python -m rlec.eval.metrics`` does that.
+duplicates. One process at a time writes a record file: a second one on the same ``--out``
+refuses with the holder's pid (``rlec.io.output_lock``; a lock left by a killed run never
+blocks). Nothing is graded here: ``python -m rlec.eval.metrics`` does that.
+
+Exit status: 0 success; 2 bad input or the output in use (one line on stderr, checked before the
+model loads, nothing written); 130 interrupted (completed batches kept; ``--resume`` continues).
 
 Example (CPU, tiny model)::
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -43,6 +49,7 @@ from rlec.eval.records import (
     repair_tail,
     target_label,
 )
+from rlec.io import LockHeld, check_writable, output_lock
 from rlec.models import check_model_folder
 from rlec.prompts import build_messages, render
 
@@ -75,9 +82,16 @@ def sample_seed(base_seed: int, key: tuple[str, str, str, int]) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
+def same_model(a: Any, b: Any) -> bool:
+    """Whether two ``--model`` values name the same model (``X/``, ``./X`` and the absolute path of ``X`` do)."""
+    if not isinstance(a, str) or not isinstance(b, str):
+        return False
+    return os.path.normpath(a) == os.path.normpath(b) or os.path.realpath(a) == os.path.realpath(b)
+
+
 def _check_resume(records: list[dict[str, Any]], model: str, sampling: dict[str, Any], path: Path) -> None:
     for rec in records[:1]:
-        if rec.get("model") != model or rec.get("sampling") != sampling:
+        if not same_model(rec.get("model"), model) or rec.get("sampling") != sampling:
             raise ValueError(
                 f"{path} holds records of another run (model {rec.get('model')!r}, sampling {rec.get('sampling')!r}); "
                 f"this run has model {model!r}, sampling {sampling!r}: write to a new --out"
@@ -220,8 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=None, help="prompts per engine call and per durable write (default: hf 32, vllm 1024)")
     p.add_argument(
         "--threads", type=int, default=None,
-        help="CPU threads for torch (default: torch's own choice). On a shared or busy machine --threads 1 avoids OpenMP "
-        "threads waiting on each other (5x faster wall time measured on a loaded 2-core box)",
+        help="CPU threads for torch (default: 1 on a CPU-only machine, the fastest for the small models the CPU engine serves; "
+        "torch's own choice with a GPU or when OMP_NUM_THREADS is set)",
     )  # fmt: skip
     p.add_argument(
         "--limit", type=int, default=None,
@@ -231,33 +245,90 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def default_threads() -> int | None:
+    """CPU threads for torch when ``--threads`` is not given: 1 on a CPU-only machine, else torch's choice.
+
+    The CPU engine serves small models (the local run's, tests'), whose matrix products are too
+    small to split: extra OpenMP threads mostly wait on each other, and on a shared machine they
+    wait for cores too. Measured on the README's CPU example (tiny model, 4 questions x 11 targets,
+    64 greedy tokens; 2-core machine shared with other jobs; docs/metrics.md section 6): generation
+    1 thread 20-54 s, 2 threads (torch's default here) 65-141 s, the gap at every load average (2-14). ``OMP_NUM_THREADS`` in the
+    environment, or a CUDA GPU, leaves torch's own choice in place.
+
+    Returns:
+        1, or None for torch's default.
+    """
+    import torch
+
+    if os.environ.get("OMP_NUM_THREADS") or torch.cuda.is_available():
+        return None
+    return 1
+
+
+def _check_settings(args: argparse.Namespace) -> None:
+    """Numeric options, checked before anything loads (ValueError naming the option)."""
+    at_least_one = {"--n-samples": args.n_samples, "--batch-size": args.batch_size, "--limit": args.limit, "--threads": args.threads,
+                    "--tensor-parallel-size": args.tensor_parallel_size, "--max-model-len": args.max_model_len}
+    for flag, value in at_least_one.items():
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be >= 1, got {value}")
+    if not 0.0 < args.gpu_memory_utilization <= 1.0:
+        raise ValueError(f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}")
+
+
+def _check_weights(model: Path) -> None:
+    """Weight files complete (safetensors headers against file sizes), before transformers loads them.
+
+    Raises:
+        ValueError: a truncated or unreadable safetensors file, or an index naming a missing one.
+    """
+    if not any(model.glob("*.safetensors")) and not (model / "model.safetensors.index.json").is_file():
+        return  # pytorch_model*.bin weights: transformers' own errors apply
+    from rlec.megatron.preflight import ConversionInputError, read_safetensors_shapes  # header-only reads; no Megatron import
+
+    try:
+        read_safetensors_shapes(model)
+    except ConversionInputError as exc:
+        raise ValueError(f"--model {model}: {exc}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m rlec.eval.evaluate`` / ``rlec-evaluate``; returns the exit code."""
+    """Entry point of ``python -m rlec.eval.evaluate`` / ``rlec-evaluate``; returns the exit code (see the module docstring)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     out = Path(args.out)
+    args.model = str(Path(args.model))  # `--model X/` and `--model X` are one model (and one resume key)
+    lock = output_lock(out, what=f"--out {out}")
     try:  # every input is checked before the model loads
+        _check_settings(args)
         targets = parse_targets(args.targets)
         sampling = SamplingSettings(args.temperature, args.top_p, args.max_new_tokens, args.seed)
-        if args.limit is not None and args.limit < 1:
-            raise ValueError(f"--limit must be >= 1, got {args.limit}")
         items = load_eval_items(args.data, args.limit)
-        if args.threads is not None and args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
         check_model_folder(args.model, label="--model", weights=("*.safetensors", "pytorch_model*.bin"))
-        done = existing_record_keys(out, model=str(args.model), sampling=sampling, resume=args.resume)
-    except (ValueError, OSError) as exc:
+        _check_weights(Path(args.model))
+        if out.is_dir():
+            raise IsADirectoryError(f"--out {out}: is a folder; expected a record file (JSON Lines), e.g. {out / 'records.jsonl'}")
+        check_writable(out, label="--out")
+        lock.acquire()
+        done = existing_record_keys(out, model=args.model, sampling=sampling, resume=args.resume)
+    except (ValueError, OSError, LockHeld) as exc:
+        lock.release()
         print(f"error: {exc}", file=sys.stderr)
         return 2
     import torch
 
     previous_threads = torch.get_num_threads()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    threads = args.threads or default_threads()
+    if threads:
+        torch.set_num_threads(threads)
     try:
         return _generate(args, items, targets, sampling, out, done)
+    except KeyboardInterrupt:  # while the model loads (the generation loop reports its own)
+        print(f"\ninterrupted before generation: {out} unchanged", file=sys.stderr)
+        return 130
     finally:
         torch.set_num_threads(previous_threads)
+        lock.release()
 
 
 def _generate(
@@ -284,7 +355,7 @@ def _generate(
     log.info("engine %s %s; %d questions x %d targets x %d samples", engine.name, engine.version, len(items), len(targets), args.n_samples)
     try:
         counts = run(
-            items, engine, tokenizer, out, model=str(args.model), sampling=sampling, targets=targets,
+            items, engine, tokenizer, out, model=args.model, sampling=sampling, targets=targets,
             n_samples=args.n_samples, batch_size=args.batch_size, resume=args.resume, done=done,
         )  # fmt: skip
     except (ValueError, FileExistsError) as exc:

@@ -10,20 +10,26 @@ intervals; with several samples per question and target (``rlec.eval.evaluate --
 also the unbiased pass@k for k <= N with intervals (``--pass-k``). Definitions: ``docs/metrics.md``,
 ``docs/passk.md``.
 
-Outputs (in ``--out-dir``, each written atomically): ``metrics.json`` (every figure),
-``metrics.md`` (the tables, also printed), ``graded-<label>.jsonl`` (each record with its grade
-and reward) and PNG plots. Two record files (``--compare OTHER`` or two positional inputs) are
-reported side by side.
+Outputs, in ``--out-dir`` (default ``<records stem>.metrics/`` beside the records file, or
+``<first stem>-vs-<second stem>.metrics/`` for two, so metrics of different record files never
+overwrite each other): ``metrics.json`` (every figure), ``metrics.md`` (the tables, also printed),
+``graded-<label>.jsonl`` (each record with its grade and reward) and PNG plots. The folder is
+written whole into a temporary sibling and renamed at the end: the outputs of one invocation
+appear together or not at all (an existing folder is replaced only if it holds nothing but these
+outputs). Two record files (``--compare OTHER`` or two positional inputs) are reported side by
+side.
 
 Example::
 
-    python -m rlec.eval.metrics outputs/eval/records.jsonl
+    python -m rlec.eval.metrics outputs/eval/records.jsonl          # -> outputs/eval/records.metrics/
     python -m rlec.eval.metrics outputs/eval/base.jsonl --compare outputs/eval/rlec.jsonl --out-dir outputs/eval/compare
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import json
 import math
 import re
 import sys
@@ -38,10 +44,8 @@ from rlec.eval.bootstrap import bootstrap_headlines
 from rlec.eval.cli import HelpFormatter
 from rlec.eval.records import (
     DEFAULT_TARGETS_SPEC,
-    RecordError,
     atomic_write_json,
     atomic_write_jsonl,
-    atomic_write_text,
     parse_targets,
     read_records,
     record_key,
@@ -58,13 +62,15 @@ from rlec.eval.selective import (
     rates,
     risk_coverage_curve,
 )
-from rlec.grading import TASKS, grade_batch
+from rlec.grading import TASKS, check_gold, grade_batch
 from rlec.grading.math import DEFAULT_TIMEOUT_S
+from rlec.io import atomic_dir, atomic_write_text, check_writable
 from rlec.reward.formula import rlec_reward
 from rlec.reward.schedule import EVALUATION_B
 
 METRICS_SCHEMA = "rlec.eval.metrics/v1"
 ALL = "all"
+OUTPUT_PATTERNS = ("metrics.json", "metrics.md", "graded-*.jsonl", "*.png")  # what an --out-dir may hold to be replaced
 
 
 def _num(x: Any) -> float | None:
@@ -76,18 +82,20 @@ def load_run(path: str | Path, targets: Sequence[float | None], *, skip_invalid:
     """Read a record file and keep the records that can be scored.
 
     Dropped (and counted in the returned diagnostics): invalid lines (only with
-    ``skip_invalid``), records whose ``data_source`` has no grader, records whose target is not in
-    ``targets``, and repeats of a (source, question, target, sample) key (the first one is kept).
+    ``skip_invalid``; a gold answer the grader cannot use, such as "" or an article-only HotpotQA
+    answer, makes a line invalid), records whose ``data_source`` has no grader, records whose
+    target is not in ``targets``, and repeats of a (source, question, target, sample) key (the
+    first one is kept).
 
     Returns:
         (kept records, ``{"read", "kept", "invalid": [{"line", "reason"}], "unknown_source":
         {data_source: n}, "outside_grid": {target: n}, "duplicates": n}``).
 
     Raises:
-        FileNotFoundError, RecordError: see :func:`rlec.eval.records.read_records`.
+        FileNotFoundError, IsADirectoryError, RecordError: see :func:`rlec.eval.records.read_records`.
         ValueError: no record is left to score.
     """
-    records, invalid = read_records(path, skip_invalid=skip_invalid)
+    records, invalid = read_records(path, skip_invalid=skip_invalid, check=_gradable_gold)
     grid = {target_label(t) for t in targets}
     unknown, outside = Counter(), Counter()
     seen: set[tuple[str, str, str, int]] = set()
@@ -113,6 +121,14 @@ def load_run(path: str | Path, targets: Sequence[float | None], *, skip_invalid:
     if not kept:
         raise ValueError(f"{path}: no scorable records (diagnostics: {diagnostics})")
     return kept, diagnostics
+
+
+def _gradable_gold(record: dict[str, Any]) -> None:
+    if record["data_source"] in TASKS:  # records of unknown sources are counted, not graded
+        try:
+            check_gold(record["ground_truth"], record["data_source"])
+        except ValueError as exc:
+            raise ValueError(f"key 'ground_truth': {exc}") from None
 
 
 def grade_records(records: Sequence[dict[str, Any]], *, timeout_s: float = DEFAULT_TIMEOUT_S, chunk: int = 512, progress: bool = True) -> list[dict[str, Any]]:
@@ -263,6 +279,50 @@ def _pass_ks(spec: str | None) -> list[int] | None:
     return ks
 
 
+def default_out_dir(paths: Sequence[Path]) -> Path:
+    """The output folder when ``--out-dir`` is not given: derived from the record file name(s).
+
+    ``a/records.jsonl`` -> ``a/records.metrics``; two inputs ``a/base.jsonl``, ``b/rlec.jsonl`` ->
+    ``a/base-vs-rlec.metrics``. Different record files never share a default folder.
+    """
+    first = Path(paths[0])
+    stem = first.stem if len(paths) == 1 else "-vs-".join(Path(p).stem for p in paths)
+    return first.parent / f"{stem}.metrics"
+
+
+def check_out_dir(out_dir: Path, inputs: Sequence[Path]) -> None:
+    """Refuse an output folder this command may not replace as a whole, before any grading.
+
+    Raises:
+        NotADirectoryError: ``out_dir`` is a file, or a path component above it is.
+        PermissionError: it cannot be written.
+        FileExistsError: it holds files other than metrics outputs (:data:`OUTPUT_PATTERNS`),
+            e.g. the record files themselves.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NotADirectoryError(f"--out-dir {out_dir}: is a file, not a folder")
+    check_writable(out_dir, label="--out-dir")
+    if out_dir.is_dir():
+        resolved = {p.resolve() for p in inputs}
+        foreign = sorted(
+            p.name for p in out_dir.iterdir()
+            if p.resolve() in resolved or p.is_dir() or not any(fnmatch.fnmatch(p.name, pat) for pat in OUTPUT_PATTERNS)
+        )  # fmt: skip
+        if foreign:
+            raise FileExistsError(
+                f"--out-dir {out_dir}: holds files metrics did not write ({', '.join(foreign[:5])}); the folder is replaced "
+                "as a whole, so choose an empty or new --out-dir (default: <records stem>.metrics beside the records)"
+            )
+
+
+def _previous_inputs(out_dir: Path) -> list[str]:
+    try:
+        previous = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
+        return [run["path"] for run in previous["runs"].values()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(
@@ -274,65 +334,100 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("records", nargs="+", help="record file(s) from rlec.eval.evaluate (at most two)")
     p.add_argument("--compare", default=None, metavar="OTHER.jsonl", help="a second record file to report side by side")
     p.add_argument("--labels", default=None, help="comma-separated run names (default: file names)")
-    p.add_argument("--out-dir", default=None, help="output folder (default: <first input's folder>/metrics; give one when comparing, "
-                   "so the first run's own metrics are not replaced)")
+    p.add_argument("--out-dir", default=None, help="output folder, replaced as a whole (default: <records stem>.metrics beside the "
+                   "first input; <first stem>-vs-<second stem>.metrics for two)")
     p.add_argument("--targets", default=DEFAULT_TARGETS_SPEC, help="target grid; records outside it are counted and left out")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0 = no intervals)")
-    p.add_argument("--ci", type=float, default=0.95, help="confidence-interval mass")
+    p.add_argument("--ci", type=float, default=0.95, help="confidence-interval mass, in (0, 1)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--pass-k", default=None, metavar="K,K,...", help="k values of pass@k (default with several samples per "
                    "question and target: 1, 2, 4, ... up to the samples; unbiased estimator, questions with fewer samples left out)")
-    p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="math-verify time limit per answer")
+    p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="math-verify time limit per answer in seconds, > 0")
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed record lines (reported) instead of failing")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
 
+def _check_settings(args: argparse.Namespace) -> None:
+    if args.bootstrap < 0:
+        raise ValueError(f"--bootstrap must be >= 0 (0 = no intervals), got {args.bootstrap}")
+    if not 0.0 < args.ci < 1.0:
+        raise ValueError(f"--ci must be in (0, 1), e.g. 0.95, got {args.ci}")
+    if not 0.0 < args.timeout_s < math.inf:
+        raise ValueError(f"--timeout-s must be a positive number of seconds, got {args.timeout_s}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m rlec.eval.metrics`` / ``rlec-metrics``; returns the exit code."""
+    """Entry point of ``python -m rlec.eval.metrics`` / ``rlec-metrics``; returns the exit code.
+
+    Exit status: 0 success; 2 bad input (one line on stderr, nothing written); 130 interrupted
+    (nothing written).
+    """
     args = build_parser().parse_args(argv)
     paths = [Path(p) for p in args.records] + ([Path(args.compare)] if args.compare else [])
-    try:
+    try:  # every input and setting is checked before any grading
         if len(paths) > 2:
             raise ValueError(f"at most two record files can be compared, got {len(paths)}")
+        _check_settings(args)
         targets = parse_targets(args.targets)
         ks = _pass_ks(args.pass_k)
         labels = _labels(paths, args.labels)
-        out_dir = Path(args.out_dir) if args.out_dir else paths[0].parent / "metrics"
+        out_dir = Path(args.out_dir) if args.out_dir else default_out_dir(paths)
+        check_out_dir(out_dir, paths)
         loaded = [load_run(p, targets, skip_invalid=args.skip_invalid) for p in paths]
-    except (ValueError, FileNotFoundError, RecordError) as exc:
+    except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    previous = [p for p in _previous_inputs(out_dir) if p not in {str(path) for path in paths}]
+    try:
+        result, written = _write_outputs(args, paths, labels, loaded, targets, out_dir, ks)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: nothing written to {out_dir}", file=sys.stderr)
+        return 130
+    print(markdown_report(result, per_target_groups=[ALL]))
+    if previous:
+        print(f"note: replaced the metrics of {', '.join(previous)} in {out_dir}", file=sys.stderr)
+    print(f"(per-source tables: {out_dir / 'metrics.md'})")
+    print("written: " + ", ".join(str(out_dir / p.name) for p in written))
+    return 0
+
+
+def _write_outputs(
+    args: argparse.Namespace, paths: list[Path], labels: list[str], loaded: list[tuple[list[dict[str, Any]], dict[str, Any]]],
+    targets: list[float | None], out_dir: Path, ks: list[int] | None = None,
+) -> tuple[dict[str, Any], list[Path]]:
+    """Grade, analyse and write every output into a temporary folder that replaces ``out_dir`` at the end.
+
+    Returns:
+        (the metrics result, the files written, as paths inside the temporary folder).
+    """
     result: dict[str, Any] = {
         "schema": METRICS_SCHEMA,
         "settings": {"targets": [target_label(t) for t in targets], "b": EVALUATION_B, "bootstrap": args.bootstrap, "ci": args.ci, "seed": args.seed},
         "runs": {},
     }
-    for label, path, (records, diagnostics) in zip(labels, paths, loaded):
-        graded = grade_records(records, timeout_s=args.timeout_s, progress=not args.quiet)
-        run = analyze(records, graded, targets, n_boot=args.bootstrap, ci=args.ci, seed=args.seed, ks=ks)
-        result["runs"][label] = {"path": str(path), "records": diagnostics, **run}
-        atomic_write_jsonl(out_dir / f"graded-{label.replace('/', '_')}.jsonl", ({**rec, "grade": g} for rec, g in zip(records, graded)))
-    if len(labels) == 2:
-        result["comparison"] = comparison(result)
-        first, second = ({(r["source"], r["question_id"]) for r in records} for records, _ in loaded)
-        result["question_overlap"] = {"common": len(first & second), "only_first": len(first - second), "only_second": len(second - first)}
-        if first != second:
-            print(f"warning: {labels[0]} and {labels[1]} share {len(first & second)} questions; {len(first - second)} only in "
-                  f"{labels[0]}, {len(second - first)} only in {labels[1]}", file=sys.stderr)
-    report = markdown_report(result)
-    atomic_write_json(out_dir / "metrics.json", result)
-    atomic_write_text(out_dir / "metrics.md", report)
-    written = [out_dir / "metrics.json", out_dir / "metrics.md"]
-    if not args.no_plots:
-        from rlec.eval.plots import write_plots
+    with atomic_dir(out_dir) as tmp:
+        for label, path, (records, diagnostics) in zip(labels, paths, loaded):
+            graded = grade_records(records, timeout_s=args.timeout_s, progress=not args.quiet)
+            run = analyze(records, graded, targets, n_boot=args.bootstrap, ci=args.ci, seed=args.seed, ks=ks)
+            result["runs"][label] = {"path": str(path), "records": diagnostics, **run}
+            atomic_write_jsonl(tmp / f"graded-{label.replace('/', '_')}.jsonl", ({**rec, "grade": g} for rec, g in zip(records, graded)))
+        if len(labels) == 2:
+            result["comparison"] = comparison(result)
+            first, second = ({(r["source"], r["question_id"]) for r in records} for records, _ in loaded)
+            result["question_overlap"] = {"common": len(first & second), "only_first": len(first - second), "only_second": len(second - first)}
+            if first != second:
+                print(f"warning: {labels[0]} and {labels[1]} share {len(first & second)} questions; {len(first - second)} only in "
+                      f"{labels[0]}, {len(second - first)} only in {labels[1]}", file=sys.stderr)
+        atomic_write_json(tmp / "metrics.json", result)
+        atomic_write_text(tmp / "metrics.md", markdown_report(result))
+        written = [tmp / "metrics.json", tmp / "metrics.md"]
+        if not args.no_plots:
+            from rlec.eval.plots import write_plots
 
-        written += write_plots(result, out_dir)
-    print(markdown_report(result, per_target_groups=[ALL]))
-    print(f"(per-source tables: {out_dir / 'metrics.md'})")
-    print("written: " + ", ".join(str(p) for p in written))
-    return 0
+            written += write_plots(result, tmp)
+    return result, written
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rlec.eval.records import atomic_write_bytes  # noqa: E402
+from rlec.io import atomic_write_bytes  # noqa: E402
 
 STYLES = ("-", "--")
 MARKERS = ("o", "s")

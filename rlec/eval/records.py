@@ -28,11 +28,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
+from rlec.io import atomic_write_text
 from rlec.reward.formula import check_target
 
 SCHEMA = "rlec.eval.record/v1"
@@ -136,38 +136,56 @@ class InvalidLine:
 
 
 def read_records(
-    path: str | os.PathLike[str], *, skip_invalid: bool = False, hint: str = "pass --skip-invalid to skip bad lines"
+    path: str | os.PathLike[str],
+    *,
+    skip_invalid: bool = False,
+    hint: str = "pass --skip-invalid to skip bad lines",
+    check: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[InvalidLine]]:
     """Read and validate a record file.
 
     Blank lines are ignored. A last line without its newline (a write cut by a crash) counts as
-    invalid like any other bad line.
+    invalid like any other bad line, and so does a line that is not UTF-8 text.
 
     Args:
         path: the JSON Lines file.
         skip_invalid: skip bad lines (returned in the second list) instead of raising.
         hint: what the error message tells the user to do about a bad line.
+        check: a further check of each valid record (raises ValueError naming the problem),
+            e.g. that its gold answer can be graded; its failures are bad lines too.
 
     Returns:
         (records in file order, skipped lines).
 
     Raises:
         FileNotFoundError: no such file.
+        IsADirectoryError: ``path`` is a folder.
         RecordError: a bad line while ``skip_invalid`` is false: ``"<path>:<line>: <reason> (<hint>)"``.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"record file {path} is a folder; expected a JSON Lines file written by rlec.eval.evaluate")
     if not path.is_file():
         raise FileNotFoundError(f"record file {path} does not exist")
     records: list[dict[str, Any]] = []
     invalid: list[InvalidLine] = []
-    with path.open("r", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
             try:
-                records.append(validate_record(json.loads(line)))
-            except (json.JSONDecodeError, ValueError) as exc:
-                reason = f"invalid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else str(exc)
+                line = raw.decode("utf-8")
+                if not line.strip():
+                    continue
+                record = validate_record(json.loads(line))
+                if check is not None:
+                    check(record)
+                records.append(record)
+            except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+                if isinstance(exc, json.JSONDecodeError):
+                    reason = f"invalid JSON ({exc.msg})"
+                elif isinstance(exc, UnicodeDecodeError):
+                    reason = f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+                else:
+                    reason = str(exc)
                 if not skip_invalid:
                     raise RecordError(f"{path}:{lineno}: {reason} ({hint})") from None
                 invalid.append(InvalidLine(lineno, reason))
@@ -235,34 +253,6 @@ class RecordWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to a temporary sibling, fsync, and rename over ``path``.
-
-    Readers see either the old file or the complete new one, never a half-written file.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; give the file ordinary permissions
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """:func:`atomic_write_bytes` for UTF-8 text."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:

@@ -43,6 +43,7 @@ TASKS: dict[str, str] = {
 __all__ = [
     "GradeResult",
     "TASKS",
+    "check_gold",
     "error_counts",
     "grade",
     "grade_async",
@@ -127,6 +128,22 @@ def _check_gold(gold: Any, task: str) -> str:
     if not isinstance(gold, str) or not gold.strip():
         raise _DataError("data", f"gold answer for a {task} item must be a non-empty string, got {str(gold)[:80]!r}")
     return gold.strip()
+
+
+def check_gold(gold: Any, data_source: str) -> str:
+    """Check that a gold answer can be graded, before grading (e.g. when reading evaluation records).
+
+    The rules :func:`grade_batch` applies to every row: a known ``data_source`` and a non-empty
+    string (numbers accepted for math). A HotpotQA gold made only of articles or punctuation is
+    gradable: the official EM compares normalised strings, so only an empty prediction matches it.
+
+    Returns:
+        The gold answer, stripped.
+
+    Raises:
+        ValueError: unknown data_source, or an empty gold answer (the message says why).
+    """
+    return _check_gold(gold, task_for(data_source))
 
 
 def _failed(ex: Extraction, task: str, kind: str, reason: str, exc: BaseException | None = None) -> GradeResult:

@@ -77,16 +77,36 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     layout = preflight(cfg, world)  # before any work: bad layouts, models, data and output folders fail here
     out_dir = Path(str(cfg.trainer.default_local_dir))
+    from rlec.io import LockHeld, output_lock
+    from rlec.megatron.parallel import is_rank0
+
+    lock = None
+    if is_rank0():  # one run per output folder; a lock left by a killed run never blocks
+        try:
+            lock = output_lock(out_dir, what=f"OUTPUT_DIR {out_dir}").acquire()
+        except LockHeld as exc:
+            raise LocalRunError(str(exc)) from None
+    try:
+        return _start(cfg, layout, out_dir, world)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _start(cfg: Any, layout: Any, out_dir: Path, world: int) -> dict[str, Any]:
     threads = int(select(cfg, "rlec.local.threads", 0)) or max(1, (os.cpu_count() or 1) // world)
     torch.set_num_threads(threads)
 
     from rlec import megatron as meg
+    from rlec.megatron.checkpoint import remove_stale_partials
     from rlec.megatron.parallel import is_rank0
 
     meg.init_parallel(layout, seed=int(cfg.data.seed))
     start = plan_start(cfg, out_dir)
     for note in start.notes:
         log0(note)
+    for folder in remove_stale_partials(out_dir / "checkpoints")[0] if (out_dir / "checkpoints").is_dir() else []:
+        log0(f"removed {folder}, a checkpoint an interrupted run left half written")
     if start.schedule_end is not None:
         cfg = _with(cfg, {"rlec.schedule.end_step": start.schedule_end})
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -127,4 +127,4 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path) -> int:
     code = evaluate.main(args)
     if code:
         return code
-    return metrics.main([str(records), "--bootstrap", "200"])
+    return metrics.main([str(records), "--bootstrap", "200", "--out-dir", str(records.parent / "metrics")])

@@ -19,21 +19,29 @@ Without them ``dist_checkpointing.load`` on verl's TE model fails with ``Missing
 checkpoint state_dict``. Keys the loading model does not ask for are ignored, so the same folder
 loads into both specs. A resume checkpoint adds ``optimizer`` and ``rlec`` (step, user state)
 keys beside the model's, so it is still a valid ``dist_checkpointing_path`` for verl.
+
+Interrupted writes. A checkpoint is written into a hidden ``.<name>.tmp-*`` folder, held under a
+lock (:func:`rlec.io.claim_temp_dir`), and renamed when complete. Megatron's writer
+(``FileSystemWriterAsync.write_preloaded_data_multiproc``) forks one process per write bucket and
+waits for them; killed with ``kill -9`` the parent took no child with it, and the children lived
+on (issue 18 measured 0.5-1.4 GB each, never exiting) beside the partial folder. Here every
+process forked during a write is tied to its parent (:func:`writers_die_with_parent`: Linux
+``PR_SET_PDEATHSIG``, plus an explicit kill when the write raises, e.g. on Ctrl-C), and each save
+first removes the partial folders of killed writers next to its destination
+(:func:`remove_stale_partials`; also callable at a job's start).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 
-from rlec.io import replace_dir
-from rlec.megatron.compat import in_process_checkpoint_results
+from rlec.io import claim_temp_dir, remove_stale_temps, replace_dir
+from rlec.megatron.compat import in_process_checkpoint_results, writers_die_with_parent
 from rlec.megatron.model import MegatronModel
 from rlec.megatron.parallel import barrier, broadcast_object, rank
 
@@ -72,12 +80,30 @@ def model_sharded_state_dict(policy: MegatronModel, *, te_extras: bool = True) -
     return state
 
 
+def remove_stale_partials(folder: str | Path) -> tuple[list[Path], list[Path]]:
+    """Remove the partial checkpoint folders (``.<name>.tmp-*``) that killed writers left in ``folder``.
+
+    Only folders whose writer is gone are removed (their lock can be taken); a write in progress
+    is left alone; a partial folder without a lock file (an older rlec) is reported with the
+    command to remove it. Rank 0 only; every save calls it for its destination's folder, and a
+    job may call it at start (the local run on ``<output_dir>/checkpoints``).
+
+    Returns:
+        (removed folders, reported folders); both empty on ranks other than 0.
+    """
+    if rank() != 0:
+        return [], []
+    return remove_stale_temps(folder)
+
+
 @contextmanager
 def atomic_output(path: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
-    """Collective context: yields a fresh ``<path>.tmp-*`` folder, renamed to ``path`` on success.
+    """Collective context: yields a fresh ``.<name>.tmp-*`` folder, renamed to ``path`` on success.
 
     On an exception the temporary folder is removed and ``path`` is left untouched, so no
-    half-written checkpoint is ever visible under ``path``.
+    half-written checkpoint is ever visible under ``path``. Rank 0 first removes partial folders
+    that killed writers left next to ``path`` (:func:`remove_stale_partials`), and holds the new
+    folder's lock until it is renamed or removed, so a later start can tell it from a live write.
 
     Raises:
         FileExistsError: ``path`` exists and ``overwrite`` is false (checked before writing).
@@ -85,9 +111,13 @@ def atomic_output(path: str | Path, *, overwrite: bool = False) -> Iterator[Path
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists (pass overwrite=True / --overwrite to replace it)")
-    tmp = Path(broadcast_object(str(path.parent / f".{path.name}.tmp-{os.getpid()}-{int(time.time())}")))
+    lock, name = None, ""
     if rank() == 0:
-        tmp.mkdir(parents=True, exist_ok=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_partials(path.parent)
+        tmp, lock = claim_temp_dir(path)
+        name = str(tmp)
+    tmp = Path(broadcast_object(name))
     barrier()
     try:
         yield tmp
@@ -96,8 +126,11 @@ def atomic_output(path: str | Path, *, overwrite: bool = False) -> Iterator[Path
             replace_dir(tmp, path)  # the old checkpoint goes only once the new one is in place
         barrier()
     finally:
-        if rank() == 0 and tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        if lock is not None:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+            lock.release()
+
 
 
 def write_dist_checkpoint(
@@ -113,7 +146,7 @@ def write_dist_checkpoint(
     if optimizer is not None:
         state["optimizer"] = optimizer.sharded_state_dict(state)
     state["rlec"] = {"step": step, "user_state": user_state or {}}
-    with in_process_checkpoint_results():
+    with in_process_checkpoint_results(), writers_die_with_parent():
         dist_checkpointing.save(state, str(folder))
 
 
@@ -133,9 +166,12 @@ def save_dist_checkpoint(
     metadata: dict[str, Any] | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Write a dist checkpoint atomically: into ``<path>.tmp-*``, renamed when complete.
+    """Write a dist checkpoint atomically: into ``.<name>.tmp-*``, renamed when complete.
 
-    Every rank calls this. The folder is a valid verl ``dist_checkpointing_path``.
+    Every rank calls this. The folder is a valid verl ``dist_checkpointing_path``. Killing the
+    job at any moment leaves no writer process behind, and the partial folder is removed by the
+    next save into the same folder (or by :func:`remove_stale_partials` at the next start): see
+    the module docstring.
 
     Args:
         policy: the model.

@@ -8,7 +8,8 @@ code shows):
 2. the in-process results queue of megatron's synchronous checkpoint writer
    (:func:`in_process_checkpoint_results`, scoped to one save);
 3. mbridge 0.15.1's private ``Bridge`` methods rlec needs (:func:`use_layer_spec`,
-   :func:`model_provider`, :func:`reporting_weight_conversions`).
+   :func:`model_provider`, :func:`reporting_weight_conversions`);
+4. megatron's forked checkpoint writers, tied to their parent (:func:`writers_die_with_parent`).
 
 megatron-core assumes a CUDA device in a handful of spots that have nothing to do with the maths
 (RNG bookkeeping, side streams, ``device='cuda'`` literals, type-name assertions, collectives
@@ -30,8 +31,13 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import inspect
+import multiprocessing
+import os
+import signal
+import sys
 import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -510,3 +516,63 @@ def reporting_weight_conversions(bridge: Any, progress: Callable[[str], None] | 
         yield
     finally:
         del bridge._weight_to_mcore_format
+
+
+# --- megatron's forked checkpoint writers die with their parent ----------------------------------
+# megatron-core 0.16.1's FileSystemWriterAsync forks one writer process per bucket even for a
+# synchronous save; killed with kill -9 mid-write, the parent leaves them alive (0.5-1.4 GB each,
+# measured) holding the partial folder. No megatron option turns the fork off.
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_fork_guard: dict[str, Any] = {"active": False, "forker": 0, "prctl": None}
+
+
+def _remember_forker() -> None:
+    _fork_guard["forker"] = os.getpid()
+
+
+def _die_with_parent() -> None:
+    """In a child forked inside :func:`writers_die_with_parent`: ask the kernel for SIGKILL when the parent dies."""
+    if not _fork_guard["active"] or _fork_guard["prctl"] is None:
+        return
+    _fork_guard["prctl"](_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != _fork_guard["forker"]:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def writers_die_with_parent() -> Iterator[None]:
+    """Tie every process forked inside the block to this process (megatron's checkpoint writers).
+
+    - Linux: each child forked meanwhile gets ``PR_SET_PDEATHSIG = SIGKILL``, so the kernel kills
+      it when this process dies, ``kill -9`` included (strictly: when the forking thread exits,
+      which for a synchronous save is the saving thread, after its children are done). Elsewhere
+      only the next point applies.
+    - An exception inside the block (Ctrl-C, a failed write) kills the multiprocessing children
+      started meanwhile before it propagates, so none outlives the write it belonged to.
+
+    Not re-entrant across threads: save from one thread at a time (as every rlec caller does).
+    Probe: :func:`forked_writers_needed` (megatron still forks its writers).
+    """
+    if _fork_guard["prctl"] is None and sys.platform.startswith("linux"):
+        # resolved here, not in the child: a freshly forked child should not go through dlopen
+        _fork_guard["prctl"] = ctypes.CDLL(None, use_errno=True).prctl
+        os.register_at_fork(before=_remember_forker, after_in_child=_die_with_parent)
+    before = set(multiprocessing.active_children())
+    _fork_guard["active"] = True
+    try:
+        yield
+    except BaseException:
+        for child in set(multiprocessing.active_children()) - before:
+            child.kill()
+            child.join(timeout=5)
+        raise
+    finally:
+        _fork_guard["active"] = False
+
+
+def forked_writers_needed() -> bool:
+    """megatron-core's checkpoint writer still forks worker processes (the reason for :func:`writers_die_with_parent`)."""
+    from megatron.core.dist_checkpointing.strategies import filesystem_async
+
+    return _source_has(filesystem_async, "Process(") or _source_has(filesystem_async, "mp.get_context")

@@ -92,6 +92,16 @@ def test_compare_prints_ratios(smoke) -> None:
     assert "reward rlec.grading.grade_batch responses/s" in text and "only in one run" in text
 
 
+def test_compare_formats_a_figure_of_one_run_only() -> None:
+    """Figures only one run has print like the others (one decimal), not as raw floats."""
+    env = {"loadavg_start": [1.0, 1.0, 1.0], "cpu": "test cpu"}
+    now = {"environment": env, "sections": {"reward": {"rows": [{"grader": "rlec", "responses_per_s": 271.68550911451354}]}}}
+    base = {"environment": env, "created": "then", "sections": {"rollout": {"rows": [{"engine": "hf", "tokens_per_s": 9.87654321}]}}}
+    text = report.compare(now, base)
+    assert "| reward rlec responses/s | 271.7 | - | only in one run |" in text
+    assert "| rollout hf tokens/s | - | 9.9 | only in one run |" in text and "271.68" not in text
+
+
 def test_projection_section_and_assumption_flags(tmp_path: Path, capsys) -> None:
     code = throughput.main(["--sections", "projection", "--assume-update-mfu", "0.4", "--out", str(tmp_path), "--name", "p"])
     assert code == 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from rlec.data.prepare import main
@@ -162,3 +164,92 @@ def test_cli_reports_bad_row_then_skip_invalid_completes(dapo, sample_files, tmp
 def test_cli_missing_input_file(tmp_path, capsys):
     assert main(["--hotpot-test", str(tmp_path / "missing.json"), "--output-dir", str(tmp_path / "o"), "--no-progress"]) == 2
     assert "missing.json does not exist" in capsys.readouterr().err
+
+
+# ---- an input or split that yields nothing is an error naming it; unreadable inputs name the file ------
+
+
+@pytest.mark.parametrize(("which", "content"), [("dapo", "[]"), ("hotpot_train", ""), ("hotpot_test", "[]")])
+def test_an_empty_source_file_is_an_error_naming_it(which, content, run_prepare, tmp_path):
+    empty = tmp_path / f"{which}.{'json' if content else 'jsonl'}"
+    empty.write_text(content)
+    with pytest.raises(DataError, match=rf"{empty}: no records \(an empty file or an empty list\)"):
+        run_prepare(tmp_path / "out", **{which: empty})
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_file_of_a_source_the_mix_does_not_use_is_fine(run_prepare, tmp_path):
+    from rlec.data.mix import MixConfig
+
+    empty = tmp_path / "dapo.json"
+    empty.write_text("[]")
+    summary = run_prepare(tmp_path / "out", MixConfig(math_train_size=0, math_test_size=0), dapo=empty)
+    train = summary["splits"]["train"]
+    assert train["by_source"] == {"hotpotqa": train["rows"]} and train["rows"] > 0
+
+
+def test_a_file_whose_rows_are_all_invalid_is_an_error_even_when_skipping(dapo, run_prepare, tmp_path):
+    rows = copy.deepcopy(dapo[:4])
+    for r in rows:
+        r["reward_model"]["ground_truth"] = ""
+    path = tmp_path / "dapo.json"
+    path.write_text(json.dumps(rows))
+    with pytest.raises(DataError, match=rf"{path}: no valid records: all 4 rows were skipped as invalid"):
+        run_prepare(tmp_path / "out", dapo=path, skip_invalid=True)
+
+
+@pytest.mark.parametrize(("sizes", "message"), [
+    (dict(math_train_size=0, hotpot_train_size=0), "the training split would be empty: --math-train-size and --hotpot-train-size are"),
+    (dict(math_test_size=0, hotpot_test_size=0), "the test split would be empty: --math-test-size and --hotpot-test-size are both 0"),
+])  # fmt: skip
+def test_an_empty_split_is_an_error_naming_it(sizes, message, run_prepare, tmp_path):
+    from rlec.data.mix import MixConfig
+
+    with pytest.raises(ValueError, match=message):
+        run_prepare(tmp_path / "out", MixConfig(**sizes))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_source_the_length_filter_empties_is_an_error_naming_split_and_source(run_prepare, tmp_path):
+    message = r"train split: all 150 hotpotqa rows are longer than --max-prompt-tokens 10 \(shortest \d+ tokens"
+    with pytest.raises(ValueError, match=message):
+        run_prepare(tmp_path / "out", max_prompt_tokens=10)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_training_pool_is_an_error_naming_the_source(sample_files, run_prepare, tmp_path):
+    message = r"hotpotqa: the training pool is empty \(\d+ unique questions, \d+ of them also in the test file\)"
+    with pytest.raises(ValueError, match=message):
+        run_prepare(tmp_path / "out", hotpot_train=sample_files["hotpot_test"])
+
+
+def test_writer_keeps_the_schema_of_an_empty_table(tmp_path):
+    from rlec.data.writer import SCHEMA, to_table, write_parquet
+
+    assert to_table([]).schema.equals(SCHEMA)
+    write_parquet([], tmp_path / "empty.parquet")
+    assert pq.read_schema(tmp_path / "empty.parquet").equals(SCHEMA)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_input_that_is_not_utf8_names_file_and_line(suffix, tmp_path):
+    path = tmp_path / f"m{suffix}"
+    path.write_bytes(b'[{"problem": "1+1", "answer": "2"},\n' if suffix == ".json" else b'{"problem": "1+1", "answer": "2"}\n')
+    path.write_bytes(path.read_bytes() + b'{"problem": "caf\xe9", "answer": "3"}' + (b"]" if suffix == ".json" else b"\n"))
+    err = _error(path, parse_math)
+    assert err.path == str(path) and "not UTF-8 text on line 2" in str(err)
+
+
+def test_a_folder_given_as_an_input_file_says_so(tmp_path):
+    assert "is a folder; expected a .json, .jsonl, .ndjson or .parquet file" in str(_error(tmp_path, parse_math))
+
+
+@pytest.mark.parametrize("case", ["below_a_file", "unwritable"])
+def test_cli_unwritable_output_folder_is_one_line_before_any_work(case, tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "processed" if case == "below_a_file" else Path("/sys/rlec-test/processed")
+    assert main(["--output-dir", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --output-dir {out}: ") and "\n" not in err
+    assert ("is a file, not a folder" if case == "below_a_file" else "cannot write in /sys") in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

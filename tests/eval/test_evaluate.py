@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -226,3 +231,121 @@ def test_cli_resume_reports_a_bad_record_line_with_the_right_hint(tmp_path: Path
     err = capsys.readouterr().err
     assert f"{out}:1: invalid JSON" in err and "fix or delete that line" in err and "--skip-invalid" not in err
     assert out.read_text() == "{not json}\n"  # nothing lost
+
+
+# ---- faults: one line on stderr, exit status 2, nothing written, before the model loads -------------
+
+
+def _truncated_model(src: Path, dst: Path) -> Path:
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            (dst / f.name).symlink_to(f)
+    data = (src / "model.safetensors").read_bytes()
+    (dst / "model.safetensors").write_bytes(data[: len(data) // 2])
+    return dst
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("truncated_weights", "model.safetensors: not a readable safetensors file"),
+        ("out_is_a_folder", "is a folder; expected a record file"),
+        ("out_below_a_file", "is a file, not a folder"),
+        ("out_unwritable", "cannot write in /sys"),
+        ("batch_size_negative", "--batch-size must be >= 1, got -1"),
+        ("batch_size_zero", "--batch-size must be >= 1, got 0"),
+        ("n_samples_zero", "--n-samples must be >= 1, got 0"),
+        ("gpu_memory_utilization", "--gpu-memory-utilization must be in (0, 1], got 1.5"),
+        ("data_is_a_folder", "is a folder; expected a file"),
+        ("data_not_parquet", "not a readable parquet file"),
+        ("records_not_utf8", ":2: not UTF-8 text (byte 0xc3 at column 1)"),
+    ],
+)
+def test_cli_faults_are_one_line_and_write_nothing(case: str, message: str, tmp_path: Path, eval_parquet: Path, tiny_moe_dir: Path,
+                                                   capsys) -> None:
+    model, data, out, extra = tiny_moe_dir, eval_parquet, tmp_path / "r.jsonl", []
+    if case == "truncated_weights":
+        model = _truncated_model(tiny_moe_dir, tmp_path / "model")
+    elif case == "out_is_a_folder":
+        out.mkdir()
+    elif case == "out_below_a_file":
+        (tmp_path / "afile").write_text("x")
+        out = tmp_path / "afile" / "r.jsonl"
+    elif case == "out_unwritable":
+        out = Path("/sys/rlec-test/r.jsonl")
+    elif case.startswith(("batch_size", "n_samples", "gpu")):
+        flag = {"batch_size_negative": ["--batch-size", "-1"], "batch_size_zero": ["--batch-size", "0"],
+                "n_samples_zero": ["--n-samples", "0"], "gpu_memory_utilization": ["--gpu-memory-utilization", "1.5"]}[case]
+        extra = flag
+    elif case == "data_is_a_folder":
+        data = tmp_path
+    elif case == "data_not_parquet":
+        data = tmp_path / "eval.parquet.txt"
+        data.write_text("question,answer\n")
+    elif case == "records_not_utf8":
+        out.write_bytes(b"\n\xc3\x28 latin-1 or worse\n")
+        extra = ["--resume"]
+    before = out.read_bytes() if out.is_file() else None
+    code = main(["--model", str(model), "--data", str(data), "--out", str(out), "--engine", "hf", *extra])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
+    if case == "out_is_a_folder":
+        assert list(out.iterdir()) == []
+    elif before is not None:
+        assert out.read_bytes() == before
+    elif not case.startswith("out_"):
+        assert not out.exists()
+    assert not any(p.name.endswith(".lock") for p in tmp_path.iterdir())
+
+
+def test_model_folder_spellings_are_one_model(tmp_path: Path, eval_parquet: Path, tiny_moe_dir: Path) -> None:
+    """`--model X/` resumes a file written with `--model X` (and the records name the model without the slash)."""
+    out = tmp_path / "r.jsonl"
+    base = ["--data", str(eval_parquet), "--out", str(out), "--engine", "hf", "--limit", "1", "--targets", "binary,0.5",
+            "--temperature", "0", "--max-new-tokens", "2"]
+    assert main(["--model", str(tiny_moe_dir), *base]) == 0
+    assert main(["--model", f"{tiny_moe_dir}/", *base, "--resume"]) == 0
+    records, _ = read_records(out)
+    assert len(records) == 2 and {r["model"] for r in records} == {str(tiny_moe_dir)}
+    from rlec.eval.evaluate import same_model
+
+    assert same_model(f"{tiny_moe_dir}/", str(tiny_moe_dir)) and same_model(os.path.relpath(tiny_moe_dir), str(tiny_moe_dir))
+    assert not same_model(str(tmp_path), str(tiny_moe_dir))
+
+
+def test_a_second_writer_of_the_same_records_is_refused_naming_the_holder(tmp_path: Path, eval_parquet: Path, tiny_moe_dir: Path,
+                                                                         capsys) -> None:
+    out = tmp_path / "r.jsonl"
+    ready = tmp_path / "ready"
+    code = (f"import time, pathlib\nfrom rlec.io import output_lock\nlock = output_lock({str(out)!r}).acquire()\n"
+            f"pathlib.Path({str(ready)!r}).touch()\ntime.sleep(600)")
+    holder = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        deadline = time.time() + 60
+        while not ready.exists():
+            assert holder.poll() is None and time.time() < deadline
+            time.sleep(0.05)
+        args = ["--model", str(tiny_moe_dir), "--data", str(eval_parquet), "--out", str(out), "--engine", "hf", "--resume"]
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert f"error: --out {out}: in use by pid {holder.pid} " in err and "wait for it to finish or stop it" in err
+        assert not out.exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    from rlec.io import output_lock
+
+    with output_lock(out) as lock:  # the killed holder's lock does not block
+        assert lock.previous["pid"] == holder.pid
+
+
+def test_cpu_thread_default_is_one_unless_the_environment_says_otherwise(monkeypatch) -> None:
+    from rlec.eval.evaluate import default_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert default_threads() == 1  # this test machine has no GPU (GPU tests are marked)
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert default_threads() is None

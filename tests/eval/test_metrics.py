@@ -136,7 +136,7 @@ def test_cli_subprocess_grades_with_the_math_verify_pool(tmp_path: Path, record_
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    graded = [json.loads(line) for line in (tmp_path / "metrics" / "graded-r.jsonl").read_text().splitlines()]
+    graded = [json.loads(line) for line in (tmp_path / "r.metrics" / "graded-r.jsonl").read_text().splitlines()]
     assert graded[0]["grade"]["outcome"] == "correct" and graded[0]["grade"]["detail"] == "math_verify"
     assert "| all | 1 | 1 |" in proc.stdout
 
@@ -152,7 +152,7 @@ def test_end_to_end_cpu_run_on_the_tiny_model_writes_every_output(tmp_path: Path
     lines = records.read_text().splitlines()
     assert len(lines) == 16
     assert metrics.main([str(records), "--targets", "binary,0.0,0.5,0.9", "--quiet", "--bootstrap", "200"]) == 0
-    out = tmp_path / "eval" / "metrics"
+    out = tmp_path / "eval" / "records.metrics"  # the default: derived from the records file's name
     result = json.loads((out / "metrics.json").read_text())
     groups = result["runs"]["records"]["groups"]
     assert set(groups) == {"all", "math", "hotpotqa"} and groups["all"]["n_records"] == 16
@@ -163,3 +163,106 @@ def test_end_to_end_cpu_run_on_the_tiny_model_writes_every_output(tmp_path: Path
     for name in PNGS:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (out / name).stat().st_size > 10_000
+
+
+# ---- faults: one line, exit status 2, nothing written; outputs of one invocation all or nothing -----
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--ci", "1.5"], "--ci must be in (0, 1), e.g. 0.95, got 1.5"),
+        (["--ci", "0"], "--ci must be in (0, 1)"),
+        (["--bootstrap", "-5"], "--bootstrap must be >= 0 (0 = no intervals), got -5"),
+        (["--timeout-s", "0"], "--timeout-s must be a positive number of seconds, got 0.0"),
+        (["--timeout-s", "nan"], "--timeout-s must be a positive number of seconds, got nan"),
+    ],
+)
+def test_bad_settings_are_refused_before_grading(tmp_path: Path, worked, capsys, flags: list[str], message: str) -> None:
+    path = atomic_write_jsonl(tmp_path / "r.jsonl", worked.records("calibrated"))
+    assert metrics.main([str(path), "--targets", worked.spec, *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {message}" or (err.startswith(f"error: {message}") and "\n" not in err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl"]
+
+
+@pytest.mark.parametrize(("gold", "source", "reason"), [
+    ("", "math", "gold answer for a math item must be a non-empty string"),
+    ("  ", "hotpotqa", "gold answer for a qa item must be a non-empty string"),
+])  # fmt: skip
+def test_ungradable_gold_names_file_and_line_or_is_skipped(tmp_path: Path, worked, capsys, gold: str, source: str, reason: str) -> None:
+    records = worked.records("calibrated", source=source)
+    records[3] = dict(records[3], ground_truth=gold)
+    path = atomic_write_jsonl(tmp_path / "r.jsonl", records)
+    assert metrics.main([str(path), "--targets", worked.spec, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {path}:4: key 'ground_truth': {reason}") and "\n" not in err, err
+    assert not (tmp_path / "r.metrics").exists()
+    result = _run(path, tmp_path / "m", "--targets", worked.spec, "--no-plots", "--bootstrap", "0", "--skip-invalid")
+    assert result["runs"]["r"]["records"]["invalid"] == [{"line": 4, "reason": f"key 'ground_truth': {reason}, got {gold!r}"}]
+
+
+def test_an_all_bad_gold_file_is_one_line(tmp_path: Path, worked, capsys) -> None:
+    path = atomic_write_jsonl(tmp_path / "r.jsonl", [dict(r, ground_truth=" ") for r in worked.records("calibrated", source="hotpotqa")])
+    assert metrics.main([str(path), "--targets", worked.spec, "--quiet", "--skip-invalid"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {path}: no scorable records") and "\n" not in err
+
+
+@pytest.mark.parametrize("case", ["below_a_file", "unwritable", "foreign_files", "is_a_file"])
+def test_out_dir_that_cannot_be_written_or_replaced_is_refused_first(tmp_path: Path, worked, capsys, case: str) -> None:
+    path = atomic_write_jsonl(tmp_path / "r.jsonl", worked.records("calibrated"))
+    out = {"below_a_file": tmp_path / "afile" / "m", "unwritable": Path("/sys/rlec-test/m"), "foreign_files": tmp_path,
+           "is_a_file": tmp_path / "afile"}[case]
+    (tmp_path / "afile").write_text("x")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert metrics.main([str(path), "--out-dir", str(out), "--targets", worked.spec, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    expected = {"below_a_file": "is a file, not a folder", "unwritable": "cannot write in /sys",
+                "foreign_files": "holds files metrics did not write (afile, r.jsonl)", "is_a_file": "is a file, not a folder"}[case]
+    assert err.startswith(f"error: --out-dir {out}: ") and expected in err and "\n" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("failure", ["second_input_bad", "crash_while_writing"])
+def test_outputs_of_one_invocation_appear_together_or_not_at_all(tmp_path: Path, worked, monkeypatch, failure: str) -> None:
+    first = atomic_write_jsonl(tmp_path / "a.jsonl", worked.records("calibrated", qid_prefix="q"))
+    second = atomic_write_jsonl(tmp_path / "b.jsonl", worked.records("always_answer", qid_prefix="q"))
+    out = tmp_path / "cmp"
+    args = [str(first), "--compare", str(second), "--out-dir", str(out), "--targets", worked.spec, "--quiet", "--bootstrap", "0"]
+    assert metrics.main([*args, "--no-plots"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    if failure == "second_input_bad":
+        second.write_text(second.read_text() + "{broken\n")
+        assert metrics.main(args) == 2
+    else:
+        def crash(*_a, **_k):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr("rlec.eval.plots.write_plots", crash)
+        assert metrics.main(args) == 130
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the previous outputs, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "cmp"]  # no temporary folder or lock left
+
+
+def test_default_out_dirs_of_different_record_files_never_collide(tmp_path: Path, worked, capsys) -> None:
+    a = atomic_write_jsonl(tmp_path / "base.jsonl", worked.records("always_answer", qid_prefix="q"))
+    b = atomic_write_jsonl(tmp_path / "tuned.jsonl", worked.records("calibrated", qid_prefix="q"))
+    common = ["--targets", worked.spec, "--quiet", "--bootstrap", "0", "--no-plots"]
+    assert metrics.main([str(a), *common]) == 0 and metrics.main([str(b), *common]) == 0
+    assert metrics.main([str(a), "--compare", str(b), *common]) == 0
+    assert metrics.default_out_dir([a]) == tmp_path / "base.metrics"
+    runs = {d.name: list(json.loads((d / "metrics.json").read_text())["runs"]) for d in tmp_path.glob("*.metrics")}
+    assert runs == {"base.metrics": ["base"], "tuned.metrics": ["tuned"], "base-vs-tuned.metrics": ["base", "tuned"]}
+    capsys.readouterr()
+    assert metrics.main([str(b), "--out-dir", str(tmp_path / "base.metrics"), *common]) == 0  # asked for: replaced, and said so
+    assert f"note: replaced the metrics of {a} in {tmp_path / 'base.metrics'}" in capsys.readouterr().err
+
+
+def test_records_that_are_not_utf8_or_a_folder_are_named(tmp_path: Path, worked, capsys) -> None:
+    path = atomic_write_jsonl(tmp_path / "r.jsonl", worked.records("calibrated"))
+    path.write_bytes(path.read_bytes().replace(b'"(prompt)"', b'"\xff(prompt)"', 1))
+    assert metrics.main([str(path), "--targets", worked.spec]) == 2
+    assert f"error: {path}:1: not UTF-8 text (byte 0xff at column " in capsys.readouterr().err
+    assert metrics.main([str(tmp_path), "--targets", worked.spec]) == 2
+    assert f"error: record file {tmp_path} is a folder" in capsys.readouterr().err

@@ -14,9 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -304,6 +306,75 @@ def test_help_lists_every_option() -> None:
     assert proc.returncode == 0
     for flag in ("--hf-model-path", "--output-path", "--tp", "--ep", "--etp", "--pp", "--verify", "--overwrite", "--dtype"):
         assert flag in proc.stdout
+
+
+def test_unwritable_output_folder_is_refused_in_one_line(tiny_moe_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a folder")
+    out = tmp_path / "afile" / "ckpt"
+    proc = _run_cli("--hf-model-path", str(tiny_moe_dir), "--output-path", str(out))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"[convert] error: --output-path {out}: {tmp_path / 'afile'} is a file, not a folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+# A conversion whose checkpoint writers (megatron forks one per write bucket) hang: killed mid-write.
+HANGING_WRITERS = """
+import runpy, sys, time
+from megatron.core.dist_checkpointing.strategies.filesystem_async import FileSystemWriterAsync
+FileSystemWriterAsync.write_preloaded_data = staticmethod(lambda *args, **kwargs: time.sleep(3600))
+sys.argv = [sys.argv[1], *sys.argv[2:]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; PR_SET_PDEATHSIG is Linux-only")
+def test_conversion_killed_mid_write_leaves_no_writer_and_the_rerun_removes_the_partial(tiny_moe_dir: Path, tmp_path: Path) -> None:
+    """kill -9 while the dist-checkpoint writers run: they die with the converter; the hidden
+    partial folder stays until the next conversion into that folder removes it and succeeds."""
+    out = tmp_path / "ckpt" / "tiny"
+    argv = [sys.executable, "-c", HANGING_WRITERS, str(TOOL), "--hf-model-path", str(tiny_moe_dir), "--output-path", str(out)]
+    proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    writers: list[int] = []
+    deadline = time.time() + 600
+    while not writers:
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.time() < deadline, "the conversion never reached its checkpoint writers"
+        time.sleep(0.2)
+        if list(out.parent.glob(".tiny.tmp-*")):
+            writers = _children(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    deadline = time.time() + 15
+    while any(_alive(pid) for pid in writers) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in writers if _alive(pid)], f"checkpoint writers {writers} outlived the killed converter"
+    partial = [p for p in out.parent.iterdir() if p.is_dir()]
+    assert len(partial) == 1 and partial[0].name.startswith(".tiny.tmp-") and not out.exists()
+
+    rerun = _run_cli("--hf-model-path", str(tiny_moe_dir), "--output-path", str(out), "--no-hash")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"removed {partial[0]}" in rerun.stderr and "partial folder left by an interrupted write" in rerun.stderr
+    assert sorted(p.name for p in out.parent.iterdir()) == ["tiny"] and (out / "metadata.json").is_file()
 
 
 # ---- GPU: the same verification with the Transformer Engine spec in bf16 --------------------------------

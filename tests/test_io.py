@@ -1,0 +1,157 @@
+"""rlec.io: one-writer locks that name their holder and never go stale, temporary folders that a
+killed writer cannot leave behind for good, the up-front writability check, atomic writes.
+
+Killed writers are real processes killed with SIGKILL (no cleanup code runs), started from a few
+lines of Python that import only rlec.io, so each costs a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlec.io import (
+    FileLock,
+    LockHeld,
+    atomic_dir,
+    atomic_write_text,
+    check_writable,
+    claim_temp_dir,
+    lock_path,
+    output_lock,
+    remove_stale_temps,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+UNWRITABLE = Path("/sys/rlec-test-unwritable")  # sysfs refuses new files, even to root
+
+
+def _holder(code: str, ready: Path) -> subprocess.Popen:
+    """A Python process that runs ``code`` (with rlec.io imported), then touches ``ready`` and sleeps."""
+    script = f"import time, pathlib\nfrom rlec.io import *\n{code}\npathlib.Path({str(ready)!r}).touch()\ntime.sleep(600)\n"
+    proc = subprocess.Popen([sys.executable, "-c", script, "--holder-flag"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    deadline = time.time() + 60
+    while not ready.exists():
+        assert proc.poll() is None and time.time() < deadline, "holder process did not start"
+        time.sleep(0.05)
+    return proc
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def test_second_writer_is_refused_with_the_holders_pid_and_command(tmp_path: Path) -> None:
+    out = tmp_path / "records.jsonl"
+    holder = _holder(f"lock = output_lock({str(out)!r}).acquire()", tmp_path / "ready")
+    try:
+        with pytest.raises(LockHeld) as err:
+            output_lock(tmp_path / "." / "records.jsonl", what="--out records.jsonl").acquire()  # another spelling, same lock
+        message = str(err.value)
+        assert message.startswith("--out records.jsonl: in use by pid ") and f"pid {holder.pid} " in message
+        assert "--holder-flag" in message and err.value.holder["pid"] == holder.pid
+        assert not out.exists()
+    finally:
+        _kill(holder)
+
+
+def test_a_lock_left_by_a_killed_process_never_blocks(tmp_path: Path) -> None:
+    out = tmp_path / "outputs"
+    holder = _holder(f"lock = output_lock({str(out)!r}).acquire()", tmp_path / "ready")
+    _kill(holder)
+    assert json.loads(lock_path(out).read_text())["pid"] == holder.pid  # the stale file is still there
+    with output_lock(out) as lock:
+        assert lock.locked and lock.previous["pid"] == holder.pid
+        assert json.loads(lock_path(out).read_text())["pid"] == os.getpid()
+    assert not lock_path(out).exists()  # released: the lock file is gone
+
+
+def test_one_process_cannot_take_its_own_lock_twice(tmp_path: Path) -> None:
+    with FileLock(tmp_path / "x.lock"):
+        with pytest.raises(LockHeld, match=f"pid {os.getpid()}"):
+            FileLock(tmp_path / "x.lock").acquire()
+    with FileLock(tmp_path / "x.lock") as again:  # free after release
+        assert again.locked and again.previous is None
+
+
+def test_partial_folder_of_a_killed_writer_is_removed_and_a_live_one_kept(tmp_path: Path) -> None:
+    out = tmp_path / "ckpt" / "global_step_3"
+    out.parent.mkdir()
+    code = f"tmp, lock = claim_temp_dir({str(out)!r}); (tmp / 'shard.distcp').write_bytes(b'x' * 1000)"
+    dead = _holder(code, tmp_path / "ready1")
+    _kill(dead)
+    live = _holder(code.replace("global_step_3", "global_step_4"), tmp_path / "ready2")
+    try:
+        partial = [p for p in out.parent.iterdir() if p.is_dir()]
+        assert len(partial) == 2 and all(p.name.startswith((".global_step_3.tmp-", ".global_step_4.tmp-")) for p in partial)
+        legacy = out.parent / ".global_step_2.tmp-123-1700000000"  # written before locks existed
+        legacy.mkdir()
+        removed, reported = remove_stale_temps(out.parent)  # every name: checkpoint names change per step
+        assert [p.name for p in removed] == [p.name for p in partial if p.name.startswith(".global_step_3")]
+        assert reported == [legacy] and legacy.is_dir()
+        left = sorted(p.name for p in out.parent.iterdir())
+        assert len(left) == 3 and any(n.startswith(".global_step_4.tmp-") and not n.endswith(".lock") for n in left)
+        assert not any(n.startswith(".global_step_3") for n in left)  # folder and lock file both gone
+        assert remove_stale_temps(out.parent, name="global_step_4") == ([], [])  # still being written
+    finally:
+        _kill(live)
+    removed, _ = remove_stale_temps(out.parent, name="global_step_4")
+    assert len(removed) == 1 and sorted(p.name for p in out.parent.iterdir()) == [legacy.name]
+
+
+def test_atomic_dir_keeps_the_old_output_on_failure_and_clears_a_killed_writers_leftover(tmp_path: Path) -> None:
+    out = tmp_path / "processed"
+    with atomic_dir(out) as tmp:
+        (tmp / "a.txt").write_text("old")
+    with pytest.raises(RuntimeError), atomic_dir(out) as tmp:
+        (tmp / "a.txt").write_text("half")
+        raise RuntimeError("crash while writing")
+    assert (out / "a.txt").read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["processed"]
+    _kill(_holder(f"claim_temp_dir({str(out)!r})", tmp_path / "ready"))
+    (tmp_path / "ready").unlink()
+    assert len(list(tmp_path.glob(".processed.tmp-*"))) == 2  # the folder and its lock file
+    with atomic_dir(out) as tmp:
+        (tmp / "a.txt").write_text("new")
+    assert (out / "a.txt").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["processed"]
+
+
+def test_claim_temp_dir_holds_its_lock_until_released(tmp_path: Path) -> None:
+    tmp, lock = claim_temp_dir(tmp_path / "out")
+    assert tmp.is_dir() and tmp.name.startswith(".out.tmp-") and lock.locked
+    assert remove_stale_temps(tmp_path, "out") == ([], [])  # our own write in progress is safe
+    tmp.rmdir()
+    lock.release()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["file_above", "unwritable"])
+def test_check_writable_refuses_in_one_line_and_writes_nothing(tmp_path: Path, kind: str) -> None:
+    if kind == "file_above":
+        (tmp_path / "afile").write_text("x")
+        target, error, message = tmp_path / "afile" / "sub" / "out.jsonl", NotADirectoryError, "afile is a file, not a folder"
+    else:
+        if not UNWRITABLE.parent.is_dir():
+            pytest.skip("needs /sys (Linux)")
+        target, error, message = UNWRITABLE / "out.jsonl", PermissionError, "cannot write in /sys"
+    with pytest.raises(error) as err:
+        check_writable(target, label="--out")
+    assert str(err.value).startswith(f"--out {target}: ") and message in str(err.value) and "\n" not in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["afile"] if kind == "file_above" else [])
+    assert check_writable(tmp_path / "new" / "deeper" / "x", label="--out") == tmp_path / "new" / "deeper" / "x"
+    assert not (tmp_path / "new").exists()
+
+
+def test_atomic_write_text_gives_ordinary_permissions_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = atomic_write_text(tmp_path / "a" / "b.json", "{}\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.read_text() == "{}\n" and (path.stat().st_mode & 0o777) == 0o666 & ~umask
+    assert [p.name for p in path.parent.iterdir()] == ["b.json"]
