@@ -24,8 +24,10 @@ MIN_PROJECTED_PARAMS = 1e9  # smaller models are smoke tests, not projected
 
 
 def committed_layouts() -> list[str]:
-    """Names of the committed layout files (``megatron_configs/layout/*.yaml``), sorted."""
-    return sorted(p.stem for p in LAYOUT_DIR.glob("*.yaml"))
+    """Names of the committed cluster layouts (``megatron_configs/layout/*.yaml`` but the local CPU one), sorted."""
+    from rlec.config import cluster_layouts
+
+    return cluster_layouts(LAYOUT_DIR.parent)
 
 
 def layout_shape(name: str, overrides: list[str] | None = None) -> tuple[Any, ModelShape, str]:

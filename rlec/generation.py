@@ -223,6 +223,7 @@ class HFEngine:
                 self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, device_map="auto").eval()
             else:
                 self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(device).eval()
+        self.device = str(self.model.device.type)  # "cpu" or "cuda"
         self.tokenizer = tokenizer
         self.sampling = sampling or SamplingSettings()
         self.stop_ids = stop_token_ids(tokenizer, self.model)

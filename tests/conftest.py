@@ -98,3 +98,15 @@ def ray_local():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def fp8_model():
+    """``fp8_model(layout, precision)`` -> the override an FP8 run of the tiny layout needs: the
+    FP8-capable tiny model's shape (whole 128 x 128 blocks per rollout GPU; what tools/gpu_smoke.sh
+    runs), nothing for other combinations."""
+
+    def overrides(layout: str, precision: str) -> list[str]:
+        return ["rlec.check.model_shape=tiny_qwen3_moe_fp8"] if (layout, precision) == ("tiny_1gpu", "fp8") else []
+
+    return overrides

@@ -167,7 +167,10 @@ def _pre_grade(response: Any, gold: Any, data_source: Any) -> tuple[GradeResult 
             raise _DataError("data", str(exc)) from None
         gold = _check_gold(gold, task)
         if task == ENV:  # the environment's verifier reads the response itself (rlec.grading.env)
-            return grade_environment(response, gold, data_source), ex, task, gold
+            try:
+                return grade_environment(response, gold, data_source), ex, task, gold
+            except ValueError as exc:  # a ground truth that is not this environment's problem: a data error
+                raise _DataError("data", str(exc)) from None
         return _decide(ex, task, gold), ex, task, gold
     except _DataError as exc:
         return _failed(ex, task, exc.kind, str(exc)), ex, task, ""

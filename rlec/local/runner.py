@@ -48,23 +48,33 @@ from rlec.local import checkpoint as ckpt
 from rlec.local.config import LocalConfigError, as_dict, load_config, settings_help, to_yaml
 from rlec.local.setup import LocalRunError, ensure_data, ensure_model, log0, plan_start, preflight
 
-# Third-party messages that say nothing actionable about a CPU run (RLEC_VERBOSE=1 keeps them).
-QUIET_WARNINGS = ("Apex is not installed", "Transformer Engine", "transformer_engine", "TE ", "torch.distributed",
-                  "`torch_dtype` is deprecated", "The given NumPy array is not writable")
 QUIET_LOGGERS = ("megatron", "mbridge", "transformers", "datasets", "verl", "torch.distributed", "root")
 
 
 def quiet_third_party() -> None:
-    """Silence library warnings and info logs that flood a CPU run (kept with ``RLEC_VERBOSE=1``)."""
+    """Silence third-party warnings, info logs and progress bars that flood a CPU run.
+
+    Kept with ``RLEC_VERBOSE=1``. rlec's own warnings stay; Python warnings of other packages
+    (Apex / Transformer Engine fallbacks, optional verl engines, deprecations), their INFO logs
+    (Megatron's bucket lists, optimizer config dumps) and the progress bars of datasets,
+    transformers and the Hugging Face hub are dropped: the run's own progress bar and step table
+    say what happens.
+    """
     if os.environ.get("RLEC_VERBOSE", "") not in ("", "0"):
         return
-    for text in QUIET_WARNINGS:
-        warnings.filterwarnings("ignore", message=f".*{text}.*")
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore")
+    warnings.filterwarnings("default", module=r"rlec(\.|$)")
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
+    for var in ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_NO_ADVISORY_WARNINGS"):
+        os.environ.setdefault(var, "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
 
 
 def run(overrides: Sequence[str] = ()) -> dict[str, Any]:

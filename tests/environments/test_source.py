@@ -106,12 +106,14 @@ def test_grade_batch_mixes_environment_and_math_items():
     assert [r.outcome for r in results] == [Outcome.CORRECT, Outcome.CORRECT, Outcome.INCORRECT]
 
 
-def test_bad_environment_gold_is_a_data_error_naming_the_problem():
+def test_bad_environment_gold_is_a_grader_error_naming_the_problem():
+    """A bad row never fails the batch (issue 12): it grades incorrect with the reason as grader_error."""
+    from rlec.reward.formula import Outcome
+
     maze = get_environment("maze").generate(0, 0).to_json()
-    with pytest.raises(ValueError, match="not valid JSON"):
-        grade("\\boxed{R}", "RRD", "rlve/maze")
-    with pytest.raises(ValueError, match="holds a problem of environment 'maze'"):
-        grade("\\boxed{R}", maze, "rlve/sorting")
+    for gold, source, reason in (("RRD", "rlve/maze", "not valid JSON"), (maze, "rlve/sorting", "holds a problem of environment 'maze'")):
+        result = grade("\\boxed{R}", gold, source)
+        assert result.outcome is Outcome.INCORRECT and result.detail == "grader_error" and reason in result.grader_error
 
 
 @pytest.mark.parametrize("first", ["rlec.environments", "rlec.grading", "rlec.reward.score"])

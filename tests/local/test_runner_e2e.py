@@ -151,8 +151,10 @@ def test_ctrl_c_stops_with_one_line_and_status_130(data_dir: Path, tmp_path: Pat
 
     env = {**os.environ, "PYTHON": sys.executable, "OUTPUT_DIR": str(tmp_path / "run"), "DATA_DIR": str(data_dir),
            "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    # SIGINT handled as in a terminal even when the test itself runs in the background (where it is ignored)
     proc = subprocess.Popen(["bash", str(LAUNCHER), *SMALL, "trainer.total_training_steps=50", NO_EVAL], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 600
     while time.time() < deadline and not (tmp_path / "run" / "config.yaml").exists():
         time.sleep(1)
@@ -161,6 +163,7 @@ def test_ctrl_c_stops_with_one_line_and_status_130(data_dir: Path, tmp_path: Pat
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "rerun the same command to resume" in err
+    assert not (tmp_path / "run" / "hf_final").exists()  # stopped, not finished
 
 
 @pytest.mark.slow

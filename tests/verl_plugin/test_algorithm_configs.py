@@ -26,8 +26,8 @@ def test_committed_algorithm_overlays():
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_every_layout_precision_algorithm_composes_and_passes(compose_rlec, layout, precision, algorithm):
-    cfg = compose_rlec(f"layout={layout}", f"precision={precision}", f"algorithm={algorithm}")
+def test_every_layout_precision_algorithm_composes_and_passes(compose_rlec, fp8_model, layout, precision, algorithm):
+    cfg = compose_rlec(f"layout={layout}", f"precision={precision}", f"algorithm={algorithm}", *fp8_model(layout, precision))
     findings, est, context = run_checks(cfg, check_paths=False)
     assert errors(findings) == []
     assert "algorithm" in context["verl_passed"] and "trainer.v1.trainer_mode" in context["verl_passed"]

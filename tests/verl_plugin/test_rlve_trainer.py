@@ -117,8 +117,8 @@ def test_enabled_without_the_dataset_is_refused_at_init(compose_rlec, monkeypatc
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_overlay_composes_with_every_layout_and_passes_the_checks(compose_rlec, layout, precision):
-    cfg = compose_rlec(f"layout={layout}", f"precision={precision}", RLVE)
+def test_overlay_composes_with_every_layout_and_passes_the_checks(compose_rlec, fp8_model, layout, precision):
+    cfg = compose_rlec(f"layout={layout}", f"precision={precision}", RLVE, *fp8_model(layout, precision))
     findings, _, _ = run_checks(cfg, check_paths=False)
     assert [str(f) for f in findings if f.level == "error"] == []
     assert cfg.data.dataloader_num_workers == 0  # also over tiny_1gpu's 2
