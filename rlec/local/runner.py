@@ -64,7 +64,8 @@ def quiet_third_party() -> None:
         return
     warnings.filterwarnings("ignore")
     warnings.filterwarnings("default", module=r"rlec(\.|$)")
-    for name in QUIET_LOGGERS:
+    os.environ.setdefault("VERL_LOGGING_LEVEL", "ERROR")  # verl's modules set their level from it at import
+    for name in [*QUIET_LOGGERS, *(n for n in logging.root.manager.loggerDict if n.startswith(QUIET_LOGGERS))]:
         logging.getLogger(name).setLevel(logging.ERROR)
     for var in ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_NO_ADVISORY_WARNINGS"):
         os.environ.setdefault(var, "1")
