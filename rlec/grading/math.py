@@ -167,23 +167,42 @@ class MathVerifyPool:
     """
 
     def __init__(self, max_workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        import pebble
 
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
         self.timeout_s = float(timeout_s)
         self.max_workers = max_workers or min(4, os.cpu_count() or 1)
-        self._pool = pebble.ProcessPool(
+        self._closed = False
+        self._lock = threading.Lock()
+        self._pool = self._new_pebble_pool()
+        self._health_check()
+
+    def _new_pebble_pool(self) -> Any:
+        import pebble
+
+        return pebble.ProcessPool(
             max_workers=self.max_workers,
             initializer=_worker_init,
             context=multiprocessing.get_context("spawn"),  # safe from threaded parents (Ray, torch)
         )
-        self._health_check()
+
+    def _live_pool(self) -> Any:
+        """The pebble pool, rebuilt once if it broke while not closed.
+
+        pebble's pool stops for good ("Unexpected error within the Pool") when an idle worker is
+        killed from outside (OOM killer, kill -9; measured with pebble 5.2.3): without a rebuild,
+        every later math item of a training run would grade as a grader error.
+        """
+        with self._lock:
+            if not self._pool.active and not self._closed:
+                logging.getLogger(__name__).warning("math-verify pool stopped (a worker died outside an item): starting a new one")
+                self._pool = self._new_pebble_pool()
+            return self._pool
 
     @property
     def running(self) -> bool:
-        """True while the pool accepts items (False after :meth:`close` or an internal pebble failure)."""
-        return self._pool.active
+        """True until :meth:`close` (a pool that broke is rebuilt at the next item)."""
+        return not self._closed
 
     def _health_check(self) -> None:
         """Wait for every worker's warm-up and fail loudly if workers cannot run at all (else every
@@ -199,11 +218,17 @@ class MathVerifyPool:
                 "run grading code from stdin"
             )
 
-    def submit(self, gold: str, pred: str) -> concurrent.futures.Future:
-        """Schedule one check; the future's result is a :class:`VerifyResult` (neither raises)."""
-        outer: concurrent.futures.Future = concurrent.futures.Future()
+    def submit(self, gold: str, pred: str, *, _outer: concurrent.futures.Future | None = None) -> concurrent.futures.Future:
+        """Schedule one check; the future's result is a :class:`VerifyResult` (neither raises).
+
+        An item that was waiting in a pool that broke under it (``BrokenProcessPool: All workers
+        expired``, measured with pebble 5.2.3 when a worker is killed from outside) is scheduled
+        once more in the rebuilt pool instead of costing its verdict.
+        """
+        retry = _outer is not None
+        outer: concurrent.futures.Future = _outer if retry else concurrent.futures.Future()
         try:
-            inner = self._pool.schedule(_timed_check, args=(gold, pred), timeout=self.timeout_s)
+            inner = self._live_pool().schedule(_timed_check, args=(gold, pred), timeout=self.timeout_s)
         except Exception as exc:  # the pool is closed or broken
             outer.set_result(VerifyResult(False, error=f"math-verify pool unavailable: {type(exc).__name__}: {exc}"[:500]))
             return outer
@@ -214,6 +239,11 @@ class MathVerifyPool:
                 outer.set_result(VerifyResult(bool(equal), cpu_s=cpu_s))
             except concurrent.futures.TimeoutError:
                 outer.set_result(VerifyResult(False, timed_out=True, error=f"timeout after {self.timeout_s:g}s"))
+            except concurrent.futures.BrokenExecutor as exc:  # the whole pool broke, not this item
+                if retry or self._closed:
+                    outer.set_result(VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500]))
+                else:
+                    self.submit(gold, pred, _outer=outer)
             except BaseException as exc:  # a worker crash (pebble.ProcessExpired) or a math-verify bug
                 outer.set_result(VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500]))
 
@@ -227,6 +257,7 @@ class MathVerifyPool:
 
     def close(self) -> None:
         """Stop the workers: let running items finish for up to one timeout, then kill."""
+        self._closed = True
         self._pool.close()
         try:
             self._pool.join(timeout=self.timeout_s + 1.0)

@@ -32,13 +32,13 @@ def test_registered_trainer_behaves_as_its_base_mode(compose_rlec, tiny_moe_dir,
     assert isinstance(ours, get_trainer_cls(mode))
 
 
-def test_validation_metrics_keep_verl_core_and_add_rlec():
+def test_validation_metrics_keep_verl_core_and_add_rlec(compose_rlec, tiny_moe_dir):
     responses = ["\\boxed{4}", "\\boxed{5}", "\\boxed{I don't know}", "\\boxed{Paris}"]
     sources = ["math_dapo", "math_dapo", "hotpotqa", "hotpotqa"]
     extras = [{"target_p": 0.5}, {"target_p": 0.5}, {"target_p": 0.7}, {"objective": "binary"}]
     scores, infos = score_batch(responses, ["4", "4", "Paris", "Paris"], sources, extras, 3, LinearSchedule(end_step=5))
     columns = {"reward": scores} | {key: [info[key] for info in infos] for key in infos[0]}
-    trainer = RLECSyncTrainer.__new__(RLECSyncTrainer)  # the hook uses no trainer state
+    trainer = RLECSyncTrainer(compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}"))
     metrics = trainer._val_metrics_update(sources, ["u0", "u1", "u2", "u3"], columns, [1, 1, 1, 1])
     assert metrics["val-core/math_dapo/acc/mean@1"] == 0.5  # verl's own aggregation of our "acc"
     assert metrics["val-aux/hotpotqa/abstained/mean@1"] == 0.5
