@@ -185,16 +185,17 @@ def test_changed_algorithm_is_a_warning_not_an_error(compose_rlec):
     assert any(f.level == "warning" and f.key == "algorithm.norm_adv_by_std_in_grpo" for f in findings)
 
 
-def test_verl_entry_point_composes_exactly_what_config_check_validates(compose_rlec, repo_root):
+@pytest.mark.parametrize("overrides", [["layout=tiny_1gpu", "precision=fp8"], ["layout=tiny_1gpu", "algorithm=[e3,passk]"]])
+def test_verl_entry_point_composes_exactly_what_config_check_validates(compose_rlec, repo_root, overrides):
     """The launcher trains with `python -m verl.trainer.main_ppo --config-path megatron_configs
-    --config-name rlec ...`; Hydra's `--cfg job` prints that config without starting anything."""
+    --config-name rlec ...`; Hydra's `--cfg job` prints that config without starting anything
+    (a precision overlay and the algorithm group, whose list value Hydra must compose the same way)."""
     import os
     import subprocess
     import sys
 
     from omegaconf import OmegaConf
 
-    overrides = ["layout=tiny_1gpu", "precision=fp8"]
     proc = subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(CONFIG_DIR), "--config-name", "rlec",
          *overrides, "--cfg", "job", "--resolve"],

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from rlec.cluster.config_check import run_checks
 from rlec.cluster.rules import algorithm_overlay_rules, verl_algorithm_section
-from rlec.config import CONFIG_DIR, cluster_layouts, options
+from rlec.config import cluster_layouts, options
 
 LAYOUTS = cluster_layouts()
 PRECISIONS = options("precision")
@@ -91,22 +91,6 @@ def test_passk_with_e3_budget_warns_when_easy_prompts_get_no_more_than_k(compose
     findings = algorithm_overlay_rules(compose_rlec("algorithm=[e3,passk]", "algorithm.passk.k=4"))
     assert errors(findings) == []
     assert any(f.level == "warning" and f.key == "rlec.e3.budget.n_min" for f in findings)
-
-
-@pytest.mark.slow
-def test_verl_entry_point_composes_the_algorithm_group(compose_rlec, repo_root):
-    """``python -m verl.trainer.main_ppo ... algorithm=[e3,passk] --cfg job`` prints exactly what config_check validates."""
-    import os
-    import subprocess
-    import sys
-
-    overrides = ["layout=tiny_1gpu", "algorithm=[e3,passk]"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(CONFIG_DIR), "--config-name", "rlec",
-         *overrides, "--cfg", "job", "--resolve"],
-        env=os.environ | {"PYTHONPATH": str(repo_root)}, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout == OmegaConf.to_yaml(compose_rlec(*overrides), resolve=True)
 
 
 def test_rlec_yaml_e3_defaults_equal_the_settings_defaults(compose_rlec):
