@@ -62,3 +62,14 @@ def test_help_lists_every_setting_with_its_value() -> None:
     for key in LOCAL_KEYS:
         assert f"  {key} = " in text
     assert "actor_rollout_ref.rollout.n = 4" in text and "MODEL_PATH" in text
+
+
+@pytest.mark.parametrize("overlays, expected", [((), []), (("algorithm=e3",), ["e3"]), (("algorithm=[rlve,e3,passk]",), ["rlve", "e3", "passk"])])
+def test_help_names_the_algorithm_overlays_in_effect(overlays, expected) -> None:
+    """--help shows the overlays in effect, not verl's whole algorithm section (a wall of nested dicts)."""
+    from rlec.local.config import active_algorithms, load_config, settings_help
+
+    cfg = load_config(list(overlays))
+    assert active_algorithms(cfg) == expected
+    line = next(line for line in settings_help(cfg).splitlines() if line.startswith("  algorithm = "))
+    assert line == f"  algorithm = {expected!r}"
