@@ -218,20 +218,24 @@ class MathVerifyPool:
                 "run grading code from stdin"
             )
 
-    def submit(self, gold: str, pred: str, *, _outer: concurrent.futures.Future | None = None) -> concurrent.futures.Future:
+    def submit(self, gold: str, pred: str) -> concurrent.futures.Future:
         """Schedule one check; the future's result is a :class:`VerifyResult` (neither raises).
 
         An item that was waiting in a pool that broke under it (``BrokenProcessPool: All workers
         expired``, measured with pebble 5.2.3 when a worker is killed from outside) is scheduled
         once more in the rebuilt pool instead of costing its verdict.
         """
-        retry = _outer is not None
-        outer: concurrent.futures.Future = _outer if retry else concurrent.futures.Future()
+        outer: concurrent.futures.Future = concurrent.futures.Future()
+        self._schedule(gold, pred, outer, retry=False)
+        return outer
+
+    def _schedule(self, gold: str, pred: str, outer: concurrent.futures.Future, *, retry: bool) -> None:
+        """Run one check in the live pool and set ``outer``'s result from it (see :meth:`submit`)."""
         try:
             inner = self._live_pool().schedule(_timed_check, args=(gold, pred), timeout=self.timeout_s)
         except Exception as exc:  # the pool is closed or broken
             outer.set_result(VerifyResult(False, error=f"math-verify pool unavailable: {type(exc).__name__}: {exc}"[:500]))
-            return outer
+            return
 
         def _done(f: concurrent.futures.Future) -> None:
             try:
@@ -243,12 +247,11 @@ class MathVerifyPool:
                 if retry or self._closed:
                     outer.set_result(VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500]))
                 else:
-                    self.submit(gold, pred, _outer=outer)
+                    self._schedule(gold, pred, outer, retry=True)
             except BaseException as exc:  # a worker crash (pebble.ProcessExpired) or a math-verify bug
                 outer.set_result(VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500]))
 
         inner.add_done_callback(_done)
-        return outer
 
     def verify_many(self, pairs: Iterable[tuple[str, str]]) -> list[VerifyResult]:
         """Check many (gold, pred) pairs at once, in order; a stuck item costs only its timeout."""
