@@ -307,9 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(rows) == 3 and rows[2]["responses_per_s"] > 0:
         print(f"rlec / verl math-verify: {rows[0]['responses_per_s'] / rows[2]['responses_per_s']:.0f}x responses/s")
     if args.json:
-        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
-        tmp.write_text(json.dumps({"settings": vars(args) | {"json": str(args.json)}, "rows": rows}, indent=2))
-        tmp.replace(args.json)
+        from rlec.io import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps({"settings": vars(args) | {"json": str(args.json)}, "rows": rows}, indent=2))
     return 0
 
 

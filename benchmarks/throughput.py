@@ -136,9 +136,7 @@ def resolve_model(args: argparse.Namespace) -> tuple[Path, bool]:
             build_tiny_model(path, overrides=real)
             # weights are written in fp32; "dtype" tells vLLM to serve them in bf16, as the real model
             cfg_path = path / "config.json"
-            tmp = cfg_path.with_name("config.json.tmp")
-            tmp.write_text(json.dumps({**json.loads(cfg_path.read_text()), "dtype": "bfloat16"}, indent=2))
-            tmp.replace(cfg_path)
+            atomic_write_text(cfg_path, json.dumps({**json.loads(cfg_path.read_text()), "dtype": "bfloat16"}, indent=2))
         return path, False  # random weights: Megatron's own random init does as well
     path = models / "tiny_qwen3_moe"
     if not path.exists():

@@ -166,8 +166,6 @@ def chart(result: dict[str, Any], path: Path) -> Path | None:
     ax.set_title("Projected RL step (cost model)")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=4)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    from rlec.io import save_figure
+
+    return save_figure(fig, path, dpi=110)

@@ -213,10 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         destroy_parallel()
     if int(os.environ.get("RANK", "0")) == 0:
-        out = Path(argv[1])
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(records, indent=2))
-        tmp.replace(out)
+        from rlec.io import atomic_write_text
+
+        atomic_write_text(argv[1], json.dumps(records, indent=2))
     return 0
 
 

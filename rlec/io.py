@@ -119,6 +119,24 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def save_figure(figure: Any, path: str | os.PathLike[str], *, dpi: int = 120, **savefig_kwargs: Any) -> Path:
+    """Render a matplotlib figure to PNG in memory, close it, and write it with :func:`atomic_write_bytes`.
+
+    Raises:
+        OSError: the file cannot be written (nothing is left behind).
+    """
+    import io as _io
+
+    buf = _io.BytesIO()
+    try:
+        figure.savefig(buf, format="png", dpi=dpi, **savefig_kwargs)
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
 def check_writable(path: str | os.PathLike[str], *, label: str) -> Path:
     """Check, before any work, that ``path`` (a file or folder to be written) can be created.
 

@@ -155,3 +155,27 @@ def test_atomic_write_text_gives_ordinary_permissions_and_leaves_no_temporary(tm
     os.umask(umask)
     assert path.read_text() == "{}\n" and (path.stat().st_mode & 0o777) == 0o666 & ~umask
     assert [p.name for p in path.parent.iterdir()] == ["b.json"]
+
+
+def test_save_figure_writes_a_complete_png_and_closes_the_figure(tmp_path, monkeypatch) -> None:
+    """A plot is written like every other output: complete or not at all, and its figure is freed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlec.io import save_figure
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    path = save_figure(fig, tmp_path / "plots" / "curve.png", dpi=50)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not plt.fignum_exists(fig.number)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["curve.png"]
+
+    fig2, _ = plt.subplots()
+    monkeypatch.setattr(fig2, "savefig", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("render failed")))
+    with pytest.raises(RuntimeError, match="render failed"):
+        save_figure(fig2, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the old file is untouched
+    assert not plt.fignum_exists(fig2.number)

@@ -11,7 +11,6 @@ second), so two runs compare in the same figure.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rlec.io import atomic_write_bytes  # noqa: E402
+from rlec.io import save_figure  # noqa: E402
 
 STYLES = ("-", "--")
 MARKERS = ("o", "s")
@@ -37,10 +36,7 @@ def _swept(fig: dict[str, Any], key: str) -> tuple[list[float], list[float]]:
 
 
 def _save(figure: Any, path: Path) -> Path:
-    buf = io.BytesIO()
-    figure.savefig(buf, format="png", dpi=120, bbox_inches="tight")
-    plt.close(figure)
-    return atomic_write_bytes(path, buf.getvalue())
+    return save_figure(figure, path, dpi=120, bbox_inches="tight")
 
 
 def _iter(result: dict[str, Any]):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlec.config import select
+from rlec.io import save_figure
 from rlec.local.logger import read_metrics
 
 COLUMNS = [
@@ -77,11 +78,7 @@ def plot_curves(records: list[dict[str, Any]], path: Path) -> Path | None:
     ax2.legend()
     ax2.set_title("step time split")
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def print_training_summary(metrics_path: Path) -> None:

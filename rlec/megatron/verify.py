@@ -28,6 +28,7 @@ import torch
 
 from rlec.megatron.logprobs import compute_logits
 from rlec.megatron.model import MegatronModel, export_hf_weights
+from rlec.megatron.parallel import broadcast_object
 
 PROMPTS = (
     "The capital of France is",
@@ -196,8 +197,4 @@ def verify_against_hf(
             and report.top1_agreement >= tolerance["min_top1"]
             and not (report.export_mismatched or report.export_missing or report.export_unexpected)
         )
-    if torch.distributed.is_initialized():
-        box = [report]
-        torch.distributed.broadcast_object_list(box, src=0)
-        report = box[0]
-    return report
+    return broadcast_object(report)
