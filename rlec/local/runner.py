@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import time
 import warnings
@@ -227,6 +228,7 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
     bar = tqdm(range(start_step + 1, total + 1), desc="rlec local", disable=not rank0, initial=start_step, total=total,
                file=sys.stdout, dynamic_ncols=True)
     for step in bar:
+        _stop_if_interrupted()
         timing: dict[str, float] = {}
         data = None
         t_step = time.perf_counter()
@@ -299,6 +301,7 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
         update.save_hf(rollout_model, tokenizer, final)
         log0(f"final HF weights in {final}; metrics in {out_dir / 'metrics.jsonl'}")
     meg.destroy_parallel()
+    _stop_if_interrupted()
     if rank0:
         from rlec.local.summary import evaluate_final, print_training_summary
 
@@ -308,6 +311,25 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
         if select(cfg, "rlec.local.eval.at_end") and evaluate_final(cfg, out_dir, final):
             raise RuntimeError("the final evaluation failed (see its output above)")
     return last
+
+
+_INTERRUPTED = {"flag": False}
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    """Ctrl-C: remember it, then raise KeyboardInterrupt as Python's default handler does.
+
+    The flag is checked again at every step boundary (:func:`_stop_if_interrupted`), so a
+    KeyboardInterrupt swallowed by third-party code (seen once in the test suite: a SIGINT during
+    the first step and the run finished all its steps with status 0) still stops the run.
+    """
+    _INTERRUPTED["flag"] = True
+    raise KeyboardInterrupt
+
+
+def _stop_if_interrupted() -> None:
+    if _INTERRUPTED["flag"]:
+        raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -321,6 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"rlec.local: error: {exc}", file=sys.stderr)
             return 2
         return 0
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started with SIGINT ignored
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         run(args)
     except LocalRunError as exc:

@@ -31,3 +31,19 @@ def test_help_lists_the_settings_and_exits_0(capsys) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "data.train_batch_size = 8" in out and "ENVIRONMENTS" in out
+
+
+def test_a_ctrl_c_that_third_party_code_swallows_still_stops_at_the_next_step(monkeypatch) -> None:
+    """Ctrl-C raises KeyboardInterrupt at once; if a library catches it, the step boundary raises it again."""
+    import signal
+
+    from rlec.local import runner
+
+    monkeypatch.setitem(runner._INTERRUPTED, "flag", False)
+    runner._stop_if_interrupted()  # no Ctrl-C yet: nothing happens
+    try:
+        runner._on_sigint(signal.SIGINT, None)
+    except BaseException:  # noqa: BLE001 - what a library that swallows it would do
+        pass
+    with pytest.raises(KeyboardInterrupt):
+        runner._stop_if_interrupted()
