@@ -69,7 +69,7 @@ def test_help_names_the_algorithm_overlays_in_effect(overlays, expected) -> None
     """--help shows the overlays in effect, not verl's whole algorithm section (a wall of nested dicts)."""
     from rlec.local.config import active_algorithms, load_config, settings_help
 
-    cfg = load_config(list(overlays))
+    cfg = load_config(list(overlays), env={})
     assert active_algorithms(cfg) == expected
     line = next(line for line in settings_help(cfg).splitlines() if line.startswith("  algorithm = "))
     assert line == f"  algorithm = {expected!r}"
