@@ -148,12 +148,22 @@ class VerifyResult:
     cpu_s: float = 0.0
 
 
+_REBUILD_LIMIT = (3, 60.0)  # at most 3 rebuilds of the pebble pool within 60 s, then items fail fast
+_POLL_S = 1.0  # how often verify_many looks for items stranded in a pool that broke
+
+
 class MathVerifyPool:
     """A warm pool of math-verify worker processes with a hard per-item timeout.
 
     Every worker (the first ones and each replacement of a killed one) is warmed by
     :func:`_worker_init` before it takes an item; the constructor returns once the first workers
     are warm (a few seconds: 4.5 s of warm-up on a loaded 2-core box).
+
+    A worker killed from outside while idle (OOM killer, ``kill -9``) stops pebble's pool for good
+    (measured with pebble 5.2.3: ``BrokenProcessPool: All workers expired``, or items that never
+    complete). The pool is then rebuilt, at most ``3`` times in ``60`` s, and every item that was
+    not decided in the broken pool is scheduled again in the new one (each item at most once
+    more), so a killed worker costs no verdict. The broken pool's surviving workers are stopped.
 
     Args:
         max_workers: worker processes (default ``min(4, os.cpu_count())``).
@@ -167,13 +177,15 @@ class MathVerifyPool:
     """
 
     def __init__(self, max_workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
         self.timeout_s = float(timeout_s)
         self.max_workers = max_workers or min(4, os.cpu_count() or 1)
         self._closed = False
         self._lock = threading.Lock()
+        self._rebuilds: list[float] = []
+        # undecided items of the current pool: outer future -> (gold, pred, retried)
+        self._pending: dict[concurrent.futures.Future, tuple[str, str, bool]] = {}
         self._pool = self._new_pebble_pool()
         self._health_check()
 
@@ -187,17 +199,36 @@ class MathVerifyPool:
         )
 
     def _live_pool(self) -> Any:
-        """The pebble pool, rebuilt once if it broke while not closed.
+        """The pebble pool; a pool that broke while not closed is replaced (see the class docstring).
 
-        pebble's pool stops for good ("Unexpected error within the Pool") when an idle worker is
-        killed from outside (OOM killer, kill -9; measured with pebble 5.2.3): without a rebuild,
-        every later math item of a training run would grade as a grader error.
+        Raises:
+            RuntimeError: the pool is closed, or broke more than the rebuild limit allows.
         """
+        stranded: list[tuple[concurrent.futures.Future, tuple[str, str, bool]]] = []
         with self._lock:
-            if not self._pool.active and not self._closed:
+            if self._closed:
+                raise RuntimeError("the pool is closed")
+            if not self._pool.active:
+                now = time.monotonic()
+                self._rebuilds = [t for t in self._rebuilds if now - t < _REBUILD_LIMIT[1]]
+                if len(self._rebuilds) >= _REBUILD_LIMIT[0]:
+                    raise RuntimeError(f"math-verify pool broke {len(self._rebuilds) + 1} times within {_REBUILD_LIMIT[1]:g} s")
+                self._rebuilds.append(now)
                 logging.getLogger(__name__).warning("math-verify pool stopped (a worker died outside an item): starting a new one")
-                self._pool = self._new_pebble_pool()
-            return self._pool
+                broken, self._pool = self._pool, self._new_pebble_pool()
+                stranded, self._pending = list(self._pending.items()), {}
+                # its surviving workers would otherwise live (and compute abandoned items) until exit;
+                # stopped from another thread: this may run inside one of pebble's own threads
+                threading.Thread(target=_stop_pool, args=(broken,), daemon=True).start()
+            pool = self._pool
+        for outer, (gold, pred, retried) in stranded:
+            if outer.done():
+                continue
+            if retried:
+                _set(outer, VerifyResult(False, error="math-verify pool broke twice under this item"))
+            else:
+                self._schedule(gold, pred, outer, retry=True)
+        return pool
 
     @property
     def running(self) -> bool:
@@ -219,54 +250,92 @@ class MathVerifyPool:
             )
 
     def submit(self, gold: str, pred: str) -> concurrent.futures.Future:
-        """Schedule one check; the future's result is a :class:`VerifyResult` (neither raises).
-
-        An item that was waiting in a pool that broke under it (``BrokenProcessPool: All workers
-        expired``, measured with pebble 5.2.3 when a worker is killed from outside) is scheduled
-        once more in the rebuilt pool instead of costing its verdict.
-        """
+        """Schedule one check; the future's result is a :class:`VerifyResult` (neither raises)."""
         outer: concurrent.futures.Future = concurrent.futures.Future()
         self._schedule(gold, pred, outer, retry=False)
         return outer
 
     def _schedule(self, gold: str, pred: str, outer: concurrent.futures.Future, *, retry: bool) -> None:
-        """Run one check in the live pool and set ``outer``'s result from it (see :meth:`submit`)."""
+        """Run one check in the live pool and set ``outer``'s result from it (see the class docstring)."""
         try:
-            inner = self._live_pool().schedule(_timed_check, args=(gold, pred), timeout=self.timeout_s)
-        except Exception as exc:  # the pool is closed or broken
-            outer.set_result(VerifyResult(False, error=f"math-verify pool unavailable: {type(exc).__name__}: {exc}"[:500]))
+            pool = self._live_pool()
+            with self._lock:
+                if pool is not self._pool:  # rebuilt in between: take the new one
+                    pool = self._pool
+                inner = pool.schedule(_timed_check, args=(gold, pred), timeout=self.timeout_s)
+                self._pending[outer] = (gold, pred, retry)
+        except Exception as exc:  # the pool is closed, or keeps breaking
+            _set(outer, VerifyResult(False, error=f"math-verify pool unavailable: {type(exc).__name__}: {exc}"[:500]))
             return
 
         def _done(f: concurrent.futures.Future) -> None:
             try:
                 equal, cpu_s = f.result()
-                outer.set_result(VerifyResult(bool(equal), cpu_s=cpu_s))
+                result = VerifyResult(bool(equal), cpu_s=cpu_s)
             except concurrent.futures.TimeoutError:
-                outer.set_result(VerifyResult(False, timed_out=True, error=f"timeout after {self.timeout_s:g}s"))
+                result = VerifyResult(False, timed_out=True, error=f"timeout after {self.timeout_s:g}s")
             except concurrent.futures.BrokenExecutor as exc:  # the whole pool broke, not this item
-                if retry or self._closed:
-                    outer.set_result(VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500]))
-                else:
-                    self._schedule(gold, pred, outer, retry=True)
+                if not retry and not self._closed:
+                    self._live_pool_quietly()  # rebuilds and schedules this item (still pending) again
+                    if outer in self._pending or outer.done():
+                        return
+                result = VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500])
             except BaseException as exc:  # a worker crash (pebble.ProcessExpired) or a math-verify bug
-                outer.set_result(VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500]))
+                result = VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500])
+            with self._lock:
+                if pool is self._pool:  # after a rebuild the entry (if any) belongs to the new pool
+                    self._pending.pop(outer, None)
+            _set(outer, result)
 
         inner.add_done_callback(_done)
 
+    def _live_pool_quietly(self) -> None:
+        try:
+            self._live_pool()
+        except RuntimeError:
+            pass
+
     def verify_many(self, pairs: Iterable[tuple[str, str]]) -> list[VerifyResult]:
-        """Check many (gold, pred) pairs at once, in order; a stuck item costs only its timeout."""
+        """Check many (gold, pred) pairs at once, in order; a stuck item costs only its timeout.
+
+        While waiting it checks every :data:`_POLL_S` seconds that the pool still runs, so items
+        left in a pool that broke are scheduled again instead of waiting forever.
+        """
         futures = [self.submit(g, p) for g, p in pairs]
-        return [f.result() for f in futures]
+        while True:
+            _, not_done = concurrent.futures.wait(futures, timeout=_POLL_S)
+            if not not_done:
+                return [f.result() for f in futures]
+            if not self._pool.active:
+                self._live_pool_quietly()
 
     def close(self) -> None:
         """Stop the workers: let running items finish for up to one timeout, then kill."""
-        self._closed = True
-        self._pool.close()
+        with self._lock:
+            self._closed = True
+            pool = self._pool
+        pool.close()
         try:
-            self._pool.join(timeout=self.timeout_s + 1.0)
+            pool.join(timeout=self.timeout_s + 1.0)
         except TimeoutError:
-            self._pool.stop()
-            self._pool.join(timeout=5)
+            _stop_pool(pool)
+
+
+def _set(outer: concurrent.futures.Future, result: VerifyResult) -> None:
+    """Set a result unless the future is already done (a cancelled asyncio wrapper, or a retry won)."""
+    try:
+        outer.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
+def _stop_pool(pool: Any) -> None:
+    """Kill a pebble pool's workers and wait for them (bounded)."""
+    try:
+        pool.stop()
+        pool.join(timeout=5)
+    except Exception:  # noqa: BLE001 - already stopped or half torn down: nothing left to do
+        pass
 
 
 _shared: MathVerifyPool | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import time
@@ -158,11 +159,59 @@ def test_pool_verify_many_in_order(pool) -> None:
 
 
 def _spawned_workers() -> set[int]:
-    return {
-        p.pid
-        for p in psutil.Process().children()
-        if any("spawn_main" in part for part in p.cmdline())  # not multiprocessing's resource tracker
-    }
+    """pids of this process's spawned workers (not multiprocessing's resource tracker; zombies skipped)."""
+    pids = set()
+    for p in psutil.Process().children():
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and any("spawn_main" in part for part in p.cmdline()):
+                pids.add(p.pid)
+        except psutil.Error:  # exited while we looked
+            pass
+    return pids
+
+
+def _wait_until(condition, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+EQUAL = ("\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}")  # needs math-verify (not the exact path)
+
+
+def test_a_pool_broken_by_an_idle_worker_killed_from_outside_is_rebuilt_with_as_many_workers() -> None:
+    """pebble stops its pool for good when an idle worker is SIGKILLed (OOM killer): without the
+    rebuild every later item is a grader error; the broken pool's other workers are stopped."""
+    before = _spawned_workers()
+    pool = MathVerifyPool(max_workers=2, timeout_s=5.0)
+    try:
+        first = _spawned_workers() - before
+        assert len(first) == 2
+        os.kill(min(first), signal.SIGKILL)
+        _wait_until(lambda: not pool._pool.active)  # pebble noticed: the next item meets a broken pool
+        assert [r.equal for r in pool.verify_many([EQUAL, EQUAL, EQUAL])] == [True, True, True]
+        _wait_until(lambda: not (_spawned_workers() & first))  # the survivor of the broken pool is gone
+        assert len(_spawned_workers() - before) == 2
+    finally:
+        pool.close()
+
+
+def test_items_waiting_in_a_pool_that_breaks_are_graded_in_the_new_one() -> None:
+    """An item handed to a worker that is then killed, and items queued behind it, get their verdicts."""
+    before = _spawned_workers()
+    pool = MathVerifyPool(max_workers=1, timeout_s=5.0)
+    try:
+        (pid,) = _spawned_workers() - before
+        os.kill(pid, signal.SIGSTOP)  # the item reaches the worker (or its queue) and waits there
+        futures = [pool.submit(*EQUAL) for _ in range(3)]
+        time.sleep(0.5)
+        assert not any(f.done() for f in futures)
+        os.kill(pid, signal.SIGKILL)
+        results = [f.result(timeout=60) for f in futures]
+        assert [(r.equal, r.error) for r in results] == [(True, "")] * 3
+    finally:
+        pool.close()
 
 
 def test_killed_worker_stops_at_once_and_its_replacement_is_warm_then_closed_pool_errors() -> None:
