@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import logging
 import os
@@ -31,7 +32,10 @@ import tempfile
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 log = logging.getLogger("rlec.io")
 
@@ -119,20 +123,28 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def save_figure(figure: Any, path: str | os.PathLike[str], *, dpi: int = 120, **savefig_kwargs: Any) -> Path:
+def save_figure(figure: "Figure", path: str | os.PathLike[str], *, dpi: int = 120, **savefig_kwargs: Any) -> Path:
     """Render a matplotlib figure to PNG in memory, close it, and write it with :func:`atomic_write_bytes`.
 
-    Raises:
-        OSError: the file cannot be written (nothing is left behind).
-    """
-    import io as _io
+    Args:
+        figure: the figure; closed (``plt.close``) whether or not rendering succeeds.
+        path: the PNG file (its folder is created).
+        dpi: resolution in dots per inch.
+        savefig_kwargs: passed to ``figure.savefig`` (e.g. ``bbox_inches="tight"``).
 
-    buf = _io.BytesIO()
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        OSError: the file cannot be written (nothing is left behind; an old file stays as it was).
+        Exception: whatever ``figure.savefig`` raises while rendering (nothing is written).
+    """
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
     try:
         figure.savefig(buf, format="png", dpi=dpi, **savefig_kwargs)
     finally:
-        import matplotlib.pyplot as plt
-
         plt.close(figure)
     return atomic_write_bytes(path, buf.getvalue())
 

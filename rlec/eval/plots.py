@@ -30,13 +30,12 @@ def _colors(groups: list[str]) -> dict[str, str]:
     return {g: ("black" if g == "all" else palette[i % len(palette)]) for i, g in enumerate(groups)}
 
 
+_FIGURE_FILE = {"dpi": 120, "bbox_inches": "tight"}  # how every plot of this module is written
+
+
 def _swept(fig: dict[str, Any], key: str) -> tuple[list[float], list[float]]:
     pts = [(t["target_p"], t[key]) for t in fig["per_target"] if t["target_p"] is not None and t[key] is not None]
     return [p for p, _ in pts], [v for _, v in pts]
-
-
-def _save(figure: Any, path: Path) -> Path:
-    return save_figure(figure, path, dpi=120, bbox_inches="tight")
 
 
 def _iter(result: dict[str, Any]):
@@ -63,7 +62,7 @@ def plot_coverage_selective_accuracy(result: dict[str, Any], path: Path) -> Path
         ax.set(xlim=(-0.02, 1.0), ylim=(-0.02, 1.02), xlabel="target p", title=title)
         ax.grid(alpha=0.3)
     ax_s.legend(fontsize=8, loc="lower right")
-    return _save(figure, path)
+    return save_figure(figure, path, **_FIGURE_FILE)
 
 
 def plot_risk_coverage(result: dict[str, Any], path: Path) -> Path:
@@ -89,7 +88,7 @@ def plot_risk_coverage(result: dict[str, Any], path: Path) -> Path:
     ax.set(xlim=(0, 1.02), ylim=(-0.02, 1.02), xlabel="coverage", ylabel="selective risk (1 - selective accuracy)", title="risk-coverage curve of the target sweep")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    return _save(figure, path)
+    return save_figure(figure, path, **_FIGURE_FILE)
 
 
 def plot_reward_vs_target(result: dict[str, Any], path: Path) -> Path:
@@ -101,7 +100,7 @@ def plot_reward_vs_target(result: dict[str, Any], path: Path) -> Path:
     ax.set(xlabel="target p", ylabel="mean reward, b = 1", title="RLEC reward per target")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(figure, path)
+    return save_figure(figure, path, **_FIGURE_FILE)
 
 
 def write_plots(result: dict[str, Any], out_dir: str | Path) -> list[Path]:

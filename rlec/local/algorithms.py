@@ -28,6 +28,7 @@ from typing import Any
 
 from omegaconf import OmegaConf, open_dict
 
+from rlec.algorithms.passk import PASSK_ESTIMATOR
 from rlec.config import select
 from rlec.local.hooks import RolloutPlan, StepHook, register_hook
 
@@ -155,25 +156,21 @@ class RLVEHook(StepHook):
         return self.source.update(samples)
 
 
-@register_hook
-def _e3(cfg: Any, loader: Any) -> StepHook | None:
-    if not select(cfg, "rlec.e3.enable", False):
-        return None
+@register_hook("e3", lambda cfg: bool(select(cfg, "rlec.e3.enable", False)))
+def _e3(cfg: Any, loader: Any) -> StepHook:
     vocab = getattr(getattr(loader, "tokenizer", None), "vocab_size", None)
     return E3Hook(cfg, vocab_size=_model_vocab(cfg) or vocab)
 
 
-@register_hook
-def _passk(cfg: Any, loader: Any) -> StepHook | None:
-    from rlec.verl_plugin.estimators import PASSK_ESTIMATOR  # registers rlec_passk with verl
+@register_hook("passk", lambda cfg: select(cfg, "algorithm.adv_estimator") == PASSK_ESTIMATOR)
+def _passk(cfg: Any, loader: Any) -> StepHook:
+    import rlec.verl_plugin.estimators  # noqa: F401 - registers rlec_passk with verl
 
-    return PasskHook(cfg) if select(cfg, "algorithm.adv_estimator") == PASSK_ESTIMATOR else None
+    return PasskHook(cfg)
 
 
-@register_hook
-def _rlve(cfg: Any, loader: Any) -> StepHook | None:
-    if not select(cfg, "data.rlve.enable", False):
-        return None
+@register_hook("rlve", lambda cfg: bool(select(cfg, "data.rlve.enable", False)))
+def _rlve(cfg: Any, loader: Any) -> StepHook:
     source = getattr(getattr(loader, "dataset", None), "rlve_source", None)
     if source is None:
         raise ValueError("data.rlve.enable is true but the prompt dataset has no environment source: use algorithm=rlve "

@@ -18,7 +18,6 @@ from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlec.algorithms.passk import PASSK_ESTIMATOR
 from rlec.config import LOCAL_CONFIG, compose, select
 
 ACTOR = "actor_rollout_ref.actor"
@@ -265,29 +264,15 @@ def train_files(cfg: Any) -> list[str]:
     return [str(f) for f in files]
 
 
-def active_algorithms(cfg: Any) -> list[str]:
-    """The algorithm overlays in effect in a composed config, by the switch each one sets.
-
-    Returns:
-        A sublist of ``["rlve", "e3", "passk"]`` (empty: RLEC alone).
-    """
-    active = []
-    if select(cfg, "data.rlve.enable", False):
-        active.append("rlve")
-    if select(cfg, "rlec.e3.enable", False):
-        active.append("e3")
-    if select(cfg, "algorithm.adv_estimator") == PASSK_ESTIMATOR:
-        active.append("passk")
-    return active
-
-
 def settings_help(cfg: Any) -> str:
     """Every key the local run reads, its value and meaning, plus the environment variables."""
     lines = ["Settings (key=value arguments; verl's keys, with the meaning they have on the cluster):", ""]
     for key, meaning in LOCAL_KEYS.items():
         value = select(cfg, key)
         if key == "algorithm":  # the overlays in effect, not verl's whole algorithm section
-            value = active_algorithms(cfg)
+            from rlec.local.hooks import enabled_algorithms
+
+            value = enabled_algorithms(cfg)
         elif OmegaConf.is_config(value):
             value = OmegaConf.to_container(value, resolve=True)
         lines.append(f"  {key} = {value!r}\n      {meaning}")

@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-_FACTORIES: list[Callable[[Any, Any], "StepHook | None"]] = []
+# (name, enabled(cfg), factory(cfg, loader)) in registration order
+_HOOKS: list[tuple[str, Callable[[Any], bool], Callable[[Any, Any], "StepHook"]]] = []
 
 
 @dataclass
@@ -72,10 +73,22 @@ class StepHook:
         """Restore :meth:`state_dict`'s output on resume."""
 
 
-def register_hook(factory: Callable[[Any, Any], "StepHook | None"]) -> Callable[[Any, Any], "StepHook | None"]:
-    """Register ``factory(cfg, loader) -> StepHook | None`` (None when its config section is off)."""
-    _FACTORIES.append(factory)
-    return factory
+def register_hook(name: str, enabled: Callable[[Any], bool]) -> Callable[[Callable[[Any, Any], "StepHook"]], Callable[[Any, Any], "StepHook"]]:
+    """Decorator: register ``factory(cfg, loader) -> StepHook`` under the algorithm ``name``, built
+    when ``enabled(cfg)`` is true (the switch its config overlay sets)."""
+
+    def add(factory: Callable[[Any, Any], "StepHook"]) -> Callable[[Any, Any], "StepHook"]:
+        _HOOKS.append((name, enabled, factory))
+        return factory
+
+    return add
+
+
+def enabled_algorithms(cfg: Any) -> list[str]:
+    """Names of the registered algorithm hooks the config enables, in registration order."""
+    import rlec.local.algorithms  # noqa: F401 - registers rlec's hooks
+
+    return [name for name, enabled, _ in _HOOKS if enabled(cfg)]
 
 
 def build_hooks(cfg: Any, loader: Any) -> list[StepHook]:
@@ -84,7 +97,7 @@ def build_hooks(cfg: Any, loader: Any) -> list[StepHook]:
     Raises:
         ValueError: two hooks share a name (their checkpoint state would collide).
     """
-    hooks = [h for h in (factory(cfg, loader) for factory in _FACTORIES) if h is not None]
+    hooks = [factory(cfg, loader) for _, enabled, factory in _HOOKS if enabled(cfg)]
     names = [h.name for h in hooks]
     if len(set(names)) != len(names):
         raise ValueError(f"local-run hooks with the same name: {names}")

@@ -295,13 +295,13 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
             if not sync_ok:
                 raise RuntimeError(f"step {step}: weight sync check failed: the rollout model differs from the Megatron policy")
     bar.close()
+    _stop_if_interrupted()  # a Ctrl-C swallowed during the last step: no final weights, as for any interrupt
     final = out_dir / "hf_final"
     if rank0:
         logger.close()
         update.save_hf(rollout_model, tokenizer, final)
         log0(f"final HF weights in {final}; metrics in {out_dir / 'metrics.jsonl'}")
     meg.destroy_parallel()
-    _stop_if_interrupted()
     if rank0:
         from rlec.local.summary import evaluate_final, print_training_summary
 
@@ -343,7 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"rlec.local: error: {exc}", file=sys.stderr)
             return 2
         return 0
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started with SIGINT ignored
+    _INTERRUPTED["flag"] = False
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.default_int_handler:  # not when started with SIGINT ignored
         signal.signal(signal.SIGINT, _on_sigint)
     try:
         run(args)
@@ -354,6 +356,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\nrlec.local: interrupted; every finished step is in metrics.jsonl and the last checkpoint is kept: "
               "rerun the same command to resume", file=sys.stderr)
         return 130
+    finally:
+        if previous is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous)
     return 0
 
 

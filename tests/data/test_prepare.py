@@ -83,6 +83,15 @@ def test_summary_file_matches_and_warns_about_small_sources(prepared):
     assert sorted(p.name for p in out.iterdir()) == ["summary.json", "test.parquet", "train.parquet"]
 
 
+def test_printed_summary_counts_the_warnings_it_logged_instead_of_repeating_them(prepared):
+    from rlec.data.summary import format_summary
+
+    _, summary = prepared
+    text = format_summary(summary)
+    assert "warnings: 2 (logged above; listed in summary.json)" in text
+    assert not any(w in text for w in summary["warnings"])
+
+
 def test_same_seed_gives_byte_identical_parquet(prepared, run_prepare, tmp_path):
     out, _ = prepared
     run_prepare(tmp_path / "again")

@@ -64,12 +64,13 @@ def test_help_lists_every_setting_with_its_value() -> None:
     assert "actor_rollout_ref.rollout.n = 4" in text and "MODEL_PATH" in text
 
 
-@pytest.mark.parametrize("overlays, expected", [((), []), (("algorithm=e3",), ["e3"]), (("algorithm=[rlve,e3,passk]",), ["rlve", "e3", "passk"])])
+@pytest.mark.parametrize("overlays, expected", [((), []), (("algorithm=e3",), ["e3"]), (("algorithm=[rlve,e3,passk]",), ["e3", "passk", "rlve"])])
 def test_help_names_the_algorithm_overlays_in_effect(overlays, expected) -> None:
     """--help shows the overlays in effect, not verl's whole algorithm section (a wall of nested dicts)."""
-    from rlec.local.config import active_algorithms, load_config, settings_help
+    from rlec.local.config import load_config, settings_help
+    from rlec.local.hooks import enabled_algorithms
 
     cfg = load_config(list(overlays), env={})
-    assert active_algorithms(cfg) == expected
+    assert enabled_algorithms(cfg) == expected
     line = next(line for line in settings_help(cfg).splitlines() if line.startswith("  algorithm = "))
     assert line == f"  algorithm = {expected!r}"

@@ -47,3 +47,24 @@ def test_a_ctrl_c_that_third_party_code_swallows_still_stops_at_the_next_step(mo
         pass
     with pytest.raises(KeyboardInterrupt):
         runner._stop_if_interrupted()
+
+
+def test_main_installs_the_ctrl_c_handler_for_the_run_and_restores_the_default(monkeypatch) -> None:
+    """The flag only helps if main() installs the handler around the run, and a later run starts clean."""
+    import signal
+
+    from rlec.local import runner
+
+    seen = {}
+
+    def fake_run(args):
+        seen["handler"] = signal.getsignal(signal.SIGINT)
+        seen["flag"] = runner._INTERRUPTED["flag"]
+        runner._on_sigint(signal.SIGINT, None)  # a Ctrl-C during the run
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setitem(runner._INTERRUPTED, "flag", True)  # left over from an earlier interrupted run
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert runner.main(["trainer.total_training_steps=1"]) == 130
+    assert seen == {"handler": runner._on_sigint, "flag": False}
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
