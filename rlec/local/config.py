@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlec.config import LOCAL_CONFIG, compose, select
 
 ACTOR = "actor_rollout_ref.actor"
+TINY_SCRIPTED_FRACTION = 0.25  # rlec.local.scripted_fraction=null resolves to this for the tiny random model, else 0
 MEGATRON = f"{ACTOR}.megatron"
 ROLLOUT = "actor_rollout_ref.rollout"
 
@@ -195,6 +196,10 @@ def load_config(overrides: Sequence[str] = (), env: Mapping[str, str] | None = N
     except Exception as exc:  # Hydra / OmegaConf raise many types: one line naming the problem
         raise LocalConfigError(f"bad setting: {str(exc).splitlines()[0]} (python -m rlec.local.runner --help lists the keys)") from None
     check(cfg)
+    if select(cfg, "rlec.local.scripted_fraction") is None:
+        # resolved here, not at the start of training, so that the run's saved settings and a
+        # rerun of the same command compare equal (the resume check compares them key by key)
+        cfg.rlec.local.scripted_fraction = TINY_SCRIPTED_FRACTION if not select(cfg, "actor_rollout_ref.model.path") else 0.0
     OmegaConf.set_readonly(cfg, True)
     return cfg
 
@@ -234,6 +239,13 @@ def check(cfg: Any) -> None:
                                "supported by the local run (constant after the warm-up)")
     if not float(select(cfg, f"{ACTOR}.clip_ratio_c", 3.0)) > 1:
         raise LocalConfigError(f"{ACTOR}.clip_ratio_c must be > 1 (verl's dual clip), got {select(cfg, f'{ACTOR}.clip_ratio_c')}")
+    names = select(cfg, "rlec.rlve.environments") if select(cfg, "data.rlve.enable", False) else None
+    if names is not None:
+        from rlec.environments import ENVIRONMENTS
+
+        unknown = [n for n in ([names] if isinstance(names, str) else list(names)) if n != "all" and n not in ENVIRONMENTS]
+        if unknown:
+            raise LocalConfigError(f"rlec.rlve.environments: unknown environment {unknown[0]!r}; known: {sorted(ENVIRONMENTS)}")
     frac = select(cfg, "rlec.local.scripted_fraction")
     if frac is not None and not 0.0 <= float(frac) < 1.0:
         raise LocalConfigError(f"rlec.local.scripted_fraction must be in [0, 1) or null, got {frac!r}")

@@ -11,6 +11,8 @@ fsyncs.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -70,7 +72,10 @@ class MetricsLogger:
             from verl.utils.tracking import Tracking
 
             os.environ["TENSORBOARD_DIR"] = str(self.dir / "tensorboard")
-            self._tracking = Tracking(project_name=project, experiment_name=experiment, default_backend=wanted)
+            quiet = os.environ.get("RLEC_VERBOSE", "") in ("", "0")
+            # verl's Tracking prints "Saving tensorboard log to ..." on stdout; the folder is in our docs
+            with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+                self._tracking = Tracking(project_name=project, experiment_name=experiment, default_backend=wanted)
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Record one step's metrics (finite numbers to the trackers; everything to JSON Lines)."""

@@ -132,10 +132,6 @@ def _start(cfg: Any, layout: Any, out_dir: Path, world: int) -> dict[str, Any]:
         except (FileNotFoundError, ValueError) as exc:
             raise LocalRunError(str(exc)) from None
     model_path = ensure_model(cfg, out_dir)
-    scripted_fraction = select(cfg, "rlec.local.scripted_fraction")
-    if scripted_fraction is None:
-        scripted_fraction = 0.0 if select(cfg, "actor_rollout_ref.model.path") else 0.25
-    cfg = _with(cfg, {"rlec.local.scripted_fraction": float(scripted_fraction)})
     return _train(cfg, layout, out_dir, model_path, start, world, threads)
 
 
@@ -222,7 +218,8 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
         log0(f"rlec.local.scripted_fraction={scripted_fraction}: that share of each group is replaced by a scripted answer "
              "(gold or I don't know) so groups have reward variance and the update is non-zero; set it to 0 for real training")
     if start_step >= total:
-        log0(f"the run in {out_dir} is complete (step {start_step} of {total}); re-running its final steps only")
+        log0(f"the run in {out_dir} is complete (step {start_step} of {total}): no step to train; raise STEPS to train "
+             "longer, or RESUME=disable to start over")
 
     last: dict[str, Any] = {}
     bar = tqdm(range(start_step + 1, total + 1), desc="rlec local", disable=not rank0, initial=start_step, total=total,

@@ -174,7 +174,7 @@ def _plan_on_rank0(cfg: Any, out_dir: Path) -> RunStart | LocalRunError:
         if refused:
             return LocalRunError(
                 f"{out_dir} holds a run with other settings ({'; '.join(refused)}): restore them to resume it, choose "
-                "another OUTPUT_DIR, or set RESUME=0 to move that run aside and start fresh")
+                "another OUTPUT_DIR, or set RESUME=disable to move that run aside and start fresh")
         end = pinned_schedule_end(saved, cfg)
         if end is not None:
             noted.append(f"the b schedule keeps its original length: b reaches 1 at step {end} "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from omegaconf import OmegaConf
 
 from rlec.config import flatten, select
 from rlec.local.config import ENV_OVERRIDES, LOCAL_KEYS, LocalConfigError, env_overrides, load_config, settings_help
@@ -74,3 +75,23 @@ def test_help_names_the_algorithm_overlays_in_effect(overlays, expected) -> None
     assert enabled_algorithms(cfg) == expected
     line = next(line for line in settings_help(cfg).splitlines() if line.startswith("  algorithm = "))
     assert line == f"  algorithm = {expected!r}"
+
+
+def test_scripted_fraction_is_resolved_when_the_config_is_loaded_so_a_rerun_compares_equal() -> None:
+    """null resolved only at training start made every rerun of the default command differ from the
+    settings its checkpoint saved (0.25 -> None) and the resume was refused."""
+    from rlec.config import resume_differences
+    from rlec.local.config import TINY_SCRIPTED_FRACTION
+
+    first = load_config(["trainer.total_training_steps=2"], env={})
+    assert first.rlec.local.scripted_fraction == TINY_SCRIPTED_FRACTION
+    assert load_config(["actor_rollout_ref.model.path=/models/qwen3"], env={}).rlec.local.scripted_fraction == 0.0
+    assert load_config(["rlec.local.scripted_fraction=0.5"], env={}).rlec.local.scripted_fraction == 0.5
+    saved = OmegaConf.to_container(first, resolve=True)  # what the checkpoint stores
+    assert resume_differences(saved, load_config(["trainer.total_training_steps=2"], env={})) == ([], [])
+
+
+def test_an_unknown_environment_is_refused_with_the_config_before_any_work() -> None:
+    with pytest.raises(LocalConfigError, match="unknown environment 'nope'; known: .*'arithmetic'"):
+        load_config([], env={"ENVIRONMENTS": "arithmetic,nope"})
+    assert list(load_config([], env={"ENVIRONMENTS": "arithmetic,maze"}).rlec.rlve.environments) == ["arithmetic", "maze"]
