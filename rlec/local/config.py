@@ -276,8 +276,14 @@ def train_files(cfg: Any) -> list[str]:
     return [str(f) for f in files]
 
 
+# where each algorithm overlay keeps its settings, and its documentation
+ALGORITHM_SECTIONS = {"e3": "rlec.e3", "passk": "algorithm.passk", "rlve": "rlec.rlve"}
+DOCS = {"e3": "e3.md", "passk": "passk.md", "rlve": "environments.md"}
+
+
 def settings_help(cfg: Any) -> str:
-    """Every key the local run reads, its value and meaning, plus the environment variables."""
+    """Every key the local run reads, its value and meaning, every setting of the algorithm overlays in
+    effect, and the environment variables (the text of ``--help``)."""
     lines = ["Settings (key=value arguments; verl's keys, with the meaning they have on the cluster):", ""]
     for key, meaning in LOCAL_KEYS.items():
         value = select(cfg, key)
@@ -288,6 +294,13 @@ def settings_help(cfg: Any) -> str:
         elif OmegaConf.is_config(value):
             value = OmegaConf.to_container(value, resolve=True)
         lines.append(f"  {key} = {value!r}\n      {meaning}")
+    from rlec.config import flatten
+    from rlec.local.hooks import enabled_algorithms
+
+    for name in enabled_algorithms(cfg):  # every setting of the overlays in effect (docs/<name>.md)
+        section = ALGORITHM_SECTIONS[name]
+        lines += ["", f"Settings of {name} ({section}.*, docs/{DOCS[name]}):", ""]
+        lines += [f"  {section}.{k} = {v!r}" for k, v in flatten(select(cfg, section)).items()]
     lines += ["", "Environment variables (the launcher's interface; key=value arguments win):", ""]
     lines += [f"  {var:<22} -> {', '.join(keys)}" for var, keys in ENV_OVERRIDES.items()]
     lines += ["", "Not supported locally (refused): " + ", ".join(f"{k}!={v!r}" for k, (v, _) in UNSUPPORTED.items())]

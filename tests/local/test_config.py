@@ -73,8 +73,12 @@ def test_help_names_the_algorithm_overlays_in_effect(overlays, expected) -> None
 
     cfg = load_config(list(overlays), env={})
     assert enabled_algorithms(cfg) == expected
-    line = next(line for line in settings_help(cfg).splitlines() if line.startswith("  algorithm = "))
+    text = settings_help(cfg)
+    line = next(line for line in text.splitlines() if line.startswith("  algorithm = "))
     assert line == f"  algorithm = {expected!r}"
+    # every setting of an overlay in effect is listed with its value, and no other overlay's
+    assert ("  rlec.e3.temperature.target_entropy = " in text) == ("e3" in expected)
+    assert ("  algorithm.passk.k = " in text) == ("passk" in expected)
 
 
 def test_scripted_fraction_is_resolved_when_the_config_is_loaded_so_a_rerun_compares_equal() -> None:
