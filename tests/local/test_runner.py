@@ -64,7 +64,27 @@ def test_main_installs_the_ctrl_c_handler_for_the_run_and_restores_the_default(m
 
     monkeypatch.setattr(runner, "run", fake_run)
     monkeypatch.setitem(runner._INTERRUPTED, "flag", True)  # left over from an earlier interrupted run
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    assert runner.main(["trainer.total_training_steps=1"]) == 130
-    assert seen == {"handler": runner._on_sigint, "flag": False}
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # as in a terminal (a test run started in the background inherits SIGINT ignored)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert runner.main(["trainer.total_training_steps=1"]) == 130
+        assert seen == {"handler": runner._on_sigint, "flag": False}
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
+
+
+def test_a_run_started_with_ctrl_c_ignored_keeps_ignoring_it(monkeypatch) -> None:
+    """nohup / background jobs start with SIGINT ignored: the run must not start reacting to it."""
+    import signal
+
+    from rlec.local import runner
+
+    seen = {}
+    monkeypatch.setattr(runner, "run", lambda args: seen.setdefault("handler", signal.getsignal(signal.SIGINT)))
+    outer = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert runner.main(["trainer.total_training_steps=1"]) == 0
+        assert seen["handler"] is signal.SIG_IGN and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, outer)
