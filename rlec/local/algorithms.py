@@ -156,20 +156,22 @@ class RLVEHook(StepHook):
         return self.source.update(samples)
 
 
-@register_hook("e3", lambda cfg: bool(select(cfg, "rlec.e3.enable", False)))
+@register_hook("e3", lambda cfg: bool(select(cfg, "rlec.e3.enable", False)), section="rlec.e3", doc="e3.md")
 def _e3(cfg: Any, loader: Any) -> StepHook:
     vocab = getattr(getattr(loader, "tokenizer", None), "vocab_size", None)
     return E3Hook(cfg, vocab_size=_model_vocab(cfg) or vocab)
 
 
-@register_hook("passk", lambda cfg: select(cfg, "algorithm.adv_estimator") == PASSK_ESTIMATOR)
+@register_hook("passk", lambda cfg: select(cfg, "algorithm.adv_estimator") == PASSK_ESTIMATOR, section="algorithm.passk",
+               doc="passk.md")
 def _passk(cfg: Any, loader: Any) -> StepHook:
     import rlec.verl_plugin.estimators  # noqa: F401 - registers rlec_passk with verl
 
     return PasskHook(cfg)
 
 
-@register_hook("rlve", lambda cfg: bool(select(cfg, "data.rlve.enable", False)))
+@register_hook("rlve", lambda cfg: bool(select(cfg, "data.rlve.enable", False)), section="rlec.rlve",
+               doc="environments.md")
 def _rlve(cfg: Any, loader: Any) -> StepHook:
     source = getattr(getattr(loader, "dataset", None), "rlve_source", None)
     if source is None:

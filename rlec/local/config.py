@@ -21,9 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 from rlec.config import LOCAL_CONFIG, compose, select
 
 ACTOR = "actor_rollout_ref.actor"
-TINY_SCRIPTED_FRACTION = 0.25  # rlec.local.scripted_fraction=null resolves to this for the tiny random model, else 0
 MEGATRON = f"{ACTOR}.megatron"
 ROLLOUT = "actor_rollout_ref.rollout"
+TINY_SCRIPTED_FRACTION = 0.25  # rlec.local.scripted_fraction=null resolves to this for the tiny random model, else 0
 
 # environment variable -> config keys it sets (value transformed by _env_value)
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
@@ -276,30 +276,23 @@ def train_files(cfg: Any) -> list[str]:
     return [str(f) for f in files]
 
 
-# where each algorithm overlay keeps its settings, and its documentation
-ALGORITHM_SECTIONS = {"e3": "rlec.e3", "passk": "algorithm.passk", "rlve": "rlec.rlve"}
-DOCS = {"e3": "e3.md", "passk": "passk.md", "rlve": "environments.md"}
-
-
 def settings_help(cfg: Any) -> str:
     """Every key the local run reads, its value and meaning, every setting of the algorithm overlays in
     effect, and the environment variables (the text of ``--help``)."""
+    from rlec.config import flatten
+    from rlec.local.hooks import enabled_algorithms
+
+    algorithms = enabled_algorithms(cfg)
     lines = ["Settings (key=value arguments; verl's keys, with the meaning they have on the cluster):", ""]
     for key, meaning in LOCAL_KEYS.items():
         value = select(cfg, key)
         if key == "algorithm":  # the overlays in effect, not verl's whole algorithm section
-            from rlec.local.hooks import enabled_algorithms
-
-            value = enabled_algorithms(cfg)
+            value = [name for name, _, _ in algorithms]
         elif OmegaConf.is_config(value):
             value = OmegaConf.to_container(value, resolve=True)
         lines.append(f"  {key} = {value!r}\n      {meaning}")
-    from rlec.config import flatten
-    from rlec.local.hooks import enabled_algorithms
-
-    for name in enabled_algorithms(cfg):  # every setting of the overlays in effect (docs/<name>.md)
-        section = ALGORITHM_SECTIONS[name]
-        lines += ["", f"Settings of {name} ({section}.*, docs/{DOCS[name]}):", ""]
+    for name, section, doc in algorithms:  # every setting of the overlays in effect
+        lines += ["", f"Settings of {name} ({section}.*, docs/{doc}):", ""]
         lines += [f"  {section}.{k} = {v!r}" for k, v in flatten(select(cfg, section)).items()]
     lines += ["", "Environment variables (the launcher's interface; key=value arguments win):", ""]
     lines += [f"  {var:<22} -> {', '.join(keys)}" for var, keys in ENV_OVERRIDES.items()]

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-# (name, enabled(cfg), factory(cfg, loader)) in registration order
-_HOOKS: list[tuple[str, Callable[[Any], bool], Callable[[Any, Any], "StepHook"]]] = []
+# (name, enabled(cfg), factory(cfg, loader), settings section, doc) in registration order
+_HOOKS: list[tuple[str, Callable[[Any], bool], Callable[[Any, Any], "StepHook"], str, str]] = []
 
 
 @dataclass
@@ -73,22 +73,25 @@ class StepHook:
         """Restore :meth:`state_dict`'s output on resume."""
 
 
-def register_hook(name: str, enabled: Callable[[Any], bool]) -> Callable[[Callable[[Any, Any], "StepHook"]], Callable[[Any, Any], "StepHook"]]:
+def register_hook(
+    name: str, enabled: Callable[[Any], bool], *, section: str, doc: str
+) -> Callable[[Callable[[Any, Any], "StepHook"]], Callable[[Any, Any], "StepHook"]]:
     """Decorator: register ``factory(cfg, loader) -> StepHook`` under the algorithm ``name``, built
-    when ``enabled(cfg)`` is true (the switch its config overlay sets)."""
+    when ``enabled(cfg)`` is true (the switch its config overlay sets); ``section`` is the dotted
+    config key holding its settings and ``doc`` its page under ``docs/`` (both shown by ``--help``)."""
 
     def add(factory: Callable[[Any, Any], "StepHook"]) -> Callable[[Any, Any], "StepHook"]:
-        _HOOKS.append((name, enabled, factory))
+        _HOOKS.append((name, enabled, factory, section, doc))
         return factory
 
     return add
 
 
-def enabled_algorithms(cfg: Any) -> list[str]:
-    """Names of the registered algorithm hooks the config enables, in registration order."""
+def enabled_algorithms(cfg: Any) -> list[tuple[str, str, str]]:
+    """``(name, settings section, doc)`` of the registered algorithm hooks the config enables, in registration order."""
     import rlec.local.algorithms  # noqa: F401 - registers rlec's hooks
 
-    return [name for name, enabled, _ in _HOOKS if enabled(cfg)]
+    return [(name, section, doc) for name, enabled, _, section, doc in _HOOKS if enabled(cfg)]
 
 
 def build_hooks(cfg: Any, loader: Any) -> list[StepHook]:
@@ -97,7 +100,7 @@ def build_hooks(cfg: Any, loader: Any) -> list[StepHook]:
     Raises:
         ValueError: two hooks share a name (their checkpoint state would collide).
     """
-    hooks = [factory(cfg, loader) for _, enabled, factory in _HOOKS if enabled(cfg)]
+    hooks = [factory(cfg, loader) for _, enabled, factory, _, _ in _HOOKS if enabled(cfg)]
     names = [h.name for h in hooks]
     if len(set(names)) != len(names):
         raise ValueError(f"local-run hooks with the same name: {names}")

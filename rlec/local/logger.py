@@ -33,6 +33,11 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def verbose() -> bool:
+    """``RLEC_VERBOSE`` is set (not empty, not 0): keep third-party warnings, logs and prints."""
+    return os.environ.get("RLEC_VERBOSE", "") not in ("", "0")
+
+
 class MetricsLogger:
     """Append per-step metrics to ``<dir>/metrics.jsonl`` and the configured verl trackers.
 
@@ -72,9 +77,8 @@ class MetricsLogger:
             from verl.utils.tracking import Tracking
 
             os.environ["TENSORBOARD_DIR"] = str(self.dir / "tensorboard")
-            quiet = os.environ.get("RLEC_VERBOSE", "") in ("", "0")
             # verl's Tracking prints "Saving tensorboard log to ..." on stdout; the folder is in our docs
-            with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+            with contextlib.nullcontext() if verbose() else contextlib.redirect_stdout(io.StringIO()):
                 self._tracking = Tracking(project_name=project, experiment_name=experiment, default_backend=wanted)
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:

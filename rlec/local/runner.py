@@ -61,7 +61,9 @@ def quiet_third_party() -> None:
     transformers and the Hugging Face hub are dropped: the run's own progress bar and step table
     say what happens.
     """
-    if os.environ.get("RLEC_VERBOSE", "") not in ("", "0"):
+    from rlec.local.logger import verbose
+
+    if verbose():
         return
     warnings.filterwarnings("ignore")
     warnings.filterwarnings("default", module=r"rlec(\.|$)")

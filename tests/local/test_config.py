@@ -72,7 +72,7 @@ def test_help_names_the_algorithm_overlays_in_effect(overlays, expected) -> None
     from rlec.local.hooks import enabled_algorithms
 
     cfg = load_config(list(overlays), env={})
-    assert enabled_algorithms(cfg) == expected
+    assert [name for name, _, _ in enabled_algorithms(cfg)] == expected
     text = settings_help(cfg)
     line = next(line for line in text.splitlines() if line.startswith("  algorithm = "))
     assert line == f"  algorithm = {expected!r}"
