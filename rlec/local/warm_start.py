@@ -1,0 +1,609 @@
+"""Warm start of the local RLEC demo: a short supervised pass that makes a tiny Qwen3 half-master addition.
+
+RLEC needs a starting model that is right on some problems and wrong on others. This module
+builds one: a tiny Qwen3 (the real architecture and the real 151,936-token vocabulary of the
+bundled Qwen3 tokenizer) trained for a few hundred steps on procedurally generated additions
+("What is 482 + 37?"), prompted with rlec's one template (:func:`rlec.prompts.build_messages`)
+at targets drawn as in the training data (10% binary, else p uniform on 0.01 ... 0.90). The
+difficulty is the operand digit count; a short pass masters small sums and only partly masters
+longer ones. A share ``idk_rate`` of the targets is ``\\boxed{I don't know}``, drawn by a coin
+that ignores the target and the problem, so any link between target, difficulty and abstention
+is learned later by RLEC, not copied from this data.
+
+Why it is cheap. Prompts use a few dozen distinct tokens (the template, digits, the target), and
+answers a few more. Training runs on a *compact* model whose vocabulary is exactly those tokens
+(:func:`compact_vocabulary`). The full model it stands for has the same body and zero
+embedding / output rows for every other token, so each of those ~151,850 tokens has logit 0 and
+the full softmax's normaliser is ``logsumexp([compact logits, log(V - |C|)])``: the loss below is
+the exact full-vocabulary cross-entropy of the full model (a test checks it against the expanded
+model), at 1/1,800th of the output-layer cost. :func:`expand` writes that full model as an HF
+Qwen3 folder; RLEC then trains all 151,936 rows.
+
+Stand-in generator: :func:`addition_problem` is a minimal local generator. The RLVE environments
+(``rlec.environments``, branch ``rlve``) will supply arithmetic; their ``arithmetic`` environment
+starts at two-digit operands and mixes + / - / x, so the demo will need its addition-only, small
+difficulty end.
+
+CLI: ``python -m rlec.local.warm_start --out outputs/demo/warm_start`` (``--help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from rlec.grading.extract import CANONICAL_ABSTAIN
+from rlec.prompts import build_messages, math_task, render
+
+FULL_VOCAB_SIZE = 151_936  # Qwen3's embedding rows (the tokenizer has 151,669 tokens incl. added ones)
+MANIFEST = "warm_start.json"
+COMPACT_FILE = "compact_model.pt"  # the compact model itself (what the full one was expanded from)
+IDK_RESPONSE = f"\\boxed{{{CANONICAL_ABSTAIN}}}"
+QUESTION = "What is {a} + {b}?"
+
+
+@dataclass(frozen=True)
+class AdditionProblem:
+    """One addition problem.
+
+    Attributes:
+        question: e.g. ``"What is 482 + 37?"`` (the task of :func:`rlec.prompts.math_task`).
+        answer: the exact sum as a decimal string.
+        digits: operand digit count (the difficulty).
+    """
+
+    question: str
+    answer: str
+    digits: int
+
+
+def addition_problem(rng: random.Random, digits: int) -> AdditionProblem:
+    """Two uniformly drawn ``digits``-digit operands (0-9 for one digit) and their sum.
+
+    Raises:
+        ValueError: ``digits < 1``.
+    """
+    if digits < 1:
+        raise ValueError(f"digits must be >= 1, got {digits}")
+    lo, hi = (0 if digits == 1 else 10 ** (digits - 1)), 10**digits - 1
+    a, b = rng.randint(lo, hi), rng.randint(lo, hi)
+    return AdditionProblem(QUESTION.format(a=a, b=b), str(a + b), digits)
+
+
+HELD_OUT_PERCENT = 10
+ALWAYS_SEEN_DIGITS = 1  # one-digit sums: too few (100) to hold any out; every one may be trained on
+
+
+def is_held_out(problem: AdditionProblem) -> bool:
+    """True for the ~10% of multi-digit problems reserved for evaluation (a hash of the question).
+
+    The warm start and the RLEC training rows skip them (``rlec.local.demo_data``).
+    """
+    if problem.digits <= ALWAYS_SEEN_DIGITS:
+        return False
+    return hashlib.sha256(problem.question.encode()).digest()[0] * 100 // 256 < HELD_OUT_PERCENT
+
+
+def training_problem(rng: random.Random, digit_counts: Sequence[int]) -> AdditionProblem:
+    """A problem that is not held out, digit count uniform over ``digit_counts``."""
+    while True:
+        problem = addition_problem(rng, rng.choice(list(digit_counts)))
+        if not is_held_out(problem):
+            return problem
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """Every setting of the warm start (the cache key is a hash of all of them).
+
+    Data: operand digit counts drawn uniformly from ``digits``; targets: ``binary_fraction`` binary
+    prompts, else p uniform on the 0.01 grid of [``target_min``, ``target_max``] (as
+    ``rlec.data.prepare``); ``idk_rate`` of the answers are ``I don't know`` (independent coin).
+    Model: a dense Qwen3 (``model_type="qwen3"``) or Qwen3-MoE (``"qwen3_moe"``) of the given
+    width. Optimiser: AdamW, linear warm-up then cosine decay to 0, gradient clipping at 1. Loss:
+    :func:`sft_loss` (``prompt_loss_weight`` > 0 adds language modelling of the prompt).
+    """
+
+    seed: int = 0
+    digits: tuple[int, ...] = (1, 2, 3)
+    idk_rate: float = 0.25
+    binary_fraction: float = 0.1
+    target_min: float = 0.01
+    target_max: float = 0.90
+    steps: int = 600
+    batch_size: int = 64
+    lr: float = 3e-3
+    warmup_steps: int = 20
+    weight_decay: float = 0.0
+    prompt_loss_weight: float = 0.0
+    model_type: str = "qwen3"
+    hidden_size: int = 64
+    intermediate_size: int = 256
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    num_experts: int = 4
+    num_experts_per_tok: int = 2
+    moe_intermediate_size: int = 128
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.digits or min(self.digits) < 1:
+            raise ValueError(f"digits must be a non-empty list of counts >= 1, got {self.digits}")
+        if not 0.0 <= self.idk_rate < 1.0 or not 0.0 <= self.binary_fraction <= 1.0:
+            raise ValueError(f"idk_rate must be in [0, 1) and binary_fraction in [0, 1], got {self.idk_rate}, {self.binary_fraction}")
+        if not 0.0 < self.target_min <= self.target_max < 1.0:
+            raise ValueError(f"targets must satisfy 0 < target_min <= target_max < 1, got {self.target_min}, {self.target_max}")
+        if min(self.steps, self.batch_size, self.hidden_size, self.num_layers, self.num_heads) < 1 or self.lr <= 0:
+            raise ValueError("steps, batch_size, hidden_size, num_layers, num_heads must be >= 1 and lr > 0")
+        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} must divide into num_heads {self.num_heads}, "
+                             f"and num_heads into num_kv_heads {self.num_kv_heads}")
+        if self.model_type not in ("qwen3", "qwen3_moe"):
+            raise ValueError(f"model_type must be 'qwen3' or 'qwen3_moe', got {self.model_type!r}")
+
+    def key(self) -> str:
+        """A short hash of every setting (what the cache compares)."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+    def hf_config(self, vocab_size: int) -> dict[str, Any]:
+        """The ``config.json`` dict of the model with ``vocab_size`` rows."""
+        cfg: dict[str, Any] = {
+            "vocab_size": vocab_size, "hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_heads,
+            "num_key_value_heads": self.num_kv_heads, "head_dim": self.hidden_size // self.num_heads,
+            "hidden_act": "silu", "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "rope_theta": 1_000_000.0,
+            "tie_word_embeddings": False, "attention_bias": False, "attention_dropout": 0.0, "initializer_range": 0.02,
+            "model_type": self.model_type,
+        }  # fmt: skip
+        if vocab_size == FULL_VOCAB_SIZE:  # Qwen3's special ids (the compact model has none of its own)
+            cfg.update(bos_token_id=151643, eos_token_id=151645, pad_token_id=151643)
+        if self.model_type == "qwen3_moe":
+            cfg.update(architectures=["Qwen3MoeForCausalLM"], num_experts=self.num_experts,
+                       num_experts_per_tok=self.num_experts_per_tok, moe_intermediate_size=self.moe_intermediate_size,
+                       norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], router_aux_loss_coef=0.001,
+                       output_router_logits=False)  # fmt: skip
+        else:
+            cfg["architectures"] = ["Qwen3ForCausalLM"]
+        return cfg
+
+
+def draw_target(rng: random.Random, cfg: WarmStartConfig) -> float | None:
+    """A target as in the training data: None (binary) with ``binary_fraction``, else p on the 0.01 grid."""
+    if rng.random() < cfg.binary_fraction:
+        return None
+    return rng.randint(round(cfg.target_min * 100), round(cfg.target_max * 100)) / 100
+
+
+def sft_examples(rng: random.Random, cfg: WarmStartConfig, count: int) -> list[tuple[AdditionProblem, float | None, bool]]:
+    """``count`` supervised examples ``(problem, target, abstain)``.
+
+    The problem (not held out, digits uniform over ``cfg.digits``), the target
+    (:func:`draw_target`) and the abstention coin (``idk_rate``) are three independent draws, so
+    the share of ``I don't know`` targets is the same for every target and every problem.
+    """
+    out = []
+    for _ in range(count):
+        problem = training_problem(rng, cfg.digits)
+        target = draw_target(rng, cfg)
+        out.append((problem, target, rng.random() < cfg.idk_rate))
+    return out
+
+
+def response_text(problem: AdditionProblem, abstain: bool) -> str:
+    """The supervised response: ``\\boxed{<sum>}`` or ``\\boxed{I don't know}``."""
+    return IDK_RESPONSE if abstain else f"\\boxed{{{problem.answer}}}"
+
+
+def compact_vocabulary(tokenizer: Any) -> list[int]:
+    """The token ids the demo's prompts and answers can contain, sorted.
+
+    Rendered from the template at every target 0.00 ... 0.99 and the binary prompt, with a
+    question holding every digit, plus both answer forms and the end-of-turn token. The Qwen3
+    tokenizer splits numbers into single digits, so any addition renders within this set
+    (:func:`encode` checks it).
+    """
+    ids: set[int] = set()
+    question = QUESTION.format(a=1234567890, b=9876543210)
+    for p in [None] + [k / 100 for k in range(100)]:
+        ids.update(tokenizer(render(tokenizer, build_messages(math_task(question), p)), add_special_tokens=False)["input_ids"])
+    ids.update(tokenizer(IDK_RESPONSE + "\\boxed{0123456789}", add_special_tokens=False)["input_ids"])
+    ids.add(tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    return sorted(ids)
+
+
+class Encoder:
+    """Prompt and response token ids in the compact vocabulary (see the module docstring)."""
+
+    def __init__(self, tokenizer: Any, vocab: Sequence[int]) -> None:
+        self.tokenizer, self.vocab = tokenizer, list(vocab)
+        self.index = {t: i for i, t in enumerate(self.vocab)}
+        self.im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self._prompts: dict[tuple[str, float | None], list[int]] = {}
+
+    def compact(self, ids: Sequence[int], what: str) -> list[int]:
+        """Map full ids to compact ids.
+
+        Raises:
+            ValueError: a token outside the compact vocabulary (the message names ``what``).
+        """
+        try:
+            return [self.index[t] for t in ids]
+        except KeyError as exc:
+            raise ValueError(f"{what}: token {exc.args[0]} ({self.tokenizer.decode([exc.args[0]])!r}) is outside the "
+                             "compact vocabulary") from None
+
+    def prompt(self, question: str, target_p: float | None) -> list[int]:
+        """Compact ids of the rendered prompt (rlec's template + chat template)."""
+        key = (question, target_p)
+        if key not in self._prompts:
+            text = render(self.tokenizer, build_messages(math_task(question), target_p))
+            self._prompts[key] = self.compact(self.tokenizer(text, add_special_tokens=False)["input_ids"], "prompt")
+        return self._prompts[key]
+
+    def response(self, text: str) -> list[int]:
+        """Compact ids of a response followed by ``<|im_end|>``."""
+        return self.compact(self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.im_end], "response")
+
+    def decode(self, compact_ids: Sequence[int]) -> str:
+        """Text of compact ids (special tokens removed)."""
+        return self.tokenizer.decode([self.vocab[i] for i in compact_ids], skip_special_tokens=True)
+
+
+def full_vocab_logits(hidden: torch.Tensor, lm_head: torch.nn.Module, unused: int) -> torch.Tensor:
+    """Compact logits with one extra column standing for the ``unused`` zero-row tokens.
+
+    Every token outside the compact vocabulary has logit exactly 0 in the full model, so their
+    joint log-mass is ``log(unused)``: a softmax over this (N, |C| + 1) matrix gives the full
+    model's probabilities of the compact tokens, and its last column the total probability of all
+    other tokens.
+    """
+    return full_vocab_logits_from(lm_head(hidden), unused)
+
+
+def full_vocab_logits_from(logits: torch.Tensor, unused: int) -> torch.Tensor:
+    """(..., |C|) compact logits -> (..., |C| + 1) with the ``log(unused)`` column (see :func:`full_vocab_logits`)."""
+    return torch.cat([logits, logits.new_full((*logits.shape[:-1], 1), math.log(unused))], dim=-1)
+
+
+def pad_left(rows: Sequence[Sequence[int]], pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded ``(ids, attention_mask)``, both (B, max length) int64."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+        mask[i, width - len(r):] = 1
+    return ids, mask
+
+
+def sft_loss(
+    model: Any, enc: Encoder, prompts: Sequence[list[int]], responses: Sequence[list[int]], prompt_weight: float = 0.0
+) -> torch.Tensor:
+    """Full-vocabulary cross-entropy: mean over response tokens + ``prompt_weight`` x mean over prompt tokens.
+
+    The prompt term is ordinary language modelling of the prompt (every token after the first):
+    it is what makes a pretrained model read its prompt, here the stated target among the rest;
+    the response term is the supervised answer. ``prompt_weight = 0`` scores the response only.
+    """
+    ids, mask = pad_left([p + r for p, r in zip(prompts, responses)])
+    width = ids.shape[1]
+    is_response = torch.zeros_like(ids, dtype=torch.bool)
+    for i, r in enumerate(responses):
+        is_response[i, width - len(r):] = True
+    hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state[:, :-1]
+    target, valid = ids[:, 1:], (mask[:, 1:] == 1) & (mask[:, :-1] == 1)
+    unused = FULL_VOCAB_SIZE - len(enc.vocab)
+    resp = valid & is_response[:, 1:]
+    loss = torch.nn.functional.cross_entropy(full_vocab_logits(hidden[resp], model.lm_head, unused), target[resp])
+    if prompt_weight > 0:
+        prompt = valid & ~is_response[:, 1:]
+        lm = torch.nn.functional.cross_entropy(full_vocab_logits(hidden[prompt], model.lm_head, unused), target[prompt])
+        loss = loss + prompt_weight * lm
+    return loss
+
+
+def build_compact_model(cfg: WarmStartConfig, vocab_size: int) -> Any:
+    """A randomly initialised (``torch.manual_seed(cfg.seed)``) Qwen3 with ``vocab_size`` rows."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(cfg.seed)
+    return AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg.hf_config(vocab_size)), dtype=torch.float32)
+
+
+def train(
+    cfg: WarmStartConfig, tokenizer: Any, *, progress: bool = True, on_step: Callable[[int, Any], None] | None = None
+) -> tuple[Any, Encoder, list[dict[str, float]]]:
+    """The supervised pass on the compact model.
+
+    Deterministic given ``cfg`` (seeded data, initialisation and ``cfg.threads`` torch threads).
+    ``on_step(step, model)`` is called after every optimizer step (e.g. to keep snapshots).
+
+    Returns:
+        ``(compact model, encoder, history)``; history holds ``{"step", "loss", "lr"}`` every 25 steps.
+    """
+    from tqdm import tqdm
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        enc = Encoder(tokenizer, compact_vocabulary(tokenizer))
+        model = build_compact_model(cfg, len(enc.vocab))
+        model.train()
+        rng = random.Random(cfg.seed)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
+        warm = max(1, cfg.warmup_steps)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
+        history: list[dict[str, float]] = []
+        bar = tqdm(range(cfg.steps), desc="warm start", disable=not progress, mininterval=2)
+        for step in bar:
+            prompts, responses = [], []
+            for problem, target, abstain in sft_examples(rng, cfg, cfg.batch_size):
+                prompts.append(enc.prompt(problem.question, target))
+                responses.append(enc.response(response_text(problem, abstain)))
+            loss = sft_loss(model, enc, prompts, responses, cfg.prompt_loss_weight)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            if on_step is not None:
+                on_step(step + 1, model)
+            if step % 25 == 0 or step == cfg.steps - 1:
+                history.append({"step": step, "loss": float(loss), "lr": opt.param_groups[0]["lr"]})
+                bar.set_postfix(loss=f"{float(loss):.3f}")
+        model.eval()
+        return model, enc, history
+    finally:
+        torch.set_num_threads(threads)
+
+
+@torch.no_grad()
+def expand(compact: Any, vocab: Sequence[int], cfg: WarmStartConfig) -> Any:
+    """The full-vocabulary Qwen3 the compact model stands for.
+
+    Same body; embedding and output rows copied to the compact tokens' ids; every other row 0.
+
+    Returns:
+        A ``transformers`` model with :data:`FULL_VOCAB_SIZE` rows.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    full = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg.hf_config(FULL_VOCAB_SIZE)), dtype=torch.float32)
+    state = compact.state_dict()
+    ids = torch.tensor(list(vocab))
+    out = {}
+    for name, tensor in full.state_dict().items():
+        if name in ("model.embed_tokens.weight", "lm_head.weight"):
+            big = torch.zeros_like(tensor)
+            big[ids] = state[name]
+            out[name] = big
+        else:
+            out[name] = state[name].clone()
+    full.load_state_dict(out)
+    return full.eval()
+
+
+def build(out_dir: str | Path, cfg: WarmStartConfig, *, force: bool = False, progress: bool = True) -> Path:
+    """Train (or reuse) the warm start and write it as a Hugging Face folder.
+
+    The folder holds the full model (safetensors), the bundled tokenizer and ``warm_start.json``
+    (settings, cache key, compact vocabulary, loss history, the report of :func:`measure`). A
+    folder whose manifest has the same key is reused unless ``force``.
+
+    Returns:
+        ``Path(out_dir)``.
+    """
+    from rlec.io import atomic_dir
+    from rlec.models import load_tokenizer
+
+    out = Path(out_dir)
+    if not force and cached(out, cfg):
+        return out
+    tokenizer = load_tokenizer()
+    t0 = time.perf_counter()
+    compact, enc, history = train(cfg, tokenizer, progress=progress)
+    seconds = time.perf_counter() - t0
+    report = measure(compact, enc, cfg, progress=progress)
+    full = expand(compact, enc.vocab, cfg)
+    with atomic_dir(out) as tmp:
+        full.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        torch.save({"config": asdict(cfg), "vocab": enc.vocab, "model": compact.state_dict()}, tmp / COMPACT_FILE)
+        manifest = {"key": cfg.key(), "config": asdict(cfg), "compact_vocab": enc.vocab, "train_seconds": round(seconds, 1),
+                    "history": history, "report": report}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return out
+
+
+def cached(out_dir: str | Path, cfg: WarmStartConfig) -> bool:
+    """True when ``out_dir`` holds a complete warm start built with exactly ``cfg``."""
+    path = Path(out_dir) / MANIFEST
+    if not path.is_file() or not any(Path(out_dir).glob("*.safetensors")):
+        return False
+    try:
+        return json.loads(path.read_text()).get("key") == cfg.key()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+@torch.no_grad()
+def generate_compact(
+    model: Any, enc: Encoder, prompts: Sequence[list[int]], *, max_new_tokens: int = 12, temperature: float = 0.0,
+    generator: torch.Generator | None = None, return_tokens: bool = False,
+) -> Any:
+    """Responses of the full model, computed on the compact one (KV cache, left padding).
+
+    The extra "unused" column (:func:`full_vocab_logits`) stands for every other token: drawing it
+    ends the response with the marker ``<unused>`` appended (graded as a wrong answer).
+
+    Args:
+        temperature: 0 = greedy, else sampling at that temperature.
+
+    Returns:
+        One decoded response per prompt (up to ``<|im_end|>``); with ``return_tokens``, also the
+        compact ids drawn for each (up to and including the stop token or the "unused" column).
+    """
+    ids, mask = pad_left(prompts)
+    unused_col = len(enc.vocab)
+    stop = enc.index[enc.im_end]
+    out = model(input_ids=ids, attention_mask=mask, use_cache=True)
+    cache, hidden_logits = out.past_key_values, out.logits[:, -1]
+    done = torch.zeros(len(prompts), dtype=torch.bool)
+    unused = torch.zeros(len(prompts), dtype=torch.bool)
+    tokens: list[torch.Tensor] = []
+    for _ in range(max_new_tokens):
+        if temperature > 0:  # the extra column holds the joint mass of all zero-logit tokens
+            logits = full_vocab_logits_from(hidden_logits / temperature, FULL_VOCAB_SIZE - unused_col)
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
+        else:  # greedy compares single tokens: each other token has logit 0
+            nxt = torch.cat([hidden_logits, hidden_logits.new_zeros((len(prompts), 1))], -1).argmax(-1)
+        unused |= ~done & (nxt == unused_col)
+        nxt = torch.where(done | (nxt == unused_col), torch.full_like(nxt, stop), nxt)
+        tokens.append(nxt)
+        done |= nxt == stop
+        if bool(done.all()):
+            break
+        mask = torch.cat([mask, torch.ones(len(prompts), 1, dtype=mask.dtype)], 1)
+        out = model(input_ids=nxt[:, None], attention_mask=mask, past_key_values=cache, use_cache=True)
+        cache, hidden_logits = out.past_key_values, out.logits[:, -1]
+    rows = torch.stack(tokens, 1).tolist()
+    texts, drawn = [], []
+    for row, bad in zip(rows, unused.tolist()):
+        end = row.index(stop) if stop in row else len(row)
+        texts.append(enc.decode(row[:end]) + ("<unused>" if bad else ""))
+        drawn.append(row[:end] + ([unused_col] if bad else [stop] if end < len(row) else []))
+    return (texts, drawn) if return_tokens else texts
+
+
+def grade_text(text: str, answer: str) -> str:
+    """``"correct"``, ``"incorrect"`` or ``"abstain"`` with rlec's grader (math task)."""
+    from rlec.grading import grade
+
+    return grade(text, answer, "math").outcome.value
+
+
+def measure(
+    model: Any, enc: Encoder, cfg: WarmStartConfig, *, per_cell: int = 24, seed: int = 12345,
+    targets: Sequence[float | None] = (None, 0.1, 0.3, 0.5, 0.7, 0.9), progress: bool = False,
+) -> dict[str, Any]:
+    """Accuracy by difficulty and abstention by target of the (compact) model, greedy and sampled.
+
+    ``per_cell`` fresh problems (seeded by ``seed``, not the training seed) for every digit count
+    of ``cfg.digits`` plus one more, each asked at every target of ``targets``.
+
+    Returns:
+        ``{"greedy"|"sampled": {"by_digits": {d: {"accuracy", "selective_accuracy", "abstain_rate"}},
+        "by_target": {label: {"abstain_rate", "accuracy"}}}}`` (rates in [0, 1]).
+    """
+    rng = random.Random(seed)
+    digit_counts = sorted(set(cfg.digits)) + [max(cfg.digits) + 1]
+    cells = [(d, t, addition_problem(rng, d)) for d in digit_counts for _ in range(per_cell) for t in targets]
+    report: dict[str, Any] = {}
+    gen = torch.Generator().manual_seed(seed)
+    for mode, temperature in (("greedy", 0.0), ("sampled", 1.0)):
+        outcomes: list[str] = []
+        for start in range(0, len(cells), 128):
+            chunk = cells[start:start + 128]
+            texts = generate_compact(model, enc, [enc.prompt(pr.question, t) for _, t, pr in chunk],
+                                     temperature=temperature, generator=gen)
+            outcomes += [grade_text(x, pr.answer) for x, (_, _, pr) in zip(texts, chunk)]
+        report[mode] = {"by_digits": _rates(cells, outcomes, lambda c: str(c[0])),
+                        "by_target": _rates(cells, outcomes, lambda c: "binary" if c[1] is None else f"{c[1]:.1f}")}
+    return report
+
+
+def _rates(cells: Sequence[tuple[Any, ...]], outcomes: Sequence[str], key: Any) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[str]] = {}
+    for cell, outcome in zip(cells, outcomes):
+        groups.setdefault(key(cell), []).append(outcome)
+    out = {}
+    for name, got in groups.items():
+        n, correct, abstain = len(got), got.count("correct"), got.count("abstain")
+        out[name] = {"accuracy": correct / n, "abstain_rate": abstain / n,
+                     "selective_accuracy": correct / (n - abstain) if n > abstain else float("nan"), "n": n}
+    return out
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """Two Markdown tables: by operand digits, by target (greedy | sampled at temperature 1)."""
+    lines = ["| digits | accuracy (greedy) | abstain (greedy) | accuracy (sampled) | selective acc. (sampled) | abstain (sampled) |",
+             "|---|---|---|---|---|---|"]
+    g, s = report["greedy"]["by_digits"], report["sampled"]["by_digits"]
+    for d in sorted(g, key=int):
+        lines.append(f"| {d} | {g[d]['accuracy']:.2f} | {g[d]['abstain_rate']:.2f} | {s[d]['accuracy']:.2f} | "
+                     f"{s[d]['selective_accuracy']:.2f} | {s[d]['abstain_rate']:.2f} |")
+    lines += ["", "| target | abstain (greedy) | abstain (sampled) | accuracy (sampled) |", "|---|---|---|---|"]
+    g, s = report["greedy"]["by_target"], report["sampled"]["by_target"]
+    for t in g:
+        lines.append(f"| {t} | {g[t]['abstain_rate']:.2f} | {s[t]['abstain_rate']:.2f} | {s[t]['accuracy']:.2f} |")
+    return "\n".join(lines)
+
+
+def folder_size(path: str | Path) -> int:
+    """Total bytes of the files in ``path``."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface (every :class:`WarmStartConfig` field is an option)."""
+    p = argparse.ArgumentParser(prog="python -m rlec.local.warm_start", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--out", default="outputs/demo/warm_start", help="output model folder (reused when built with the same settings)")
+    p.add_argument("--force", action="store_true", help="rebuild even when the folder holds these settings")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    defaults = WarmStartConfig()
+    for f in fields(WarmStartConfig):
+        value = getattr(defaults, f.name)
+        if isinstance(value, tuple):
+            p.add_argument(f"--{f.name.replace('_', '-')}", default=",".join(map(str, value)), help="comma-separated")
+        else:
+            p.add_argument(f"--{f.name.replace('_', '-')}", type=type(value), default=value)
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> WarmStartConfig:
+    """The :class:`WarmStartConfig` of parsed arguments.
+
+    Raises:
+        ValueError: a bad value (the message names the setting).
+    """
+    values = {}
+    for f in fields(WarmStartConfig):
+        value = getattr(args, f.name)
+        values[f.name] = tuple(int(x) for x in str(value).split(",") if x.strip()) if f.name == "digits" else value
+    return WarmStartConfig(**values)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+    except ValueError as exc:
+        print(f"rlec.local.warm_start: error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    reused = not args.force and cached(out, cfg)
+    build(out, cfg, force=args.force, progress=not args.quiet)
+    manifest = json.loads((out / MANIFEST).read_text())
+    verb = "reused" if reused else f"built in {manifest['train_seconds']:.0f} s"
+    print(f"warm start {verb}: {out} ({folder_size(out) / 2**20:.1f} MiB; key {cfg.key()}; "
+          f"compact vocabulary {len(manifest['compact_vocab'])} tokens)")
+    print(format_report(manifest["report"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
