@@ -5,7 +5,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup run test test-fast lint bench help
+.PHONY: setup run demo test test-fast lint bench help
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -14,6 +14,9 @@ setup:  ## create or reuse the CPU virtual environment (.venv)
 
 run: setup  ## set up, then run the main job on the embedded default (tiny model, sample data, CPU)
 	@PATH=$(abspath $(VENV))/bin:$$PATH bash tools/run_megatron_rlec.sh
+
+demo: setup  ## set up, then the learning demo: warm start, RLEC, evaluation before and after (docs/local_run.md)
+	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m rlec.local.demo $(DEMO_ARGS)
 
 test: setup lint  ## set up, check lint and layer rules, then run the whole test suite
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest $(PYTEST_ARGS)

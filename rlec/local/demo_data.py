@@ -17,7 +17,9 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
+
+import numpy as np
 
 from rlec.data.mix import BINARY, RLEC, Question, Sample, draw_objectives, stream
 from rlec.local.warm_start import ALWAYS_SEEN_DIGITS, AdditionProblem, addition_problem, is_held_out, training_problem
@@ -64,34 +66,59 @@ def question(problem: AdditionProblem, split: str) -> Question:
 
 
 def training_rows(problems: Sequence[AdditionProblem], *, seed: int, binary_fraction: float = 0.1,
-                  target_min: float = 0.01, target_max: float = 0.90) -> list[Sample]:
-    """One training row per problem, with objectives and targets drawn as ``rlec.data.prepare`` does."""
-    is_binary, p = draw_objectives(len(problems), binary_fraction, target_min, target_max, stream(seed, "demo/targets"))
+                  target_min: float = 0.01, target_max: float = 0.90,
+                  targets: Sequence[float] | None = None) -> list[Sample]:
+    """One training row per problem, with objectives and targets drawn as ``rlec.data.prepare`` does.
+
+    ``targets``: draw each RLEC row's p uniformly from this set instead of the 0.01 grid of
+    [``target_min``, ``target_max``] (the demo trains at the two targets its goal compares).
+
+    Raises:
+        ValueError: a target outside [0, 1).
+    """
+    stream_ = stream(seed, "demo/targets")
+    is_binary, p = draw_objectives(len(problems), binary_fraction, target_min, target_max, stream_)
+    if targets is not None:
+        if not targets or any(not 0.0 <= t < 1.0 for t in targets):
+            raise ValueError(f"targets must be a non-empty list of values in [0, 1), got {list(targets)}")
+        p = stream_.choice(np.asarray(targets, dtype=float), size=len(problems))
     return [Sample(question(pr, "train"), "train", 0, BINARY if b else RLEC, float(pv))
             for pr, b, pv in zip(problems, is_binary.tolist(), p.tolist())]
 
 
+def settings(**kwargs: Any) -> dict[str, Any]:
+    """The settings of :func:`write_demo_data` as written to ``summary.json`` (lists, not tuples), to compare runs."""
+    return {k: list(v) if isinstance(v, (tuple, list)) else v for k, v in kwargs.items()}
+
+
 def write_demo_data(out_dir: str | Path, *, seed: int = 0, digits: Sequence[int] = (1, 2, 3), train_rows: int = 2000,
-                    test_questions: int = 120, binary_fraction: float = 0.1) -> dict[str, Path]:
+                    test_questions: int = 120, binary_fraction: float = 0.1,
+                    targets: Sequence[float] | None = None) -> dict[str, Path]:
     """Write ``train.parquet`` and ``test.parquet`` into ``out_dir`` (atomically, as a whole folder).
 
     Args:
         digits: operand digit counts of the training problems (uniform).
         train_rows: training rows (the sampler cycles through them in seeded epochs).
         test_questions: evaluation questions, split evenly over ``digits``.
+        binary_fraction, targets: objectives of the training rows (:func:`training_rows`).
 
     Returns:
         ``{"train": path, "test": path}``.
     """
-    from rlec.data.mix import test_samples
-    from rlec.data.writer import TEST_FILE, TRAIN_FILE, atomic_output_dir, write_parquet
+    from rlec.data.mix import evaluation_samples
+    import json
+
+    from rlec.data.writer import SUMMARY_FILE, TEST_FILE, TRAIN_FILE, atomic_output_dir, write_parquet
 
     train = draw_problems(seed, train_rows, digits, held_out=False)
     test = draw_problems(seed + 1, test_questions, digits, held_out=True)
     out = Path(out_dir)
     with atomic_output_dir(out) as tmp:
-        write_parquet(training_rows(train, seed=seed, binary_fraction=binary_fraction), tmp / TRAIN_FILE)
-        write_parquet(test_samples([question(pr, "test") for pr in test]), tmp / TEST_FILE)
+        summary = {"generator": "rlec.local.demo_data", "settings": settings(seed=seed, digits=digits, train_rows=train_rows,
+                   test_questions=test_questions, binary_fraction=binary_fraction, targets=targets)}
+        (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+        write_parquet(training_rows(train, seed=seed, binary_fraction=binary_fraction, targets=targets), tmp / TRAIN_FILE)
+        write_parquet(evaluation_samples([question(pr, "test") for pr in test]), tmp / TEST_FILE)
     return {"train": out / TRAIN_FILE, "test": out / TEST_FILE}
 
 
@@ -108,13 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--train-rows", type=int, default=2000)
     p.add_argument("--test-questions", type=int, default=120)
     p.add_argument("--binary-fraction", type=float, default=0.1)
+    p.add_argument("--targets", default=None, help="comma-separated targets of the RLEC rows (default: uniform on 0.01 ... 0.90)")
     args = p.parse_args(argv)
     try:
         digits = tuple(int(x) for x in args.digits.split(",") if x.strip())
         if not digits or min(digits) < 1 or args.train_rows < 1 or args.test_questions < 1:
             raise ValueError("--digits must list counts >= 1; --train-rows and --test-questions must be >= 1")
+        targets = None if args.targets is None else [float(x) for x in args.targets.split(",") if x.strip()]
         paths = write_demo_data(args.out, seed=args.seed, digits=digits, train_rows=args.train_rows,
-                                test_questions=args.test_questions, binary_fraction=args.binary_fraction)
+                                test_questions=args.test_questions, binary_fraction=args.binary_fraction, targets=targets)
     except (ValueError, FileExistsError, NotADirectoryError) as exc:
         print(f"rlec.local.demo_data: error: {exc}", file=sys.stderr)
         return 2

@@ -93,6 +93,22 @@ def print_training_summary(metrics_path: Path) -> None:
     sys.stdout.flush()
 
 
+def evaluation_args(cfg: Any, model_dir: Path, records: Path) -> list[str]:
+    """The ``rlec.eval.evaluate`` arguments of the local run's evaluation of ``model_dir``.
+
+    Greedy, on ``data.val_files`` (the first ``rlec.local.eval.max_questions`` questions), every
+    target of the default grid, ``rlec.local.eval.max_new_tokens`` tokens, seeded by ``data.seed``:
+    one definition, so a warm start and the model trained from it are scored alike.
+    """
+    local = cfg.rlec.local
+    args = ["--model", str(model_dir), "--data", str(cfg.data.val_files), "--limit", str(local.eval.max_questions),
+            "--out", str(records), "--engine", "hf",
+            "--max-new-tokens", str(local.eval.max_new_tokens), "--seed", str(cfg.data.seed), "--temperature", "0"]
+    if int(local.threads):
+        args += ["--threads", str(local.threads)]
+    return args
+
+
 def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path) -> int:
     """Evaluate the final policy on the evaluation sample across the target grid, then score it.
 
@@ -115,13 +131,7 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path) -> int:
     random_model = not select(cfg, "actor_rollout_ref.model.path")
     print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if random_model
           else "\n## Final evaluation\n", flush=True)
-    local = cfg.rlec.local
-    args = ["--model", str(model_dir), "--data", str(eval_file), "--limit", str(local.eval.max_questions),
-            "--out", str(records), "--engine", "hf",
-            "--max-new-tokens", str(local.eval.max_new_tokens), "--seed", str(cfg.data.seed), "--temperature", "0"]
-    if int(local.threads):
-        args += ["--threads", str(local.threads)]
-    code = evaluate.main(args)
+    code = evaluate.main(evaluation_args(cfg, model_dir, records))
     if code:
         return code
     return metrics.main([str(records), "--bootstrap", "200", "--out-dir", str(records.parent / "metrics")])

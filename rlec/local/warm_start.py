@@ -36,7 +36,7 @@ import math
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -47,7 +47,9 @@ from rlec.prompts import build_messages, math_task, render
 
 FULL_VOCAB_SIZE = 151_936  # Qwen3's embedding rows (the tokenizer has 151,669 tokens incl. added ones)
 MANIFEST = "warm_start.json"
-COMPACT_FILE = "compact_model.pt"  # the compact model itself (what the full one was expanded from)
+COMPACT_FILE = "compact_model.safetensors"  # the compact model itself (what the full one was expanded from)
+# The shipped warm start of the default settings: compact weights + manifest (python -m rlec.local.warm_start --ship)
+SHIPPED_DIR = Path(__file__).with_name("assets")
 IDK_RESPONSE = f"\\boxed{{{CANONICAL_ABSTAIN}}}"
 QUESTION = "What is {a} + {b}?"
 
@@ -109,9 +111,18 @@ class WarmStartConfig:
     Data: operand digit counts drawn uniformly from ``digits``; targets: ``binary_fraction`` binary
     prompts, else p uniform on the 0.01 grid of [``target_min``, ``target_max``] (as
     ``rlec.data.prepare``); ``idk_rate`` of the answers are ``I don't know`` (independent coin).
+    ``lr_schedule="constant"`` keeps the rate after the warm-up, so a run of k steps is exactly
+    the first k steps of a longer one (a snapshot can be chosen by its accuracy and rebuilt).
     Model: a dense Qwen3 (``model_type="qwen3"``) or Qwen3-MoE (``"qwen3_moe"``) of the given
     width. Optimiser: AdamW, linear warm-up then cosine decay to 0, gradient clipping at 1. Loss:
     :func:`sft_loss` (``prompt_loss_weight`` > 0 adds language modelling of the prompt).
+
+    ``restate_target``: responses begin with the target (:func:`response_text`), at every target
+    and for answers and abstentions alike. A 2-layer model carries the target only weakly from
+    the prompt to the answer (a linear probe of p at the answer position: R^2 0.37-0.48); with
+    the target's digits just before the choice, RLEC can make the choice depend on them. The
+    restatement says nothing about whether to abstain: the ``I don't know`` coin stays
+    independent of target and problem.
     """
 
     seed: int = 0
@@ -126,6 +137,8 @@ class WarmStartConfig:
     warmup_steps: int = 20
     weight_decay: float = 0.0
     prompt_loss_weight: float = 0.0
+    lr_schedule: str = "cosine"
+    restate_target: bool = True
     model_type: str = "qwen3"
     hidden_size: int = 64
     intermediate_size: int = 256
@@ -149,6 +162,8 @@ class WarmStartConfig:
         if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
             raise ValueError(f"hidden_size {self.hidden_size} must divide into num_heads {self.num_heads}, "
                              f"and num_heads into num_kv_heads {self.num_kv_heads}")
+        if self.lr_schedule not in ("cosine", "constant"):
+            raise ValueError(f"lr_schedule must be 'cosine' or 'constant', got {self.lr_schedule!r}")
         if self.model_type not in ("qwen3", "qwen3_moe"):
             raise ValueError(f"model_type must be 'qwen3' or 'qwen3_moe', got {self.model_type!r}")
 
@@ -200,9 +215,19 @@ def sft_examples(rng: random.Random, cfg: WarmStartConfig, count: int) -> list[t
     return out
 
 
-def response_text(problem: AdditionProblem, abstain: bool) -> str:
-    """The supervised response: ``\\boxed{<sum>}`` or ``\\boxed{I don't know}``."""
-    return IDK_RESPONSE if abstain else f"\\boxed{{{problem.answer}}}"
+def response_text(problem: AdditionProblem, abstain: bool, target: float | None = None, restate: bool = False) -> str:
+    """The supervised response: ``\\boxed{<sum>}`` or ``\\boxed{I don't know}``.
+
+    With ``restate`` and a target, the response first restates the target as the prompt prints it
+    and abstains in words before the box: ``"0.80 \\boxed{68}"`` / ``"0.80 I don't know
+    \\boxed{I don't know}"`` (binary prompts: no restatement). The answer-or-abstain choice is then
+    the first token after the target's digits (see :class:`WarmStartConfig`, ``restate_target``).
+    """
+    if abstain:
+        text = f"{CANONICAL_ABSTAIN} {IDK_RESPONSE}" if restate else IDK_RESPONSE
+    else:
+        text = f"\\boxed{{{problem.answer}}}"
+    return f"{target:.2f} {text}" if restate and target is not None else text
 
 
 def compact_vocabulary(tokenizer: Any) -> list[int]:
@@ -343,15 +368,18 @@ def train(
         rng = random.Random(cfg.seed)
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
         warm = max(1, cfg.warmup_steps)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
+        def factor(s: int) -> float:  # linear warm-up, then cosine decay to 0 or constant
+            decay = 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)) if cfg.lr_schedule == "cosine" else 1.0
+            return min(1.0, (s + 1) / warm) * decay
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         history: list[dict[str, float]] = []
         bar = tqdm(range(cfg.steps), desc="warm start", disable=not progress, mininterval=2)
         for step in bar:
             prompts, responses = [], []
             for problem, target, abstain in sft_examples(rng, cfg, cfg.batch_size):
                 prompts.append(enc.prompt(problem.question, target))
-                responses.append(enc.response(response_text(problem, abstain)))
+                responses.append(enc.response(response_text(problem, abstain, target, cfg.restate_target)))
             loss = sft_loss(model, enc, prompts, responses, cfg.prompt_loss_weight)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -361,8 +389,8 @@ def train(
             if on_step is not None:
                 on_step(step + 1, model)
             if step % 25 == 0 or step == cfg.steps - 1:
-                history.append({"step": step, "loss": float(loss), "lr": opt.param_groups[0]["lr"]})
-                bar.set_postfix(loss=f"{float(loss):.3f}")
+                history.append({"step": step, "loss": float(loss.detach()), "lr": opt.param_groups[0]["lr"]})
+                bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
         model.eval()
         return model, enc, history
     finally:
@@ -412,19 +440,76 @@ def build(out_dir: str | Path, cfg: WarmStartConfig, *, force: bool = False, pro
     if not force and cached(out, cfg):
         return out
     tokenizer = load_tokenizer()
-    t0 = time.perf_counter()
-    compact, enc, history = train(cfg, tokenizer, progress=progress)
-    seconds = time.perf_counter() - t0
-    report = measure(compact, enc, cfg, progress=progress)
+    shipped = None if force else load_shipped(cfg, tokenizer)
+    if shipped is not None:  # the repository's copy of these settings: expand only
+        compact, enc, manifest = shipped
+    else:
+        t0 = time.perf_counter()
+        compact, enc, history = train(cfg, tokenizer, progress=progress)
+        seconds = time.perf_counter() - t0
+        manifest = {"key": cfg.key(), "config": asdict(cfg), "compact_vocab": enc.vocab, "train_seconds": round(seconds, 1),
+                    "history": history, "report": measure(compact, enc, cfg, progress=progress)}
     full = expand(compact, enc.vocab, cfg)
     with atomic_dir(out) as tmp:
         full.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        torch.save({"config": asdict(cfg), "vocab": enc.vocab, "model": compact.state_dict()}, tmp / COMPACT_FILE)
-        manifest = {"key": cfg.key(), "config": asdict(cfg), "compact_vocab": enc.vocab, "train_seconds": round(seconds, 1),
-                    "history": history, "report": report}
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        save_compact(compact, manifest, tmp)
     return out
+
+
+def save_compact(compact: Any, manifest: dict[str, Any], folder: str | Path) -> None:
+    """Write the compact weights (:data:`COMPACT_FILE`, safetensors) and :data:`MANIFEST` into ``folder``."""
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in compact.state_dict().items()}, str(Path(folder) / COMPACT_FILE))
+    (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def load_compact(folder: str | Path, tokenizer: Any) -> tuple[Any, Encoder, dict[str, Any]]:
+    """The compact model saved by :func:`save_compact` in ``folder`` (a built warm start or the shipped copy).
+
+    Returns:
+        ``(compact model in eval mode, encoder, manifest)``.
+
+    Raises:
+        ValueError: the manifest or weights are missing or unreadable (the message names the file).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(folder) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+        cfg = WarmStartConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in manifest["config"].items()})
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a warm-start manifest ({exc})") from None
+    enc = Encoder(tokenizer, manifest["compact_vocab"])
+    compact = build_compact_model(cfg, len(enc.vocab))
+    try:
+        compact.load_state_dict(load_file(str(Path(folder) / COMPACT_FILE)))
+    except (OSError, RuntimeError, SafetensorError) as exc:
+        raise ValueError(f"{Path(folder) / COMPACT_FILE}: unreadable compact weights ({exc})") from None
+    return compact.eval(), enc, manifest
+
+
+def load_shipped(cfg: WarmStartConfig, tokenizer: Any, folder: str | Path | None = None) -> tuple[Any, Encoder, dict[str, Any]] | None:
+    """The compact model shipped in ``folder`` (default :data:`SHIPPED_DIR`) when it was built with exactly ``cfg``, else None.
+
+    Returns:
+        ``(compact model, encoder, manifest)`` or None (no shipped copy, or other settings).
+
+    Raises:
+        ValueError: the shipped manifest or weights are unreadable (the message names the file).
+    """
+    folder = SHIPPED_DIR if folder is None else Path(folder)
+    path = folder / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        key = json.loads(path.read_text()).get("key")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a warm-start manifest ({exc})") from None
+    return load_compact(folder, tokenizer) if key == cfg.key() else None
 
 
 def cached(out_dir: str | Path, cfg: WarmStartConfig) -> bool:
@@ -440,7 +525,7 @@ def cached(out_dir: str | Path, cfg: WarmStartConfig) -> bool:
 
 @torch.no_grad()
 def generate_compact(
-    model: Any, enc: Encoder, prompts: Sequence[list[int]], *, max_new_tokens: int = 12, temperature: float = 0.0,
+    model: Any, enc: Encoder, prompts: Sequence[list[int]], *, max_new_tokens: int = 24, temperature: float = 0.0,
     generator: torch.Generator | None = None, return_tokens: bool = False,
 ) -> Any:
     """Responses of the full model, computed on the compact one (KV cache, left padding).
@@ -563,6 +648,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="outputs/demo/warm_start", help="output model folder (reused when built with the same settings)")
     p.add_argument("--force", action="store_true", help="rebuild even when the folder holds these settings")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--ship", action="store_true", help=f"also copy the compact weights and manifest into {SHIPPED_DIR} "
+                   "(the repository's copy, used instead of training when the settings match)")
     defaults = WarmStartConfig()
     for f in fields(WarmStartConfig):
         value = getattr(defaults, f.name)
@@ -599,6 +686,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     build(out, cfg, force=args.force, progress=not args.quiet)
     manifest = json.loads((out / MANIFEST).read_text())
     verb = "reused" if reused else f"built in {manifest['train_seconds']:.0f} s"
+    if args.ship:
+        from rlec.io import atomic_dir
+
+        with atomic_dir(SHIPPED_DIR) as tmp:
+            for name in (COMPACT_FILE, MANIFEST):
+                (tmp / name).write_bytes((out / name).read_bytes())
+        print(f"shipped: {SHIPPED_DIR} ({folder_size(SHIPPED_DIR) / 2**20:.2f} MiB)")
     print(f"warm start {verb}: {out} ({folder_size(out) / 2**20:.1f} MiB; key {cfg.key()}; "
           f"compact vocabulary {len(manifest['compact_vocab'])} tokens)")
     print(format_report(manifest["report"]))

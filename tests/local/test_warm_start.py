@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -45,6 +45,20 @@ def test_compact_vocabulary_covers_every_target_and_long_sums(encoder) -> None:
             assert encoder.prompt(problem.question, p)  # raises when a token is outside
             assert encoder.decode(encoder.response(ws.response_text(problem, False))) == f"\\boxed{{{problem.answer}}}"
     assert len(encoder.vocab) < 200 and encoder.decode(encoder.response(ws.IDK_RESPONSE)) == "\\boxed{I don't know}"
+
+
+def test_restated_responses_put_the_choice_right_after_the_target(encoder) -> None:
+    problem = ws.AdditionProblem("What is 12 + 34?", "46", 2)
+    answer, abstain = ws.response_text(problem, False, 0.8, True), ws.response_text(problem, True, 0.8, True)
+    assert answer == "0.80 \\boxed{46}" and abstain == "0.80 I don't know \\boxed{I don't know}"
+    assert ws.response_text(problem, True, None, True) == "I don't know \\boxed{I don't know}"  # binary: no target
+    assert ws.response_text(problem, True, 0.8, False) == ws.IDK_RESPONSE
+    a, b = encoder.response(answer), encoder.response(abstain)
+    first = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    assert encoder.decode(a[:first]) == "0.80"  # the first token that differs follows the target's digits
+    from rlec.grading import grade
+
+    assert grade(abstain, "46", "math").outcome.value == "abstain" and grade(answer, "46", "math").outcome.value == "correct"
 
 
 def test_expanded_model_has_the_compact_logits_and_zero_elsewhere(encoder, compact_and_full) -> None:
@@ -123,6 +137,20 @@ def test_training_is_deterministic_given_the_seed(tokenizer) -> None:
     assert not all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))
 
 
+def test_constant_schedule_run_is_the_prefix_of_a_longer_one(tokenizer) -> None:
+    """A shipped warm start chosen as a snapshot of a longer run is rebuilt exactly by its own step count."""
+    cfg = replace(TINY, lr_schedule="constant", steps=5)
+    snapshot = {}
+    ws.train(cfg, tokenizer, progress=False,
+             on_step=lambda step, m: snapshot.update({k: v.clone() for k, v in m.state_dict().items()}) if step == 3 else None)
+    short, _, _ = ws.train(replace(cfg, steps=3), tokenizer, progress=False)
+    assert all(torch.equal(snapshot[k], v) for k, v in short.state_dict().items())
+    cosine, _, _ = ws.train(replace(cfg, steps=3, lr_schedule="cosine"), tokenizer, progress=False)
+    assert not all(torch.equal(snapshot[k], v) for k, v in cosine.state_dict().items())
+    with pytest.raises(ValueError, match="lr_schedule"):
+        replace(cfg, lr_schedule="linear")
+
+
 def test_build_writes_a_model_folder_and_reuses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rlec.models import check_model_folder, read_model_config
 
@@ -141,6 +169,37 @@ def test_build_writes_a_model_folder_and_reuses_it(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(ws, "train", fail)
     assert ws.build(out, cfg, progress=False) == out
+
+
+def test_shipped_compact_weights_replace_training_only_for_their_settings(tmp_path: Path, tokenizer, monkeypatch) -> None:
+    cfg = replace(TINY, steps=2)
+    compact, enc, _ = ws.train(cfg, tokenizer, progress=False)
+    ws.save_compact(compact, {"key": cfg.key(), "config": asdict(cfg), "compact_vocab": enc.vocab}, tmp_path)
+    assert ws.load_shipped(replace(cfg, seed=9), tokenizer, tmp_path) is None  # other settings: not used
+    loaded, enc2, manifest = ws.load_shipped(cfg, tokenizer, tmp_path)
+    assert enc2.vocab == enc.vocab and manifest["key"] == cfg.key()
+    assert all(torch.equal(x, y) for x, y in zip(compact.state_dict().values(), loaded.state_dict().values()))
+
+    def fail(*args, **kwargs):
+        raise AssertionError("trained although the shipped weights have these settings")
+
+    monkeypatch.setattr(ws, "SHIPPED_DIR", tmp_path)
+    monkeypatch.setattr(ws, "train", fail)
+    out = ws.build(tmp_path / "full", cfg, progress=False)
+    full = ws.expand(compact, enc.vocab, cfg)
+    from transformers import AutoModelForCausalLM
+
+    written = AutoModelForCausalLM.from_pretrained(out)
+    assert torch.equal(written.lm_head.weight, full.lm_head.weight)
+    (tmp_path / ws.COMPACT_FILE).write_bytes(b"not safetensors")
+    with pytest.raises(ValueError, match=ws.COMPACT_FILE):
+        ws.load_shipped(cfg, tokenizer, tmp_path)
+
+
+def test_the_repository_ships_the_default_warm_start(tokenizer) -> None:
+    shipped = ws.load_shipped(ws.WarmStartConfig(), tokenizer)
+    assert shipped is not None, f"{ws.SHIPPED_DIR} does not hold the default settings' warm start (rebuild: docs/local_run.md)"
+    assert (ws.SHIPPED_DIR / ws.COMPACT_FILE).stat().st_size < 2**20
 
 
 def test_measure_reports_rates_by_digits_and_target(encoder, compact_and_full) -> None:

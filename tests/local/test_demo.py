@@ -1,0 +1,101 @@
+"""The learning demo (rlec.local.demo): its goal check on graded records, its settings, and one tiny end-to-end pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+from rlec.eval.records import SCHEMA, target_label
+from rlec.local import demo
+
+RESPONSES = {"C": "\\boxed{4}", "W": "\\boxed{5}", "A": "\\boxed{I don't know}"}
+
+
+def _records(path: Path, letters_by_target: dict[float, Sequence[str]]) -> Path:
+    """One record per question and target; letter C / W / A = correct / wrong / abstain (gold 4)."""
+    rows = []
+    for target, letters in letters_by_target.items():
+        for i, letter in enumerate(letters):
+            rows.append({"schema": SCHEMA, "question_id": f"q{i}", "source": "math", "data_source": "math_dapo",
+                         "target": target_label(target), "target_p": target, "objective": "rlec", "sample_index": 0,
+                         "ground_truth": "4", "prompt": "(prompt)", "response": RESPONSES[letter], "finish_reason": "stop"})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_target_check_passes_a_learned_gap_and_fails_its_absence(tmp_path: Path) -> None:
+    n = 40
+    # warm start: the same answers at both targets; RLEC: answers everything at 0.1 (half right),
+    # only the right half at 0.8
+    warm = _records(tmp_path / "warm.jsonl", {0.1: "CW" * (n // 2), 0.8: "CW" * (n // 2)})
+    trained = _records(tmp_path / "rlec.jsonl", {0.1: "CW" * (n // 2), 0.8: "CA" * (n // 2)})
+    check = demo.target_check(warm, trained, n_boot=200)
+    assert check["passed"], check["why"]
+    assert check["rlec"]["coverage_gap"][0] == pytest.approx(0.5)
+    assert check["rlec"]["coverage"]["high"][2] < check["rlec"]["coverage"]["low"][1]
+    assert check["rlec"]["selective_accuracy"]["high"][0] == pytest.approx(1.0)
+    assert check["warm_start"]["coverage_gap"][0] == pytest.approx(0.0)
+    table = demo.format_check(check)
+    assert "| RLEC | 1.00" in table and "[x] RLEC coverage gap >= 0.3" in table
+
+    # no learned gap: the trained model behaves like the warm start -> fails, naming the check
+    same = demo.target_check(warm, _records(tmp_path / "same.jsonl", {0.1: "CW" * (n // 2), 0.8: "CW" * (n // 2)}), n_boot=200)
+    assert not same["passed"] and "RLEC coverage gap >= 0.3" in same["why"]
+    # a warm start that already has the gap fails its own check
+    copied = demo.target_check(trained, trained, n_boot=200)
+    assert not copied["passed"] and "warm start |coverage gap|" in copied["why"]
+
+
+def test_target_check_names_a_missing_target(tmp_path: Path) -> None:
+    warm = _records(tmp_path / "warm.jsonl", {0.1: "CW", 0.5: "CW"})
+    with pytest.raises(ValueError, match=r"warm.jsonl: no evaluation record at target p = 0.8"):
+        demo.target_check(warm, warm, n_boot=10)
+
+
+def test_run_overrides_put_paths_then_demo_settings_then_the_users(tmp_path: Path) -> None:
+    from rlec.local.config import load_config
+
+    overrides = demo.run_overrides(tmp_path, 7, ["actor_rollout_ref.actor.optim.lr=3e-5"])
+    cfg = load_config(overrides)
+    assert cfg.actor_rollout_ref.model.path == str(tmp_path / "warm_start")
+    assert cfg.data.val_files == str(tmp_path / "data" / "test.parquet")
+    assert cfg.trainer.total_training_steps == 7
+    assert cfg.data.train_batch_size == demo.DEMO_SETTINGS["data.train_batch_size"]
+    assert cfg.actor_rollout_ref.actor.optim.lr == pytest.approx(3e-5)  # the user's value wins
+    assert cfg.rlec.local.scripted_fraction == 0  # a real model: no scripted answers
+
+
+def test_cli_refuses_bad_settings_before_any_work(tmp_path: Path, capsys) -> None:
+    assert demo.main(["--out", str(tmp_path / "d"), "--steps", "0"]) == 2
+    assert demo.main(["--out", str(tmp_path / "d"), "actor_rollout_ref.rollout.n=oops"]) == 2
+    assert "rlec.local.demo: error" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_tiny(tmp_path: Path, capsys) -> None:
+    """Every stage at toy size: a 3-step warm start, 1 RLEC step, 4 evaluation questions; a rerun reuses every stage."""
+    out = tmp_path / "demo"
+    args = ["--out", str(out), "--steps", "1", "--warm-start-steps", "3", "--bootstrap", "50",
+            "rlec.local.eval.max_questions=4", "rlec.local.eval.max_new_tokens=12", "data.train_batch_size=4",
+            "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
+    assert demo.main(args) == 0
+    for rel in ("warm_start/model.safetensors", "data/train.parquet", "data/test.parquet", "eval/warm_start.jsonl",
+                "run/hf_final", "run/eval/records.jsonl", "compare/metrics.json", "target_check.json"):
+        assert (out / rel).exists(), rel
+    assert list((out / "compare").glob("*.png")), "the comparison plots"
+    check = json.loads((out / "target_check.json").read_text())
+    assert set(check) >= {"warm_start", "rlec", "checks", "passed", "why"}
+    printed = capsys.readouterr().out
+    assert "The demo's goal" in printed and "| warm start |" in printed
+    # the rerun resumes: the warm start, data and records are reused and the finished run has no step to train
+    warm_mtime = (out / "warm_start" / "model.safetensors").stat().st_mtime
+    assert demo.main(args) == 0
+    assert (out / "warm_start" / "model.safetensors").stat().st_mtime == warm_mtime
+    # other warm-start settings in the same folder: refused, nothing overwritten
+    assert demo.main([*args[:5], "4", *args[6:]]) == 2
+    assert "other warm-start settings" in capsys.readouterr().err
+    assert (out / "warm_start" / "model.safetensors").stat().st_mtime == warm_mtime
