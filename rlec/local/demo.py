@@ -174,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="key=value", help="local-run settings over the demo's (python -m rlec.local.runner --help)")
     p.add_argument("--out", default=DEFAULT_OUT, help="output folder of every stage")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="RLEC steps (b goes 0 -> 1 over them)")
-    p.add_argument("--warm-start-steps", type=int, default=None, help="supervised steps of the warm start (default: its own)")
+    p.add_argument("--warm-start-steps", type=int, default=None, help="a quick warm start instead of the shipped one: this many base steps, no fine-tuning stages (for "
+                   "trying the pipeline; it learns too little for the goal)")
     p.add_argument("--train-targets", default=f"{LOW_TARGET},{HIGH_TARGET}",
                    help="targets of the RLEC training rows: comma-separated, or 'range' for p uniform on 0.01 ... 0.90 "
                    "(the cluster's data; in 80 steps it learned a coverage gap of 0.08, the two targets 0.33)")
@@ -212,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ws_cfg = warm_start.WarmStartConfig()
     if args.warm_start_steps is not None:
-        ws_cfg = dataclasses.replace(ws_cfg, steps=args.warm_start_steps)
+        ws_cfg = dataclasses.replace(ws_cfg, steps=args.warm_start_steps, finetune=())
     stamp, settings = out / "demo.json", {"warm_start_key": ws_cfg.key(), "train_targets": train_targets}
     if stamp.is_file() and json.loads(stamp.read_text()) != settings:
         print(f"rlec.local.demo: error: {out} holds a demo with other warm-start settings or training targets "

@@ -117,12 +117,17 @@ class WarmStartConfig:
     width. Optimiser: AdamW, linear warm-up then cosine decay to 0, gradient clipping at 1. Loss:
     :func:`sft_loss` (``prompt_loss_weight`` > 0 adds language modelling of the prompt).
 
-    ``restate_target``: responses begin with the target (:func:`response_text`), at every target
-    and for answers and abstentions alike. A 2-layer model carries the target only weakly from
-    the prompt to the answer (a linear probe of p at the answer position: R^2 0.37-0.48); with
-    the target's digits just before the choice, RLEC can make the choice depend on them. The
-    restatement says nothing about whether to abstain: the ``I don't know`` coin stays
-    independent of target and problem.
+    Stages. The base pass (the settings above; ``restate_target`` its response form) is followed by
+    the ``finetune`` stages, each a short supervised pass continuing the weights: ``steps`` at
+    ``lr`` (AdamW, cosine decay to 0, no warm-up), problems with the stage's digit counts (a count
+    listed twice is drawn twice as often), the stage's response form (:func:`response_text`) and
+    torch threads. The default is the demo's warm start: 1,500 base steps on 1-3 digits, then
+    restating the target (answers first, then abstentions in words) and more 2-digit sums, 3,500
+    steps in all. Why: RLEC can only tie abstention to the target on questions whose accuracy lies
+    between the targets (2-digit sums here, sampled accuracy ~0.65), and a 2-layer model carries
+    the target only weakly from the prompt to the answer (probe R^2 0.37-0.48) unless it restates
+    it (tools/demo/FINDINGS.md). No stage links abstention to target or problem: the
+    ``I don't know`` coin (``idk_rate``) is drawn independently in every stage.
     """
 
     seed: int = 0
@@ -131,14 +136,18 @@ class WarmStartConfig:
     binary_fraction: float = 0.1
     target_min: float = 0.01
     target_max: float = 0.90
-    steps: int = 600
+    steps: int = 1500
     batch_size: int = 64
     lr: float = 3e-3
     warmup_steps: int = 20
     weight_decay: float = 0.0
     prompt_loss_weight: float = 0.0
     lr_schedule: str = "cosine"
-    restate_target: bool = True
+    restate_target: str = "none"
+    # fine-tuning stages after the base pass: (steps, digit counts, lr, restate mode, torch threads)
+    finetune: tuple[tuple[int, str, float, str, int], ...] = (
+        (300, "1,2,3", 1e-3, "answers", 2), (600, "1,2", 1e-3, "answers", 2),
+        (300, "1,2,3", 1e-3, "all", 2), (800, "1,2,2", 1e-3, "all", 1))
     model_type: str = "qwen3"
     hidden_size: int = 64
     intermediate_size: int = 256
@@ -151,6 +160,13 @@ class WarmStartConfig:
     threads: int = 1
 
     def __post_init__(self) -> None:
+        for stage in self.finetune:
+            if len(stage) != 5 or stage[0] < 1 or stage[2] <= 0 or stage[3] not in RESTATE_MODES or stage[4] < 1:
+                raise ValueError(f"finetune stage {stage!r}: expected (steps >= 1, 'digit,counts', lr > 0, "
+                                 f"one of {RESTATE_MODES}, threads >= 1)")
+            _digit_counts(stage[1])
+        if self.restate_target not in RESTATE_MODES:
+            raise ValueError(f"restate_target must be one of {RESTATE_MODES}, got {self.restate_target!r}")
         if not self.digits or min(self.digits) < 1:
             raise ValueError(f"digits must be a non-empty list of counts >= 1, got {self.digits}")
         if not 0.0 <= self.idk_rate < 1.0 or not 0.0 <= self.binary_fraction <= 1.0:
@@ -215,19 +231,28 @@ def sft_examples(rng: random.Random, cfg: WarmStartConfig, count: int) -> list[t
     return out
 
 
-def response_text(problem: AdditionProblem, abstain: bool, target: float | None = None, restate: bool = False) -> str:
-    """The supervised response: ``\\boxed{<sum>}`` or ``\\boxed{I don't know}``.
+RESTATE_MODES = ("none", "answers", "all")
 
-    With ``restate`` and a target, the response first restates the target as the prompt prints it
-    and abstains in words before the box: ``"0.80 \\boxed{68}"`` / ``"0.80 I don't know
-    \\boxed{I don't know}"`` (binary prompts: no restatement). The answer-or-abstain choice is then
-    the first token after the target's digits (see :class:`WarmStartConfig`, ``restate_target``).
+
+def response_text(problem: AdditionProblem, abstain: bool, target: float | None = None, restate: str = "none") -> str:
+    """The supervised response: ``\\boxed{<sum>}`` or ``\\boxed{I don't know}``, restating the target or not.
+
+    ``restate``: ``"none"``; ``"answers"``: a target prompt's response begins with the target as the
+    prompt prints it (``"0.80 \\boxed{68}"``, ``"0.80 \\boxed{I don't know}"``); ``"all"``: the same, and
+    an abstention is said in words before its box (``"0.80 I don't know \\boxed{I don't know}"``), so
+    the answer-or-abstain choice is the first token after the target's digits. Binary prompts (no
+    target) get no restatement.
+
+    Raises:
+        ValueError: an unknown ``restate`` mode.
     """
+    if restate not in RESTATE_MODES:
+        raise ValueError(f"restate must be one of {RESTATE_MODES}, got {restate!r}")
     if abstain:
-        text = f"{CANONICAL_ABSTAIN} {IDK_RESPONSE}" if restate else IDK_RESPONSE
+        text = f"{CANONICAL_ABSTAIN} {IDK_RESPONSE}" if restate == "all" else IDK_RESPONSE
     else:
         text = f"\\boxed{{{problem.answer}}}"
-    return f"{target:.2f} {text}" if restate and target is not None else text
+    return f"{target:.2f} {text}" if restate != "none" and target is not None else text
 
 
 def compact_vocabulary(tokenizer: Any) -> list[int]:
@@ -369,8 +394,9 @@ def train(
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
         warm = max(1, cfg.warmup_steps)
         def factor(s: int) -> float:  # linear warm-up, then cosine decay to 0 or constant
-            decay = 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)) if cfg.lr_schedule == "cosine" else 1.0
-            return min(1.0, (s + 1) / warm) * decay
+            if cfg.lr_schedule == "constant":
+                return min(1.0, (s + 1) / warm)
+            return min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps))
 
         sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         history: list[dict[str, float]] = []
@@ -391,10 +417,56 @@ def train(
             if step % 25 == 0 or step == cfg.steps - 1:
                 history.append({"step": step, "loss": float(loss.detach()), "lr": opt.param_groups[0]["lr"]})
                 bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
+        done = cfg.steps
+        for k, stage in enumerate(cfg.finetune, start=1):
+            history += _finetune(model, enc, cfg, stage, f"fine-tune {k}/{len(cfg.finetune)}", done, progress, on_step)
+            done += stage[0]
         model.eval()
         return model, enc, history
     finally:
         torch.set_num_threads(threads)
+
+
+def _digit_counts(spec: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(x) for x in spec.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise ValueError(f"digit counts must be comma-separated integers >= 1, got {spec!r}")
+    return counts
+
+
+def _finetune(model: Any, enc: Encoder, cfg: WarmStartConfig, stage: tuple[int, str, float, str, int], desc: str,
+              offset: int, progress: bool, on_step: Callable[[int, Any], None] | None) -> list[dict[str, float]]:
+    """One fine-tuning stage of :class:`WarmStartConfig` ``finetune`` (in place); returns its loss history."""
+    from dataclasses import replace
+
+    from tqdm import tqdm
+
+    steps, digits, lr, restate, threads = stage
+    torch.set_num_threads(threads)
+    stage_cfg = replace(cfg, digits=_digit_counts(digits))
+    rng = random.Random(cfg.seed + 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
+    history: list[dict[str, float]] = []
+    for step in tqdm(range(steps), desc=desc, disable=not progress, mininterval=2):
+        for group in opt.param_groups:  # cosine decay to 0, no warm-up
+            group["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+        prompts, responses = [], []
+        for problem, target, abstain in sft_examples(rng, stage_cfg, cfg.batch_size):
+            prompts.append(enc.prompt(problem.question, target))
+            responses.append(enc.response(response_text(problem, abstain, target, restate)))
+        loss = sft_loss(model, enc, prompts, responses, 0.0)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if on_step is not None:
+            on_step(offset + step + 1, model)
+        if step % 25 == 0 or step == steps - 1:
+            history.append({"step": offset + step, "loss": float(loss.detach()), "lr": opt.param_groups[0]["lr"]})
+    return history
 
 
 @torch.no_grad()
@@ -480,8 +552,8 @@ def load_compact(folder: str | Path, tokenizer: Any) -> tuple[Any, Encoder, dict
     path = Path(folder) / MANIFEST
     try:
         manifest = json.loads(path.read_text())
-        cfg = WarmStartConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in manifest["config"].items()})
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
+        cfg = config_from_dict(manifest["config"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a warm-start manifest ({exc})") from None
     enc = Encoder(tokenizer, manifest["compact_vocab"])
     compact = build_compact_model(cfg, len(enc.vocab))
@@ -653,7 +725,10 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = WarmStartConfig()
     for f in fields(WarmStartConfig):
         value = getattr(defaults, f.name)
-        if isinstance(value, tuple):
+        if f.name == "finetune":
+            p.add_argument("--finetune", default=json.dumps(value), help="JSON list of fine-tuning stages "
+                           "[steps, \"digit,counts\", lr, restate mode, threads] after the base pass ([] = none)")
+        elif isinstance(value, tuple):
             p.add_argument(f"--{f.name.replace('_', '-')}", default=",".join(map(str, value)), help="comma-separated")
         else:
             p.add_argument(f"--{f.name.replace('_', '-')}", type=type(value), default=value)
@@ -666,11 +741,32 @@ def config_from_args(args: argparse.Namespace) -> WarmStartConfig:
     Raises:
         ValueError: a bad value (the message names the setting).
     """
-    values = {}
+    values: dict[str, Any] = {}
     for f in fields(WarmStartConfig):
         value = getattr(args, f.name)
-        values[f.name] = tuple(int(x) for x in str(value).split(",") if x.strip()) if f.name == "digits" else value
-    return WarmStartConfig(**values)
+        if f.name == "digits":
+            value = tuple(int(x) for x in str(value).split(",") if x.strip())
+        elif f.name == "finetune":
+            try:
+                value = tuple(tuple(stage) for stage in json.loads(value))
+            except (ValueError, TypeError):
+                raise ValueError(f"--finetune must be a JSON list of stages, got {value!r}") from None
+        values[f.name] = value
+    return config_from_dict(values)
+
+
+def config_from_dict(values: dict[str, Any]) -> WarmStartConfig:
+    """A :class:`WarmStartConfig` from a dict such as a manifest's ``config`` (JSON lists become tuples).
+
+    Raises:
+        ValueError: a bad value; TypeError: an unknown key.
+    """
+    fixed = dict(values)
+    if "digits" in fixed:
+        fixed["digits"] = tuple(fixed["digits"])
+    if "finetune" in fixed:
+        fixed["finetune"] = tuple(tuple(stage) for stage in fixed["finetune"])
+    return WarmStartConfig(**fixed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

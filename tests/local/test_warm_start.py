@@ -13,7 +13,7 @@ import torch
 from rlec.local import warm_start as ws
 
 TINY = ws.WarmStartConfig(steps=3, batch_size=4, hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
-                          num_kv_heads=1, digits=(1, 2))
+                          num_kv_heads=1, digits=(1, 2), finetune=())
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +49,13 @@ def test_compact_vocabulary_covers_every_target_and_long_sums(encoder) -> None:
 
 def test_restated_responses_put_the_choice_right_after_the_target(encoder) -> None:
     problem = ws.AdditionProblem("What is 12 + 34?", "46", 2)
-    answer, abstain = ws.response_text(problem, False, 0.8, True), ws.response_text(problem, True, 0.8, True)
+    answer, abstain = ws.response_text(problem, False, 0.8, "all"), ws.response_text(problem, True, 0.8, "all")
     assert answer == "0.80 \\boxed{46}" and abstain == "0.80 I don't know \\boxed{I don't know}"
-    assert ws.response_text(problem, True, None, True) == "I don't know \\boxed{I don't know}"  # binary: no target
-    assert ws.response_text(problem, True, 0.8, False) == ws.IDK_RESPONSE
+    assert ws.response_text(problem, True, None, "all") == "I don't know \\boxed{I don't know}"  # binary: no target
+    assert ws.response_text(problem, True, 0.8, "answers") == "0.80 " + ws.IDK_RESPONSE
+    assert ws.response_text(problem, True, 0.8, "none") == ws.IDK_RESPONSE
+    with pytest.raises(ValueError, match="restate must be"):
+        ws.response_text(problem, True, 0.8, "yes")
     a, b = encoder.response(answer), encoder.response(abstain)
     first = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
     assert encoder.decode(a[:first]) == "0.80"  # the first token that differs follows the target's digits
@@ -87,7 +90,7 @@ def test_compact_loss_is_the_full_vocabulary_cross_entropy(encoder, compact_and_
     for p, r in zip(prompts, responses):
         ids = torch.tensor([[encoder.vocab[i] for i in p + r]])
         logits = full(input_ids=ids).logits[0, len(p) - 1 : -1]
-        total += float(torch.nn.functional.cross_entropy(logits, ids[0, len(p):], reduction="sum"))
+        total += float(torch.nn.functional.cross_entropy(logits, ids[0, len(p):], reduction="sum").detach())
         count += len(r)
     assert float(loss) == pytest.approx(total / count, rel=1e-5)
 
@@ -135,6 +138,23 @@ def test_training_is_deterministic_given_the_seed(tokenizer) -> None:
     assert hist_a == hist_b
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     assert not all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))
+
+
+def test_finetune_stages_continue_the_weights_with_their_own_digits_and_form(tokenizer, monkeypatch) -> None:
+    base, _, _ = ws.train(TINY, tokenizer, progress=False)
+    seen: list[tuple[tuple[int, ...], str]] = []
+    real = ws.response_text
+    monkeypatch.setattr(ws, "response_text", lambda pr, ab, t, mode: seen.append((pr.digits, mode)) or real(pr, ab, t, mode))
+    staged, _, history = ws.train(replace(TINY, finetune=((2, "3", 1e-3, "all", 1),)), tokenizer, progress=False)
+    assert {d for d, mode in seen[-2 * TINY.batch_size:]} == {3} and {m for _, m in seen[-2 * TINY.batch_size:]} == {"all"}
+    assert [h["step"] for h in history][-2:] == [3, 4]  # the stage's steps follow the base pass's
+    assert not all(torch.equal(a, b) for a, b in zip(base.state_dict().values(), staged.state_dict().values()))
+    for bad in [((0, "1", 1e-3, "all", 1),), ((1, "x", 1e-3, "all", 1),), ((1, "1", 1e-3, "some", 1),)]:
+        with pytest.raises(ValueError, match="finetune stage|digit counts"):
+            replace(TINY, finetune=bad)
+    parsed = ws.config_from_args(ws.build_parser().parse_args(["--finetune", '[[5, "2", 0.001, "all", 1]]']))
+    assert parsed.finetune == ((5, "2", 0.001, "all", 1),)
+    assert ws.config_from_dict(asdict(parsed)).key() == parsed.key()
 
 
 def test_constant_schedule_run_is_the_prefix_of_a_longer_one(tokenizer) -> None:
