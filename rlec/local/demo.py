@@ -195,8 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        if args.steps < 1:
-            raise ValueError("--steps must be >= 1")
+        if args.steps < 2:
+            raise ValueError(f"--steps must be >= 2 (b goes from 0 to 1 over them), got {args.steps}")
         train_targets = None if args.train_targets == "range" else [float(x) for x in args.train_targets.split(",")]
         if train_targets is not None and any(not 0.0 <= t < 1.0 for t in train_targets):
             raise ValueError(f"--train-targets must be 'range' or values in [0, 1), got {args.train_targets!r}")

@@ -77,9 +77,9 @@ def test_cli_refuses_bad_settings_before_any_work(tmp_path: Path, capsys) -> Non
 
 @pytest.mark.slow
 def test_demo_end_to_end_tiny(tmp_path: Path, capsys) -> None:
-    """Every stage at toy size: a 3-step warm start, 1 RLEC step, 4 evaluation questions; a rerun reuses every stage."""
+    """Every stage at toy size: a 3-step warm start, 2 RLEC steps, 4 evaluation questions; a rerun reuses every stage."""
     out = tmp_path / "demo"
-    args = ["--out", str(out), "--steps", "1", "--warm-start-steps", "3", "--bootstrap", "50",
+    args = ["--out", str(out), "--steps", "2", "--warm-start-steps", "3", "--bootstrap", "50",
             "rlec.local.eval.max_questions=4", "rlec.local.eval.max_new_tokens=12", "data.train_batch_size=4",
             "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
     assert demo.main(args) == 0
