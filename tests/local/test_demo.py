@@ -70,6 +70,8 @@ def test_run_overrides_put_paths_then_demo_settings_then_the_users(tmp_path: Pat
 
 def test_cli_refuses_bad_settings_before_any_work(tmp_path: Path, capsys) -> None:
     assert demo.main(["--out", str(tmp_path / "d"), "--steps", "0"]) == 2
+    assert demo.main(["--out", str(tmp_path / "d"), "--steps", "1"]) == 2  # the b schedule needs two steps
+    assert demo.main(["--out", str(tmp_path / "d"), "--train-targets", "0.1,1.5"]) == 2
     assert demo.main(["--out", str(tmp_path / "d"), "actor_rollout_ref.rollout.n=oops"]) == 2
     assert "rlec.local.demo: error" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
