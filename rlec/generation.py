@@ -124,7 +124,8 @@ class InverseCDFSampler:
 
     ``generate`` then runs greedy (``do_sample=False``) over the returned scores: 0 at the drawn
     token, -inf elsewhere. The draw is an exact sample from ``softmax(scores / temperature)``
-    (after top-p filtering when ``top_p < 1``): a float64 cumulative sum per row and one uniform
+    (after top-k filtering when ``top_k > 0``, then top-p when ``top_p < 1``, as transformers
+    orders its warpers): a float64 cumulative sum per row and one uniform
     number per row. Written here because ``torch.multinomial`` is the rollout's bottleneck on
     CPU: 155-170 ms per draw over a 32 x 151,936 batch (65% of the local rollout time, measured
     with 1 and 2 threads), against ~40 ms for this.
@@ -134,27 +135,34 @@ class InverseCDFSampler:
     global generator (seeded by the engine).
 
     Args:
-        temperature: > 0; applied before top-p, as transformers does.
+        temperature: > 0; applied before top-k and top-p, as transformers does.
         top_p: nucleus mass in (0, 1]; < 1 applies transformers' ``TopPLogitsWarper`` first.
+        top_k: keep the k most likely tokens (transformers' ``TopKLogitsWarper``); -1 or 0 = off
+            (verl's ``rollout.top_k`` convention).
 
     Raises:
-        ValueError: ``temperature <= 0`` or ``top_p`` outside (0, 1].
+        ValueError: ``temperature <= 0``, ``top_p`` outside (0, 1] or ``top_k < -1``.
     """
 
-    def __init__(self, temperature: float = 1.0, top_p: float = 1.0) -> None:
-        from transformers import TopPLogitsWarper
+    def __init__(self, temperature: float = 1.0, top_p: float = 1.0, top_k: int = -1) -> None:
+        from transformers import TopKLogitsWarper, TopPLogitsWarper
 
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if int(top_k) < -1:
+            raise ValueError(f"top_k must be -1 (off), 0 (off) or >= 1, got {top_k}")
         self.temperature = float(temperature)
+        self.top_k = TopKLogitsWarper(int(top_k)) if int(top_k) > 0 else None
         self.top_p = TopPLogitsWarper(top_p) if top_p < 1.0 else None
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
         scores = scores.float() / self.temperature
+        if self.top_k is not None:
+            scores = self.top_k(input_ids, scores)
         if self.top_p is not None:
             scores = self.top_p(input_ids, scores)
         cdf = torch.softmax(scores, dim=-1).double().cumsum_(dim=-1)
@@ -243,6 +251,7 @@ class HFEngine:
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: int = 0,
+        top_k: int = -1,
     ) -> SampledBatch:
         """Generate ``n`` responses for each prompt (rows ``i * n ... i * n + n - 1`` for prompt i).
 
@@ -252,6 +261,7 @@ class HFEngine:
             max_new_tokens: response length limit, >= 1.
             temperature: > 0 samples exactly from softmax(logits / T); 0 decodes greedily.
             top_p: nucleus mass in (0, 1].
+            top_k: sample among the k most likely tokens; -1 = all (:class:`InverseCDFSampler`).
             seed: seeds torch's generator right before generating.
 
         Returns:
@@ -283,7 +293,7 @@ class HFEngine:
             do_sample=False, max_new_tokens=int(max_new_tokens), pad_token_id=self.pad_id, eos_token_id=self.stop_ids,
             repetition_penalty=1.0, no_repeat_ngram_size=0, top_k=None, top_p=None, temperature=None,
         )  # fmt: skip
-        processors = LogitsProcessorList([InverseCDFSampler(temperature, top_p)] if temperature > 0 else [])
+        processors = LogitsProcessorList([InverseCDFSampler(temperature, top_p, top_k)] if temperature > 0 else [])
         torch.manual_seed(int(seed))
         start = time.perf_counter()
         with torch.inference_mode():

@@ -70,6 +70,7 @@ LOCAL_KEYS: dict[str, str] = {
     f"{ROLLOUT}.n": "responses per prompt (the group size)",
     f"{ROLLOUT}.temperature": "sampling temperature (also divides the logits of the log-probs)",
     f"{ROLLOUT}.top_p": "nucleus sampling mass",
+    f"{ROLLOUT}.top_k": "sample among the k most likely tokens; -1 = all",
     f"{ROLLOUT}.seed": "base seed of the rollout sampling (one stream per step)",
     "algorithm.adv_estimator": "verl advantage estimator (grpo; rlec_passk when registered)",
     "algorithm.norm_adv_by_std_in_grpo": "false = mean-only group advantage r - mean(group)",
@@ -230,6 +231,8 @@ def check(cfg: Any) -> None:
     temperature, top_p = float(select(cfg, f"{ROLLOUT}.temperature")), float(select(cfg, f"{ROLLOUT}.top_p"))
     if not temperature > 0 or not 0 < top_p <= 1:
         raise LocalConfigError(f"{ROLLOUT}.temperature must be > 0 and {ROLLOUT}.top_p in (0, 1], got {temperature}, {top_p}")
+    if int(select(cfg, f"{ROLLOUT}.top_k", -1)) < -1:
+        raise LocalConfigError(f"{ROLLOUT}.top_k must be -1 (all tokens) or >= 0, got {select(cfg, f'{ROLLOUT}.top_k')}")
     if int(select(cfg, f"{ROLLOUT}.n")) < 2:
         raise LocalConfigError(f"{ROLLOUT}.n must be >= 2: a group of one has no baseline (its advantage is its raw reward)")
     if not float(select(cfg, f"{ACTOR}.optim.lr")) > 0:

@@ -47,6 +47,11 @@ DEFAULT_STEPS = 80
 DEMO_SETTINGS: dict[str, Any] = {
     "data.train_batch_size": 16,
     "actor_rollout_ref.rollout.n": 8,
+    # Qwen3's recommended top-k. The warm start's 151,851 rows outside its 85 tokens have logit 0, so
+    # where its own logits are flat (right after the restated target's digits) full-vocabulary
+    # sampling drew one of them in 22% of responses; RL then reinforced the ones inside correct
+    # answers (format_ok 0.91 -> 0.59 in 11 steps, grad norms 10^3-10^5). Top-20 leaves < 1e-5.
+    "actor_rollout_ref.rollout.top_k": 20,
     "data.max_response_length": 24,
     "actor_rollout_ref.actor.ppo_mini_batch_size": 4,
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 32,

@@ -35,6 +35,7 @@ def rollout(
     top_p: float,
     seed: int,
     uids: Sequence[str],
+    top_k: int = -1,
     chat_template_kwargs: dict[str, Any] | None = None,
 ) -> Any:
     """Generate ``n_per_prompt[i]`` responses for prompt i of a verl dataloader batch.
@@ -43,7 +44,7 @@ def rollout(
         engine: a :class:`rlec.generation.HFEngine` over the rollout model.
         batch: verl's collated batch (``raw_prompt`` chat messages and the dataset columns).
         n_per_prompt: responses per prompt (each >= 1).
-        max_new_tokens, temperature, top_p: sampling settings (temperature > 0).
+        max_new_tokens, temperature, top_p, top_k: sampling settings (temperature > 0; top_k -1 = off).
         seed: seeds the step's sampling.
         uids: one group id per prompt.
         chat_template_kwargs: verl's ``data.apply_chat_template_kwargs``.
@@ -64,7 +65,7 @@ def rollout(
     prompt_ids = engine.encode([render(engine.tokenizer, list(m), **kwargs) for m in messages])
     rows = [i for i, k in enumerate(n_per_prompt) for _ in range(int(k))]
     out = engine.sample([prompt_ids[i] for i in rows], n=1, max_new_tokens=max_new_tokens, temperature=temperature,
-                        top_p=top_p, seed=seed)
+                        top_p=top_p, top_k=top_k, seed=seed)
     attention_mask = torch.cat([out.prompt_mask, out.response_mask], dim=1)
     input_ids = torch.cat([out.prompts, out.responses], dim=1)
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)

@@ -239,6 +239,7 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
                 hook.plan_rollout(step, batch, plan)
             data = rollout(engine, batch, n_per_prompt=plan.n_per_prompt, max_new_tokens=int(cfg.data.max_response_length),
                            temperature=plan.temperature, top_p=float(cfg.actor_rollout_ref.rollout.top_p),
+                           top_k=int(select(cfg, "actor_rollout_ref.rollout.top_k", -1)),
                            seed=int(cfg.actor_rollout_ref.rollout.seed) * 100_003 + step,
                            uids=[f"s{step}p{i}" for i in range(prompts)],
                            chat_template_kwargs=dict(select(cfg, "data.apply_chat_template_kwargs", {}) or {}))
