@@ -69,21 +69,24 @@ def test_bad_sampling_arguments_are_refused(engine: HFEngine) -> None:
 
 
 # hand-computed: softmax([2, 1, 0, -1, 0.5]) = [.5630, .2071, .0762, .0280, .1256] (mass ordered 0, 1, 4, 2, 3);
-# top_p 0.7 keeps tokens 0 and 1 (0.5630 < 0.7 <= 0.7701), renormalised: e^2 / (e^2 + e) = 0.7311
+# top_p 0.7 keeps tokens 0 and 1 (0.5630 < 0.7 <= 0.7701), renormalised: e^2 / (e^2 + e) = 0.7311;
+# top_k 3 keeps tokens 0, 1, 4: [e^2, e, e^0.5] / sum = [.6285, .2312, .1402]
 @pytest.mark.parametrize(
-    ("temperature", "top_p", "want"),
+    ("temperature", "top_p", "top_k", "want"),
     [
-        (1.0, 1.0, [0.5630, 0.2071, 0.0762, 0.0280, 0.1256]),
-        (0.5, 1.0, [0.8292, 0.1122, 0.0152, 0.0021, 0.0413]),
-        (1.0, 0.7, [0.7311, 0.2689, 0.0, 0.0, 0.0]),
+        (1.0, 1.0, -1, [0.5630, 0.2071, 0.0762, 0.0280, 0.1256]),
+        (0.5, 1.0, -1, [0.8292, 0.1122, 0.0152, 0.0021, 0.0413]),
+        (1.0, 0.7, -1, [0.7311, 0.2689, 0.0, 0.0, 0.0]),
+        (1.0, 1.0, 3, [0.6285, 0.2312, 0.0, 0.0, 0.1402]),
+        (1.0, 0.7, 3, [0.7311, 0.2689, 0.0, 0.0, 0.0]),  # top-k first, then the nucleus of what is left
     ],
 )
-def test_inverse_cdf_sampler_draws_from_the_softmax(temperature: float, top_p: float, want: list[float]) -> None:
+def test_inverse_cdf_sampler_draws_from_the_softmax(temperature: float, top_p: float, top_k: int, want: list[float]) -> None:
     from rlec.generation import InverseCDFSampler
 
     torch.manual_seed(0)
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, 0.5]]).repeat(40_000, 1)
-    out = InverseCDFSampler(temperature, top_p)(torch.zeros(40_000, 1, dtype=torch.long), logits.bfloat16())  # exact in bf16
+    out = InverseCDFSampler(temperature, top_p, top_k)(torch.zeros(40_000, 1, dtype=torch.long), logits.bfloat16())
     assert out.dtype == torch.float32
     assert torch.all((out == 0).sum(dim=1) == 1) and torch.all(torch.isinf(out).sum(dim=1) == 4)
     counts = torch.bincount(out.argmax(dim=1), minlength=5).float() / 40_000
@@ -104,3 +107,5 @@ def test_inverse_cdf_sampler_never_draws_a_zero_probability_token(monkeypatch) -
         InverseCDFSampler(temperature=0.0)
     with pytest.raises(ValueError, match=r"top_p must be in \(0, 1\]"):
         InverseCDFSampler(top_p=1.5)
+    with pytest.raises(ValueError, match="top_k must be"):
+        InverseCDFSampler(top_k=-2)

@@ -161,6 +161,17 @@ def format_check(check: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _run_complete(run_dir: Path, steps: int) -> bool:
+    """True when the local run in ``run_dir`` logged step ``steps`` and wrote its final weights."""
+    from rlec.local.logger import read_metrics
+
+    try:
+        rows = read_metrics(run_dir / "metrics.jsonl")
+    except (OSError, ValueError):
+        return False
+    return bool(rows) and int(rows[-1].get("step", 0)) >= steps and (run_dir / "hf_final").is_dir()
+
+
 def _data_settings(folder: Path) -> dict[str, Any] | None:
     """The settings ``folder``'s demo data was written with (None: missing or incomplete)."""
     try:
@@ -202,6 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.steps < 2:
             raise ValueError(f"--steps must be >= 2 (b goes from 0 to 1 over them), got {args.steps}")
+        if args.warm_start_steps is not None and args.warm_start_steps < 1:
+            raise ValueError(f"--warm-start-steps must be >= 1, got {args.warm_start_steps}")
+        if args.bootstrap < 100:
+            raise ValueError(f"--bootstrap must be >= 100 (the goal's intervals are percentiles of the replicates), got {args.bootstrap}")
         train_targets = None if args.train_targets == "range" else [float(x) for x in args.train_targets.split(",")]
         if train_targets is not None and any(not 0.0 <= t < 1.0 for t in train_targets):
             raise ValueError(f"--train-targets must be 'range' or values in [0, 1), got {args.train_targets!r}")
@@ -219,20 +234,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     ws_cfg = warm_start.WarmStartConfig()
     if args.warm_start_steps is not None:
         ws_cfg = dataclasses.replace(ws_cfg, steps=args.warm_start_steps, finetune=())
-    stamp, settings = out / "demo.json", {"warm_start_key": ws_cfg.key(), "train_targets": train_targets}
-    if stamp.is_file() and json.loads(stamp.read_text()) != settings:
-        print(f"rlec.local.demo: error: {out} holds a demo with other warm-start settings or training targets "
-              f"({stamp}: {stamp.read_text().strip()}); choose another --out", file=sys.stderr)
-        return 2
+    data_settings = dict(seed=int(cfg.data.seed), digits=sorted(set(ws_cfg.digits)), train_rows=2000,
+                         test_questions=int(cfg.rlec.local.eval.max_questions), binary_fraction=0.0, targets=train_targets)
+    # everything that decides the outputs; a folder holds one demo (checked before any stage writes)
+    settings = {"warm_start_key": ws_cfg.key(), "data": demo_data.settings(**data_settings),
+                "evaluation": evaluation_args(cfg, Path("MODEL"), Path("RECORDS"))}
+    stamp = out / "demo.json"
+    if stamp.exists():
+        try:
+            previous = json.loads(stamp.read_text())
+        except (OSError, ValueError) as exc:
+            print(f"rlec.local.demo: error: {stamp}: unreadable ({exc}); move the folder aside or choose another --out",
+                  file=sys.stderr)
+            return 2
+        if previous != settings:
+            changed = sorted(k for k in settings if previous.get(k) != settings[k])
+            print(f"rlec.local.demo: error: {out} holds a demo with other settings ({', '.join(changed)}; {stamp}); "
+                  "choose another --out", file=sys.stderr)
+            return 2
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(stamp, json.dumps(settings) + "\n")
     print(f"[rlec.demo] 1/5 warm start -> {out / 'warm_start'}", flush=True)
     warm_start.build(out / "warm_start", ws_cfg)
     data = out / "data"
     print(f"[rlec.demo] 2/5 data -> {data}", flush=True)
-    data_settings = dict(seed=int(cfg.data.seed), digits=sorted(set(ws_cfg.digits)), train_rows=2000, test_questions=120,
-                         binary_fraction=0.0, targets=train_targets)
-    if _data_settings(data) != demo_data.settings(**data_settings):
+    if _data_settings(data) != settings["data"]:
         demo_data.write_demo_data(data, **data_settings)
     warm_records = out / "eval" / "warm_start.jsonl"
     warm_records.parent.mkdir(parents=True, exist_ok=True)
@@ -240,10 +266,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = evaluate.main(evaluation_args(cfg, out / "warm_start", warm_records) + ["--resume"])
     if code:
         return code
-    print(f"[rlec.demo] 4/5 RLEC, {args.steps} steps -> {out / 'run'}", flush=True)
-    code = runner.main(overrides)
-    if code:
-        return code
+    trained_records = out / "run" / "eval" / "records.jsonl"
+    if _run_complete(out / "run", args.steps) and trained_records.is_file():
+        print(f"[rlec.demo] 4/5 RLEC: {args.steps} of {args.steps} steps done and evaluated, reused ({out / 'run'})", flush=True)
+    else:
+        print(f"[rlec.demo] 4/5 RLEC, {args.steps} steps -> {out / 'run'}", flush=True)
+        code = runner.main(overrides)
+        if code:
+            return code
     trained_records = out / "run" / "eval" / "records.jsonl"
     print("[rlec.demo] 5/5 comparison", flush=True)
     code = metrics.main([str(warm_records), "--compare", str(trained_records), "--labels", "warm start,RLEC",

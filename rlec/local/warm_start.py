@@ -48,6 +48,9 @@ from rlec.prompts import build_messages, math_task, render
 FULL_VOCAB_SIZE = 151_936  # Qwen3's embedding rows (the tokenizer has 151,669 tokens incl. added ones)
 MANIFEST = "warm_start.json"
 COMPACT_FILE = "compact_model.safetensors"  # the compact model itself (what the full one was expanded from)
+# Bump when the training code changes what a setting produces (response forms, seeding, schedules):
+# cached and shipped warm starts of older code then no longer match any configuration.
+RECIPE_VERSION = 1
 # The shipped warm start of the default settings: compact weights + manifest (python -m rlec.local.warm_start --ship)
 SHIPPED_DIR = Path(__file__).with_name("assets")
 IDK_RESPONSE = f"\\boxed{{{CANONICAL_ABSTAIN}}}"
@@ -184,8 +187,9 @@ class WarmStartConfig:
             raise ValueError(f"model_type must be 'qwen3' or 'qwen3_moe', got {self.model_type!r}")
 
     def key(self) -> str:
-        """A short hash of every setting (what the cache compares)."""
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+        """A short hash of every setting and :data:`RECIPE_VERSION` (what the cache and the shipped copy compare)."""
+        payload = {"recipe": RECIPE_VERSION, **asdict(self)}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
     def hf_config(self, vocab_size: int) -> dict[str, Any]:
         """The ``config.json`` dict of the model with ``vocab_size`` rows."""
@@ -781,7 +785,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     reused = not args.force and cached(out, cfg)
     build(out, cfg, force=args.force, progress=not args.quiet)
     manifest = json.loads((out / MANIFEST).read_text())
-    verb = "reused" if reused else f"built in {manifest['train_seconds']:.0f} s"
+    if reused:
+        verb = "reused"
+    elif manifest.get("train_seconds") is None:
+        verb = "expanded from the shipped copy"
+    else:
+        verb = f"built in {manifest['train_seconds']:.0f} s"
     if args.ship:
         from rlec.io import atomic_dir
 

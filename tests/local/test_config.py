@@ -28,6 +28,7 @@ def test_resume_accepts_both_conventions(value: str, mode: str) -> None:
     ("overrides", "env", "match"),
     [
         (["actor_rollout_ref.rollout.n=1"], {}, "group of one has no baseline"),
+        (["actor_rollout_ref.rollout.top_k=-2"], {}, "top_k must be -1"),
         (["actor_rollout_ref.actor.ppo_epochs=2"], {}, "ppo_epochs=2 is not supported by the local run"),
         (["actor_rollout_ref.actor.use_kl_loss=true"], {}, "no reference model"),
         (["rlec.local.threads=-1"], {}, "rlec.local.threads must be an integer >= 0"),

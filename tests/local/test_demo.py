@@ -66,12 +66,15 @@ def test_run_overrides_put_paths_then_demo_settings_then_the_users(tmp_path: Pat
     assert cfg.data.train_batch_size == demo.DEMO_SETTINGS["data.train_batch_size"]
     assert cfg.actor_rollout_ref.actor.optim.lr == pytest.approx(3e-5)  # the user's value wins
     assert cfg.rlec.local.scripted_fraction == 0  # a real model: no scripted answers
+    assert cfg.actor_rollout_ref.rollout.top_k == 20  # no draws from the warm start's unused vocabulary rows
 
 
 def test_cli_refuses_bad_settings_before_any_work(tmp_path: Path, capsys) -> None:
     assert demo.main(["--out", str(tmp_path / "d"), "--steps", "0"]) == 2
     assert demo.main(["--out", str(tmp_path / "d"), "--steps", "1"]) == 2  # the b schedule needs two steps
     assert demo.main(["--out", str(tmp_path / "d"), "--train-targets", "0.1,1.5"]) == 2
+    assert demo.main(["--out", str(tmp_path / "d"), "--bootstrap", "5"]) == 2
+    assert demo.main(["--out", str(tmp_path / "d"), "--warm-start-steps", "0"]) == 2
     assert demo.main(["--out", str(tmp_path / "d"), "actor_rollout_ref.rollout.n=oops"]) == 2
     assert "rlec.local.demo: error" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
@@ -81,7 +84,7 @@ def test_cli_refuses_bad_settings_before_any_work(tmp_path: Path, capsys) -> Non
 def test_demo_end_to_end_tiny(tmp_path: Path, capsys) -> None:
     """Every stage at toy size: a 3-step warm start, 2 RLEC steps, 4 evaluation questions; a rerun reuses every stage."""
     out = tmp_path / "demo"
-    args = ["--out", str(out), "--steps", "2", "--warm-start-steps", "3", "--bootstrap", "50",
+    args = ["--out", str(out), "--steps", "2", "--warm-start-steps", "3", "--bootstrap", "100",
             "rlec.local.eval.max_questions=4", "rlec.local.eval.max_new_tokens=12", "data.train_batch_size=4",
             "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
     assert demo.main(args) == 0
@@ -93,11 +96,16 @@ def test_demo_end_to_end_tiny(tmp_path: Path, capsys) -> None:
     assert set(check) >= {"warm_start", "rlec", "checks", "passed", "why"}
     printed = capsys.readouterr().out
     assert "The demo's goal" in printed and "| warm start |" in printed
-    # the rerun resumes: the warm start, data and records are reused and the finished run has no step to train
-    warm_mtime = (out / "warm_start" / "model.safetensors").stat().st_mtime
+    # the rerun reuses every stage: warm start, data, both record files, the finished run
+    kept = ["warm_start/model.safetensors", "data/train.parquet", "eval/warm_start.jsonl", "run/eval/records.jsonl",
+            "run/metrics.jsonl"]
+    mtimes = {rel: (out / rel).stat().st_mtime_ns for rel in kept}
     assert demo.main(args) == 0
-    assert (out / "warm_start" / "model.safetensors").stat().st_mtime == warm_mtime
-    # other warm-start settings in the same folder: refused, nothing overwritten
+    assert {rel: (out / rel).stat().st_mtime_ns for rel in kept} == mtimes
+    assert "4/5 RLEC: 2 of 2 steps done and evaluated, reused" in capsys.readouterr().out
+    # other settings in the same folder (a warm start, a data seed): refused before anything is written
     assert demo.main([*args[:5], "4", *args[6:]]) == 2
-    assert "other warm-start settings" in capsys.readouterr().err
-    assert (out / "warm_start" / "model.safetensors").stat().st_mtime == warm_mtime
+    assert "other settings (warm_start_key" in capsys.readouterr().err
+    assert demo.main([*args, "data.seed=5"]) == 2
+    assert "data, evaluation" in capsys.readouterr().err
+    assert {rel: (out / rel).stat().st_mtime_ns for rel in kept} == mtimes

@@ -92,7 +92,7 @@ def test_compact_loss_is_the_full_vocabulary_cross_entropy(encoder, compact_and_
         logits = full(input_ids=ids).logits[0, len(p) - 1 : -1]
         total += float(torch.nn.functional.cross_entropy(logits, ids[0, len(p):], reduction="sum").detach())
         count += len(r)
-    assert float(loss) == pytest.approx(total / count, rel=1e-5)
+    assert float(loss.detach()) == pytest.approx(total / count, rel=1e-5)
 
 
 def test_compact_greedy_step_matches_the_full_model_argmax(encoder, compact_and_full) -> None:
@@ -216,10 +216,14 @@ def test_shipped_compact_weights_replace_training_only_for_their_settings(tmp_pa
         ws.load_shipped(cfg, tokenizer, tmp_path)
 
 
-def test_the_repository_ships_the_default_warm_start(tokenizer) -> None:
+def test_the_repository_ships_the_default_warm_start(tokenizer, tmp_path: Path, capsys) -> None:
     shipped = ws.load_shipped(ws.WarmStartConfig(), tokenizer)
     assert shipped is not None, f"{ws.SHIPPED_DIR} does not hold the default settings' warm start (rebuild: docs/local_run.md)"
     assert (ws.SHIPPED_DIR / ws.COMPACT_FILE).stat().st_size < 2**20
+    # the CLI with the default settings expands the shipped copy (no training) and says so
+    assert ws.main(["--out", str(tmp_path / "ws"), "--quiet"]) == 0
+    assert "expanded from the shipped copy" in capsys.readouterr().out
+    assert ws.cached(tmp_path / "ws", ws.WarmStartConfig())
 
 
 def test_measure_reports_rates_by_digits_and_target(encoder, compact_and_full) -> None:

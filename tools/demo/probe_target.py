@@ -21,7 +21,8 @@ from rlec.models import load_tokenizer
 
 def main(folder: str) -> None:
     model, enc, manifest = ws.load_compact(folder, load_tokenizer())
-    restate = manifest["config"].get("restate_target", False)
+    cfg = manifest["config"]  # the response form of the last stage decides what precedes the choice
+    restate = (cfg["finetune"][-1][3] if cfg.get("finetune") else cfg.get("restate_target", "none")) != "none"
     rng = random.Random(0)
     rows, ps, digits = [], [], []
     for _ in range(600):

@@ -48,7 +48,9 @@ def main() -> None:
     digits = [int(x) for x in args.digits.split(",")]
     targets = None if args.targets == "range" else [float(x) for x in args.targets.split(",")]
     erng = random.Random(999)
-    eval_set = [ws.addition_problem(erng, d) for d in (1, 2, 3) for _ in range(args.eval_questions)]
+    eval_set = [p for d in (1, 2, 3) for p in
+                (ws.addition_problem(erng, d) for _ in range(50 * args.eval_questions)) if d == 1 or ws.is_held_out(p)]
+    eval_set = [p for d in (1, 2, 3) for p in [q for q in eval_set if q.digits == d][:args.eval_questions]]  # held out
 
     def evaluate(step: int) -> None:
         cells = []
@@ -76,7 +78,7 @@ def main() -> None:
     evaluate(0)
     for step in range(1, args.steps + 1):
         b = schedule(step)
-        drawn = [(ws.addition_problem(rng, rng.choice(digits)),
+        drawn = [(ws.training_problem(rng, digits),
                   rng.choice(targets) if targets else rng.randint(1, 90) / 100) for _ in range(args.prompts)]
         prompts = [enc.prompt(pr.question, t) for pr, t in drawn for _ in range(args.n)]
         with torch.no_grad():
