@@ -38,6 +38,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_gpu)
 
 
+_DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture(autouse=True)
+def _restore_distributed_env():
+    """Undo the ``MASTER_PORT`` / ``RANK`` ... that an in-process ``init_distributed`` leaves in os.environ.
+
+    Without this, every later test that starts a subprocess passes it a port that was free when an
+    earlier test picked it; once another program on the machine takes that port (measured: a
+    concurrent local run did), those subprocesses fail with EADDRINUSE (8 failures and errors in a
+    clean-clone run of the suite).
+    """
+    saved = {key: os.environ.get(key) for key in _DISTRIBUTED_ENV}
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture(scope="session")
 def compose_rlec():
     """``compose_rlec(*overrides)`` -> a fresh copy of megatron_configs/rlec.yaml composed on verl's config
