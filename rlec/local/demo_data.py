@@ -59,7 +59,7 @@ def draw_problems(seed: int, count: int, digits: Sequence[int], *, held_out: boo
     return out
 
 
-def question(problem: AdditionProblem, split: str) -> Question:
+def question(problem: AdditionProblem) -> Question:
     """The data-contract question of a problem (source ``math``, question id ``add-<a>+<b>``)."""
     a, b = _OPERANDS.fullmatch(problem.question).groups()  # type: ignore[union-attr]
     return Question(source="math", question_id=f"add-{a}+{b}", task_text=math_task(problem.question), gold=problem.answer)
@@ -82,7 +82,7 @@ def training_rows(problems: Sequence[AdditionProblem], *, seed: int, binary_frac
         if not targets or any(not 0.0 <= t < 1.0 for t in targets):
             raise ValueError(f"targets must be a non-empty list of values in [0, 1), got {list(targets)}")
         p = stream_.choice(np.asarray(targets, dtype=float), size=len(problems))
-    return [Sample(question(pr, "train"), "train", 0, BINARY if b else RLEC, float(pv))
+    return [Sample(question(pr), "train", 0, BINARY if b else RLEC, float(pv))
             for pr, b, pv in zip(problems, is_binary.tolist(), p.tolist())]
 
 
@@ -118,7 +118,7 @@ def write_demo_data(out_dir: str | Path, *, seed: int = 0, digits: Sequence[int]
                    test_questions=test_questions, binary_fraction=binary_fraction, targets=targets)}
         (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
         write_parquet(training_rows(train, seed=seed, binary_fraction=binary_fraction, targets=targets), tmp / TRAIN_FILE)
-        write_parquet(evaluation_samples([question(pr, "test") for pr in test]), tmp / TEST_FILE)
+        write_parquet(evaluation_samples([question(pr) for pr in test]), tmp / TEST_FILE)
     return {"train": out / TRAIN_FILE, "test": out / TEST_FILE}
 
 
