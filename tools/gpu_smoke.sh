@@ -75,7 +75,7 @@ train_cmd() {
 
 # The two tiny models (the FP8 one has 128-wide slices) and the sample data, on CPU in seconds.
 prepare_inputs() {
-  "$PY" - "$MODELS" <<'EOF_PY'
+  "$PY" - "$MODELS" <<'EOF_PY' || return 1
 import json, sys
 from pathlib import Path
 from rlec.config import CONFIG_DIR

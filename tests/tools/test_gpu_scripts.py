@@ -81,3 +81,17 @@ def test_smoke_check_validates_every_command_it_composes(tmp_path):
         config = (tmp_path / "smoke" / f"train-{precision}.config.yaml").read_text()
         assert "total_training_steps: 2" in config and "enforce_eager: true" in config
     assert "quantization: fp8" in (tmp_path / "smoke" / "train-fp8.config.yaml").read_text()
+
+
+def test_smoke_inputs_step_fails_when_a_tiny_model_cannot_be_built(tmp_path):
+    """The inputs step once reported `ok` after the FP8 tiny model failed to build (ENOSPC), and the
+    fault surfaced two steps later as a missing model folder: a failed build must fail the step."""
+    out = tmp_path / "smoke"
+    out.mkdir()
+    (out / "models").write_text("a file where the models folder belongs\n")
+    proc = bash(str(SMOKE), "--check", OUT=str(out), PYTHON=sys.executable, SMOKE_STEPS="inputs")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"^\| inputs \| FAILED \(exit 1\) \|", proc.stdout, re.M), proc.stdout
+    log = (out / "inputs.log").read_text()
+    assert "Traceback" in log and "models" in log
+    assert not (out / "data" / "train.parquet").exists()
