@@ -24,6 +24,9 @@
 #   NNODES NGPUS_PER_NODE GPU_MEMORY_GIB TRAIN_BATCH_SIZE ROLLOUT_N MAX_PROMPT_LENGTH
 #   MAX_RESPONSE_LENGTH LR TOTAL_EPOCHS TOTAL_TRAINING_STEPS SAVE_FREQ TEST_FREQ LOGGER
 #   NPROC                processes of the local CPU profile (no GPU, no DRY_RUN) [1]
+#   TRAINER              without a GPU: local (rlec.local.runner) or verl (verl's own main_ppo on CPU: layout=cpu,
+#                        precision=fp32, the rlec_hf rollout; STEPS, OUTPUT_DIR, ENVIRONMENTS, RESUME as for
+#                        the local run; docs/local_run.md)                                         [local]
 #   PYTHON               interpreter [python3]
 set -euo pipefail
 
@@ -33,9 +36,27 @@ DRY_RUN=${DRY_RUN:-0}
 SKIP_PATH_CHECKS=${SKIP_PATH_CHECKS:-0}
 PRINT_CONFIG=${PRINT_CONFIG:-0}
 NPROC=${NPROC:-1}
+TRAINER=${TRAINER:-local}
+has_cuda() { "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; }
+case "$TRAINER" in local|verl) ;; *) echo "run_megatron_rlec.sh: TRAINER=$TRAINER: expected local or verl" >&2; exit 2 ;; esac
+VERL_ON_CPU=0
+if [[ "$TRAINER" == verl ]] && ! has_cuda; then
+  # verl's own trainer on this machine: the CPU layout, fp32, the tiny model and sample data by default
+  VERL_ON_CPU=1
+  export VERL_PLATFORM=cpu OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+  OUTPUT_DIR=${OUTPUT_DIR:-${CHECKPOINT_DIR:-outputs/verl_run}}
+  CHECKPOINT_DIR=$OUTPUT_DIR
+  LAYOUT=${LAYOUT:-cpu}
+  PRECISION=${PRECISION:-fp32}
+  TOTAL_TRAINING_STEPS=${TOTAL_TRAINING_STEPS:-${STEPS:-}}
+  DATA_DIR=${DATA_DIR:-data/processed}
+  TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
+  VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
+  EXPERIMENT_NAME=${EXPERIMENT_NAME:-verl_cpu}
+fi
 LAYOUT=${LAYOUT:-qwen3_30b_a3b_4x8}
 PRECISION=${PRECISION:-bf16}
-case "$LAYOUT" in tiny*) DEFAULT_MODEL=tiny_qwen3_moe ;; *) DEFAULT_MODEL=Qwen3-30B-A3B ;; esac
+case "$LAYOUT" in tiny*|cpu) DEFAULT_MODEL=tiny_qwen3_moe ;; *) DEFAULT_MODEL=Qwen3-30B-A3B ;; esac
 MODEL_PATH=${MODEL_PATH:-$REPO_ROOT/models/$DEFAULT_MODEL}
 DIST_CKPT_PATH=${DIST_CKPT_PATH:-}
 TRAIN_FILES=${TRAIN_FILES:-$REPO_ROOT/data/processed/train.parquet}
@@ -63,7 +84,6 @@ PLUGIN_MODULE=rlec.verl_plugin
 # Ray actors do not run in this directory: make existing relative paths absolute.
 abs_if_exists() { if [[ -e "$1" && "$1" != /* ]]; then echo "$PWD/$1"; else echo "$1"; fi; }
 abspath() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$PWD/$1"; fi; }
-has_cuda() { "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; }
 
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
@@ -73,7 +93,7 @@ export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # CHECKPOINT_DIR, SAVE_FREQ, TP, EP, ETP, PP, ROLLOUT_N, TRAIN_BATCH_SIZE, MAX_RESPONSE_LENGTH, LR,
 # SEED, DATA_DIR, TRAIN_FILES, VAL_FILES, EVAL_AT_END) and takes the same hydra overrides;
 # NPROC > 1 runs it under torchrun (gloo).
-if [[ "$DRY_RUN" != 1 ]] && ! has_cuda; then
+if [[ "$DRY_RUN" != 1 && "$VERL_ON_CPU" != 1 ]] && ! has_cuda; then
   echo "run_megatron_rlec.sh: no CUDA GPU here, running the local CPU profile (rlec.local.runner, $NPROC process(es))" >&2
   for name in LAYOUT PRECISION TEST_FREQ NNODES NGPUS_PER_NODE GPU_MEMORY_GIB DIST_CKPT_PATH LOGGER; do
     if [[ -n "$(printenv "$name" || true)" ]]; then
@@ -122,8 +142,26 @@ TRAINER_ARGS=(trainer.experiment_name="$EXPERIMENT_NAME" trainer.default_local_d
 RAY_ARGS=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="$VERL_USE_EXTERNAL_MODULES"
           ++ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH="$PYTHONPATH"
           ++ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR="$(abspath "$TENSORBOARD_DIR")")
+CPU_ARGS=()
+if [[ "$VERL_ON_CPU" == 1 ]]; then
+  RAY_ARGS+=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM=cpu
+             ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY="$OMP_WAIT_POLICY")
+  if [[ -n "${ENVIRONMENTS:-}" ]]; then  # RLVE on these environments only, as in the local run
+    CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENVIRONMENTS}]")
+  fi
+  # the tiny model and the sample data, built once (what the local run builds on first use)
+  if [[ "$MODEL_PATH" == "$REPO_ROOT/models/tiny_qwen3_moe" && ! -f "$MODEL_PATH/config.json" ]]; then
+    echo "run_megatron_rlec.sh: building the tiny Qwen3-MoE in $MODEL_PATH" >&2
+    "$PYTHON" -c "import sys; from rlec.models import build_tiny_model; build_tiny_model(sys.argv[1])" "$MODEL_PATH" >/dev/null
+  fi
+  if [[ ! -f "$TRAIN_FILES" || ! -f "$VAL_FILES" ]]; then
+    echo "run_megatron_rlec.sh: preparing the sample data in $DATA_DIR" >&2
+    DATA_DIR="$DATA_DIR" "$PYTHON" -m rlec.data.prepare >/dev/null
+  fi
+  DATA_ARGS=(data.train_files="$(abs_if_exists "$TRAIN_FILES")" data.val_files="$(abs_if_exists "$VAL_FILES")")
+fi
 OVERRIDES=("${CONFIG_ARGS[@]}" "${MODEL_ARGS[@]}" "${DATA_ARGS[@]}" "${CLUSTER_ARGS[@]}" "${ALGO_ARGS[@]}"
-           "${TRAINER_ARGS[@]}" "${RAY_ARGS[@]}")
+           "${TRAINER_ARGS[@]}" "${RAY_ARGS[@]}" "${CPU_ARGS[@]}")
 
 CHECK_ARGS=()
 [[ "$SKIP_PATH_CHECKS" == 1 ]] && CHECK_ARGS+=(--skip-path-checks)

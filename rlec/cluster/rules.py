@@ -12,6 +12,8 @@ findings), reported here under verl's keys; this module adds what only a verl co
 - the plugin module reaches Ray workers; FP8 settings are complete; Megatron override keys exist
   (field names from :mod:`rlec.megatron.fields`); MoE router settings are explicit;
 - memory per GPU (:func:`rlec.cluster.memory.estimate_memory`) fits both phases;
+- Ray's logical CPUs cover TransferQueue and the worker bundles (:mod:`rlec.cluster.resources`),
+  and a fixed LR warm-up is shorter than the run;
 - RLVE (:func:`rlve_rules`): the environment dataset, valid settings, no dataloader workers;
 - E3 and Pass@k Training settings (:func:`algorithm_overlay_rules`).
 """
@@ -31,6 +33,7 @@ from rlec.cluster.layout import (
     size_findings,
 )
 from rlec.cluster.memory import GIB, MemoryEstimate, estimate_memory
+from rlec.cluster.resources import cpu_demand
 from rlec.cluster.shape import ModelShape
 from rlec.cluster.verl_keys import (
     ACTOR,
@@ -105,6 +108,24 @@ def _batch_rules(cfg: Any, lay: ParallelLayout) -> _Findings:
         if micro and (mini * n // dp) % int(micro):
             out.error(f"{ACTOR}.ppo_micro_batch_size_per_gpu", f"{micro} must divide the {mini * n // dp} "
                       "responses of a mini-batch on each data-parallel rank")
+    return out
+
+
+def _startup_rules(cfg: Any) -> _Findings:
+    """Ray's logical CPUs (:mod:`rlec.cluster.resources`) and the LR warm-up against the run's length."""
+    out = _Findings()
+    demand = cpu_demand(cfg)
+    if demand.available is not None and demand.total > demand.available:
+        out.error("ray_kwargs.ray_init.num_cpus", demand.message())
+    warmup = select(cfg, f"{ACTOR}.optim.lr_warmup_steps", -1)
+    steps = select(cfg, "trainer.total_training_steps", None)
+    if warmup is not None and int(warmup) > 0 and steps is not None and int(warmup) >= int(steps):
+        out.error(f"{ACTOR}.optim.lr_warmup_steps", f"{warmup} warm-up steps must be fewer than trainer.total_training_steps = "
+                  f"{steps} (Megatron's scheduler asserts lr_warmup_steps < lr_decay_steps); use "
+                  f"{ACTOR}.optim.lr_warmup_steps=-1 with lr_warmup_steps_ratio")
+    ratio = select(cfg, f"{ACTOR}.optim.lr_warmup_steps_ratio", 0.0)
+    if ratio is not None and not 0.0 <= float(ratio) < 1.0:
+        out.error(f"{ACTOR}.optim.lr_warmup_steps_ratio", f"{ratio} must be in [0, 1): the warm-up must end before the run does")
     return out
 
 
@@ -362,7 +383,7 @@ def check_layout(
     lay = layout_of(cfg)
     parallel = _parallel_rules(cfg, shape, lay)
     findings = parallel + _rollout_rules(cfg, shape, lay) + _batch_rules(cfg, lay) + _algorithm_rules(cfg)
-    findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg) + _moe_router_rules(cfg, shape)
+    findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg) + _moe_router_rules(cfg, shape) + _startup_rules(cfg)
     findings += rlve_rules(cfg)
     findings += algorithm_overlay_rules(cfg)
     if parallel:

@@ -18,6 +18,10 @@ Registered on import:
   ``rlec_colocate_async``, ``rlec_separate_async`` (with the E3 and Pass@k-switch mixins);
 - :mod:`rlec.verl_plugin.estimators`: advantage estimator ``rlec_passk``
   (``algorithm.adv_estimator=rlec_passk``);
+- :mod:`rlec.verl_plugin.cpu_rollout`: rollout ``rlec_hf`` (transformers on CPU,
+  ``actor_rollout_ref.rollout.name=rlec_hf``);
+- :mod:`rlec.verl_plugin.cpu`: on a machine without CUDA and with ``VERL_PLATFORM=cpu``, verl
+  platform ``cpu``, the Megatron engine for it and the CPU shims;
 - :mod:`rlec.verl_plugin.e3`: agent loop ``rlec_e3_agent``
   (``actor_rollout_ref.rollout.agent.default_agent_loop=rlec_e3_agent``).
 
@@ -27,11 +31,17 @@ RLVE environment dataset; ``megatron_configs/algorithm/rlve.yaml``).
 
 from __future__ import annotations
 
-from rlec.verl_plugin.e3 import E3_AGENT_LOOP, E3AgentLoop, E3TrainerMixin
-from rlec.verl_plugin.estimators import PASSK_ESTIMATOR, PasskSwitchMixin, compute_rlec_passk_advantage
-from rlec.verl_plugin.reward_manager import REWARD_MANAGER_NAME, RLECRewardManager, global_step_of
-from rlec.verl_plugin.rlve_trainer import RLVEMixin
-from rlec.verl_plugin.trainers import (
+# first: verl's modules ask for the platform at import time
+from rlec.verl_plugin.cpu import enable_cpu
+
+enable_cpu()
+
+from rlec.verl_plugin.cpu_rollout import ROLLOUT_NAME as CPU_ROLLOUT, register_rollout  # noqa: E402
+from rlec.verl_plugin.e3 import E3_AGENT_LOOP, E3AgentLoop, E3TrainerMixin  # noqa: E402
+from rlec.verl_plugin.estimators import PASSK_ESTIMATOR, PasskSwitchMixin, compute_rlec_passk_advantage  # noqa: E402
+from rlec.verl_plugin.reward_manager import REWARD_MANAGER_NAME, RLECRewardManager, global_step_of  # noqa: E402
+from rlec.verl_plugin.rlve_trainer import RLVEMixin  # noqa: E402
+from rlec.verl_plugin.trainers import (  # noqa: E402
     RLECColocateAsyncTrainer,
     RLECMetricsMixin,
     RLECSeparateAsyncTrainer,
@@ -40,7 +50,10 @@ from rlec.verl_plugin.trainers import (
 
 PLUGIN_MODULE = "rlec.verl_plugin"
 
+register_rollout()
+
 __all__ = [
+    "CPU_ROLLOUT",
     "E3_AGENT_LOOP",
     "PASSK_ESTIMATOR",
     "PLUGIN_MODULE",

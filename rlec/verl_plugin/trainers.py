@@ -17,6 +17,9 @@ section does not enable it calls straight through to verl.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+
 from omegaconf import open_dict
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
 
@@ -24,6 +27,8 @@ from rlec.reward.metrics import reward_metrics, rows_from_columns
 from rlec.verl_plugin.e3 import E3TrainerMixin
 from rlec.verl_plugin.estimators import PasskSwitchMixin
 from rlec.verl_plugin.rlve_trainer import RLVEMixin
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["RLECColocateAsyncTrainer", "RLECMetricsMixin", "RLECSeparateAsyncTrainer", "RLECSyncTrainer"]
 
@@ -44,20 +49,30 @@ class RLECMetricsMixin:
         super().__init__(config, *args, **kwargs)
 
     def _rlec_reward_records(self, batch) -> list[dict]:
-        """The ``reward_extra_info`` of the batch's non-padding samples, read from TransferQueue."""
+        """The ``reward_extra_info`` of the batch's non-padding samples, read from TransferQueue.
+
+        The column comes back as a tensordict ``NonTensorStack`` / ``LinkedList`` of per-sample
+        mappings (or ``NonTensorData`` wrappers of them), depending on how the rows were put.
+        """
         import transfer_queue as tq
 
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        extra_fields = data.pop("extra_fields").tolist()
-        return [
-            fields.get("reward_extra_info") or {}
-            for fields, tag in zip(extra_fields, batch.tags, strict=True)
-            if isinstance(fields, dict) and not tag.get("is_padding", False)
-        ]
+        column = data.pop("extra_fields")
+        extra_fields = column.tolist() if hasattr(column, "tolist") else list(column)
+        records = []
+        for fields, tag in zip(extra_fields, batch.tags, strict=True):
+            fields = getattr(fields, "data", fields)
+            if isinstance(fields, Mapping) and not tag.get("is_padding", False):
+                info = fields.get("reward_extra_info") or {}
+                records.append(dict(getattr(info, "data", info)))
+        return records
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-        metrics.update(reward_metrics(self._rlec_reward_records(batch), prefix="rlec"))
+        records = self._rlec_reward_records(batch)
+        if not records:
+            logger.warning("rlec training metrics: no reward_extra_info found for %d samples", len(batch.keys))
+        metrics.update(reward_metrics(records, prefix="rlec"))
 
     def _val_metrics_update(self, data_sources, sample_uids, reward_extra_infos_dict, sample_turns, **kwargs):
         metric_dict = super()._val_metrics_update(

@@ -1,0 +1,475 @@
+"""verl 0.9.1's own trainer (``main_ppo``) on a machine without CUDA: platform, engine, shims.
+
+verl has no CPU platform: its platform manager falls back to ``nvidia`` (``get_device_name()`` is
+``cuda`` even with ``trainer.device=cpu``), no Megatron engine is registered for device ``cpu``,
+and a few spots assume CUDA. This module registers what verl's registries accept and patches the
+rest, each workaround a :class:`rlec.megatron.compat.Shim` naming the error it answers with a probe
+on the unpatched library (``tests/verl_plugin/test_cpu.py`` runs every probe, so an upgrade that
+fixes or moves the code shows). Megatron-core's own CPU shims stay in :mod:`rlec.megatron.compat`.
+
+Applied by :func:`enable_cpu` on import of :mod:`rlec.verl_plugin` (every Ray process imports it
+through ``VERL_USE_EXTERNAL_MODULES``) only when the process has no CUDA **and** the launcher asked
+for the CPU platform (``VERL_PLATFORM=cpu``, set by ``tools/run_megatron_rlec.sh`` with
+``TRAINER=verl`` on a machine without CUDA). On a GPU machine nothing here runs.
+
+What it does, in order:
+
+1. registers :class:`CPUPlatform` as verl platform ``cpu`` (device ``cpu``, backend ``gloo``; Ray
+   still schedules workers on a logical ``GPU`` resource, which ``ray_init.num_gpus`` declares);
+2. registers verl's Megatron engine classes for device ``cpu`` in ``EngineRegistry``;
+3. the shims of :data:`VERL_SHIMS` (the duplicate ``cpu:gloo,cpu:gloo`` backend string, mbridge's
+   ``.cuda()`` and Transformer Engine parameter names, fp32 Megatron parameters, Megatron-core's own
+   CPU shims).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+from typing import Any, Iterator, Optional
+
+import torch
+
+from rlec.megatron.compat import Shim
+
+PLATFORM_NAME = "cpu"
+PLATFORM_ENV = "VERL_PLATFORM"
+
+APPLIED: list[str] = []
+NOT_NEEDED: list[str] = []
+
+__all__ = ["CPUPlatform", "PLATFORM_NAME", "VERL_SHIMS", "cpu_requested", "enable_cpu", "probe_verl_shims"]
+
+
+def cpu_requested() -> bool:
+    """Whether this process should run verl on CPU: ``VERL_PLATFORM=cpu`` and no CUDA device."""
+    return os.environ.get(PLATFORM_ENV, "").strip().lower() == PLATFORM_NAME and not torch.cuda.is_available()
+
+
+def _platform_base() -> type:
+    from verl.plugin.platform.platform_base import PlatformBase
+
+    return PlatformBase
+
+
+class CPUDeviceModule:
+    """What verl calls on ``get_torch_device()`` (``torch.cuda`` on GPUs), answered for the CPU.
+
+    Memory queries report the host's RAM (``mem_get_info``: available and total bytes; allocated /
+    reserved: 0, torch does not track CPU allocations); synchronize, cache and profiler calls do
+    nothing; RNG calls go to torch's CPU generator. Any other attribute is a no-op returning 0.
+    """
+
+    @staticmethod
+    def mem_get_info(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        return int(vm.available), int(vm.total)
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @staticmethod
+    def get_rng_state(*args: Any, **kwargs: Any) -> torch.Tensor:
+        return torch.get_rng_state()
+
+    @staticmethod
+    def set_rng_state(state: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        torch.set_rng_state(state)
+
+    @staticmethod
+    def manual_seed(seed: int) -> None:
+        torch.manual_seed(seed)
+
+    manual_seed_all = manual_seed
+
+    @staticmethod
+    def device_count() -> int:
+        return 1
+
+    @staticmethod
+    def get_device_name(*args: Any, **kwargs: Any) -> str:
+        return "CPU"  # verl's flops counter looks this up (no promised FLOP/s: MFU is not reported)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: 0
+
+
+def _make_platform_class() -> type:
+    base = _platform_base()
+
+    class CPUPlatform(base):  # type: ignore[misc, valid-type]
+        """verl platform ``cpu``: torch CPU tensors, gloo collectives, a logical Ray ``GPU`` per worker.
+
+        Ray's placement groups (``RayResourcePool``) and verl's resource check count ``GPU``
+        resources whatever the platform, so workers still ask for one logical GPU each; the launcher
+        declares ``ray_init.num_gpus`` = the number of worker processes. Torch never sees a CUDA device.
+        """
+
+        @property
+        def device_name(self) -> str:
+            return "cpu"
+
+        @property
+        def vendor_name(self) -> str:
+            return "cpu"
+
+        @property
+        def device_module(self) -> Any:
+            return CPUDeviceModule()
+
+        def is_available(self) -> bool:
+            return True
+
+        def is_platform_available(self, use_smi_check: bool = False) -> bool:
+            return not torch.cuda.is_available()
+
+        def current_device(self) -> Any:
+            # verl moves tensors with .to(get_device_id()): an int would mean cuda:<int>
+            return "cpu"
+
+        def device_count(self) -> int:
+            return 1
+
+        def set_device(self, device_index: int) -> None:
+            return None
+
+        def synchronize(self, device_index: Optional[int] = None) -> None:
+            return None
+
+        def manual_seed(self, seed: int) -> None:
+            torch.manual_seed(seed)
+
+        def manual_seed_all(self, seed: int) -> None:
+            torch.manual_seed(seed)
+
+        def set_allocator_settings(self, settings: str) -> None:
+            return None
+
+        def empty_cache(self) -> None:
+            return None
+
+        def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
+            return None, None
+
+        def communication_backend_name(self) -> str:
+            return "gloo"
+
+        def visible_devices_envvar(self) -> str:
+            return "CUDA_VISIBLE_DEVICES"
+
+        @contextlib.contextmanager
+        def nvtx_range(self, msg: str) -> Iterator[None]:
+            yield
+
+        def profiler_start(self) -> None:
+            return None
+
+        def profiler_stop(self) -> None:
+            return None
+
+        def ray_resource_name(self) -> str:
+            return "GPU"
+
+        def ray_noset_envvars(self) -> list[str]:
+            return []
+
+        def is_ipc_supported(self) -> bool:
+            return False
+
+        def cudart(self) -> Any:
+            return None
+
+    return CPUPlatform
+
+
+CPUPlatform: type | None = None
+
+
+def register_platform() -> type:
+    """Register :class:`CPUPlatform` as verl platform ``cpu`` (idempotent); returns the class."""
+    global CPUPlatform
+    from verl.plugin.platform.platform_manager import PlatformRegistry
+
+    if CPUPlatform is None:
+        CPUPlatform = _make_platform_class()
+    if PlatformRegistry.get(PLATFORM_NAME) is not CPUPlatform:
+        PlatformRegistry.register(platform=PLATFORM_NAME)(CPUPlatform)
+    return CPUPlatform
+
+
+def register_engines() -> list[str]:
+    """Register verl's Megatron engines (language and value model) for device ``cpu``.
+
+    Answers ``ValueError: No engine registered for device='cpu' ... backend='megatron'``
+    (``verl/workers/engine/base.py``). Returns the model types registered now.
+    """
+    from verl.workers.engine.base import EngineRegistry
+    from verl.workers.engine.megatron import transformer_impl as impl
+
+    done = []
+    for model_type, cls in (("language_model", impl.MegatronEngineWithLMHead), ("value_model", impl.MegatronEngineWithValueHead)):
+        registry = EngineRegistry._engines.get(model_type, {}).get("megatron", {})
+        if PLATFORM_NAME not in registry:
+            EngineRegistry.register(model_type=model_type, backend="megatron", device=PLATFORM_NAME)(cls)
+            done.append(model_type)
+    return done
+
+
+# --- 1. the process-group backend string ------------------------------------------------------
+def _backend_needed() -> bool:
+    from verl.utils import distributed
+
+    return 'f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"' in inspect.getsource(distributed)
+
+
+def _dedupe_backend(backend: Any) -> Any:
+    """``cpu:gloo,cpu:gloo`` -> ``gloo``; any other string unchanged."""
+    if isinstance(backend, str) and "," in backend:
+        parts = dict(part.split(":", 1) for part in backend.split(",") if ":" in part)
+        if set(parts) == {"cpu"}:
+            return parts["cpu"]
+    return backend
+
+
+def _backend_apply() -> None:
+    # verl imports torch.distributed inside the function (a local name), so no module-scoped view
+    # reaches it: wrap the one torch function, rewriting only the backend string torch rejects.
+    init = torch.distributed.init_process_group
+    if getattr(init, "_rlec_dedupe", False):
+        return
+
+    @functools.wraps(init)
+    def init_process_group(*args: Any, backend: Any = None, **kwargs: Any) -> Any:
+        return init(*args, backend=_dedupe_backend(backend), **kwargs)
+
+    init_process_group._rlec_dedupe = True  # type: ignore[attr-defined]
+    torch.distributed.init_process_group = init_process_group
+
+
+# --- 2. mbridge's get_model moves every chunk to CUDA -------------------------------------------
+def _mbridge_cuda_needed() -> bool:
+    from mbridge.core import util
+
+    return "model_module.cuda(torch.cuda.current_device())" in inspect.getsource(util.get_model)
+
+
+def _mbridge_cuda_apply() -> None:
+    from mbridge.core import bridge as bridge_module
+    from mbridge.core import util
+
+    get_model = util.get_model
+
+    @functools.wraps(get_model)
+    def cpu_get_model(*args: Any, **kwargs: Any) -> Any:
+        cuda = torch.nn.Module.cuda
+        torch.nn.Module.cuda = lambda self, *a, **k: self  # scoped to this call
+        try:
+            return get_model(*args, **kwargs)
+        finally:
+            torch.nn.Module.cuda = cuda
+
+    util.get_model = cpu_get_model
+    bridge_module.get_model = cpu_get_model
+
+
+# --- 3. the TE layer spec and TE parameter names of verl's vanilla mbridge path -----------------
+def _cpu_bridge_needed() -> bool:
+    from verl.workers.engine.megatron import transformer_impl
+
+    return "from verl.models.mcore.mbridge import AutoBridge" in inspect.getsource(transformer_impl)
+
+
+class _CPUAutoBridge:
+    """``AutoBridge`` as verl's Megatron engine sees it on CPU: rlec's local-spec mbridge bridge.
+
+    ``from_config`` builds the bridge with Megatron's local layer spec, fp32 and no fusions
+    (:func:`rlec.megatron.bridge.make_bridge`), and its ``load_weights`` / ``export_weights`` see
+    the model through :class:`rlec.megatron.bridge.TENamedView` (mbridge only knows TE names).
+    """
+
+    @staticmethod
+    def from_config(hf_config: Any, dtype: Any = None, **kwargs: Any) -> Any:
+        from rlec.megatron.bridge import TENamedView, make_bridge, rope_theta
+
+        hf_config.rope_theta = rope_theta(hf_config)
+        bridge = make_bridge(hf_config, use_te=False, dtype=torch.float32)
+        set_extra = bridge.set_extra_args
+        load, export = bridge.load_weights, bridge.export_weights
+
+        def set_extra_args(**extra: Any) -> None:
+            from rlec.megatron.bridge import CPU_CONFIG_OVERRIDES
+
+            # verl passes the layout's overrides (grouped GEMM, permute fusion, ...): CPU wins
+            set_extra(**{**extra, **CPU_CONFIG_OVERRIDES})
+
+        def views(models: Any) -> list[Any]:
+            return [TENamedView(m) for m in (models if isinstance(models, (list, tuple)) else [models])]
+
+        bridge.set_extra_args = set_extra_args
+        bridge.load_weights = lambda models, path, *a, **k: load(views(models), path, *a, **k)
+        bridge.export_weights = lambda models, *a, **k: export(views(models), *a, **k)
+        return bridge
+
+
+def _cpu_bridge_apply() -> None:
+    import verl.models.mcore.mbridge as verl_mbridge
+
+    verl_mbridge.AutoBridge = _CPUAutoBridge
+
+
+# --- 4. fp32 parameters (CPU has no bf16 Megatron kernels worth using) ---------------------------
+def _fp32_needed() -> bool:
+    from verl.workers.config.engine import McoreEngineConfig
+
+    return 'assert self.dtype in ["bfloat16", "float16"]' in inspect.getsource(McoreEngineConfig.__post_init__)
+
+
+def _fp32_apply() -> None:
+    from verl.workers.config.engine import McoreEngineConfig
+
+    post_init = McoreEngineConfig.__post_init__
+    if getattr(post_init, "_rlec_fp32", False):
+        return
+
+    @functools.wraps(post_init)
+    def __post_init__(self: Any) -> None:
+        if self.dtype not in ("float32", "fp32"):
+            return post_init(self)
+        object.__setattr__(self, "dtype", "bfloat16")  # pass verl's check, then restore
+        try:
+            post_init(self)
+        finally:
+            object.__setattr__(self, "dtype", "float32")
+
+    __post_init__._rlec_fp32 = True  # type: ignore[attr-defined]
+    McoreEngineConfig.__post_init__ = __post_init__
+
+
+# --- 5. the padded-batch (BSHD) attention mask for Megatron's local attention ------------------
+def _bshd_mask_needed() -> bool:
+    from verl.models.mcore import model_forward
+
+    return "attention_mask = attention_mask_bshd" in inspect.getsource(model_forward.gptmodel_forward_model_engine)
+
+
+def causal_padding_mask(valid: torch.Tensor) -> torch.Tensor:
+    """Megatron's local-attention mask from a right-padded validity mask.
+
+    Args:
+        valid: (batch, seq) bool, True on real tokens (verl's ``preprocess_bshd_engine``).
+
+    Returns:
+        (batch, 1, seq, seq) bool, True where attention is masked out: key after the query
+        (causal) or a padding key. Megatron's ``DotProductAttention`` fills those with -10000.
+    """
+    seq = valid.shape[1]
+    causal = torch.ones(seq, seq, dtype=torch.bool, device=valid.device).tril_()
+    allowed = causal[None, None, :, :] & valid[:, None, None, :].bool()
+    return ~allowed
+
+
+def _bshd_mask_apply() -> None:
+    from verl.models.mcore import model_forward
+
+    preprocess = model_forward.preprocess_bshd_engine
+    if getattr(preprocess, "_rlec_mask", False):
+        return
+
+    @functools.wraps(preprocess)
+    def preprocess_bshd_engine(*args: Any, **kwargs: Any) -> Any:
+        ids, mask, positions = preprocess(*args, **kwargs)
+        if mask is not None and mask.dim() == 2:
+            mask = causal_padding_mask(mask)
+        return ids, mask, positions
+
+    postprocess = model_forward.postprocess_bshd_engine
+
+    @functools.wraps(postprocess)
+    def postprocess_bshd_engine(output: Any, attention_mask: Any, *args: Any, **kwargs: Any) -> Any:
+        if attention_mask is not None and attention_mask.dim() == 4:
+            attention_mask = ~attention_mask[:, 0, -1, :]  # the last query sees every valid key
+        return postprocess(output, attention_mask, *args, **kwargs)
+
+    preprocess_bshd_engine._rlec_mask = True  # type: ignore[attr-defined]
+    model_forward.preprocess_bshd_engine = preprocess_bshd_engine
+    model_forward.postprocess_bshd_engine = postprocess_bshd_engine
+
+
+# --- 6. Megatron's RNG tracker is never seeded without an accelerator ----------------------------
+def _rng_seed_needed() -> bool:
+    from verl.workers.engine.megatron import utils
+
+    return "if is_device_available and get_torch_device().device_count() > 0" in inspect.getsource(utils.set_random_seed)
+
+
+def _rng_seed_apply() -> None:
+    from verl.workers.engine.megatron import utils
+
+    # set_random_seed seeds model_parallel_cuda_manual_seed only "when an accelerator is present";
+    # rlec.megatron.compat's rng_tracker shim keeps that tracker on torch's CPU generator
+    utils.is_device_available = True
+
+
+# --- 7. megatron-core's own CPU shims, in every worker ----------------------------------------
+def _megatron_needed() -> bool:
+    return not torch.cuda.is_available()
+
+
+def _megatron_apply() -> None:
+    from rlec.megatron.compat import apply_cpu_shims
+
+    apply_cpu_shims()
+
+
+VERL_SHIMS: tuple[Shim, ...] = (
+    Shim("process_group_backend", "ValueError: Duplicate device type cpu in backend string: cpu:gloo,cpu:gloo "
+         "(verl.utils.distributed builds cpu:gloo,<device>:<backend>)", _backend_needed, _backend_apply),
+    Shim("mbridge_get_model_cuda", "AssertionError: Torch not compiled with CUDA enabled (mbridge.core.util.get_model: "
+         "model_module.cuda(torch.cuda.current_device()))", _mbridge_cuda_needed, _mbridge_cuda_apply),
+    Shim("mbridge_cpu_spec", "NameError: TENorm / KeyError on TE parameter names (verl builds mbridge's TE layer spec "
+         "and loads by TE names)", _cpu_bridge_needed, _cpu_bridge_apply),
+    Shim("megatron_fp32", "AssertionError: dtype float32 not supported (McoreEngineConfig accepts bfloat16 / float16; "
+         "precision=fp32 is the CPU path's dtype, as in the local run)", _fp32_needed, _fp32_apply),
+    Shim("bshd_attention_mask", "RuntimeError: The size of tensor a (S) must match the size of tensor b (B) at non-singleton "
+         "dimension 2 (verl passes a (batch, seq) padding mask that only TE attention reads; Megatron's local "
+         "DotProductAttention needs (batch, 1, seq, seq))", _bshd_mask_needed, _bshd_mask_apply),
+    Shim("megatron_rng_seed", "Exception: cuda rng state model-parallel-rng is not added (verl's set_random_seed skips "
+         "model_parallel_cuda_manual_seed without an accelerator)", _rng_seed_needed, _rng_seed_apply),
+    Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.megatron.compat.SHIMS)", _megatron_needed, _megatron_apply),
+)
+
+
+def probe_verl_shims() -> dict[str, bool]:
+    """For each verl-side shim, whether the unpatched library still shows what it answers (no patching)."""
+    return {shim.name: bool(shim.needed()) for shim in VERL_SHIMS if shim.name != "megatron_core_cpu"}
+
+
+def enable_cpu(force: bool = False) -> list[str]:
+    """Register the CPU platform and engines and apply :data:`VERL_SHIMS` (see the module docstring).
+
+    Args:
+        force: apply even without ``VERL_PLATFORM=cpu`` (tests); never on a CUDA machine.
+
+    Returns:
+        The shims applied in this process (empty when not requested or CUDA is present).
+    """
+    if torch.cuda.is_available() or not (force or cpu_requested()):
+        return []
+    register_platform()
+    register_engines()
+    for shim in VERL_SHIMS:
+        if shim.name in APPLIED or shim.name in NOT_NEEDED:
+            continue
+        if shim.needed():
+            shim.apply()
+            APPLIED.append(shim.name)
+        else:
+            NOT_NEEDED.append(shim.name)
+    return list(APPLIED)

@@ -1,0 +1,298 @@
+"""A CPU rollout for verl 0.9.1: transformers generation behind verl's async rollout-server interface.
+
+verl 0.9.1 registers only vLLM, SGLang and TensorRT-LLM rollouts (``_ROLLOUT_REGISTRY`` in
+``verl/workers/rollout/base.py``, ``RolloutReplicaRegistry`` in ``verl/workers/rollout/replica.py``),
+all GPU-only. This module registers ``actor_rollout_ref.rollout.name=rlec_hf`` in both, so verl's own
+trainer, agent loop (``AgentLoopWorkerTQ`` -> ``LLMServerClient.generate``) and weight-sync path
+(``CheckpointEngineManager.update_weights`` -> ``ActorRolloutRefWorker.update_weights`` -> the
+rollout's ``update_weights``, backend ``naive``) run unchanged on CPU:
+
+- :class:`HFRolloutReplica` (verl's ``RolloutReplica``) starts one :class:`HFRolloutServer` Ray actor
+  per replica, holding the Hugging Face model of ``actor_rollout_ref.model.path`` in fp32;
+- :class:`HFRolloutServer` answers ``generate(prompt_ids, sampling_params, request_id)`` with a
+  ``TokenOutput`` like vLLM's server. Requests that arrive together are generated as one batch per
+  distinct (temperature, top-p, top-k, max tokens) through rlec's one generation engine
+  (:class:`rlec.generation.HFEngine`, exact inverse-CDF sampling), so E3's per-prompt temperature
+  and verl's per-prompt ``__rollout_n__`` (each sample is one request) work as with vLLM;
+- :class:`HFServerAdapter` (verl's ``BaseRollout``, built inside each trainer worker) receives the
+  trainer's exported Hugging Face weights and loads them into the server's model
+  (:func:`rlec.megatron.hf_sync.load_into_hf_model`: per-expert hub names -> transformers' fused experts).
+
+What it does **not** cover that vLLM does on GPUs (``tests/verl_plugin/test_cpu_rollout.py`` pins each):
+
+- per-request seeds: one seed per generated batch (derived from ``rollout.seed``, the replica and a
+  batch counter), so a sample's draws depend on the batch it lands in (vLLM: per-request generators);
+- log-probs of the sampled tokens (``rollout.calculate_log_probs``, used by rollout correction /
+  TIS): refused, the server returns none;
+- tensor / pipeline / expert parallel rollout (one process per replica), prefix caching, continuous
+  batching (a batch runs to its longest response), chunked prefill, sleep mode (weights stay in memory),
+  multi-modal inputs, routed-expert replay, partial rollout (abort is a no-op: a batch always finishes),
+  FP8 rollout quantization and ``repetition_penalty`` != 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any, Generator
+
+import ray
+import torch
+
+ROLLOUT_NAME = "rlec_hf"
+# requests arriving within this window of each other are generated as one batch
+BATCH_WINDOW_S = 0.05
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["HFRolloutReplica", "HFRolloutServer", "HFServerAdapter", "ROLLOUT_NAME", "register_rollout", "server_name"]
+
+
+def server_name(replica_rank: int) -> str:
+    """Ray actor name of replica ``replica_rank``'s server (how the trainer workers find it)."""
+    return f"rlec_hf_server_{replica_rank}"
+
+
+def max_new_tokens(prompt_len: int, sampling_params: dict[str, Any], response_length: int, prompt_length: int) -> int:
+    """Response budget of one request, as verl's vLLM server computes it.
+
+    ``max_tokens`` (or ``max_new_tokens``) from the request when given, else
+    ``min(response_length, prompt_length + response_length - prompt_len)``; at least 1.
+    """
+    if "max_tokens" in sampling_params:
+        budget = int(sampling_params.pop("max_tokens"))
+    elif "max_new_tokens" in sampling_params:
+        budget = int(sampling_params.pop("max_new_tokens"))
+    else:
+        budget = min(response_length, prompt_length + response_length - prompt_len)
+    return max(1, budget)
+
+
+class HFRolloutServer:
+    """One rollout replica's generation server on CPU (a Ray actor; see the module docstring).
+
+    Args:
+        config: verl's ``RolloutConfig`` (``response_length``, ``prompt_length``, ``seed``, ...).
+        model_config: verl's ``HFModelConfig`` (``local_path``: the Hugging Face folder).
+        replica_rank: the replica's index.
+    """
+
+    def __init__(self, config: Any, model_config: Any, replica_rank: int = 0) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from rlec.generation import HFEngine
+
+        self.config = config
+        self.replica_rank = int(replica_rank)
+        from verl.utils.config import omega_conf_to_dataclass
+        from verl.workers.config import HFModelConfig
+
+        if not isinstance(model_config, HFModelConfig):  # the replica passes the DictConfig section
+            model_config = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
+        path = model_config.local_path
+        threads = int(os.environ.get("RLEC_ROLLOUT_THREADS", "0"))
+        if threads > 0:
+            torch.set_num_threads(threads)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        self.engine = HFEngine(model, tokenizer)
+        self.global_steps: int | None = None
+        self.batches = 0
+        self.seed = int(getattr(config, "seed", 0) or 0)
+        self._pending: list[tuple[dict[str, Any], asyncio.Future]] = []
+        self._drain: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+        self.stats = {"requests": 0, "batches": 0, "generated_tokens": 0, "seconds": 0.0, "weight_updates": 0}
+
+    # ---- generation ---------------------------------------------------------------------------
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str, **kwargs: Any) -> Any:
+        """Token in, token out: the response ids of one sampled continuation (verl's ``TokenOutput``).
+
+        Raises:
+            ValueError: log-probs requested, a repetition penalty other than 1, or multi-modal data.
+        """
+        from verl.workers.rollout.replica import TokenOutput
+
+        params = dict(sampling_params)
+        if params.pop("logprobs", False):
+            raise ValueError(f"rollout {ROLLOUT_NAME} returns no log-probs: set actor_rollout_ref.rollout.calculate_log_probs=false")
+        if float(params.pop("repetition_penalty", 1.0)) != 1.0:
+            raise ValueError(f"rollout {ROLLOUT_NAME} supports repetition_penalty=1.0 only")
+        if any(kwargs.get(k) is not None for k in ("image_data", "video_data", "audio_data")):
+            raise ValueError(f"rollout {ROLLOUT_NAME} is text-only")
+        ids = [int(t) for t in prompt_ids]
+        budget = max_new_tokens(len(ids), params, int(self.config.response_length), int(self.config.prompt_length))
+        key = (float(params.get("temperature", 1.0)), float(params.get("top_p", 1.0)), int(params.get("top_k", -1) or -1), budget)
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append(({"ids": ids, "key": key}, future))
+        if self._drain is None or self._drain.done():
+            self._drain = asyncio.create_task(self._drain_pending())
+        tokens, reason = await future
+        return TokenOutput(token_ids=tokens, log_probs=None, stop_reason="completed" if reason in ("stop", "length") else reason,
+                           extra_fields={"global_steps": self.global_steps})
+
+    async def _drain_pending(self) -> None:
+        """Wait until requests stop arriving for :data:`BATCH_WINDOW_S`, then generate them by sampling key."""
+        seen = -1
+        while seen != len(self._pending):
+            seen = len(self._pending)
+            await asyncio.sleep(BATCH_WINDOW_S)
+        async with self._lock:
+            batch, self._pending = self._pending, []
+            groups: dict[tuple, list[tuple[dict[str, Any], asyncio.Future]]] = {}
+            for item in batch:
+                groups.setdefault(item[0]["key"], []).append(item)
+            for key, items in groups.items():
+                try:
+                    results = await asyncio.to_thread(self._sample, [req["ids"] for req, _ in items], key)
+                except Exception as exc:  # every waiting request sees the failure
+                    for _, fut in items:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                for (_, fut), result in zip(items, results, strict=True):
+                    if not fut.done():
+                        fut.set_result(result)
+        if self._pending:  # arrived while generating
+            self._drain = asyncio.create_task(self._drain_pending())
+
+    def _sample(self, prompt_ids: list[list[int]], key: tuple) -> list[tuple[list[int], str]]:
+        temperature, top_p, top_k, budget = key
+        self.batches += 1
+        seed = (self.seed * 1_000_003 + self.replica_rank * 10_007 + self.batches) % (2**31)
+        start = time.perf_counter()
+        out = self.engine.sample(prompt_ids, n=1, max_new_tokens=budget, temperature=max(temperature, 0.0), top_p=top_p,
+                                 top_k=top_k, seed=seed)
+        lengths = out.response_mask.sum(dim=1).tolist()
+        self.stats["requests"] += len(prompt_ids)
+        self.stats["batches"] += 1
+        self.stats["generated_tokens"] += int(sum(lengths))
+        self.stats["seconds"] += time.perf_counter() - start
+        return [(out.responses[i, : int(n)].tolist(), out.finish_reasons[i]) for i, n in enumerate(lengths)]
+
+    # ---- weights ------------------------------------------------------------------------------
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> int:
+        """Load hub-layout Hugging Face weights (what mbridge exports) into the model; returns the count."""
+        from rlec.megatron.hf_sync import load_into_hf_model
+
+        count = load_into_hf_model(self.engine.model, weights)
+        self.stats["weight_updates"] += 1
+        return count
+
+    def set_global_steps(self, global_steps: int) -> None:
+        """The weights' version, returned in every ``TokenOutput.extra_fields["global_steps"]`` (as vLLM's server)."""
+        self.global_steps = global_steps
+
+    def get_stats(self) -> dict[str, Any]:
+        """Requests, batches, generated tokens, generation seconds and weight updates so far."""
+        return dict(self.stats)
+
+    # ---- verl's server control surface: memory stays where it is on CPU ---------------------------
+    async def wake_up(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def sleep(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def clear_kv_cache(self) -> None:
+        return None
+
+    async def release_kv_cache(self) -> None:
+        return None
+
+    async def resume_kv_cache(self) -> None:
+        return None
+
+    async def abort_all_requests(self, reject_request: bool = False) -> None:
+        return None
+
+    async def resume_generation(self) -> None:
+        return None
+
+    async def start_profile(self, **kwargs: Any) -> None:
+        return None
+
+    async def stop_profile(self) -> None:
+        return None
+
+
+def _replica_base() -> type:
+    from verl.workers.rollout.replica import RolloutReplica
+
+    return RolloutReplica
+
+
+def _adapter_base() -> type:
+    from verl.workers.rollout.base import BaseRollout
+
+    return BaseRollout
+
+
+class HFRolloutReplica(_replica_base()):  # type: ignore[misc]
+    """verl ``RolloutReplica`` of :class:`HFRolloutServer`: one CPU actor, no GPU of its own."""
+
+    def rollout_worker_use_gpu(self) -> bool:
+        return False
+
+    async def launch_servers(self) -> None:
+        server_cls = ray.remote(HFRolloutServer)
+        server = server_cls.options(name=server_name(self.replica_rank), num_cpus=0,
+                                    max_concurrency=self.max_concurrency).remote(self.config, self.model_config, self.replica_rank)
+        await server.get_stats.remote()  # the model is loaded once this answers
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = f"{ROLLOUT_NAME}://replica-{self.replica_rank}"
+
+
+class HFServerAdapter(_adapter_base()):  # type: ignore[misc]
+    """The trainer worker's side of :class:`HFRolloutServer`: weight updates (verl ``BaseRollout``)."""
+
+    def __init__(self, config: Any, model_config: Any, device_mesh: Any, replica_rank: int = -1) -> None:
+        super().__init__(config, model_config, device_mesh)
+        rank = int(os.environ.get("RANK", "0"))
+        world = int(self.config.tensor_model_parallel_size) * int(self.config.data_parallel_size) * int(
+            self.config.pipeline_model_parallel_size)
+        self.replica_rank = rank // world if replica_rank == -1 else replica_rank
+        self.rollout_rank = rank % world
+        self.server_handle: Any = None
+
+    def _server(self) -> Any:
+        if self.server_handle is None:
+            self.server_handle = ray.get_actor(server_name(self.replica_rank))
+        return self.server_handle
+
+    async def resume(self, tags: list[str]) -> None:
+        return None
+
+    async def release(self) -> None:
+        return None
+
+    async def update_weights(self, weights: Generator[tuple[str, torch.Tensor], None, None], wire_format: str = "named_tensors",
+                             global_steps: int | None = None, **kwargs: Any) -> None:
+        """Send the trainer's exported weights to this replica's server (its first rank does; all ranks drain the generator).
+
+        Raises:
+            ValueError: ``wire_format`` other than ``named_tensors`` (delta sync is vLLM-only) or LoRA adapters.
+        """
+        if wire_format != "named_tensors":
+            raise ValueError(f"rollout {ROLLOUT_NAME} takes full named tensors, got wire_format={wire_format!r}")
+        if kwargs.get("peft_config") is not None:
+            raise ValueError(f"rollout {ROLLOUT_NAME} does not take LoRA adapters")
+        tensors = {name: tensor.detach().to("cpu", copy=True) for name, tensor in weights}
+        if self.rollout_rank != 0:
+            return
+        server = self._server()
+        await server.load_weights.remote(tensors)
+        if global_steps is not None:
+            await server.set_global_steps.remote(global_steps)
+
+
+def register_rollout() -> None:
+    """Register ``rlec_hf`` in verl's rollout registries (idempotent)."""
+    from verl.workers.rollout import base
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{__name__}.HFServerAdapter"
+    RolloutReplicaRegistry.register(ROLLOUT_NAME, lambda: HFRolloutReplica)

@@ -1,0 +1,91 @@
+"""The CPU rollout ``rlec_hf`` (rlec.verl_plugin.cpu_rollout): verl's rollout-server interface on transformers.
+
+The server is exercised as a plain object (no Ray): requests arrive concurrently as verl's agent loop
+sends them, with per-request sampling params. What it does not cover that vLLM does is pinned by the
+refusals below and listed in the module docstring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from rlec.verl_plugin import cpu_rollout as cr
+
+
+def _config(response_length=8, prompt_length=32, seed=0):
+    return SimpleNamespace(response_length=response_length, prompt_length=prompt_length, seed=seed)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_moe_dir):
+    return cr.HFRolloutServer(_config(), SimpleNamespace(local_path=str(tiny_moe_dir)), replica_rank=0)
+
+
+def _generate_all(server, requests):
+    async def run():
+        return await asyncio.gather(*[server.generate(prompt_ids=ids, sampling_params=dict(sp), request_id=str(i))
+                                      for i, (ids, sp) in enumerate(requests)])
+    return asyncio.run(run())
+
+
+def test_response_budget_follows_verls_vllm_server():
+    assert cr.max_new_tokens(10, {}, response_length=8, prompt_length=32) == 8
+    assert cr.max_new_tokens(38, {}, response_length=8, prompt_length=32) == 2  # prompt + response budget
+    assert cr.max_new_tokens(10, {"max_tokens": 3}, response_length=8, prompt_length=32) == 3
+    assert cr.max_new_tokens(50, {}, response_length=8, prompt_length=32) == 1  # never below 1
+
+
+def test_concurrent_requests_are_batched_per_sampling_key(server):
+    before = server.get_stats()
+    prompts = [[151644, 872, 198, 16 + i] for i in range(6)]
+    requests = [(ids, {"temperature": 1.0 if i % 2 else 0.7, "top_p": 1.0, "top_k": -1}) for i, ids in enumerate(prompts)]
+    outs = _generate_all(server, requests)
+    after = server.get_stats()
+    assert after["requests"] - before["requests"] == 6
+    assert after["batches"] - before["batches"] == 2  # one batch per temperature, not one per request
+    for out in outs:
+        assert 1 <= len(out.token_ids) <= 8 and out.stop_reason == "completed" and out.log_probs is None
+
+
+def test_greedy_requests_are_deterministic_and_prompt_specific(server):
+    sp = {"temperature": 0.0, "top_p": 1.0, "top_k": -1}
+    a = _generate_all(server, [([151644, 872, 198, 20], sp), ([151644, 872, 198, 21], sp)])
+    b = _generate_all(server, [([151644, 872, 198, 20], sp)])
+    assert a[0].token_ids == b[0].token_ids
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"logprobs": True}, "log-probs"),
+    ({"repetition_penalty": 1.2}, "repetition_penalty"),
+])
+def test_what_vllm_does_and_this_rollout_does_not_is_refused(server, params, message):
+    with pytest.raises(ValueError, match=message):
+        _generate_all(server, [([151644, 872], {"temperature": 1.0, **params})])
+
+
+def test_weight_update_changes_the_served_model(server):
+    from rlec.megatron.hf_sync import model_to_hub_state
+
+    model = server.engine.model
+    hub = model_to_hub_state(model, {k: v.clone() for k, v in model.state_dict().items()})
+    name = next(k for k in hub if k.endswith("embed_tokens.weight"))
+    hub[name] = torch.zeros_like(hub[name])
+    server.set_global_steps(7)
+    assert server.load_weights(hub) > 0
+    assert float(model.get_input_embeddings().weight.abs().sum()) == 0.0
+    out = _generate_all(server, [([151644, 872], {"temperature": 0.0})])[0]
+    assert out.extra_fields["global_steps"] == 7  # the weights' version, as vLLM's server reports it
+
+
+def test_registered_in_both_of_verls_rollout_registries():
+    from verl.workers.rollout.base import get_rollout_class
+    from verl.workers.rollout.replica import get_rollout_replica_class
+
+    cr.register_rollout()
+    assert get_rollout_class(cr.ROLLOUT_NAME) is cr.HFServerAdapter
+    assert get_rollout_replica_class(cr.ROLLOUT_NAME) is cr.HFRolloutReplica
+    assert cr.HFRolloutReplica.rollout_worker_use_gpu(object.__new__(cr.HFRolloutReplica)) is False
