@@ -8,13 +8,13 @@ import random
 import pytest
 
 from rlec.algorithms.e3 import (
+    E3Controller,
     E3Settings,
     PromptHistory,
     TemperatureScheduler,
     allocate_rollouts,
     anneal_factor,
     length_bias_factor,
-    length_bias_mu,
     temperature_update,
 )
 
@@ -144,10 +144,45 @@ def test_length_bias_hand_computed_and_keeps_reward_positive():
     assert length_bias_factor(3000, 0.001) == pytest.approx(0.25)
     assert length_bias_factor(0, 0.001) == 1.0 and length_bias_factor(500, 0.0) == 1.0
     assert 0 < 0.1 * length_bias_factor(10**9, 1.0)  # a tiny positive reward stays positive
-    assert length_bias_mu(0.05, 0.001, 0.1) == 0.001 and length_bias_mu(0.1, 0.001, 0.1) == 0.001
-    assert length_bias_mu(0.2, 0.001, 0.1) == 0.0 and length_bias_mu(None, 0.001, 0.1) == 0.0
     with pytest.raises(ValueError):
         length_bias_factor(-1, 0.001)
+
+
+def _history_with_30_always_solved() -> tuple[PromptHistory, list[str]]:
+    keys = [f"q{i:03d}" for i in range(100)]
+    history = PromptHistory()
+    for i, key in enumerate(keys):  # q000..q029 always right (rank 0, tied); the rest right 1..70 times in 100
+        solved = 100 if i < 30 else i - 29
+        history.update([key] * 100, [j < solved for j in range(100)])
+    return history, keys
+
+
+def test_length_bias_easy_share_is_exact_when_30_prompts_tie_at_rank_0():
+    history, keys = _history_with_30_always_solved()
+    assert history.ranks(keys)[:30] == [0.0] * 30  # the 30 share rank 0: a rank cut would bias all 30
+    easy = history.easiest(0.1)
+    assert len(easy) == 10 and easy <= set(keys[:30])  # 10 % of the prompts, all from the tied easiest
+    assert history.easiest(0.1) == easy  # the same 10 on every call
+    restored = PromptHistory()
+    restored.load_state_dict(history.state_dict())
+    assert restored.easiest(0.1) == easy  # and after a resume (the tie-break is a stable digest, not hash())
+    assert len(history.easiest(0.35)) == 35 and set(keys[:30]) <= history.easiest(0.35)  # ties first, then by rank
+    assert history.easiest(0.0) == frozenset() and len(history.easiest(1.0)) == 100
+    with pytest.raises(ValueError, match="penalty_threshold"):
+        history.easiest(1.5)
+
+
+def test_controller_biases_exactly_the_configured_share_of_prompts():
+    history, keys = _history_with_30_always_solved()
+    settings = E3Settings.from_config({"rlec": {"e3": {"enable": True, "temperature": {"enable": False},
+                                                       "budget": {"enable": False},
+                                                       "length_bias": {"mu": 0.001, "penalty_threshold": 0.1}}}})
+    controller = E3Controller(settings, n=8, temperature=1.0, vocab_size=None)
+    controller.history = history
+    plans = [controller.plan(keys) for _ in range(3)]
+    biased = [{k for k, mu in zip(keys, p.length_mu) if mu > 0} for p in plans]
+    assert len(biased[0]) == 10 and biased[0] == biased[1] == biased[2] == history.easiest(0.1)
+    assert all(mu in (0.0, 0.001) for mu in plans[0].length_mu)
 
 
 def test_settings_defaults_nested_keys_and_errors():

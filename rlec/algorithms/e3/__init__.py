@@ -26,9 +26,11 @@ call them.
    lam raised first (harder prompts gain in proportion to their rank, as in E3), the floor c only
    once every prompt of positive rank is at n_max; rounded by largest remainder, so n_min <= n_i
    <= n_max and a harder prompt never gets fewer.
-4. Length bias (:func:`length_bias_factor`): a correct response of a prompt with rank <=
-   ``penalty_threshold`` has its reward multiplied by 1 - mu l / (1 + mu l) = 1 / (1 + mu l),
-   l its length in tokens; the reward stays > 0, so answering correctly still beats abstaining.
+4. Length bias (:func:`length_bias_factor`): the easy prompts are exactly the easiest
+   ``penalty_threshold`` share of the remembered prompts (floor(share x m) of m, by rank, ties by
+   a stable digest of the key: :meth:`PromptHistory.easiest`); a correct response of an easy
+   prompt has its reward multiplied by 1 - mu l / (1 + mu l) = 1 / (1 + mu l), l its length in
+   tokens; the reward stays > 0, so answering correctly still beats abstaining.
 
 How this differs from the public E3 code (FSDP only):
 
@@ -53,7 +55,6 @@ from rlec.algorithms.e3.budget import (
     PromptHistory,
     allocate_rollouts,
     length_bias_factor,
-    length_bias_mu,
 )
 from rlec.algorithms.e3.controller import BatchPlan, E3Controller
 from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
@@ -75,6 +76,5 @@ __all__ = [
     "allocate_rollouts",
     "anneal_factor",
     "length_bias_factor",
-    "length_bias_mu",
     "temperature_update",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Hashable, Mapping, Sequence
 
-from rlec.algorithms.e3.budget import PromptHistory, allocate_rollouts, length_bias_mu
+from rlec.algorithms.e3.budget import PromptHistory, allocate_rollouts
 from rlec.algorithms.e3.settings import E3Settings
 from rlec.algorithms.e3.temperature import TemperatureScheduler
 
@@ -32,7 +32,8 @@ class BatchPlan:
     Attributes:
         ranks: difficulty rank per prompt in [0, 1], None for a prompt never seen.
         rollout_n: responses per prompt (sum = n x prompts; all n when the budget is off).
-        length_mu: the length-bias coefficient per prompt (0 = no bias).
+        length_mu: the length-bias coefficient per prompt: mu for an easy prompt
+            (:meth:`PromptHistory.easiest`), else 0.
         temperature: the sampling temperature of this step.
     """
 
@@ -86,7 +87,8 @@ class E3Controller:
         s = self.settings
         ranks = self.history.ranks(prompt_keys)
         counts = allocate_rollouts(ranks, self.n, s.n_min, s.n_max) if s.budget_enable else [self.n] * len(ranks)
-        mus = [length_bias_mu(r, s.mu, s.penalty_threshold) if s.length_bias_enable else 0.0 for r in ranks]
+        easy = self.history.easiest(s.penalty_threshold) if s.length_bias_enable else frozenset()
+        mus = [float(s.mu) if str(key) in easy else 0.0 for key in prompt_keys]
         self._planned_n.extend(counts)
         return BatchPlan(ranks=ranks, rollout_n=counts, length_mu=mus, temperature=self.temperature)
 
