@@ -67,6 +67,38 @@ def test_scheduler_both_regimes_and_clipping():
         collapsed.update(float("inf"), 2, 10)
 
 
+def test_unbounded_scheduler_follows_the_method_unclipped():
+    # the method never clips (E3 Sec. 3.2): with both bounds null T follows the bare update, past 1.5
+    free = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.4, target_entropy=0.8, t_min=None, t_max=None,
+                                anneal=False)
+    expected = temperature_update(1.4, 0.2, 0.8, QWEN3_VOCAB)  # 1.4 (1 + 1.4 ln 4 / 14.41037) = 1.588554
+    assert expected == pytest.approx(1.588554, abs=1e-6)
+    assert free.update(0.2, 1, 50) == expected and not free.clipped
+    bounded = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.4, target_entropy=0.8, anneal=False)
+    assert bounded.update(0.2, 1, 50) == 1.5 and bounded.clipped  # the default safety bound acts, and says so
+
+
+def test_unbounded_scheduler_refuses_a_non_positive_temperature():
+    # T = 1.5, H* / H = 1e-6: 1.5 (1 + 1.5 ln(1e-6) / 14.41) < 0; with no lower bound this is an error, not a clip
+    free = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.5, target_entropy=1e-6, t_min=None, t_max=None,
+                                anneal=False)
+    with pytest.raises(ValueError, match=r"rlec\.e3\.temperature\.min/max"):
+        free.update(1.0, 1, 50)
+
+
+def test_temperature_bounds_are_nullable_in_settings_and_controller():
+    cfg = {"rlec": {"e3": {"enable": True, "temperature": {"min": None, "max": None, "target_entropy": 1.0}}}}
+    s = E3Settings.from_config(cfg)
+    assert (s.t_min, s.t_max) == (None, None) and s.temperature_in_bounds(3.0)
+    assert (E3Settings.from_config({"rlec": {"e3": {"temperature": {}}}}).t_min, E3Settings().t_max) == (0.5, 1.5)
+    controller = E3Controller(s, n=8, temperature=2.5, vocab_size=QWEN3_VOCAB)  # T_0 = 2.5 is fine with no bound
+    assert controller.observe(1, 10, 0.5, [], [])["e3/temperature_clipped"] == 0.0 and controller.temperature > 2.5
+    with pytest.raises(ValueError, match="outside"):
+        E3Controller(E3Settings.from_config({"rlec": {"e3": {"temperature": {"min": None}}}}), 8, 2.5, QWEN3_VOCAB)
+    with pytest.raises(ValueError, match=r"temperature\.min/max"):
+        E3Settings.from_config({"rlec": {"e3": {"temperature": {"min": None, "max": 0.0}}}})
+
+
 def test_annealed_target_is_used_late_in_training():
     s = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.0, target_entropy=2.0)
     assert s.target(10, 100) == 2.0 and s.target(80, 100) == pytest.approx(1.9) and s.target(100, 100) == pytest.approx(1.8)

@@ -11,7 +11,10 @@ call them.
    that step (verl's ``actor/entropy``: exact, full vocabulary, at the step's temperature), V
    the vocabulary size and H* the target::
 
-       T_{t+1} = clip(T_t * (1 + T_t * ln(H* / H_t) / (ln V + ln ln V)), T_min, T_max)
+       T_{t+1} = T_t * (1 + T_t * ln(H* / H_t) / (ln V + ln ln V))
+
+   then clipped to rlec's safety bound [T_min, T_max] (not part of E3; either side may be null:
+   :mod:`.temperature`).
 
    H* is the mean entropy of the first ``init_steps`` steps (the temperature stays at T_0
    meanwhile) or a configured value. Annealing: from ``anneal_start`` (0.6) of training,
@@ -36,7 +39,8 @@ How this differs from the public E3 code (FSDP only):
 
 - the scheduler steps on ``actor/entropy``; the committed code steps on ``actor/entropy_loss``,
   which verl does not log when ``entropy_coeff = 0``, so its temperature never moves. It also
-  never clips T; here T stays in [T_min, T_max], and a zero entropy sends T to T_max;
+  never clips T; here T is clipped to a configurable safety bound (default [0.5, 1.5], null = none),
+  and a zero entropy is read as 1e-8 nats (docs/e3.md lists every difference and its reason);
 - budgets are exact and bounded: the original's rounding fix-up can exceed n_max, it gives
   unseen prompts n_min (here: n), and it widens [n_min, n_max] per epoch (here: fixed);
 - ranks come from a running per-prompt history at batch time, not from a per-epoch dataset pass;

@@ -67,7 +67,7 @@ class E3Controller:
             if vocab_size is None:
                 raise ValueError("rlec.e3.temperature needs the vocabulary size: set rlec.e3.temperature.vocab_size "
                                  "or a model folder whose config.json has vocab_size")
-            if not settings.t_min <= self.initial_temperature <= settings.t_max:
+            if not settings.temperature_in_bounds(self.initial_temperature):
                 raise ValueError(f"actor_rollout_ref.rollout.temperature {self.initial_temperature} is outside "
                                  f"rlec.e3.temperature [min, max] = [{settings.t_min}, {settings.t_max}]")
             self.scheduler = TemperatureScheduler(
@@ -116,7 +116,8 @@ class E3Controller:
 
         Returns:
             ``e3/temperature`` (T of this step), ``e3/entropy``, ``e3/target_entropy`` (once
-            known), ``e3/rollout_n/{min,mean,max}`` (over the prompts planned since the last
+            known), ``e3/temperature_clipped`` (1 when the safety bound changed the next T),
+            ``e3/rollout_n/{min,mean,max}`` (over the prompts planned since the last
             call), ``e3/length_bias/{mean,count}`` (mean factor over the correct responses of
             biased prompts; 1.0 when there were none), ``e3/seen_prompts``.
         """
@@ -138,6 +139,7 @@ class E3Controller:
                 target = target if target is not None else self.scheduler.target(step, total_steps)
                 if target is not None:
                     metrics["e3/target_entropy"] = target
+                metrics["e3/temperature_clipped"] = float(self.scheduler.clipped)
         metrics["e3/seen_prompts"] = float(len(self.history))
         return metrics
 
