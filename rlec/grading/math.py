@@ -164,6 +164,9 @@ class MathVerifyPool:
     complete). The pool is then rebuilt, at most ``3`` times in ``60`` s, and every item that was
     not decided in the broken pool is scheduled again in the new one (each item at most once
     more), so a killed worker costs no verdict. The broken pool's surviving workers are stopped.
+    A worker killed while it runs an item (pebble: ``ProcessExpired``; the pool keeps running)
+    is retried the same way: the item runs once more in a fresh worker, and only a second death
+    under it makes it a grader error. A worker killed for the item's timeout is not retried.
 
     Args:
         max_workers: worker processes (default ``min(4, os.cpu_count())``).
@@ -281,7 +284,16 @@ class MathVerifyPool:
                         return
                 result = VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500])
             except BaseException as exc:  # a worker crash (pebble.ProcessExpired) or a math-verify bug
-                result = VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500])
+                if _worker_died(exc) and not retry and not self._closed:
+                    # the worker running this item died (OOM killer, kill -9): the item is not at fault
+                    # until it happens twice, so it runs once more in a fresh worker, like a broken pool's items
+                    with self._lock:
+                        if pool is self._pool:
+                            self._pending.pop(outer, None)
+                    self._schedule(gold, pred, outer, retry=True)
+                    return
+                suffix = " (its worker died twice under this item)" if _worker_died(exc) else ""
+                result = VerifyResult(False, error=f"{type(exc).__name__}: {exc}{suffix}"[:500])
             with self._lock:
                 if pool is self._pool:  # after a rebuild the entry (if any) belongs to the new pool
                     self._pending.pop(outer, None)
@@ -319,6 +331,13 @@ class MathVerifyPool:
             pool.join(timeout=self.timeout_s + 1.0)
         except TimeoutError:
             _stop_pool(pool)
+
+
+def _worker_died(exc: BaseException) -> bool:
+    """Whether ``exc`` is pebble's report that the worker running an item died (``ProcessExpired``)."""
+    import pebble
+
+    return isinstance(exc, pebble.ProcessExpired)
 
 
 def _set(outer: concurrent.futures.Future, result: VerifyResult) -> None:

@@ -214,6 +214,31 @@ def test_items_waiting_in_a_pool_that_breaks_are_graded_in_the_new_one() -> None
         pool.close()
 
 
+def test_an_item_whose_worker_is_killed_while_running_it_is_retried_and_graded_right(tmp_path, monkeypatch) -> None:
+    """Issue 26 item 3: kill -9 of the worker holding an item (pebble: ProcessExpired, the pool keeps running)
+    gave that item a grader error (graded incorrect although right). It runs once more in a fresh worker."""
+    import rlec.grading.math as math_module
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # spawned workers inherit sys.path
+    monkeypatch.setenv("RLEC_TEST_HOLD_MARKER", str(tmp_path / "holder.pid"))
+    from rlec_held_item import held_check
+
+    pool = MathVerifyPool(max_workers=2, timeout_s=120.0)  # workers spawned with this sys.path and environment
+    try:
+        monkeypatch.setattr(math_module, "_timed_check", held_check)  # what the pool schedules for each item from now
+        marker = tmp_path / "holder.pid"
+        future = pool.submit(*EQUAL)
+        _wait_until(lambda: marker.exists() and marker.read_text().strip() != "")
+        holder = int(marker.read_text())
+        assert holder in _spawned_workers() and not future.done()
+        os.kill(holder, signal.SIGKILL)  # the worker that holds the item, mid-item
+        result = future.result(timeout=60)
+        assert (result.equal, result.error, result.timed_out) == (True, "", False)
+        assert pool._pool.active  # pebble kept the pool: this was the per-item path, not a rebuild
+    finally:
+        pool.close()
+
+
 def test_killed_worker_stops_at_once_and_its_replacement_is_warm_then_closed_pool_errors() -> None:
     before = _spawned_workers()
     pool = MathVerifyPool(max_workers=1, timeout_s=5.0)
