@@ -75,6 +75,32 @@ CONVENTIONS = [
     ("(-3,4)", "\\left(-3, 4\\right)", True),
     ("(2\\sqrt{2}, 1)", "(\\sqrt{8}, 1)", True),
     ("(1,2)", "(1,2,3)", False),
+    # issue 26, grading kinds (values of our own)
+    # scientific notation: e/E after a decimal number is a power of ten, on both paths; 2e is Euler's e
+    ("1200", "1.2e3", True),
+    ("1200", "1.2E3", True),
+    ("1200", "12e2", True),
+    ("0.005", "5e-3", True),
+    ("1.2e3", "1200", True),
+    ("1200", "1.2 \\times 10^{3}", True),
+    ("x = 1500", "x = 1.5e3", True),
+    ("1200", "1.3e3", False),
+    ("6", "2e3", False),
+    # exact values compare exactly: no numeric tolerance between two exact rationals
+    ("\\frac{1}{3^{59}}", "\\frac{1}{3^{60}}", False),
+    ("\\frac{1}{3^{60}}", "\\frac{1}{3^{59}}", False),
+    ("\\frac{1}{3^{60}}", "3^{-60}", True),
+    ("\\frac{1}{2^{70}}", "\\frac{1}{2^{71}} \\cdot 2", True),
+    ("9", "3^{2}", True),
+    # a malformed command does not leave its numeric prefix as the answer
+    ("5", "5\\sqrt(3)", False),
+    ("7", "7\\foo{3}", False),
+    ("3", "3\\log(2", False),
+    ("5", "5 \\times 1", True),  # a real product that equals the number is still right
+    ("5", "5 \\text{ cm}", True),  # a unit after the number is not a malformed command
+    # the imaginary unit: i is read as a variable (math-verify's reading); an answer states its value
+    ("-1", "i^2", False),
+    ("i^2", "-1", False),
 ]
 
 
