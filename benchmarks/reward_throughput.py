@@ -25,21 +25,46 @@ each grader is used in training (rlec: one batch call; verl: one call per respon
 managers do). Latency percentiles come from a second, sequential pass for rlec. Each verl grader
 runs under a wall-clock budget (``--budget-s``): a grader whose workers jam is reported as not
 finishing, with the items it graded.
+
+Console: one progress bar per pass (tqdm, on stderr; ``--no-progress`` turns them off). Third-party
+logging is kept off the console: math-verify logs every input it times out on (hundreds of kB on
+this batch), from verl's worker processes, which write straight to file descriptor 2. While the verl
+graders run, descriptor 2 is redirected to a temporary file (the workers inherit it) and the
+parent's third-party loggers are set to ERROR; ``--verbose`` prints the captured text afterwards.
+
+Timeouts, counted honestly: rlec's column counts items its pool stopped at ``--timeout-s``. verl's
+math-verify wrapper has two kinds: a call past its 30 s future limit (the parent sees it), and
+math-verify's own parse / comparison timeouts inside its workers, which it turns into a verdict of
+"not equal" without telling the caller; the second kind is counted from math-verify's log records
+("Timeout during parsing" / "Timeout during comparison") in the captured worker output.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
+import logging
 import math
 import os
 import random
+import re
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator, TextIO
+
+from tqdm import tqdm
+
+# the loggers of the libraries the graders call; ERROR and above still reach the console
+THIRD_PARTY_LOGGERS = ("math_verify", "latex2sympy2_extended", "sympy", "verl")
+# math-verify's own timeout records (math_verify/parser.py "Timeout during parsing: <input>",
+# math_verify/grader.py "Timeout during comparison")
+_MV_TIMEOUT_RE = re.compile(r"Timeout during (?:parsing|comparison)")
 
 FILLER = [
     "Let me work through this carefully.", "First, restate the problem in my own words.",
@@ -196,6 +221,52 @@ def _shutdown_verl_math_verify_pool() -> None:
         math_verify._pool = None
 
 
+@contextlib.contextmanager
+def captured_fd2(verbose: bool = False) -> Iterator[dict]:
+    """Send file descriptor 2 (this process and every child started meanwhile) to a temporary file.
+
+    Yields a dict that holds, after the block, ``"text"`` (what was written, decoded with
+    replacement) and ``"bytes"``. Third-party loggers of this process are set to ERROR for the block.
+    With ``verbose`` the captured text is written to the restored stderr afterwards.
+    """
+    levels = {name: logging.getLogger(name).level for name in THIRD_PARTY_LOGGERS}
+    for name in THIRD_PARTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    out: dict = {"text": "", "bytes": 0}
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield out
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
+            log.seek(0)
+            raw = log.read()
+            out["bytes"], out["text"] = len(raw), raw.decode("utf-8", "replace")
+    if verbose and out["text"]:
+        sys.stderr.write(out["text"])
+        sys.stderr.flush()
+
+
+def count_math_verify_timeouts(log_text: str) -> int:
+    """math-verify's parse / comparison timeout records in captured log output."""
+    return len(_MV_TIMEOUT_RE.findall(log_text))
+
+
+def _progress_stream() -> TextIO:
+    """A text stream on a duplicate of the current stderr: progress bars stay on the console while fd 2 is
+    captured (``sys.stderr`` itself when it has no file descriptor, e.g. under pytest's capture)."""
+    try:
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return sys.stderr
+
+
 def _percentiles(latencies_s: list[float]) -> dict[str, float]:
     ms = sorted(x * 1000 for x in latencies_s)
     if not ms:
@@ -211,8 +282,8 @@ def _agreement(items: list[Item], correct: list[bool | None]) -> dict[str, float
     return out
 
 
-def run_rlec(items: list[Item], timeout_s: float, workers: int | None) -> dict:
-    """Batch throughput, then a sequential pass for per-item latency."""
+def run_rlec(items: list[Item], timeout_s: float, workers: int | None, progress: TextIO | None = None) -> dict:
+    """Batch throughput, then a sequential pass for per-item latency (``progress``: where its bar goes; None = none)."""
     from rlec.grading import grade, grade_batch
     from rlec.grading.math import MathVerifyPool
 
@@ -223,7 +294,7 @@ def run_rlec(items: list[Item], timeout_s: float, workers: int | None) -> dict:
     results = grade_batch([i.response for i in items], [i.gold for i in items], [i.data_source for i in items], pool=pool)
     elapsed = time.perf_counter() - t0
     latencies = []
-    for it in items:
+    for it in tqdm(items, desc="rlec latency pass", unit="resp", file=progress, disable=progress is None, leave=False):
         t = time.perf_counter()
         grade(it.response, it.gold, it.data_source, pool=pool)
         latencies.append(time.perf_counter() - t)
@@ -239,12 +310,16 @@ def run_rlec(items: list[Item], timeout_s: float, workers: int | None) -> dict:
     }
 
 
-def run_verl(name: str, fn, items: list[Item], budget_s: float) -> dict:
-    """One call per response (as verl's reward managers do), under a wall-clock budget."""
+def run_verl(name: str, fn, items: list[Item], budget_s: float, progress: TextIO | None = None) -> dict:
+    """One call per response (as verl's reward managers do), under a wall-clock budget.
+
+    ``timeouts`` here counts calls past the wrapper's 30 s limit; :func:`main` adds math-verify's
+    own timeouts inside the workers (module docstring).
+    """
     correct: list[bool | None] = []
     latencies, errors = [], 0
     start = time.perf_counter()
-    for it in items:
+    for it in tqdm(items, desc=name, unit="resp", file=progress, disable=progress is None, leave=False):
         if time.perf_counter() - start > budget_s:
             break
         t = time.perf_counter()
@@ -286,24 +361,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=180.0, help="wall-clock budget per verl grader (default 180)")
     parser.add_argument("--skip-verl", action="store_true", help="measure rlec only")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the third-party log output (math-verify's warnings) captured while verl's graders ran")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
+    progress = None if args.no_progress else _progress_stream()
 
     items = make_batch(args.n, args.seed, args.pathological_frac)
     print(f"batch: {len(items)} responses, {sum(i.data_source == 'math_dapo' for i in items)} math, "
           f"{sum(i.kind.startswith('pathological') for i in items)} pathological, cores={os.cpu_count()}", file=sys.stderr)
-    rows = [run_rlec(items, args.timeout_s, args.workers)]
+    rows = [run_rlec(items, args.timeout_s, args.workers, progress)]
     if not args.skip_verl:
         for name, fn in _verl_graders().items():
-            try:
-                rows.append(run_verl(name, fn, items, args.budget_s))
-            finally:
-                if name == "verl math-verify":
-                    _shutdown_verl_math_verify_pool()
+            with captured_fd2(args.verbose) as log:
+                try:
+                    rows.append(run_verl(name, fn, items, args.budget_s, progress))
+                finally:
+                    if name == "verl math-verify":
+                        _shutdown_verl_math_verify_pool()  # its workers exit inside the capture
+            row = rows[-1]
+            row["future_timeouts"], row["logged_timeouts"] = row["timeouts"], count_math_verify_timeouts(log["text"])
+            row["timeouts"] = row["future_timeouts"] + row["logged_timeouts"]
+            row["captured_log_bytes"] = log["bytes"]
+    if progress is not None and progress is not sys.stderr:
+        progress.close()
     print(format_table(rows, len(items)))
     print(f"\nrlec three-way agreement (abstain kept apart): {rows[0]['agree_3way']:.3f}; "
           f"rlec pool start-up {rows[0]['pool_startup_s']:.1f}s (not in responses/s); rlec timeout {args.timeout_s:g}s")
     print("rlec decided by: " + ", ".join(f"{path} {count}" for path, count in rows[0]["paths"].items())
           + f"; grader errors {rows[0]['grader_errors']}")
+    for row in rows[1:]:
+        if row["captured_log_bytes"]:
+            print(f"{row['grader']}: {row['captured_log_bytes']:,} bytes of third-party log output captured "
+                  f"(--verbose prints it); timeouts = {row['future_timeouts']} past the 30 s call limit + "
+                  f"{row['logged_timeouts']} math-verify parse/comparison timeouts in its workers")
     if len(rows) == 3 and rows[2]["responses_per_s"] > 0:
         print(f"rlec / verl math-verify: {rows[0]['responses_per_s'] / rows[2]['responses_per_s']:.0f}x responses/s")
     if args.json:

@@ -94,8 +94,9 @@ def passk_group_reward(n: int, n_neg: int, k: int) -> Fraction:
 def passk_group_advantage(n: int, n_neg: int, k: int) -> tuple[float, float]:
     """(A_pos, A_neg): the pass@k advantage of a correct and of a not-correct response of a group.
 
-    Formula: module docstring (arXiv 2508.10751, Sec. 3). Exact integer binomials; only the final
-    square root and division are in floating point.
+    Formula: module docstring (arXiv 2508.10751, Sec. 3). Exact integer binomials and exact
+    rational A^2 = x^2 / sigma^2; only the final rounding and square root are in floating point
+    (a float sigma underflows to 0 for large groups, e.g. N = 2000, N_neg = k = 300).
 
     Args:
         n: group size N >= 1.
@@ -103,7 +104,8 @@ def passk_group_advantage(n: int, n_neg: int, k: int) -> tuple[float, float]:
         k: subset size k >= 1.
 
     Returns:
-        ``(A_pos, A_neg)`` as floats; ``(0.0, 0.0)`` when N <= k or sigma = 0. ``A_pos >= 0 >= A_neg``;
+        ``(A_pos, A_neg)`` as floats; ``(0.0, 0.0)`` when N <= k or sigma = 0. Finite for every
+        valid (N, N_neg, k), however large: each is rounded once from its exact square. ``A_pos >= 0 >= A_neg``;
         for k = 1 they are the GRPO advantages (population std) of 0/1 rewards.
         A value is meaningless for a kind of response the group does not hold (e.g. A_pos when
         N_neg = N), but it is still finite.
@@ -118,10 +120,26 @@ def passk_group_advantage(n: int, n_neg: int, k: int) -> tuple[float, float]:
     var = mean * (1 - mean)
     if var == 0:
         return 0.0, 0.0
-    sigma = math.sqrt(var)
     # share of the subsets holding a given negative response in which every member is negative
     all_neg = Fraction(math.comb(n_neg - 1, k - 1), math.comb(n - 1, k - 1)) if n_neg >= 1 else Fraction(0)
-    return float(1 - mean) / sigma, float(1 - mean - all_neg) / sigma
+    # x / sigma = sign(x) sqrt(x^2 / var), with x^2 / var exact and its square root taken after scaling by a
+    # power of 4: float(var) alone underflows to 0.0 in large groups (N = 1082, N_neg = k = 541: var ~ 1e-325),
+    # where x / sqrt(float(var)) divided by zero although A_pos ~ 1e-162 is representable.
+    a_pos, a_neg = 1 - mean, 1 - mean - all_neg
+    abs_neg = _sqrt_fraction(a_neg * a_neg / var)
+    return _sqrt_fraction(a_pos * a_pos / var), (-abs_neg if a_neg < 0 else abs_neg)
+
+
+def _sqrt_fraction(x: Fraction) -> float:
+    """sqrt(x) of an exact x >= 0 as a float, without under- or overflow of the intermediate float(x).
+
+    x is scaled by 4^-e into [1/4, 4) before the one rounding, and the root by 2^e after it
+    (``math.ldexp``): relative error ~1e-16 for any x whose root is a normal float.
+    """
+    if x == 0:
+        return 0.0
+    e = (x.numerator.bit_length() - x.denominator.bit_length()) // 2
+    return math.ldexp(math.sqrt(float(x / Fraction(4) ** e)), e)
 
 
 def passk_group_advantages(correct: Sequence[bool], k: int) -> list[float]:

@@ -310,7 +310,7 @@ def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
                 out.error(f"{ROLLOUT}.agent.default_agent_loop", f"is {loop!r}; rlec.e3.temperature needs {E3_AGENT_LOOP} "
                           "(the only agent loop that passes the step's temperature to vLLM)")
             t0 = float(select(cfg, f"{ROLLOUT}.temperature", 1.0))
-            if not e3.t_min <= t0 <= e3.t_max:
+            if not e3.temperature_in_bounds(t0):
                 out.error(f"{ROLLOUT}.temperature", f"{t0} is outside rlec.e3.temperature [min, max] = [{e3.t_min}, {e3.t_max}]")
         if e3.budget_enable and not e3.n_min <= n <= e3.n_max:
             out.error("rlec.e3.budget", f"need n_min <= rollout.n <= n_max so every batch gets exactly rollout.n x prompts "

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from rlec.grading.errors import error_counts, record_error
-from rlec.grading.extract import Extraction, extract
+from rlec.grading.extract import Extraction, extract, strip_format_chars
 from rlec.grading.math import DEFAULT_TIMEOUT_S, MathVerifyPool, VerifyResult, shared_pool
 from rlec.grading.math_forms import fast_verdict
 from rlec.grading.qa import exact_match, f1_score
@@ -125,6 +125,8 @@ class _DataError(ValueError):
 def _check_gold(gold: Any, task: str) -> str:
     if isinstance(gold, (int, float)) and not isinstance(gold, bool):
         gold = str(gold)
+    if isinstance(gold, str):
+        gold = strip_format_chars(gold)  # invisible characters, as in the prediction (rlec.grading.extract)
     if not isinstance(gold, str) or not gold.strip():
         raise _DataError("data", f"gold answer for a {task} item must be a non-empty string, got {str(gold)[:80]!r}")
     return gold.strip()

@@ -19,6 +19,12 @@ What is read, in order:
 4. Fallback: the last line of the form ``Answer: ...`` (DAPO-Math's own format; ``Final Answer:``,
    ``**Answer:**`` and a full-width colon accepted).
 
+Invisible format characters (Unicode category Cf: zero-width space and joiners, the
+left-to-right / right-to-left marks and embeddings, the soft hyphen, the byte-order mark) are
+removed from the extracted answer (:func:`strip_format_chars`; the gold gets the same), so
+``1\u200b200`` and ``\u200f1200\u200e`` read as ``1200``. Visible characters are kept: full-width
+and Arabic-Indic digits are digits already.
+
 Abstention: the extracted final answer, read as text (:func:`latex_to_text`: every text-style
 command of :data:`TEXT_COMMANDS` unwrapped wherever it stands, braces and ``$`` dropped, LaTeX spaces
 such as ``\\ `` and ``~`` read as spaces), without surrounding punctuation and whitespace,
@@ -31,6 +37,7 @@ abstention is never graded as an answer.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 MAX_TAIL_CHARS = 8192
@@ -176,6 +183,19 @@ def answer_line(text: str) -> str | None:
     return None
 
 
+def strip_format_chars(text: str) -> str:
+    """``text`` without its invisible format characters (Unicode category Cf), in linear time.
+
+    Zero-width space / (non-)joiner, word joiner, LTR / RTL marks, embeddings, overrides and
+    isolates, the soft hyphen and the byte-order mark render as nothing, so a right answer with
+    one inside a number (``1\u200b200``) or around it is still that number. Other characters,
+    including full-width and Arabic-Indic digits, are kept.
+    """
+    if text.isascii():
+        return text
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+
+
 def strip_wrappers(answer: str) -> str:
     """Remove surrounding ``$``/``\\(\\)`` delimiters and a text-style command wrapping the whole answer.
 
@@ -240,4 +260,5 @@ def extract(response: object) -> Extraction:
         answer, source = answer_line(segment), "answer_line"
     if answer is None:
         return Extraction(None, "none", False)
+    answer = strip_format_chars(answer).strip()
     return Extraction(answer, source, is_abstention(answer))

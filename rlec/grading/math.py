@@ -39,12 +39,14 @@ import functools
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from rlec.grading.extract import TEXT_COMMANDS
 from rlec.grading.math_forms import math_verify_inputs
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -118,10 +120,60 @@ def math_verify_equal(gold: str, pred: str) -> bool:
         return False
     value = next((x for x in pred_parsed if not isinstance(x, str)), None)
     gold_values = [x for x in gold_parsed if not isinstance(x, str)]
+    if value is not None and _dropped_a_command(pred, value):
+        return False  # "5\sqrt(3)" parsed as 5: the malformed rest was dropped, the answer is not 5
     if value is not None and is_equation(value) and not is_assignment_relation(value) and not any(map(is_relation, gold_values)):
         # "42 = 7" for gold 7: math-verify compares the right-hand side only; every side must match
-        return all(verify(gold_parsed, [side], timeout_seconds=None) for side in _equation_sides(value))
-    return bool(verify(gold_parsed, pred_parsed, timeout_seconds=None, allow_set_relation_comp=True))
+        return all(_equal(gold_values, side, lambda s=side: verify(gold_parsed, [s], timeout_seconds=None))
+                   for side in _equation_sides(value))
+    return _equal(gold_values, value,
+                  lambda: verify(gold_parsed, pred_parsed, timeout_seconds=None, allow_set_relation_comp=True))
+
+
+# a number followed by a command: what a malformed command that math-verify drops leaves behind
+_NUMBER_THEN_COMMAND_RE = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*\\([A-Za-z]+)")
+# commands that may follow a number and parse to nothing on their own: units, spacing, degrees
+_NEUTRAL_COMMANDS = frozenset(TEXT_COMMANDS) | {"quad", "qquad", "circ", "degree", "textdegree", "rm", "displaystyle", "hspace"}
+
+
+def _dropped_a_command(pred: str, value: Any) -> bool:
+    """Whether math-verify read a number-then-command answer as the bare number (the command was dropped).
+
+    math-verify parses the longest valid prefix: ``5\\sqrt(3)``, ``7\\foo{3}`` and ``3\\log(2``
+    parse to 5, 7 and 3. Compared structurally (sympy ``==``, unevaluated forms kept): a real
+    product such as ``5\\times 1`` parses to ``5*1``, not to ``5``.
+    """
+    m = _NUMBER_THEN_COMMAND_RE.match(pred)
+    if m is None or m.group(2) in _NEUTRAL_COMMANDS:
+        return False
+    prefix = next((x for x in _parse(m.group(1)) if not isinstance(x, str)), None)
+    return prefix is not None and value == prefix
+
+
+def _exact_rational(x: Any) -> Any:
+    """``x`` as a sympy Rational when it is an exact rational number (no Float, no symbol), else None."""
+    from sympy import Basic, Float, Rational
+
+    if not isinstance(x, Basic) or x.free_symbols or x.has(Float):
+        return None
+    try:
+        value = x.doit()
+    except Exception:  # noqa: BLE001 - not a plain number (a set, a relation): math-verify decides
+        return None
+    return value if isinstance(value, Rational) else None
+
+
+def _equal(gold_values: list[Any], value: Any, verify_call: Any) -> bool:
+    """Exact comparison when the prediction and every gold value are exact rationals, else math-verify.
+
+    math-verify compares numbers with a tolerance, so ``1/3^60`` and ``1/3^59`` (both ~1e-29) would
+    be equal; exact values are compared as rationals (:mod:`rlec.grading.math_forms`, conventions).
+    """
+    exact = _exact_rational(value) if value is not None else None
+    golds = [_exact_rational(g) for g in gold_values]
+    if exact is not None and golds and all(g is not None for g in golds):
+        return exact in golds
+    return bool(verify_call())
 
 
 def _timed_check(gold: str, pred: str) -> tuple[bool, float]:
@@ -164,6 +216,9 @@ class MathVerifyPool:
     complete). The pool is then rebuilt, at most ``3`` times in ``60`` s, and every item that was
     not decided in the broken pool is scheduled again in the new one (each item at most once
     more), so a killed worker costs no verdict. The broken pool's surviving workers are stopped.
+    A worker killed while it runs an item (pebble: ``ProcessExpired``; the pool keeps running)
+    is retried the same way: the item runs once more in a fresh worker, and only a second death
+    under it makes it a grader error. A worker killed for the item's timeout is not retried.
 
     Args:
         max_workers: worker processes (default ``min(4, os.cpu_count())``).
@@ -281,7 +336,16 @@ class MathVerifyPool:
                         return
                 result = VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500])
             except BaseException as exc:  # a worker crash (pebble.ProcessExpired) or a math-verify bug
-                result = VerifyResult(False, error=f"{type(exc).__name__}: {exc}"[:500])
+                if _worker_died(exc) and not retry and not self._closed:
+                    # the worker running this item died (OOM killer, kill -9): the item is not at fault
+                    # until it happens twice, so it runs once more in a fresh worker, like a broken pool's items
+                    with self._lock:
+                        if pool is self._pool:
+                            self._pending.pop(outer, None)
+                    self._schedule(gold, pred, outer, retry=True)
+                    return
+                suffix = " (its worker died twice under this item)" if _worker_died(exc) else ""
+                result = VerifyResult(False, error=f"{type(exc).__name__}: {exc}{suffix}"[:500])
             with self._lock:
                 if pool is self._pool:  # after a rebuild the entry (if any) belongs to the new pool
                     self._pending.pop(outer, None)
@@ -319,6 +383,13 @@ class MathVerifyPool:
             pool.join(timeout=self.timeout_s + 1.0)
         except TimeoutError:
             _stop_pool(pool)
+
+
+def _worker_died(exc: BaseException) -> bool:
+    """Whether ``exc`` is pebble's report that the worker running an item died (``ProcessExpired``)."""
+    import pebble
+
+    return isinstance(exc, pebble.ProcessExpired)
 
 
 def _set(outer: concurrent.futures.Future, result: VerifyResult) -> None:

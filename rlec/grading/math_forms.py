@@ -20,6 +20,23 @@ in ``tests/grading/test_math.py``:
 - **Equations for a non-equation gold.** An assignment (left side a variable, ``x_1``, ``\\theta``,
   ``f(x)`` or a tuple of variables: ``x = 7``) is compared by its right-hand side; any other
   equation must have every side equal to the gold: ``2 + 5 = 7`` answers 7, ``42 = 7`` does not.
+- **Scientific notation.** A decimal number directly followed by ``e`` or ``E`` and an integer is
+  scientific notation: ``1.2e3`` = ``1.2E3`` = ``1.2 \\times 10^{3}`` = 1200, ``5e-3`` = 0.005, on
+  both paths (math-verify alone reads ``1.2e3`` as 1.2 x Euler's e x 3 and ``1.2E3`` as 1200).
+  Euler's number is ``e`` anywhere else: ``2e``, ``e^{2}``, ``3e^{x}``, ``\\mathrm{e}``.
+- **Exact values compare exactly.** When the gold and the prediction are both exact rationals
+  (integers, fractions, integer powers: no decimal point, no variable), they are equal only when
+  equal as rationals: ``\\frac{1}{3^{60}}`` != ``\\frac{1}{3^{59}}`` (math-verify's numeric tolerance
+  would call them equal). A decimal on either side is compared by math-verify, with its tolerance.
+- **A malformed command does not leave a number behind.** math-verify parses the longest valid
+  prefix of a malformed answer: ``5\\sqrt(3)``, ``7\\foo{3}`` and ``3\\log(2`` would read as 5, 7
+  and 3. A prediction that is a number followed by a command, and that parses to exactly that
+  number, is incorrect (unit and spacing commands such as ``\\text{cm}`` and ``\\quad`` excepted).
+- **The imaginary unit.** ``i`` is read as math-verify reads it, as a variable: ``i^2`` is not -1
+  and ``\\sqrt{-1}`` is not ``i``; ``1+2i`` equals ``2i+1`` by form. An answer states its value.
+- **Invisible characters** (Unicode category Cf: zero-width spaces, direction marks) are removed
+  from both answers before grading (:func:`rlec.grading.extract.strip_format_chars`); full-width
+  and Arabic-Indic digits are digits (``１２００`` = ``١٢٠٠`` = 1200).
 - **Intervals and inequalities** in one variable are the same answer when they describe the same set
   (``x < 3`` and ``(-\\infty, 3)``, ``x \\ge 2`` and ``[2, \\infty)``), in either role; this is
   decided by math-verify with ``allow_set_relation_comp=True``.
@@ -41,14 +58,17 @@ _GROUPED_NUMBER_RE = re.compile(r"(?:[A-Za-z]\s*=\s*)?[+-]?\d{1,3}(?:,\d{3})+(?:
 _PERCENT_RE = re.compile(r"(?:\\%|%|\\text\s*\{\s*(?:\\?%|percent)\s*\})$")
 _TRAILING_SPACE_RE = re.compile(r"(?:\\[,;: ]|~)+$")
 _SPACED_COMMA_RE = re.compile(r",(?:\s|\\[ ,;:]|~)")
-_NUMBER_RE = re.compile(r"^[+-]?(?:\d{1,3}(?:\{,\}\d{3})+|\d+)(?:\.\d+)?$|^[+-]?\.\d+$")
+_EXPONENT = r"(?:[eE][+-]?\d{1,4})?"  # scientific notation: 1.2e3 = 1200 (module docstring)
+_NUMBER_RE = re.compile(rf"^[+-]?(?:\d{{1,3}}(?:\{{,\}}\d{{3}})+|\d+)(?:\.\d+)?{_EXPONENT}$|^[+-]?\.\d+{_EXPONENT}$")
+# a number in E-notation standing alone (not part of a name or a longer number): rewritten for math-verify
+_E_NOTATION_RE = re.compile(r"(?<![A-Za-z\\\d.])(\d+(?:\.\d+)?|\.\d+)[eE]([+-]?\d{1,4})(?![\d.A-Za-z])")
 _FRACTION_RE = re.compile(r"^([+-]?)\\frac\{([+-]?\d+)\}\{([+-]?\d+)\}$|^([+-]?\d+)/(\d+)$")
 _RADICAL_RE = re.compile(r"^([+-]?)(\d+)?(?:\\cdot|\\times|\*)?\\sqrt\{(\d+)\}$|^([+-]?)\\frac\{(\d+)?\\sqrt\{(\d+)\}\}\{(\d+)\}$")
 MAX_RADICAND = 10**6  # square factors are found by trial division: at most 1,000 steps
 _VAR = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_(?:\w|\{\w+\}))?"
 _ASSIGNMENT_LHS_RE = re.compile(rf"^(?:{_VAR}(?:\({_VAR}(?:,{_VAR})*\))?|\({_VAR}(?:,{_VAR})+\))$")
 
-__all__ = ["fast_verdict", "math_verify_inputs", "normalize_math", "split_percent"]
+__all__ = ["e_notation_as_power", "fast_verdict", "math_verify_inputs", "normalize_math", "split_percent"]
 
 
 def normalize_math(answer: str) -> str:
@@ -228,5 +248,15 @@ def math_verify_inputs(gold: str, pred: str) -> tuple[tuple[str, ...], str]:
     """
     g_body, g_pct = split_percent(strip_wrappers(gold))
     p_body, p_pct = split_percent(strip_wrappers(pred))
+    g_body, p_body = e_notation_as_power(g_body), e_notation_as_power(p_body)
     golds = (g_body, f"\\frac{{{g_body}}}{{100}}") if g_pct and not p_pct else (g_body,)
     return golds, p_body
+
+
+def e_notation_as_power(answer: str) -> str:
+    """Scientific E-notation written as a power of ten, for math-verify: ``1.2e3`` -> ``1.2\\times 10^{3}``.
+
+    Only a decimal number directly followed by ``e``/``E`` and an integer of at most 4 digits, not
+    part of a name or a longer number, is rewritten (module docstring); ``2e`` and ``e^{2}`` stay.
+    """
+    return _E_NOTATION_RE.sub(lambda m: f"{m.group(1)}\\times 10^{{{m.group(2)}}}", answer)

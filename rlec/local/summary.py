@@ -41,19 +41,60 @@ def training_table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# the timed phases of a local step, in order (rlec/local/runner.py); "other" is the rest of timing_s/step
+STEP_PHASES = ("gen", "reward", "adv", "old_log_prob", "update_actor", "update_weights")
+REWARD_NOTE = ("reward at the step's b follows the b schedule (0 -> 1: R_p^(b) of an answer changes with b),\n"
+               "so it moves without any learning; reward at b = 1 is comparable across steps")
+
+
+def step_time_split(record: dict[str, Any]) -> dict[str, float]:
+    """Seconds of one step per phase of :data:`STEP_PHASES`, plus ``other`` (the step's untimed rest).
+
+    Args:
+        record: one step's metrics (``timing_s/<phase>``, ``timing_s/step``; missing = 0).
+
+    Returns:
+        ``{phase: seconds}`` for every phase and ``"other"`` = ``timing_s/step`` minus the phases
+        (broadcast, learning-rate set-up, hooks; >= 0), so the values sum to ``timing_s/step``
+        (to the phases' sum when the step time is missing or smaller).
+    """
+    split = {phase: float(record.get(f"timing_s/{phase}") or 0.0) for phase in STEP_PHASES}
+    step = float(record.get("timing_s/step") or 0.0)
+    split["other"] = max(0.0, step - sum(split.values()))
+    return split
+
+
 def time_split(records: list[dict[str, Any]]) -> str:
-    """Total seconds per stage over the run, with shares of the step time."""
-    stages = ["timing_s/gen", "timing_s/reward", "timing_s/update_actor", "timing_s/update_weights"]
-    totals = {s: sum(r.get(s, 0.0) or 0.0 for r in records) for s in stages}
+    """Total seconds per phase over the run (:func:`step_time_split`), with shares of the step time."""
+    totals: dict[str, float] = {}
+    for rec in records:
+        for phase, seconds in step_time_split(rec).items():
+            totals[phase] = totals.get(phase, 0.0) + seconds
     step_total = sum(totals.values()) or 1.0
-    parts = [f"{s.split('/')[1]} {t:.1f}s ({100 * t / step_total:.0f}%)" for s, t in totals.items()]
+    parts = [f"{phase} {t:.1f}s ({100 * t / step_total:.0f}%)" for phase, t in totals.items()]
     tokens = sum((r.get("rollout/tokens_per_s") or 0.0) * (r.get("timing_s/gen") or 0.0) for r in records)
-    gen = totals["timing_s/gen"] or 1.0
+    gen = totals.get("gen") or 1.0
     return f"time split over {len(records)} steps: " + ", ".join(parts) + f"; rollout {tokens / gen:.0f} tokens/s"
 
 
+def curve_series(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The per-step lines of the training-signals panel: ``{label: values}`` (NaN where a step lacks one).
+
+    ``reward (b of the step)`` is ``rlec/reward/mean``; ``reward at b = 1`` is ``rlec/reward_b1/mean``
+    (the evaluation reward, fixed b: the one to read for learning); then ``b`` and ``coverage``.
+    """
+    keys = (("rlec/reward/mean", "reward (b of the step)"), ("rlec/reward_b1/mean", "reward at b = 1"),
+            ("rlec/b", "b"), ("rlec/coverage", "coverage"))
+    return {label: [float(r.get(key, float("nan"))) for r in records] for key, label in keys
+            if any(key in r for r in records)}
+
+
 def plot_curves(records: list[dict[str, Any]], path: Path) -> Path | None:
-    """Reward, b and answer rate per step, and the step-time split, as one PNG."""
+    """Reward (at the step's b and at b = 1), b and coverage per step, and the full step-time split, as one PNG.
+
+    The reward panel carries :data:`REWARD_NOTE`; the time panel stacks :func:`step_time_split`, so each
+    bar is the whole ``timing_s/step``.
+    """
     if not records:
         return None
     import matplotlib
@@ -62,21 +103,23 @@ def plot_curves(records: list[dict[str, Any]], path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     steps = [r["step"] for r in records]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for key, label in (("rlec/reward/mean", "reward"), ("rlec/b", "b"), ("rlec/coverage", "coverage")):
-        ax1.plot(steps, [r.get(key, float("nan")) for r in records], marker="o", label=label)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for label, values in curve_series(records).items():
+        ax1.plot(steps, values, marker="o", label=label, linestyle="--" if label.startswith("reward (") else "-")
     ax1.set_xlabel("step")
-    ax1.legend()
+    ax1.legend(fontsize=7)
     ax1.set_title("training signals")
+    ax1.text(0.0, -0.2, REWARD_NOTE, transform=ax1.transAxes, fontsize=7, va="top")
+    splits = [step_time_split(r) for r in records]
     bottom = [0.0] * len(records)
-    for key in ("timing_s/gen", "timing_s/reward", "timing_s/update_actor", "timing_s/update_weights"):
-        vals = [r.get(key, 0.0) or 0.0 for r in records]
-        ax2.bar(steps, vals, bottom=bottom, label=key.split("/")[1])
+    for phase in (*STEP_PHASES, "other"):
+        vals = [sp[phase] for sp in splits]
+        ax2.bar(steps, vals, bottom=bottom, label=phase)
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax2.set_xlabel("step")
     ax2.set_ylabel("seconds")
-    ax2.legend()
-    ax2.set_title("step time split")
+    ax2.legend(fontsize=7)
+    ax2.set_title("step time split (whole step)")
     fig.tight_layout()
     return save_figure(fig, path, dpi=110)
 

@@ -5,8 +5,11 @@ calls for ``reward.custom_reward_function``; rlec's own reward manager (``rlec.v
 calls :func:`score_result` with b taken from the schedule at the batch's global step.
 
 Where p comes from: ``extra_info["target_p"]`` (data preparation writes it); a sample with
-``extra_info["objective"] == "binary"`` (no target in its prompt) or no ``target_p`` at all uses
-p = 0, the ordinary binary objective.
+``extra_info["objective"] == "binary"`` (no target in its prompt), or with neither an objective nor
+a ``target_p``, uses p = 0, the ordinary binary objective. An ``"rlec"`` sample without a numeric
+``target_p`` (null, missing, or a string such as "0.5") is refused by :func:`target_of`, the one
+place the rule lives: the data contract (:func:`rlec.data.contract.check_row`) raises with the
+file and row, and scoring flags it as a ``data`` grader error.
 
 Where b comes from, first match wins:
 1. the ``b`` argument;
@@ -26,6 +29,7 @@ see :mod:`rlec.grading.errors`. A bad ``b`` / schedule is a configuration error 
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Any, Mapping
 
 from rlec.grading import GradeResult, grade
@@ -39,11 +43,15 @@ def target_of(extra_info: Mapping[str, Any] | None) -> float:
     """The target p of a sample from its ``extra_info``.
 
     Returns:
-        p in [0, 1): ``extra_info["target_p"]``, or 0.0 for the binary objective / no target.
+        p in [0, 1): ``extra_info["target_p"]``, or 0.0 for the binary objective / no target
+        (no ``objective`` and no ``target_p``).
 
     Raises:
-        ValueError: ``extra_info`` is not a mapping, ``target_p`` is present but not a number in
-            [0, 1), or ``objective`` is set to something other than "binary" / "rlec".
+        ValueError: ``extra_info`` is not a mapping; ``objective`` is set to something other than
+            "binary" / "rlec"; ``objective`` is "rlec" and ``target_p`` is missing or null (its
+            prompt states a target the reward would silently replace by 0); ``target_p`` is not a
+            real number (a string such as "0.5" or a bool is refused, not converted) or not in
+            [0, 1). The message names the key, the value and what was expected.
     """
     if extra_info is None:
         return 0.0
@@ -58,7 +66,14 @@ def target_of(extra_info: Mapping[str, Any] | None) -> float:
         return 0.0
     p = extra_info.get("target_p")
     if p is None:
+        if objective == "rlec":
+            raise ValueError(f"extra_info['target_p'] is {'null' if 'target_p' in extra_info else 'missing'} but "
+                             "extra_info['objective'] is 'rlec': expected a number in [0, 1) (use objective "
+                             "'binary' for a row without a target)")
         return 0.0
+    if isinstance(p, (str, bytes, bool)) or not isinstance(p, numbers.Real):
+        raise ValueError(f"extra_info['target_p'] must be a real number in [0, 1), got {p!r} "
+                         f"({type(p).__name__}; strings and booleans are not converted)")
     try:
         return check_target(p)
     except ValueError as exc:

@@ -8,13 +8,13 @@ import random
 import pytest
 
 from rlec.algorithms.e3 import (
+    E3Controller,
     E3Settings,
     PromptHistory,
     TemperatureScheduler,
     allocate_rollouts,
     anneal_factor,
     length_bias_factor,
-    length_bias_mu,
     temperature_update,
 )
 
@@ -65,6 +65,38 @@ def test_scheduler_both_regimes_and_clipping():
     assert collapsed.update(0.0, 1, 10) == collapsed.t_max  # zero entropy: as hot as allowed
     with pytest.raises(ValueError, match="finite number"):
         collapsed.update(float("inf"), 2, 10)
+
+
+def test_unbounded_scheduler_follows_the_method_unclipped():
+    # the method never clips (E3 Sec. 3.2): with both bounds null T follows the bare update, past 1.5
+    free = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.4, target_entropy=0.8, t_min=None, t_max=None,
+                                anneal=False)
+    expected = temperature_update(1.4, 0.2, 0.8, QWEN3_VOCAB)  # 1.4 (1 + 1.4 ln 4 / 14.41037) = 1.588554
+    assert expected == pytest.approx(1.588554, abs=1e-6)
+    assert free.update(0.2, 1, 50) == expected and not free.clipped
+    bounded = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.4, target_entropy=0.8, anneal=False)
+    assert bounded.update(0.2, 1, 50) == 1.5 and bounded.clipped  # the default safety bound acts, and says so
+
+
+def test_unbounded_scheduler_refuses_a_non_positive_temperature():
+    # T = 1.5, H* / H = 1e-6: 1.5 (1 + 1.5 ln(1e-6) / 14.41) < 0; with no lower bound this is an error, not a clip
+    free = TemperatureScheduler(vocab_size=QWEN3_VOCAB, temperature=1.5, target_entropy=1e-6, t_min=None, t_max=None,
+                                anneal=False)
+    with pytest.raises(ValueError, match=r"rlec\.e3\.temperature\.min/max"):
+        free.update(1.0, 1, 50)
+
+
+def test_temperature_bounds_are_nullable_in_settings_and_controller():
+    cfg = {"rlec": {"e3": {"enable": True, "temperature": {"min": None, "max": None, "target_entropy": 1.0}}}}
+    s = E3Settings.from_config(cfg)
+    assert (s.t_min, s.t_max) == (None, None) and s.temperature_in_bounds(3.0)
+    assert (E3Settings.from_config({"rlec": {"e3": {"temperature": {}}}}).t_min, E3Settings().t_max) == (0.5, 1.5)
+    controller = E3Controller(s, n=8, temperature=2.5, vocab_size=QWEN3_VOCAB)  # T_0 = 2.5 is fine with no bound
+    assert controller.observe(1, 10, 0.5, [], [])["e3/temperature_clipped"] == 0.0 and controller.temperature > 2.5
+    with pytest.raises(ValueError, match="outside"):
+        E3Controller(E3Settings.from_config({"rlec": {"e3": {"temperature": {"min": None}}}}), 8, 2.5, QWEN3_VOCAB)
+    with pytest.raises(ValueError, match=r"temperature\.min/max"):
+        E3Settings.from_config({"rlec": {"e3": {"temperature": {"min": None, "max": 0.0}}}})
 
 
 def test_annealed_target_is_used_late_in_training():
@@ -144,10 +176,45 @@ def test_length_bias_hand_computed_and_keeps_reward_positive():
     assert length_bias_factor(3000, 0.001) == pytest.approx(0.25)
     assert length_bias_factor(0, 0.001) == 1.0 and length_bias_factor(500, 0.0) == 1.0
     assert 0 < 0.1 * length_bias_factor(10**9, 1.0)  # a tiny positive reward stays positive
-    assert length_bias_mu(0.05, 0.001, 0.1) == 0.001 and length_bias_mu(0.1, 0.001, 0.1) == 0.001
-    assert length_bias_mu(0.2, 0.001, 0.1) == 0.0 and length_bias_mu(None, 0.001, 0.1) == 0.0
     with pytest.raises(ValueError):
         length_bias_factor(-1, 0.001)
+
+
+def _history_with_30_always_solved() -> tuple[PromptHistory, list[str]]:
+    keys = [f"q{i:03d}" for i in range(100)]
+    history = PromptHistory()
+    for i, key in enumerate(keys):  # q000..q029 always right (rank 0, tied); the rest right 1..70 times in 100
+        solved = 100 if i < 30 else i - 29
+        history.update([key] * 100, [j < solved for j in range(100)])
+    return history, keys
+
+
+def test_length_bias_easy_share_is_exact_when_30_prompts_tie_at_rank_0():
+    history, keys = _history_with_30_always_solved()
+    assert history.ranks(keys)[:30] == [0.0] * 30  # the 30 share rank 0: a rank cut would bias all 30
+    easy = history.easiest(0.1)
+    assert len(easy) == 10 and easy <= set(keys[:30])  # 10 % of the prompts, all from the tied easiest
+    assert history.easiest(0.1) == easy  # the same 10 on every call
+    restored = PromptHistory()
+    restored.load_state_dict(history.state_dict())
+    assert restored.easiest(0.1) == easy  # and after a resume (the tie-break is a stable digest, not hash())
+    assert len(history.easiest(0.35)) == 35 and set(keys[:30]) <= history.easiest(0.35)  # ties first, then by rank
+    assert history.easiest(0.0) == frozenset() and len(history.easiest(1.0)) == 100
+    with pytest.raises(ValueError, match="penalty_threshold"):
+        history.easiest(1.5)
+
+
+def test_controller_biases_exactly_the_configured_share_of_prompts():
+    history, keys = _history_with_30_always_solved()
+    settings = E3Settings.from_config({"rlec": {"e3": {"enable": True, "temperature": {"enable": False},
+                                                       "budget": {"enable": False},
+                                                       "length_bias": {"mu": 0.001, "penalty_threshold": 0.1}}}})
+    controller = E3Controller(settings, n=8, temperature=1.0, vocab_size=None)
+    controller.history = history
+    plans = [controller.plan(keys) for _ in range(3)]
+    biased = [{k for k, mu in zip(keys, p.length_mu) if mu > 0} for p in plans]
+    assert len(biased[0]) == 10 and biased[0] == biased[1] == biased[2] == history.easiest(0.1)
+    assert all(mu in (0.0, 0.001) for mu in plans[0].length_mu)
 
 
 def test_settings_defaults_nested_keys_and_errors():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -85,6 +86,41 @@ def test_bad_group_arguments_are_errors(args, match):
 def test_exact_binomials_where_floats_would_cancel():
     # N = 60, N_neg = 58, k = 30: C(58,30)/C(60,30) = (30*29)/(60*59); exact R = 1 - 870/3540
     assert passk_group_reward(60, 58, 30) == 1 - Fraction(870, 3540)
+
+
+def exact_advantage(n: int, n_neg: int, k: int) -> tuple[Decimal, Decimal]:
+    """(A_pos, A_neg) from the module docstring's formula with exact binomials, to 60 digits."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        mean = 1 - Fraction(math.comb(n_neg, k), math.comb(n, k))
+        all_neg = Fraction(math.comb(n_neg - 1, k - 1), math.comb(n - 1, k - 1))
+
+        def dec(x: Fraction) -> Decimal:
+            return Decimal(x.numerator) / Decimal(x.denominator)
+
+        sigma = dec(mean * (1 - mean)).sqrt()
+        return dec(1 - mean) / sigma, dec(1 - mean - all_neg) / sigma
+
+
+@pytest.mark.parametrize(("n", "n_neg", "k"), [(2000, 300, 300), (1082, 541, 541), (1081, 541, 541), (3000, 1500, 1000),
+                                               (2000, 1999, 300), (2000, 1000, 300), (500, 250, 100), (12, 7, 5), (60, 58, 30)])
+def test_large_groups_do_not_divide_by_an_underflowed_variance(n, n_neg, k):
+    # a float variance underflows to 0.0 from (N=1082, N_neg=k=541) up (issue 26 item 6); the exact values are tiny, not 0/0
+    a_pos, a_neg = passk_group_advantage(n, n_neg, k)
+    exp_pos, exp_neg = exact_advantage(n, n_neg, k)
+    assert math.isfinite(a_pos) and math.isfinite(a_neg) and a_pos > 0 > a_neg
+    assert a_pos == pytest.approx(float(exp_pos), rel=1e-12) and a_neg == pytest.approx(float(exp_neg), rel=1e-12)
+
+
+def test_no_valid_group_raises_over_a_sweep_of_sizes():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(1, 2500))
+        k, n_neg = int(rng.integers(1, n + 2)), int(rng.integers(0, n + 1))
+        a_pos, a_neg = passk_group_advantage(n, n_neg, k)
+        assert math.isfinite(a_pos) and math.isfinite(a_neg) and a_pos >= 0 >= a_neg
+        if n <= k:  # N < k: no k-subset (and N = k: one), defined as 0 (module docstring)
+            assert (a_pos, a_neg) == (0.0, 0.0)
 
 
 def test_batch_form_matches_per_group_for_unequal_interleaved_groups():

@@ -59,3 +59,35 @@ def test_every_hostile_kind_is_decided_without_a_timeout(bench, tmp_path: Path) 
     (rlec,) = json.loads(out.read_text())["rows"]
     assert rlec["timeouts"] == 0 and rlec["paths"].get("screened", 0) >= 1 and rlec["grader_errors"] == 0
     assert rlec["max_ms"] < 1000 and rlec["agree_3way"] == 1.0
+
+
+def test_worker_log_output_is_captured_and_its_timeouts_counted(bench, capfd) -> None:
+    # a child process writes math-verify's timeout records to its inherited fd 2, as verl's wrapper workers do
+    import subprocess
+
+    code = ("import sys; sys.stderr.write('WARNING:math_verify.parser:Timeout during parsing: ' + 'x' * 5000 + '\\n'"
+            " + 'WARNING:math_verify.grader:Timeout during comparison\\n' + 'unrelated warning\\n')")
+    with bench.captured_fd2() as log:
+        subprocess.run([sys.executable, "-c", code], check=True)
+    assert bench.count_math_verify_timeouts(log["text"]) == 2 and log["bytes"] > 5000
+    assert "Timeout during" not in capfd.readouterr().err  # nothing reached the console
+    with bench.captured_fd2(verbose=True) as log:
+        subprocess.run([sys.executable, "-c", code], check=True)
+    assert capfd.readouterr().err.count("Timeout during") == 2  # --verbose shows the details
+
+
+def test_verl_wrapper_timeouts_include_math_verify_log_records(bench, tmp_path: Path, capfd, monkeypatch) -> None:
+    # issue 26 item 11: on the power tower verl's wrapper returns "not equal" after math-verify's own comparison
+    # timeout inside its worker (logged there, invisible to the caller); the table said 0 timeouts
+    import random
+
+    items = [bench.pathological(random.Random(0), 2)] + bench.make_batch(3, seed=5, pathological_frac=0.0)
+    assert items[0].kind == "pathological:power_tower"
+    monkeypatch.setattr(bench, "make_batch", lambda n, seed, frac: items)
+    out = tmp_path / "rt.json"
+    assert bench.main(["--n", "4", "--timeout-s", "2", "--json", str(out), "--no-progress"]) == 0
+    captured = capfd.readouterr()
+    mv = {r["grader"]: r for r in json.loads(out.read_text())["rows"]}["verl math-verify"]
+    assert mv["logged_timeouts"] >= 1 and mv["timeouts"] == mv["future_timeouts"] + mv["logged_timeouts"]
+    assert "math-verify parse/comparison timeouts in its workers" in captured.out
+    assert "Timeout during" not in captured.err  # the records were counted, not printed

@@ -65,6 +65,21 @@ ISSUE_ROWS = [
     ("\\boxed{42 = 7}", "7", "math_dapo", I),  # not only the right-hand side
     ("\\boxed{x = 7}", "7", "math_dapo", C),
 ]
+# issue 26: invisible format characters (category Cf) never make a right answer wrong; visible digits of
+# other scripts are digits
+INVISIBLE_ROWS = [
+    ("\\boxed{1\u200b200}", "1200", "math_dapo", C),  # zero-width space inside the number
+    ("\\boxed{\u200f1200\u200e}", "1200", "math_dapo", C),  # right-to-left / left-to-right marks around it
+    ("\\boxed{\u2066-3\u2069}", "-3", "math_dapo", C),  # an isolate
+    ("\\boxed{\ufeff\\frac{1}{2}}", "0.5", "math_dapo", C),  # a byte-order mark
+    ("\\boxed{1\u00ad200}", "1200", "math_dapo", C),  # a soft hyphen
+    ("\\boxed{1\u200b201}", "1200", "math_dapo", I),  # still the wrong number
+    ("\\boxed{\uff11\uff12\uff10\uff10}", "1200", "math_dapo", C),  # full-width digits
+    ("\\boxed{\u0661\u0662\u0660\u0660}", "1200", "math_dapo", C),  # Arabic-Indic digits
+    ("\\boxed{\u200b1200}", "\u200f1200", "math_dapo", C),  # the gold loses them too
+    ("\\boxed{Eiffel\u200b Tower}", "Eiffel Tower", "hotpotqa", C),
+    ("\\boxed{I don\u200b't know}", "7", "math_dapo", A),
+]
 
 
 @pytest.mark.parametrize(("response", "gold", "want"), MATH_CASES)
@@ -84,6 +99,20 @@ def test_qa_cases(response: str, gold: str, want: Outcome) -> None:
 def test_issue_12_rows(pool, response: str, gold: str, source: str, want: Outcome) -> None:
     res = grade(response, gold, source, pool=pool)
     assert (res.outcome, res.grader_error, res.timed_out) == (want, "", False)
+
+
+@pytest.mark.parametrize(("response", "gold", "source", "want"), INVISIBLE_ROWS)
+def test_invisible_format_characters_never_change_a_verdict(pool, response: str, gold: str, source: str, want: Outcome) -> None:
+    res = grade(response, gold, source, pool=pool)
+    assert (res.outcome, res.grader_error, res.timed_out) == (want, "", False)
+
+
+def test_grading_kinds_of_issue_26_through_grade(pool) -> None:
+    # the whole path (extraction, fast path, math-verify): the malformed command, tiny exact values, E-notation
+    rows = [("\\boxed{5\\sqrt(3)}", "5", I), ("\\boxed{\\frac{1}{3^{60}}}", "\\frac{1}{3^{59}}", I),
+            ("\\boxed{1.2e3}", "1200", C), ("\\boxed{1.2 \\times 10^{3}}", "1200", C), ("\\boxed{i^2}", "-1", I)]
+    got = grade_batch([r for r, _, _ in rows], [g for _, g, _ in rows], ["math_dapo"] * len(rows), pool=pool)
+    assert [(g.outcome, g.grader_error) for g in got] == [(want, "") for _, _, want in rows]
 
 
 def test_batch_keeps_order_and_abstention_is_never_an_answer(pool) -> None:

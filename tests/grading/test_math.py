@@ -75,6 +75,32 @@ CONVENTIONS = [
     ("(-3,4)", "\\left(-3, 4\\right)", True),
     ("(2\\sqrt{2}, 1)", "(\\sqrt{8}, 1)", True),
     ("(1,2)", "(1,2,3)", False),
+    # issue 26, grading kinds (values of our own)
+    # scientific notation: e/E after a decimal number is a power of ten, on both paths; 2e is Euler's e
+    ("1200", "1.2e3", True),
+    ("1200", "1.2E3", True),
+    ("1200", "12e2", True),
+    ("0.005", "5e-3", True),
+    ("1.2e3", "1200", True),
+    ("1200", "1.2 \\times 10^{3}", True),
+    ("x = 1500", "x = 1.5e3", True),
+    ("1200", "1.3e3", False),
+    ("6", "2e3", False),
+    # exact values compare exactly: no numeric tolerance between two exact rationals
+    ("\\frac{1}{3^{59}}", "\\frac{1}{3^{60}}", False),
+    ("\\frac{1}{3^{60}}", "\\frac{1}{3^{59}}", False),
+    ("\\frac{1}{3^{60}}", "3^{-60}", True),
+    ("\\frac{1}{2^{70}}", "\\frac{1}{2^{71}} \\cdot 2", True),
+    ("9", "3^{2}", True),
+    # a malformed command does not leave its numeric prefix as the answer
+    ("5", "5\\sqrt(3)", False),
+    ("7", "7\\foo{3}", False),
+    ("3", "3\\log(2", False),
+    ("5", "5 \\times 1", True),  # a real product that equals the number is still right
+    ("5", "5 \\text{ cm}", True),  # a unit after the number is not a malformed command
+    # the imaginary unit: i is read as a variable (math-verify's reading); an answer states its value
+    ("-1", "i^2", False),
+    ("i^2", "-1", False),
 ]
 
 
@@ -210,6 +236,31 @@ def test_items_waiting_in_a_pool_that_breaks_are_graded_in_the_new_one() -> None
         os.kill(pid, signal.SIGKILL)
         results = [f.result(timeout=60) for f in futures]
         assert [(r.equal, r.error) for r in results] == [(True, "")] * 3
+    finally:
+        pool.close()
+
+
+def test_an_item_whose_worker_is_killed_while_running_it_is_retried_and_graded_right(tmp_path, monkeypatch) -> None:
+    """Issue 26 item 3: kill -9 of the worker holding an item (pebble: ProcessExpired, the pool keeps running)
+    gave that item a grader error (graded incorrect although right). It runs once more in a fresh worker."""
+    import rlec.grading.math as math_module
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # spawned workers inherit sys.path
+    monkeypatch.setenv("RLEC_TEST_HOLD_MARKER", str(tmp_path / "holder.pid"))
+    from rlec_held_item import held_check
+
+    pool = MathVerifyPool(max_workers=2, timeout_s=120.0)  # workers spawned with this sys.path and environment
+    try:
+        monkeypatch.setattr(math_module, "_timed_check", held_check)  # what the pool schedules for each item from now
+        marker = tmp_path / "holder.pid"
+        future = pool.submit(*EQUAL)
+        _wait_until(lambda: marker.exists() and marker.read_text().strip() != "")
+        holder = int(marker.read_text())
+        assert holder in _spawned_workers() and not future.done()
+        os.kill(holder, signal.SIGKILL)  # the worker that holds the item, mid-item
+        result = future.result(timeout=60)
+        assert (result.equal, result.error, result.timed_out) == (True, "", False)
+        assert pool._pool.active  # pebble kept the pool: this was the per-item path, not a rebuild
     finally:
         pool.close()
 

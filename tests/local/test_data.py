@@ -60,3 +60,23 @@ def test_contract_errors_name_file_row_and_key(tmp_path: Path, train_parquet: Pa
     with pytest.raises(FileNotFoundError, match="run `python -m rlec.data.prepare`"):
         check_parquet(tmp_path / "missing.parquet")
     assert check_parquet(train_parquet) > 0
+
+
+def test_rlec_rows_without_a_numeric_target_are_refused_naming_file_row_and_key(tmp_path: Path, train_parquet: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rlec.data.contract import check_row
+
+    rows = pq.read_table(train_parquet).to_pylist()[:3]
+    rows[1]["extra_info"] = rows[1]["extra_info"] | {"objective": "rlec", "target_p": None}
+    bad = tmp_path / "null_target.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), bad)
+    with pytest.raises(ValueError, match=rf"{bad}: row 1: extra_info\['target_p'\] is null but extra_info\['objective'\] "
+                                         r"is 'rlec': expected a number in \[0, 1\)"):
+        check_parquet(bad)
+    row = pq.read_table(train_parquet).to_pylist()[0]
+    row["extra_info"] = row["extra_info"] | {"objective": "rlec", "target_p": "0.5"}
+    with pytest.raises(ValueError, match=r"train.parquet: row 0: extra_info\['target_p'\] must be a real number in \[0, 1\), "
+                                         r"got '0.5'"):
+        check_row(row, "train.parquet: row 0")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pytest
 
 from rlec.reward.schedule import EVALUATION_B
@@ -42,7 +45,12 @@ def test_abstain_scores_zero_and_format_flag() -> None:
 @pytest.mark.parametrize(
     ("extra_info", "match"),
     [({"target_p": 1.0}, "target_p"), ({"target_p": "high"}, "target_p"), ({"objective": "ternary"}, "objective"),
-     ("p=0.3", "extra_info must be a dict")],
+     ("p=0.3", "extra_info must be a dict"),
+     # issue 26 item 4: an RLEC row without its target, and a target that is a string, are refused (not p = 0 / 0.5)
+     ({"objective": "rlec", "target_p": None}, r"target_p'\] is null but extra_info\['objective'\] is 'rlec'"),
+     ({"objective": "rlec"}, r"target_p'\] is missing"),
+     ({"objective": "rlec", "target_p": "0.5"}, r"target_p'\] must be a real number in \[0, 1\), got '0.5'"),
+     ({"target_p": "0.5"}, "strings and booleans are not converted"), ({"target_p": True}, "target_p")],
 )
 def test_bad_extra_info_is_a_grader_error_naming_the_key(extra_info, match) -> None:
     with pytest.raises(ValueError, match=match):
@@ -50,7 +58,12 @@ def test_bad_extra_info_is_a_grader_error_naming_the_key(extra_info, match) -> N
     # inside verl's reward loop a bad row must not fail the step: incorrect at p = 0, flagged
     out = compute_score("math_dapo", "\\boxed{1}", "1", extra_info, b=0.5)
     assert (out["outcome"], out["score"], out["target_p"], out["grader_error"]) == ("incorrect", 0.0, 0.0, 1.0)
-    assert out["grader_error_reason"].startswith("data: ") and match in out["grader_error_reason"]
+    assert out["grader_error_reason"].startswith("data: ") and re.search(match, out["grader_error_reason"])
+
+
+def test_numeric_targets_of_any_real_type_are_read() -> None:
+    assert target_of({"objective": "rlec", "target_p": np.float32(0.25)}) == 0.25
+    assert target_of({"objective": "rlec", "target_p": 0}) == 0.0 and target_of({"objective": "binary", "target_p": None}) == 0.0
 
 
 @pytest.mark.parametrize(

@@ -87,6 +87,13 @@ def test_impossible_algorithm_settings_are_refused(compose_rlec, overrides, key,
     assert any(f.level == "error" and f.key == key and message in f.message for f in findings), [str(f) for f in findings]
 
 
+def test_e3_temperature_bound_can_be_switched_off(compose_rlec):
+    # the clip is rlec's safety bound, not part of E3: null on both sides accepts any T_0 > 0 (docs/e3.md)
+    cfg = compose_rlec("algorithm=e3", "rlec.e3.temperature.min=null", "rlec.e3.temperature.max=null",
+                       "actor_rollout_ref.rollout.temperature=1.8")
+    assert errors(algorithm_overlay_rules(cfg)) == []
+
+
 def test_passk_with_e3_budget_warns_when_easy_prompts_get_no_more_than_k(compose_rlec):
     findings = algorithm_overlay_rules(compose_rlec("algorithm=[e3,passk]", "algorithm.passk.k=4"))
     assert errors(findings) == []

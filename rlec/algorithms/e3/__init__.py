@@ -11,7 +11,10 @@ call them.
    that step (verl's ``actor/entropy``: exact, full vocabulary, at the step's temperature), V
    the vocabulary size and H* the target::
 
-       T_{t+1} = clip(T_t * (1 + T_t * ln(H* / H_t) / (ln V + ln ln V)), T_min, T_max)
+       T_{t+1} = T_t * (1 + T_t * ln(H* / H_t) / (ln V + ln ln V))
+
+   then clipped to rlec's safety bound [T_min, T_max] (not part of E3; either side may be null:
+   :mod:`.temperature`).
 
    H* is the mean entropy of the first ``init_steps`` steps (the temperature stays at T_0
    meanwhile) or a configured value. Annealing: from ``anneal_start`` (0.6) of training,
@@ -26,15 +29,18 @@ call them.
    lam raised first (harder prompts gain in proportion to their rank, as in E3), the floor c only
    once every prompt of positive rank is at n_max; rounded by largest remainder, so n_min <= n_i
    <= n_max and a harder prompt never gets fewer.
-4. Length bias (:func:`length_bias_factor`): a correct response of a prompt with rank <=
-   ``penalty_threshold`` has its reward multiplied by 1 - mu l / (1 + mu l) = 1 / (1 + mu l),
-   l its length in tokens; the reward stays > 0, so answering correctly still beats abstaining.
+4. Length bias (:func:`length_bias_factor`): the easy prompts are exactly the easiest
+   ``penalty_threshold`` share of the remembered prompts (floor(share x m) of m, by rank, ties by
+   a stable digest of the key: :meth:`PromptHistory.easiest`); a correct response of an easy
+   prompt has its reward multiplied by 1 - mu l / (1 + mu l) = 1 / (1 + mu l), l its length in
+   tokens; the reward stays > 0, so answering correctly still beats abstaining.
 
 How this differs from the public E3 code (FSDP only):
 
 - the scheduler steps on ``actor/entropy``; the committed code steps on ``actor/entropy_loss``,
   which verl does not log when ``entropy_coeff = 0``, so its temperature never moves. It also
-  never clips T; here T stays in [T_min, T_max], and a zero entropy sends T to T_max;
+  never clips T; here T is clipped to a configurable safety bound (default [0.5, 1.5], null = none),
+  and a zero entropy is read as 1e-8 nats (docs/e3.md lists every difference and its reason);
 - budgets are exact and bounded: the original's rounding fix-up can exceed n_max, it gives
   unseen prompts n_min (here: n), and it widens [n_min, n_max] per epoch (here: fixed);
 - ranks come from a running per-prompt history at batch time, not from a per-epoch dataset pass;
@@ -53,7 +59,6 @@ from rlec.algorithms.e3.budget import (
     PromptHistory,
     allocate_rollouts,
     length_bias_factor,
-    length_bias_mu,
 )
 from rlec.algorithms.e3.controller import BatchPlan, E3Controller
 from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
@@ -75,6 +80,5 @@ __all__ = [
     "allocate_rollouts",
     "anneal_factor",
     "length_bias_factor",
-    "length_bias_mu",
     "temperature_update",
 ]

@@ -6,10 +6,11 @@ See :mod:`rlec.algorithms.e3` for the formulas and how they differ from the orig
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
 from typing import Any, Hashable, Mapping, Sequence
 
-__all__ = ["PromptHistory", "allocate_rollouts", "length_bias_factor", "length_bias_mu"]
+__all__ = ["PromptHistory", "allocate_rollouts", "length_bias_factor"]
 
 
 class PromptHistory:
@@ -62,6 +63,34 @@ class PromptHistory:
                 out.append((m - bisect.bisect_right(accs, acc)) / (m - 1))
         return out
 
+    def easiest(self, share: float) -> frozenset[str]:
+        """The easy prompts of the length bias: exactly floor(share x m) of the m remembered prompts.
+
+        Prompts are ordered by rank (highest accuracy first), ties broken by a stable digest of
+        the key (BLAKE2b of ``str(key)``: the same in every process and run, and uncorrelated with
+        how the ids are spelt, so a tie does not favour one data source), and the first
+        floor(share x m) are easy. The share is exact however many prompts tie: with 100
+        remembered prompts, 30 of them always solved, share 0.1 gives 10 of the 30, the same 10
+        on every call (the reference biases "10 % of the prompts").
+
+        Args:
+            share: the share of remembered prompts that is easy, in [0, 1]
+                (``rlec.e3.length_bias.penalty_threshold``).
+
+        Returns:
+            The easy keys (as ``str``); empty while floor(share x m) = 0.
+
+        Raises:
+            ValueError: share outside [0, 1] or NaN.
+        """
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"rlec.e3.length_bias.penalty_threshold (the easy share) must be in [0, 1], got {share!r}")
+        count = math.floor(share * len(self.counts) + 1e-9)
+        if count == 0:
+            return frozenset()
+        order = sorted(self.counts, key=lambda k: (-self.counts[k][0] / self.counts[k][1], _stable_digest(k)))
+        return frozenset(order[:count])
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state: ``{"counts": {key: [correct, total]}}``."""
         return {"counts": {k: list(v) for k, v in self.counts.items()}}
@@ -69,6 +98,11 @@ class PromptHistory:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""
         self.counts = {str(k): [int(v[0]), int(v[1])] for k, v in state["counts"].items()}
+
+
+def _stable_digest(key: str) -> bytes:
+    """A tie-break key for ``key`` that is the same in every process (unlike ``hash``)."""
+    return hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
 
 
 def _bisect(f, lo: float, hi: float, goal: float) -> float:
@@ -157,8 +191,3 @@ def length_bias_factor(length: int, mu: float) -> float:
     if not length >= 0 or not mu >= 0:
         raise ValueError(f"need length >= 0 and mu >= 0, got {length!r}, {mu!r}")
     return 1.0 - mu * length / (1.0 + mu * length)
-
-
-def length_bias_mu(rank: float | None, mu: float, penalty_threshold: float) -> float:
-    """The mu that applies to a prompt: ``mu`` for a seen prompt with rank <= threshold, else 0."""
-    return float(mu) if rank is not None and rank <= penalty_threshold else 0.0

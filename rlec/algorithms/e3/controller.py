@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Hashable, Mapping, Sequence
 
-from rlec.algorithms.e3.budget import PromptHistory, allocate_rollouts, length_bias_mu
+from rlec.algorithms.e3.budget import PromptHistory, allocate_rollouts
 from rlec.algorithms.e3.settings import E3Settings
 from rlec.algorithms.e3.temperature import TemperatureScheduler
 
@@ -32,7 +32,8 @@ class BatchPlan:
     Attributes:
         ranks: difficulty rank per prompt in [0, 1], None for a prompt never seen.
         rollout_n: responses per prompt (sum = n x prompts; all n when the budget is off).
-        length_mu: the length-bias coefficient per prompt (0 = no bias).
+        length_mu: the length-bias coefficient per prompt: mu for an easy prompt
+            (:meth:`PromptHistory.easiest`), else 0.
         temperature: the sampling temperature of this step.
     """
 
@@ -66,7 +67,7 @@ class E3Controller:
             if vocab_size is None:
                 raise ValueError("rlec.e3.temperature needs the vocabulary size: set rlec.e3.temperature.vocab_size "
                                  "or a model folder whose config.json has vocab_size")
-            if not settings.t_min <= self.initial_temperature <= settings.t_max:
+            if not settings.temperature_in_bounds(self.initial_temperature):
                 raise ValueError(f"actor_rollout_ref.rollout.temperature {self.initial_temperature} is outside "
                                  f"rlec.e3.temperature [min, max] = [{settings.t_min}, {settings.t_max}]")
             self.scheduler = TemperatureScheduler(
@@ -86,7 +87,8 @@ class E3Controller:
         s = self.settings
         ranks = self.history.ranks(prompt_keys)
         counts = allocate_rollouts(ranks, self.n, s.n_min, s.n_max) if s.budget_enable else [self.n] * len(ranks)
-        mus = [length_bias_mu(r, s.mu, s.penalty_threshold) if s.length_bias_enable else 0.0 for r in ranks]
+        easy = self.history.easiest(s.penalty_threshold) if s.length_bias_enable else frozenset()
+        mus = [float(s.mu) if str(key) in easy else 0.0 for key in prompt_keys]
         self._planned_n.extend(counts)
         return BatchPlan(ranks=ranks, rollout_n=counts, length_mu=mus, temperature=self.temperature)
 
@@ -114,7 +116,8 @@ class E3Controller:
 
         Returns:
             ``e3/temperature`` (T of this step), ``e3/entropy``, ``e3/target_entropy`` (once
-            known), ``e3/rollout_n/{min,mean,max}`` (over the prompts planned since the last
+            known), ``e3/temperature_clipped`` (1 when the safety bound changed the next T),
+            ``e3/rollout_n/{min,mean,max}`` (over the prompts planned since the last
             call), ``e3/length_bias/{mean,count}`` (mean factor over the correct responses of
             biased prompts; 1.0 when there were none), ``e3/seen_prompts``.
         """
@@ -136,6 +139,7 @@ class E3Controller:
                 target = target if target is not None else self.scheduler.target(step, total_steps)
                 if target is not None:
                     metrics["e3/target_entropy"] = target
+                metrics["e3/temperature_clipped"] = float(self.scheduler.clipped)
         metrics["e3/seen_prompts"] = float(len(self.history))
         return metrics
 

@@ -23,8 +23,8 @@ class E3Settings:
 
     enable: bool = False
     temperature_enable: bool = True
-    t_min: float = 0.5
-    t_max: float = 1.5
+    t_min: float | None = 0.5
+    t_max: float | None = 1.5
     init_steps: int = 5
     target_entropy: float | None = None
     vocab_size: int | None = None
@@ -37,6 +37,9 @@ class E3Settings:
     length_bias_enable: bool = True
     mu: float = 0.001
     penalty_threshold: float = 0.1
+
+    # fields whose explicit null means "no bound" (a missing key keeps the default above)
+    NULLABLE = ("t_min", "t_max")
 
     # field -> (key under rlec.e3, type)
     KEYS = {
@@ -69,6 +72,8 @@ class E3Settings:
         for name, (key, kind) in cls.KEYS.items():
             raw = select(cfg, f"rlec.e3.{key}")
             if raw is None:
+                if name in cls.NULLABLE and _is_explicit_null(cfg, f"rlec.e3.{key}"):
+                    values[name] = None
                 continue
             try:
                 values[name] = kind(raw)
@@ -78,10 +83,16 @@ class E3Settings:
         settings.check()
         return settings
 
+    def temperature_in_bounds(self, temperature: float) -> bool:
+        """Whether T lies in the safety bound [``temperature.min``, ``temperature.max``] (a null side is open)."""
+        return (self.t_min is None or temperature >= self.t_min) and (self.t_max is None or temperature <= self.t_max)
+
     def check(self) -> None:
         """Raises ValueError naming the ``rlec.e3`` key of the first value out of range."""
         checks = [
-            (0 < self.t_min <= self.t_max, "temperature.min/max", f"need 0 < min <= max, got {self.t_min}, {self.t_max}"),
+            (all(t is None or t > 0 for t in (self.t_min, self.t_max))
+             and (self.t_min is None or self.t_max is None or self.t_min <= self.t_max),
+             "temperature.min/max", f"need 0 < min <= max (each a number or null), got {self.t_min}, {self.t_max}"),
             (self.init_steps >= 1, "temperature.init_steps", f"must be >= 1, got {self.init_steps}"),
             (self.target_entropy is None or self.target_entropy > 0, "temperature.target_entropy",
              f"must be > 0 nats or null, got {self.target_entropy}"),
@@ -95,3 +106,13 @@ class E3Settings:
         for ok, key, message in checks:
             if not ok:
                 raise ValueError(f"rlec.e3.{key}: {message}")
+
+
+def _is_explicit_null(cfg: Any, dotted: str) -> bool:
+    """Whether ``dotted`` is present in ``cfg`` and holds None (``select`` treats both as missing)."""
+    parent, _, leaf = dotted.rpartition(".")
+    node = select(cfg, parent)
+    try:
+        return node is not None and leaf in node and node[leaf] is None
+    except TypeError:
+        return False
