@@ -74,6 +74,7 @@ ASSUMPTION_HELP = {
     "max_num_seqs": "running sequences per vLLM replica",
     "prompt_tokens": "mean prompt tokens per response",
     "response_tokens": "mean response tokens",
+    "longest_response_tokens": "decode steps per vLLM wave: its longest response (the long tail; = response_tokens for none)",
     "alltoall_bandwidth_intra": "EP all-to-all bytes/s per GPU inside a node",
     "alltoall_bandwidth_inter": "EP all-to-all bytes/s per GPU across nodes",
     "activation_bytes": "bytes per dispatched activation element",

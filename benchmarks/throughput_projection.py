@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlec.cluster.cost_model import DEVICES, Assumptions, project_step, train_flops, verl_flops_params
+from rlec.cluster.cost_model import ANCHORS, DEVICES, Assumptions, anchor_comparison, project_step, train_flops, verl_flops_params
 from rlec.cluster.memory import GIB, estimate_memory
 from rlec.cluster.shape import ModelShape
 
@@ -75,15 +75,13 @@ def project_layout(name: str, a: Assumptions, overrides: list[str] | None = None
                             "attention_share": train_flops(shape, [a.prompt_tokens + a.response_tokens]).attention
                             / step["train_flops_per_token"] / (a.prompt_tokens + a.response_tokens)},
         "memory_gib": mem.as_gib(), "params_per_gpu": mem.params_local, **step,
-        "update_tflops_per_gpu": device.peak_flops * a.update_mfu / 1e12,
+        "anchors": anchor_comparison(step, "H200" if gib >= 141 else "H100", layout.world),
     }
 
 
 def run_projection(a: Assumptions, layouts: list[str] | None = None, log: Any = print) -> dict[str, Any]:
     """:func:`project_layout` for each layout (default: all committed ones); layouts of models
     below :data:`MIN_PROJECTED_PARAMS` parameters are listed under ``not_projected`` instead."""
-    from throughput_sections import ANCHORS
-
     rows, skipped = [], []
     for name in layouts or committed_layouts():
         _, shape, _ = layout_shape(name)
@@ -95,6 +93,5 @@ def run_projection(a: Assumptions, layouts: list[str] | None = None, log: Any = 
         log(f"[projection] {name}")
         rows.append(project_layout(name, a))
     return {"assumptions": a.as_dict(), "devices": {k: vars(v) for k, v in DEVICES.items()}, "anchors": ANCHORS,
-            "rows": rows, "not_projected": skipped, "not_modelled": ["generation long tail (the step waits for its longest response)",
-                                           "weight sync, reward, data loading", "expert load imbalance",
+            "rows": rows, "not_projected": skipped, "not_modelled": ["weight sync, reward, data loading", "expert load imbalance",
                                            "EP all-to-all time is reported, not added (the MFU assumption covers it)"]}

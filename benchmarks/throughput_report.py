@@ -62,6 +62,14 @@ def projection_table(section: dict[str, Any]) -> list[str]:
             f"{m['logits']} = {m['train_total']} | {m['rollout_total']} | {r['alltoall_bytes_per_gpu'] / 1e9:.0f} "
             f"({r['alltoall_s']:.1f} s) | {r['update_tokens_per_s_per_gpu']:.0f} | {r['rollout_tokens_per_s_per_gpu']:.0f} | "
             f"{r['step_s']:.1f} | {r['tokens_per_s_per_gpu']:.0f} | {100 * r['generation_share']:.0f}% |")
+    compared = [(r["layout"], x) for r in section.get("rows", []) for x in r.get("anchors", [])]
+    if compared:
+        lines += ["", "| layout | metric | projected | published anchor | projected / anchor | anchor |", "|---|---|---|---|---|---|"]
+        for name, x in compared:
+            fmt = "{:.2f}" if x["anchor"] < 10 else "{:,.0f}"
+            setup = "" if x["same_setup"] else " (another set-up)"
+            lines.append(f"| {name} | {x['metric']} | {fmt.format(x['projected'])} | {fmt.format(x['anchor'])} | "
+                         f"{x['ratio']:.2f}{setup} | {x['source']} |")
     skipped = section.get("not_projected", [])
     if skipped:
         lines += ["", "Not projected: " + "; ".join(f"{x['layout']} ({x['reason']})" for x in skipped)]

@@ -23,16 +23,6 @@ from throughput_update import summarize
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).resolve().with_name("throughput_update.py")
 LAYOUT_RE = re.compile(r"^(?:tp(\d+))?(?:ep(\d+))?(?:etp(\d+))?(?:pp(\d+))?$")
-ANCHORS = [  # published, none measured here (/shared FACTS.md "Throughput anchors")
-    {"name": "NeMo-RL v0.6 GRPO Qwen3-30B-A3B, 32 H100 BF16 (gen TP2, train EP8), max len 4096",
-     "metric": "RL step tokens/s/GPU", "value": 1102.0, "note": "192 s/step on-policy; 1,414 with 1-step off-policy"},
-    {"name": "verl fully-async doc, Qwen3-30B-A3B-Base, 128 H20, n=16, batch 512, 8k response",
-     "metric": "generation share of step time", "value": 0.70, "note": "498 s/step: generation 348 s, actor update 86 s"},
-    {"name": "Megatron-Bridge pretraining Qwen3-30B-A3B, 16 H100 FP8, seq 4096",
-     "metric": "update TFLOP/s/GPU", "value": [203.0, 241.0], "note": "8.8-10.5k tokens/s/GPU"},
-    {"name": "vLLM Qwen3-30B-A3B on 2 H100 (EP2, ~920-token outputs)",
-     "metric": "rollout output tokens/s/GPU", "value": 6300.0, "note": ""},
-]
 
 
 def parse_layout(name: str) -> dict[str, Any]:

@@ -112,10 +112,60 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:  # a failed write() names no file: name it
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
     return path
+
+
+LOW_SPACE_BYTES = 64 * 2**20
+
+
+def _free_bytes(path: Path) -> int | None:
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free
+    except OSError:
+        return None
+
+
+def no_space_error(exc: BaseException, path: str | os.PathLike[str]) -> OSError | None:
+    """``OSError(ENOSPC, "No space left on device", path)`` when ``exc`` comes from a full disk, else None.
+
+    A full disk is recognised from an ``ENOSPC`` ``OSError`` (or its text) anywhere in ``exc``'s
+    cause/context chain, or, for writers that lose the errno (torch's zip writer raises
+    ``RuntimeError: [enforce fail at inline_container.cc] . unexpected pos``, wrapped by
+    Megatron's ``Worker failure``), from the filesystem of ``path`` having under
+    :data:`LOW_SPACE_BYTES` (64 MiB) free when the error is caught: call it while the partial
+    output still holds its space. Raise the result ``from exc`` so the original error stays
+    in the chain.
+
+    Args:
+        exc: the error a write raised.
+        path: the output being written (file or folder; need not exist).
+
+    Returns:
+        the error to raise (its message names ``path`` and the free space), or None.
+    """
+    path = Path(path)
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    full = False
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if (isinstance(error, OSError) and error.errno == errno.ENOSPC) or "No space left on device" in str(error):
+            full = True
+            break
+        error = error.__cause__ or error.__context__
+    free = _free_bytes(path)
+    if not full and (free is None or free >= LOW_SPACE_BYTES):
+        return None
+    left = "" if free is None else f" ({free / 2**20:.1f} MiB free)"
+    return OSError(errno.ENOSPC, f"No space left on device{left}", str(path))
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
@@ -179,6 +229,109 @@ def check_writable(path: str | os.PathLike[str], *, label: str) -> Path:
     except OSError as exc:
         raise PermissionError(f"{label} {path}: cannot write in {parent} ({exc.strerror or exc})") from None
     return path
+
+
+# ---- manifests: what a complete folder holds, checked before it is read -----------------------
+
+MANIFEST_FILE = "rlec_manifest.json"
+_HASH_CHUNK = 8 * 2**20
+
+
+class ManifestError(OSError):
+    """A folder's manifest is missing, unreadable, or does not match its files.
+
+    Attributes:
+        folder: the folder checked.
+        problems: one line per missing, resized or changed file (or the manifest's own problem).
+    """
+
+    def __init__(self, folder: Path, problems: list[str]) -> None:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        super().__init__(f"{folder}: damaged ({shown})")
+        self.folder, self.problems = folder, problems
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            digest.update(chunk)  # hashlib releases the GIL on large buffers: files hash in parallel threads
+    return digest.hexdigest()
+
+
+def _hash_files(folder: Path, names: list[str]) -> dict[str, str]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = max(1, min(8, len(names), os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        return dict(zip(names, pool.map(lambda name: _sha256(folder / name), names)))
+
+
+def _manifest_names(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and not p.is_symlink() and p.name != MANIFEST_FILE)
+
+
+def write_manifest(folder: str | os.PathLike[str]) -> Path:
+    """Record every file of a complete ``folder`` (relative path -> size in bytes and SHA-256) in
+    ``<folder>/rlec_manifest.json``, written with :func:`atomic_write_text`.
+
+    Call it once every file of the folder is written (all ranks finished) and before anything
+    points at the folder (a checkpoint's "latest" tracker), so a folder without a manifest is one
+    whose write did not finish. Cost: one read of the folder; files hash in parallel threads
+    (SHA-256 at about 0.5-1 GB/s per core).
+
+    Returns:
+        the manifest's path.
+
+    Raises:
+        OSError: a file cannot be read or the manifest cannot be written (e.g. ``ENOSPC``).
+    """
+    folder = Path(folder)
+    names = _manifest_names(folder)
+    digests = _hash_files(folder, names)
+    files = {name: {"bytes": (folder / name).stat().st_size, "sha256": digests[name]} for name in names}
+    return atomic_write_text(folder / MANIFEST_FILE, json.dumps({"version": 1, "files": files}, indent=1, sort_keys=True) + "\n")
+
+
+def verify_manifest(folder: str | os.PathLike[str]) -> int:
+    """Check ``folder`` against its manifest (:func:`write_manifest`) before anything reads it.
+
+    Every listed file must exist with the recorded size and SHA-256 (a size mismatch is reported
+    without hashing). Files added after the manifest are not checked (nothing rlec writes does so).
+
+    Returns:
+        the number of files checked.
+
+    Raises:
+        ManifestError: the manifest is missing or unreadable, or a listed file is missing, has
+            another size, or another content; the message names the folder and each file.
+    """
+    folder = Path(folder)
+    try:
+        files = json.loads((folder / MANIFEST_FILE).read_text())["files"]
+        if not isinstance(files, dict):
+            raise ValueError("'files' is not a mapping")
+    except FileNotFoundError:
+        raise ManifestError(folder, [f"no {MANIFEST_FILE}: its write did not finish, or it predates manifests"]) from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ManifestError(folder, [f"{MANIFEST_FILE} is unreadable ({exc})"]) from None
+    problems, to_hash = [], []
+    for name, want in sorted(files.items()):
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{name} is missing")
+        elif path.stat().st_size != int(want["bytes"]):
+            problems.append(f"{name} has {path.stat().st_size} bytes, the manifest {want['bytes']}")
+        else:
+            to_hash.append(name)
+    digests = _hash_files(folder, to_hash)
+    problems += [f"{name}: content differs from the manifest (sha256)" for name in to_hash if digests[name] != files[name]["sha256"]]
+    if problems:
+        raise ManifestError(folder, problems)
+    return len(files)
 
 
 # ---- locks -----------------------------------------------------------------------------------
@@ -270,7 +423,8 @@ class FileLock:
         Raises:
             LockHeld: another process holds it; the message names the holder's pid, host,
                 command and start time.
-            OSError: the lock file cannot be created (the message names it).
+            OSError: the lock file cannot be created or written (the message names it; a lock
+                file that could not be written, e.g. on a full disk, is removed).
         """
         if self._fd is not None:
             raise RuntimeError(f"{self.path}: already held by this FileLock")
@@ -309,9 +463,15 @@ class FileLock:
             "command": " ".join([os.path.basename(sys.executable), *sys.argv]) if sys.argv and sys.argv[0] else sys.executable,
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+            os.fsync(fd)
+        except OSError as exc:  # a full disk: leave no empty lock file behind, and name it
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            os.close(fd)
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.path)) from exc
         self._fd, self.locked = fd, True
         return self
 

@@ -179,3 +179,99 @@ def test_save_figure_writes_a_complete_png_and_closes_the_figure(tmp_path, monke
         save_figure(fig2, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the old file is untouched
     assert not plt.fignum_exists(fig2.number)
+
+
+def _full_disk(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_manifest_accepts_the_folder_it_was_written_for_and_names_each_damaged_file(tmp_path: Path) -> None:
+    from rlec.io import MANIFEST_FILE, ManifestError, verify_manifest, write_manifest
+
+    folder = tmp_path / "ckpt"
+    (folder / "sub").mkdir(parents=True)
+    shard = folder / "__0_0.distcp"
+    shard.write_bytes(os.urandom(3 * 2**20))
+    (folder / "sub" / "common.pt").write_bytes(b"abc")
+    with pytest.raises(ManifestError, match=f"no {MANIFEST_FILE}"):
+        verify_manifest(folder)  # a folder whose save never reached the manifest
+    write_manifest(folder)
+    assert verify_manifest(folder) == 2
+    data = bytearray(shard.read_bytes())
+    data[2**20: 2**21] = os.urandom(2**20)  # 1 MiB overwritten in the middle: same size, other content
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ManifestError, match=r"__0_0\.distcp: content differs") as info:
+        verify_manifest(folder)
+    assert info.value.problems == ["__0_0.distcp: content differs from the manifest (sha256)"]
+    (folder / "sub" / "common.pt").write_bytes(b"ab")
+    shard.unlink()
+    with pytest.raises(ManifestError) as info:
+        verify_manifest(folder)
+    assert info.value.problems == ["__0_0.distcp is missing", "sub/common.pt has 2 bytes, the manifest 3"]
+    (folder / MANIFEST_FILE).write_text("{not json")
+    with pytest.raises(ManifestError, match="is unreadable"):
+        verify_manifest(folder)
+
+
+def test_manifest_is_written_atomically_and_a_full_disk_leaves_no_manifest(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    from rlec.io import MANIFEST_FILE, write_manifest
+
+    (tmp_path / "a.bin").write_bytes(b"x" * 10)
+    monkeypatch.setattr(os, "fsync", _full_disk)
+    with pytest.raises(OSError) as info:
+        write_manifest(tmp_path)
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(tmp_path / MANIFEST_FILE)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin"]
+
+
+def test_no_space_error_finds_enospc_in_the_chain_or_a_full_filesystem(tmp_path: Path, monkeypatch) -> None:
+    import errno
+    import shutil
+
+    from rlec import io as rio
+
+    target = tmp_path / "global_step_2"
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as inner:
+            raise RuntimeError("Worker failure") from inner
+    except RuntimeError as exc:
+        chained = exc
+    found = rio.no_space_error(chained, target)
+    assert found is not None and found.errno == errno.ENOSPC and found.filename == str(target)
+    assert "No space left on device" in str(found) and str(target) in str(found)
+    # torch's zip writer loses the errno: the full filesystem tells it apart
+    zip_error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+    assert rio.no_space_error(zip_error, target) is None  # this disk has room
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9, 4096))
+    assert rio.no_space_error(zip_error, target).errno == errno.ENOSPC
+    assert rio.no_space_error(ValueError("x"), target).errno == errno.ENOSPC  # any failure on a full disk
+
+
+def test_atomic_write_on_a_full_disk_names_the_file_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    path = tmp_path / "latest_checkpointed_iteration.txt"
+    path.write_text("1\n")
+    monkeypatch.setattr(os, "fsync", _full_disk)
+    with pytest.raises(OSError, match="No space left on device") as info:
+        atomic_write_text(path, "2\n")
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(path)
+    monkeypatch.undo()
+    assert path.read_text() == "1\n" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_lock_that_cannot_be_written_on_a_full_disk_is_named_and_removed(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    out = tmp_path / "records.jsonl"
+    monkeypatch.setattr(os, "pwrite", _full_disk)
+    with pytest.raises(OSError, match="No space left on device") as info:
+        output_lock(out).acquire()
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(lock_path(out))
+    assert list(tmp_path.iterdir()) == []  # no 0-byte lock file

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# One-GPU smoke test of the cluster path: what a maintainer runs first on any GPU box.
+# GPU smoke test of the cluster path (one GPU; one node of 8 with --gpus 8): what a maintainer runs first on a GPU box.
 #
 #   bash tools/gpu_smoke.sh            # set up (cached), run every step, print one summary table
 #   bash tools/gpu_smoke.sh --check    # no GPU needed: validate every command it would run (DRY_RUN),
 #                                      # the scripts' syntax, the pytest selection; installs nothing
+#   bash tools/gpu_smoke.sh --gpus 8   # one node of 8 GPUs: the qwen3_30b_a3b_1x8 layout (TP 4 + sequence
+#                                      # parallel, EP 8; rollout TP 4, and EP 4 in FP8) on a tiny model
+#   bash tools/gpu_smoke.sh --gpus 8 --check   # no GPU: those two 8-GPU commands through DRY_RUN's rules
 #
 # Steps (each with a time limit; logs in outputs/gpu_smoke/<UTC time>/<step>.log):
 #   setup      tools/setup_gpu_env.sh: the locked GPU set, Transformer Engine, flash-attn (cached by its stamp;
@@ -13,6 +16,10 @@
 #   train-fp8  the same in FP8 (TE blockwise training, FP8 vLLM rollout) on the FP8-capable tiny model
 #              (megatron_configs/model/tiny_qwen3_moe_fp8.json); skipped below compute capability 9.0
 #   convert    tools/convert_hf_to_mcore.py with the Transformer Engine spec, bf16, --verify
+# With --gpus 8 (steps setup, inputs, train-1x8-bf16, train-1x8-fp8): 2 steps each of verl's trainer
+# on LAYOUT=qwen3_30b_a3b_1x8 with the tiny model shaped for it (megatron_configs/model/tiny_qwen3_moe_1x8.json:
+# 4 query / 4 KV heads, 8 experts, 128-wide slices), in BF16 and in FP8 (TE blockwise training at
+# TP 4 with sequence parallel, FP8 vLLM rollout with expert parallel 4), 16 prompts x 4 responses.
 # Target: under 8 minutes on one H100/H200 once the set-up is cached. Exit status 1 if any step failed.
 #
 # Environment: VENV [.venv-gpu]  OUT [outputs/gpu_smoke/<UTC time>]  SMOKE_STEPS (comma list) [all]
@@ -21,15 +28,25 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 CHECK_ONLY=0
-case "${1:-}" in
-  --check) CHECK_ONLY=1 ;;
-  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
-  "") ;;
-  *) echo "gpu_smoke.sh: unknown argument: $1 (use --check or --help)" >&2; exit 2 ;;
+GPUS=1
+while (( $# )); do
+  case "$1" in
+    --check) CHECK_ONLY=1 ;;
+    --gpus) GPUS=${2:-}; shift ;;
+    --gpus=*) GPUS=${1#--gpus=} ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_smoke.sh: unknown argument: $1 (use --check, --gpus 8 or --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$GPUS" in
+  1) DEFAULT_STEPS=setup,gpu-tests,inputs,train-bf16,train-fp8,convert ;;
+  8) DEFAULT_STEPS=setup,inputs,train-1x8-bf16,train-1x8-fp8 ;;
+  *) echo "gpu_smoke.sh: --gpus takes 1 (the tiny_1gpu layout) or 8 (qwen3_30b_a3b_1x8 on one node), got '$GPUS'" >&2; exit 2 ;;
 esac
 VENV=${VENV:-.venv-gpu}
 OUT=${OUT:-outputs/gpu_smoke/$(date -u +%Y%m%dT%H%M%SZ)}
-SMOKE_STEPS=${SMOKE_STEPS:-setup,gpu-tests,inputs,train-bf16,train-fp8,convert}
+SMOKE_STEPS=${SMOKE_STEPS:-$DEFAULT_STEPS}
 PYTEST_SELECTION=(-m "gpu and not slow" tests)
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -73,27 +90,66 @@ train_cmd() {
          data.max_response_length=128)
 }
 
-# The two tiny models (the FP8 one has 128-wide slices) and the sample data, on CPU in seconds.
+# TRAIN for --gpus 8: the committed one-node layout as it is (TP 4 + sequence parallel, EP 8, ETP 1,
+# rollout TP 4; precision/fp8.yaml sets rollout EP 4 and blockwise FP8), at toy batch sizes
+# (16 prompts x 4 responses, mini-batch 8: 32 responses per mini-batch over attention DP 2).
+train_1x8_cmd() {
+  local dry=$1 precision=$2
+  TRAIN=(env DRY_RUN="$dry" LAYOUT=qwen3_30b_a3b_1x8 PRECISION="$precision" MODEL_PATH="$MODELS/tiny_qwen3_moe_1x8"
+         PYTHON="$PY" NNODES=1 NGPUS_PER_NODE=8 TRAIN_FILES="$DATA/train.parquet" VAL_FILES="$DATA/test.parquet"
+         CHECKPOINT_DIR="$OUT/ckpt_1x8_$precision" EXPERIMENT_NAME="smoke_1x8_$precision" TOTAL_TRAINING_STEPS=2
+         SAVE_FREQ=2 TEST_FREQ=-1 LOGGER="[console]" TRAIN_BATCH_SIZE=16 ROLLOUT_N=4
+         DRY_RUN_CONFIG="$OUT/train-1x8-$precision.config.yaml"
+         bash tools/run_megatron_rlec.sh trainer.val_before_train=false actor_rollout_ref.rollout.enforce_eager=true
+         data.max_response_length=128 actor_rollout_ref.actor.ppo_mini_batch_size=8)
+}
+
+# The tiny models of the mode (1 GPU: tiny_qwen3_moe and the FP8 one with 128-wide slices; 8 GPUs: the
+# one shaped for the 1x8 layout) and the sample data, on CPU in seconds.
 prepare_inputs() {
-  "$PY" - "$MODELS" <<'EOF_PY' || return 1
+  "$PY" - "$MODELS" $SMOKE_MODELS <<'EOF_PY' || return 1
 import json, sys
 from pathlib import Path
 from rlec.config import CONFIG_DIR
 from rlec.models import build_tiny_model
 models = Path(sys.argv[1])
-for name in ("tiny_qwen3_moe", "tiny_qwen3_moe_fp8"):
+for name in sys.argv[2:]:
     if not (models / name).exists():
         spec = {k: v for k, v in json.loads((CONFIG_DIR / "model" / f"{name}.json").read_text()).items() if not k.startswith("_")}
         build_tiny_model(models / name, overrides=spec)
 EOF_PY
   [[ -f "$DATA/train.parquet" ]] || "$PY" -m rlec.data.prepare --output-dir "$DATA" --no-progress
 }
+if [[ "$GPUS" == 8 ]]; then SMOKE_MODELS=tiny_qwen3_moe_1x8; else SMOKE_MODELS="tiny_qwen3_moe tiny_qwen3_moe_fp8"; fi
 export -f prepare_inputs
-export PY MODELS DATA
+export PY MODELS DATA SMOKE_MODELS
 
 gpu_capability() { "$PY" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())' 2>/dev/null || echo 0.0; }
 
-if [[ "$CHECK_ONLY" == 1 ]]; then
+gpu_count() { { nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null || true; } | wc -l; }
+
+if [[ "$GPUS" == 8 ]]; then
+  # One node of 8 GPUs: the one-node cluster layout in BF16 and FP8 (--check: the same commands through DRY_RUN).
+  if [[ "$CHECK_ONLY" == 1 ]]; then
+    run_step setup 120 bash -c "bash -n tools/gpu_smoke.sh && bash -n tools/setup_gpu_env.sh && bash tools/setup_gpu_env.sh --check"
+    run_step inputs 900 bash -c prepare_inputs
+    train_1x8_cmd 1 bf16 && run_step train-1x8-bf16 900 "${TRAIN[@]}"
+    train_1x8_cmd 1 fp8 && run_step train-1x8-fp8 900 "${TRAIN[@]}"
+  else
+    if (( $(gpu_count) < 8 )); then
+      echo "gpu_smoke.sh: --gpus 8 needs 8 GPUs on this node; nvidia-smi lists $(gpu_count)" >&2; exit 1
+    fi
+    run_step setup 3600 env VENV="$VENV" bash tools/setup_gpu_env.sh
+    [[ -x "$PY" ]] || { echo "gpu_smoke.sh: $PY missing: the setup step failed" >&2; exit 1; }
+    run_step inputs 300 bash -c prepare_inputs
+    train_1x8_cmd 0 bf16 && run_step train-1x8-bf16 600 "${TRAIN[@]}"
+    if awk -v c="$(gpu_capability)" 'BEGIN { exit !(c >= 9.0) }'; then
+      train_1x8_cmd 0 fp8 && run_step train-1x8-fp8 600 "${TRAIN[@]}"
+    else
+      skip_step train-1x8-fp8 "compute capability $(gpu_capability) < 9.0 (FP8 blockwise needs Hopper or newer)"
+    fi
+  fi
+elif [[ "$CHECK_ONLY" == 1 ]]; then
   # Everything that can be checked without a GPU: syntax, help texts, the pytest selection, and each
   # training command it composes, run through DRY_RUN (verl's and rlec's checks, paths included).
   run_step setup 120 bash -c "bash -n tools/gpu_smoke.sh && bash -n tools/setup_gpu_env.sh && bash tools/setup_gpu_env.sh --check"

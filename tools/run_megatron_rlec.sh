@@ -21,6 +21,8 @@
 #   TRAIN_FILES VAL_FILES  parquet files from rlec's data preparation   [data/processed/{train,test}.parquet]
 #   CHECKPOINT_DIR       checkpoints, launch records, TensorBoard logs    [checkpoints/<EXPERIMENT_NAME>]
 #   EXPERIMENT_NAME      [rlec_<LAYOUT>_<PRECISION>]      RESUME  verl resume_mode: auto|disable [auto]
+#   GPU_ARCH             compute capability of the GPUs (sm_90: H100/H200; sm_100: B200), checked by rlec's rules
+#                        (Blackwell + MoE is refused: verl#7978)   [from nvidia-smi at launch; sm_90 for DRY_RUN]
 #   NNODES NGPUS_PER_NODE GPU_MEMORY_GIB TRAIN_BATCH_SIZE ROLLOUT_N MAX_PROMPT_LENGTH
 #   MAX_RESPONSE_LENGTH LR TOTAL_EPOCHS TOTAL_TRAINING_STEPS SAVE_FREQ TEST_FREQ LOGGER
 #   NPROC                processes of the local CPU profile (no GPU, no DRY_RUN) [1]
@@ -68,6 +70,7 @@ RESUME=${RESUME:-auto}
 NNODES=${NNODES:-}
 NGPUS_PER_NODE=${NGPUS_PER_NODE:-}
 GPU_MEMORY_GIB=${GPU_MEMORY_GIB:-}
+GPU_ARCH=${GPU_ARCH:-}
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-}
 ROLLOUT_N=${ROLLOUT_N:-}
 MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-}
@@ -125,6 +128,12 @@ CLUSTER_ARGS=()
 [[ -n "$NNODES" ]] && CLUSTER_ARGS+=(trainer.nnodes="$NNODES")
 [[ -n "$NGPUS_PER_NODE" ]] && CLUSTER_ARGS+=(trainer.n_gpus_per_node="$NGPUS_PER_NODE")
 [[ -n "$GPU_MEMORY_GIB" ]] && CLUSTER_ARGS+=(rlec.check.gpu_memory_gib="$GPU_MEMORY_GIB")
+if [[ -z "$GPU_ARCH" && "$DRY_RUN" != 1 ]] && command -v nvidia-smi >/dev/null; then
+  # e.g. "9.0" on H100 -> sm_90; the first GPU stands for the node
+  GPU_ARCH="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .' || true)"
+  [[ -n "$GPU_ARCH" ]] && GPU_ARCH="sm_$GPU_ARCH"
+fi
+[[ -n "$GPU_ARCH" ]] && CLUSTER_ARGS+=(rlec.check.gpu_arch="$GPU_ARCH")
 ALGO_ARGS=()
 [[ -n "$TRAIN_BATCH_SIZE" ]] && ALGO_ARGS+=(data.train_batch_size="$TRAIN_BATCH_SIZE")
 [[ -n "$ROLLOUT_N" ]] && ALGO_ARGS+=(actor_rollout_ref.rollout.n="$ROLLOUT_N")
@@ -173,9 +182,12 @@ fi
 
 # Refuse an impossible layout or a missing path before anything starts; keep the resolved config,
 # the commit and the command beside the checkpoints (one folder per launch, so resumed runs keep
-# their history). The check writes config.yaml, creating the folder, only when it passes.
+# their history). The check writes config.yaml, creating the folder, only when it passes, and then
+# records the layout beside the checkpoints (rlec_layout.json): a later launch under another layout
+# is refused with both named (rlec.cluster.resume).
 RUN_DIR="$(abspath "$CHECKPOINT_DIR")/launches/$(date -u +%Y%m%dT%H%M%SZ)"
-"$PYTHON" -m rlec.cluster.config_check --output "$RUN_DIR/config.yaml" "${CHECK_ARGS[@]}" "${OVERRIDES[@]}" "$@"
+"$PYTHON" -m rlec.cluster.config_check --output "$RUN_DIR/config.yaml" --record-layout "${CHECK_ARGS[@]}" \
+  "${OVERRIDES[@]}" "$@"
 {
   echo "commit: $(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
   echo "dirty: $([[ -n "$(git -C "$REPO_ROOT" status --porcelain 2>/dev/null)" ]] && echo yes || echo no)"

@@ -12,7 +12,10 @@
    the world size, vLLM rollout constraints (FP8 blocks included), batch divisibility, plugin
    wiring, per-GPU memory;
 4. checks the paths the run reads and writes (:mod:`rlec.cluster.paths`: model folder, train
-   and validation parquet files, checkpoint folder) unless ``--skip-path-checks``.
+   and validation parquet files, checkpoint folder) unless ``--skip-path-checks``;
+5. refuses resuming checkpoints written under another layout (:mod:`rlec.cluster.resume`), and
+   with ``--record-layout`` (the launcher, after every check passed) records this launch's
+   layout beside the checkpoints.
 
 It prints a short verdict (model, layout, memory of both phases, paths, verl's checks, result);
 verl's own console output is kept back unless ``--verbose``. The resolved config is written to
@@ -40,6 +43,7 @@ from typing import Any, Callable, Sequence
 from rlec.cluster.layout import Finding
 from rlec.cluster.memory import MemoryEstimate
 from rlec.cluster.paths import path_findings
+from rlec.cluster.resume import layout_change_findings, record_layout
 from rlec.cluster.rules import check_layout, verl_algorithm_section
 from rlec.cluster.shape import ModelShape
 from rlec.cluster.verl_keys import ENV_VARS, layout_of
@@ -48,7 +52,22 @@ from rlec.io import atomic_write_text
 
 SHAPES_DIR = CONFIG_DIR / "model"
 
-__all__ = ["load_model_config", "main", "run_checks", "verl_checks"]
+__all__ = ["layout_name", "load_model_config", "main", "run_checks", "verl_checks"]
+
+
+def layout_name(overrides: Sequence[str], config_dir: Path = CONFIG_DIR, config_name: str = CLUSTER_CONFIG) -> str:
+    """The layout a launch composes: the last ``layout=`` override, else the primary config's default."""
+    for item in reversed(list(overrides)):
+        key, _, value = item.lstrip("+~").partition("=")
+        if key == "layout" and value:
+            return value
+    try:
+        for line in (Path(config_dir) / f"{config_name}.yaml").read_text().splitlines():
+            if line.strip().startswith("- layout:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unnamed"
 
 
 def load_model_config(cfg: Any) -> tuple[dict[str, Any], str, bool]:
@@ -137,15 +156,20 @@ def verl_checks(cfg: Any, with_model: bool, verbose: bool = False) -> tuple[list
 
 
 def run_checks(
-    cfg: Any, gpu_memory_gib: float | None = None, *, check_paths: bool = True, verbose: bool = False
+    cfg: Any, gpu_memory_gib: float | None = None, *, check_paths: bool = True, verbose: bool = False,
+    layout: str = "unnamed",
 ) -> tuple[list[Finding], MemoryEstimate | None, dict]:
     """verl's and rlec's checks of a composed config, and (``check_paths``) its paths.
+
+    ``layout`` names the launch's layout in the refusal of a layout change (:mod:`rlec.cluster.resume`),
+    checked whenever the checkpoint folder is on this machine.
 
     Returns:
         ``(findings, memory estimate or None, context)``; ``context`` holds what the report
         prints (shape source, verl steps passed, GPU memory, path summaries or None when skipped).
     """
     path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
+    path_errors += layout_change_findings(cfg, layout)
     try:
         hf_config, source, is_model = load_model_config(cfg)
         shape = ModelShape.from_hf_config(hf_config, source)
@@ -214,6 +238,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-path-checks", action="store_true",
                         help="do not check the model folder, data files and checkpoint folder (they exist only on "
                              "the cluster); the report says they were skipped")
+    parser.add_argument("--record-layout", action="store_true",
+                        help="when every check passes, record the layout beside the checkpoints "
+                             "(trainer.default_local_dir/rlec_layout.json), as the launcher does; the next launch "
+                             "refuses another layout")
     parser.add_argument("--gpu-memory-gib", type=float, help="GPU memory (default: rlec.check.gpu_memory_gib)")
     parser.add_argument("--verbose", action="store_true", help="let verl's console output and Python warnings through")
     args = parser.parse_intermixed_args(argv)  # options may follow Hydra overrides
@@ -235,8 +263,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.print:
         print(text)
+    name = layout_name(args.overrides, args.config_dir, args.config_name)
     findings, est, context = run_checks(cfg, args.gpu_memory_gib, check_paths=not args.skip_path_checks,
-                                        verbose=args.verbose)
+                                        verbose=args.verbose, layout=name)
     failed = any(f.level == "error" for f in findings)
     note = None
     if args.output and not failed:
@@ -244,6 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         note = f"resolved config ({text.count(chr(10))} lines) written to {args.output}"
     elif args.output:
         note = f"nothing written ({args.output} not created: the checks failed)"
+    if args.record_layout and not failed:
+        recorded = record_layout(cfg, name)
+        note = (note + "; " if note else "") + f"layout {name} recorded in {recorded}"
     if note and not args.print:
         note += "; --print (PRINT_CONFIG=1) shows it"
     print(report(findings, est, context, cfg, note), file=sys.stderr)

@@ -15,7 +15,10 @@ findings), reported here under verl's keys; this module adds what only a verl co
 - Ray's logical CPUs cover TransferQueue and the worker bundles (:mod:`rlec.cluster.resources`),
   and a fixed LR warm-up is shorter than the run;
 - RLVE (:func:`rlve_rules`): the environment dataset, valid settings, no dataloader workers;
-- E3 and Pass@k Training settings (:func:`algorithm_overlay_rules`).
+- E3 and Pass@k Training settings (:func:`algorithm_overlay_rules`);
+- known failures of the same stack in public reports (:func:`known_issue_rules`): Blackwell GPUs
+  with an MoE model (vLLM 0.24's MoE weight sync, verl#7978) and Megatron's CPU-offloaded
+  optimizer with resume (verl#6690; under expert parallel also Megatron-LM#1842).
 """
 
 from __future__ import annotations
@@ -54,7 +57,18 @@ CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentat
 # never converts the section, config_check drops them before converting it)
 RLEC_ALGORITHM_KEYS = ("passk",)
 
-__all__ = ["RLEC_ALGORITHM_KEYS", "Finding", "algorithm_overlay_rules", "check_layout", "rlve_rules", "verl_algorithm_section"]
+__all__ = ["RLEC_ALGORITHM_KEYS", "Finding", "algorithm_overlay_rules", "check_layout", "known_issue_rules", "rlve_rules",
+           "verl_algorithm_section"]
+
+GPU_ARCH_KEY = "rlec.check.gpu_arch"
+CPU_OFFLOAD_KEY = f"{ACTOR}.optim.override_optimizer_config.optimizer_cpu_offload"
+VERL_7978 = ("verl#7978: on Blackwell vLLM 0.24 selects the FlashInfer TRT-LLM MoE kernel, whose 4-D expert layout "
+             "breaks verl's weight sync at the first sync (ValueError: shard_dim=0 ...); the fix (verl PR #7987) is not "
+             "in verl 0.9.1")
+VERL_6690 = ("verl#6690: resuming with a CPU-offloaded optimizer crashes in offload_megatron_model_to_cpu "
+             "(cudaErrorInvalidValue)")
+MEGATRON_1842 = ("Megatron-LM#1842: an MoE run resumed with optimizer_cpu_offload restarts from a corrupted optimizer "
+                 "(loss 0.31 -> 10)")
 
 
 class _Findings(list):
@@ -338,6 +352,50 @@ def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
     return list(out)
 
 
+def _compute_capability(arch: str) -> int | None:
+    """``sm_90`` / ``sm90`` / ``9.0`` / ``90`` -> 90; None when unreadable."""
+    text = arch.strip().lower().removeprefix("sm_").removeprefix("sm")
+    if "." in text:
+        major, _, minor = text.partition(".")
+        text = major + minor
+    return int(text) if text.isdigit() else None
+
+
+def known_issue_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> list[Finding]:
+    """Refuse set-ups that public reports show fail on this stack (verl 0.9.1, vLLM 0.24, megatron-core).
+
+    Errors:
+
+    - ``rlec.check.gpu_arch`` is Blackwell (compute capability 10.0 or above: B200 ``sm_100``,
+      GB300 ``sm_103``, RTX Pro ``sm_120``) with an MoE model and the vLLM rollout: :data:`VERL_7978`.
+      The launcher sets the key from ``nvidia-smi`` (or ``GPU_ARCH``); DRY_RUN assumes ``sm_90``
+      (H100 / H200) unless told. An unreadable value is an error too.
+    - Megatron's CPU optimizer (``optim.override_optimizer_config.optimizer_cpu_offload=true``,
+      a ``HybridDeviceOptimizer``) with ``trainer.resume_mode`` other than ``disable``:
+      :data:`VERL_6690`, and with expert parallel > 1 :data:`MEGATRON_1842`. With
+      ``resume_mode=disable`` it is a warning (this run starts fresh, but its checkpoints cannot be
+      resumed either). verl's own rollout-phase offload (``megatron.optimizer_offload``, which the
+      committed layouts use) moves the states between phases and is not what these reports cover.
+    """
+    out = _Findings()
+    arch = str(select(cfg, GPU_ARCH_KEY, "sm_90"))
+    capability = _compute_capability(arch)
+    if capability is None:
+        out.error(GPU_ARCH_KEY, f"{arch!r} is not a compute capability (sm_90 for H100 / H200, sm_100 for B200)")
+    elif capability >= 100 and shape.num_experts and str(select(cfg, f"{ROLLOUT}.name", "vllm")) == "vllm":
+        out.error(GPU_ARCH_KEY, f"{arch} is a Blackwell GPU: {VERL_7978}; train this MoE model on Hopper (sm_90: H100 / "
+                  "H200) until rlec moves to a verl release with the fix")
+    if select(cfg, CPU_OFFLOAD_KEY, False):
+        reports = VERL_6690 + (f"; {MEGATRON_1842}" if lay.ep > 1 else "")
+        resume = str(select(cfg, "trainer.resume_mode", "auto"))
+        if resume != "disable":
+            out.error(CPU_OFFLOAD_KEY, f"true with trainer.resume_mode={resume} and expert parallel {lay.ep}: {reports}; "
+                      "use more GPUs (or nodes) instead, or RESUME=disable for a run that is never resumed")
+        else:
+            out.warning(CPU_OFFLOAD_KEY, f"true: this run starts fresh, but its checkpoints cannot be resumed ({reports})")
+    return list(out)
+
+
 def _memory_rules(est: MemoryEstimate, gpu_bytes: float, fraction: float, seq: int) -> _Findings:
     out = _Findings()
     g = est.as_gib()
@@ -345,8 +403,9 @@ def _memory_rules(est: MemoryEstimate, gpu_bytes: float, fraction: float, seq: i
     if est.train_total > budget:
         out.error("memory.update", f"{g['train_total']} GiB per GPU > {budget / GIB:.1f} GiB ({fraction:.0%} of "
                   f"{gpu_bytes / GIB:.0f}): params {g['params']} + grads {g['grads']} + optimizer {g['optimizer']} "
-                  f"+ activations {g['activations']} + logits {g['logits']}; raise EP/TP/PP, use recompute, fewer "
-                  "tokens per micro-batch, or Megatron's optimizer_cpu_offload")
+                  f"+ activations {g['activations']} + logits {g['logits']}; raise EP/TP/PP or the number of GPUs, "
+                  "use recompute, or fewer tokens per micro-batch (Megatron's optimizer_cpu_offload cannot be "
+                  "resumed: verl#6690, Megatron-LM#1842)")
     usable = gpu_bytes - CUDA_RESERVE_BYTES
     if est.rollout_total > usable:
         out.error("memory.rollout", f"Megatron state left on the GPU ({g['rollout_resident']} GiB) + vLLM's share "
@@ -386,6 +445,7 @@ def check_layout(
     findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg) + _moe_router_rules(cfg, shape) + _startup_rules(cfg)
     findings += rlve_rules(cfg)
     findings += algorithm_overlay_rules(cfg)
+    findings += known_issue_rules(cfg, shape, lay)
     if parallel:
         return list(findings), None
     est = estimate_memory(shape, lay, training_settings_of(cfg), gpu_memory_gib * GIB)

@@ -12,7 +12,10 @@ refuses with the holder's pid (``rlec.io.output_lock``; a lock left by a killed 
 blocks). Nothing is graded here: ``python -m rlec.eval.metrics`` does that.
 
 Exit status: 0 success; 2 bad input or the output in use (one line on stderr, checked before the
-model loads, nothing written); 130 interrupted (completed batches kept; ``--resume`` continues).
+model loads, nothing written; a lock file that cannot be written, e.g. on a full disk, is named and
+removed); 1 a write failed during generation (e.g. ``No space left on device``: one line naming the
+file; completed batches kept, ``--resume`` continues); 130 interrupted (completed batches kept;
+``--resume`` continues).
 
 Example (CPU, tiny model)::
 
@@ -361,6 +364,9 @@ def _generate(
     except (ValueError, FileExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # e.g. a full disk: the error names the file; completed batches are kept
+        print(f"error: {exc}; every completed batch is in {out}: free space, then rerun with --resume", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"\ninterrupted: every completed batch is in {out}; rerun with --resume to continue", file=sys.stderr)
         return 130

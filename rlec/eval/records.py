@@ -237,16 +237,26 @@ class RecordWriter:
         self._f = self.path.open("a", encoding="utf-8")
 
     def write_batch(self, records: Iterable[dict[str, Any]]) -> int:
-        """Append records durably; returns how many were written."""
+        """Append records durably; returns how many were written.
+
+        Raises:
+            OSError: the write failed (e.g. ``ENOSPC``); the error names the file.
+        """
         lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
-        self._f.write("".join(lines))
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        try:
+            self._f.write("".join(lines))
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except OSError as exc:  # e.g. a full disk: name the file (a partial last line is cut at --resume)
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.path)) from exc
         return len(lines)
 
     def close(self) -> None:
-        """Close the file."""
-        self._f.close()
+        """Close the file (a failed flush of a full disk is not raised again: the write already raised)."""
+        try:
+            self._f.close()
+        except OSError:
+            pass
 
     def __enter__(self) -> "RecordWriter":
         return self

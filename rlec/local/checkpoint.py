@@ -8,8 +8,10 @@ is replaced atomically only after the checkpoint itself is complete.
 
 Finding the checkpoint to resume from starts with verl's ``find_latest_ckpt_path`` and recovers
 from damage an interruption or a hand edit can leave, saying what it did: an unreadable tracker
-file, a tracker naming a missing folder, or a newest checkpoint missing a shard all fall back to
-the newest intact checkpoint (:func:`is_intact`).
+file, a tracker naming a missing folder, a newest checkpoint missing a shard, or one whose files
+differ from its manifest (``rlec_manifest.json``: each file's size and SHA-256, written at save
+before the tracker moves; a shard overwritten on disk) all fall back to the newest intact
+checkpoint (:func:`is_intact`), with a warning naming the damaged file.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rlec.io import atomic_write_text
+from rlec.io import ManifestError, atomic_write_text, verify_manifest
 from rlec.megatron.checkpoint import METADATA_FILE
 
 LATEST_FILE = "latest_checkpointed_iteration.txt"
@@ -42,23 +44,40 @@ def _steps(out_dir: str | Path) -> list[int]:
     return sorted(found)
 
 
-def is_intact(path: str | Path) -> bool:
-    """A complete dist checkpoint: Megatron's ``metadata.json``, ``common.pt``, rlec's metadata, and
-    every storage file torch's checkpoint metadata (``.metadata``) references, each long enough
-    for the byte ranges it must hold."""
+def damage(path: str | Path) -> str | None:
+    """Why ``path`` is not a usable checkpoint, or None when it is intact.
+
+    Intact: Megatron's ``metadata.json``, ``common.pt``, rlec's metadata, every storage file
+    torch's checkpoint metadata (``.metadata``) references, each long enough for the byte ranges
+    it must hold, and every file equal to the manifest (:func:`rlec.io.verify_manifest`; a
+    checkpoint without one did not finish its save, or predates manifests).
+    """
     from torch.distributed.checkpoint import FileSystemReader
 
     path = Path(path)
-    if not all((path / name).is_file() for name in ("metadata.json", "common.pt", ".metadata", METADATA_FILE)):
-        return False
+    missing = [name for name in ("metadata.json", "common.pt", ".metadata", METADATA_FILE) if not (path / name).is_file()]
+    if missing:
+        return f"incomplete ({', '.join(missing)} missing)"
     try:
         storage = FileSystemReader(str(path)).read_metadata().storage_data
-    except Exception:  # noqa: BLE001 - any unreadable metadata means the checkpoint is not usable
-        return False
+    except Exception as exc:  # noqa: BLE001 - any unreadable metadata means the checkpoint is not usable
+        return f"incomplete (unreadable .metadata: {exc})"
     need: dict[str, int] = {}
     for info in storage.values():
         need[info.relative_path] = max(need.get(info.relative_path, 0), int(info.offset) + int(info.length))
-    return all((path / rel).is_file() and (path / rel).stat().st_size >= size for rel, size in need.items())
+    short = [rel for rel, size in need.items() if not (path / rel).is_file() or (path / rel).stat().st_size < size]
+    if short:
+        return f"incomplete (a shard is missing or cut short: {', '.join(sorted(short))})"
+    try:
+        verify_manifest(path)
+    except ManifestError as exc:
+        return f"damaged ({'; '.join(exc.problems)})"
+    return None
+
+
+def is_intact(path: str | Path) -> bool:
+    """A complete, undamaged checkpoint (:func:`damage` is None)."""
+    return damage(path) is None
 
 
 def find_resume(out_dir: str | Path) -> tuple[Path | None, list[str]]:
@@ -82,16 +101,22 @@ def find_resume(out_dir: str | Path) -> tuple[Path | None, list[str]]:
                 notes.append(f"{root / LATEST_FILE} names a checkpoint folder that does not exist")
         except (ValueError, OSError) as exc:
             notes.append(f"{root / LATEST_FILE} is unreadable ({exc})")
-    if tracked is not None and is_intact(tracked):
+    problem = damage(tracked) if tracked is not None else None
+    if tracked is not None and problem is None:
         return tracked, notes
     if tracked is not None:
-        notes.append(f"{tracked} is incomplete (a shard or metadata file is missing)")
+        notes.append(f"WARNING: {tracked} is {problem}: not resuming from it")
     for step in reversed(_steps(out_dir)):
         candidate = checkpoint_dir(out_dir, step)
-        if candidate != tracked and is_intact(candidate):
+        if candidate == tracked:
+            continue
+        problem = damage(candidate)
+        if problem is None:
             if notes:
                 notes.append(f"resuming from the newest intact checkpoint, {candidate.name}")
             return candidate, notes
+        if tracked is None:
+            notes.append(f"WARNING: {candidate} is {problem}: not resuming from it")
     if _steps(out_dir):
         notes.append("no intact checkpoint is left")
     return None, notes

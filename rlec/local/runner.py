@@ -33,6 +33,7 @@ rerunning the same command resumes a compatible run (:mod:`rlec.local.setup` has
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -270,6 +271,7 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
         step_metrics["actor/lr"] = update.set_learning_rate(optimizer, cfg, step)
         step_metrics.update(update.update_policy(policy, optimizer, data, cfg, config))
         timing["update_actor"] = time.perf_counter() - t
+        check_finite_update(step, step_metrics)  # every rank: the same values, the same verdict, before any save
         t = time.perf_counter()
         sync_ok = update.sync_weights(policy, rollout_model, check_index=step)
         timing["update_weights"] = time.perf_counter() - t
@@ -284,8 +286,11 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
         if step % int(cfg.trainer.save_freq) == 0 or step == total:
             t = time.perf_counter()
             user_state = {"loader": loader.state_dict(), "hooks": {h.name: h.state_dict() for h in hooks}} if rank0 else {}
-            ckpt.save(policy, optimizer, out_dir, step, broadcast_object(user_state),
-                      keep=int(cfg.trainer.max_actor_ckpt_to_keep), config=as_dict(cfg))
+            try:
+                ckpt.save(policy, optimizer, out_dir, step, broadcast_object(user_state),
+                          keep=int(cfg.trainer.max_actor_ckpt_to_keep), config=as_dict(cfg))
+            except Exception as exc:
+                raise _save_failed(step, exc, out_dir, logger, last) from exc
             if rank0:
                 last["timing_s/save_checkpoint"] = time.perf_counter() - t
         if rank0:
@@ -311,6 +316,64 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
         if select(cfg, "rlec.local.eval.at_end") and evaluate_final(cfg, out_dir, final):
             raise RuntimeError("the final evaluation failed (see its output above)")
     return last
+
+
+def _save_failed(step: int, exc: Exception, out_dir: Path, logger: Any, last: dict[str, Any]) -> Exception:
+    """The error to stop with when the checkpoint after ``step`` could not be written.
+
+    The finished step's metrics line is written first (rank 0; a full disk may refuse it too, and
+    the message then says so). A full disk (``ENOSPC``, :func:`rlec.io.no_space_error`) becomes one
+    line naming "No space left on device" and the path; the "latest" tracker still names the
+    previous checkpoint (it moves only after a complete save), so rerunning resumes from it.
+    Any other error is returned unchanged (it propagates with its traceback).
+    """
+    from rlec.io import no_space_error
+
+    path = ckpt.checkpoint_dir(out_dir, step)
+    logged = "metrics.jsonl has the step"
+    if logger is not None:
+        try:
+            logger.log(step, last)
+        except OSError as log_exc:
+            logged = f"its metrics line could not be written either ({log_exc.strerror})"
+    full = exc if isinstance(exc, OSError) and exc.errno == errno.ENOSPC else no_space_error(exc, path)
+    if full is None:
+        return exc
+    try:
+        latest = f"global_step_{int((out_dir / 'checkpoints' / ckpt.LATEST_FILE).read_text())}"
+    except (OSError, ValueError):
+        latest = "none"
+    return LocalRunError(f"step {step} finished ({logged}) but its checkpoint was not saved: {full}; the latest checkpoint "
+                         f"is still {latest}: free space, then rerun the same command to resume")
+
+
+FINITE_KEYS = ("actor/pg_loss", "actor/grad_norm")
+
+
+def check_finite_update(step: int, metrics: dict[str, Any]) -> None:
+    """Stop the run when a step's loss or gradient norm is not finite, before anything is saved.
+
+    A NaN or infinite ``actor/pg_loss`` or ``actor/grad_norm`` means the update wrote non-finite
+    weights (issue 26: a damaged checkpoint trained on gave ``loss=nan`` and a saved NaN model);
+    saving would move the "latest" tracker onto them. The local run uses no loss scaler, so a
+    skipped update never reports a missing (NaN) norm here.
+
+    Args:
+        step: the global step (from 1).
+        metrics: the step's metrics from :func:`rlec.local.update.update_policy`.
+
+    Raises:
+        LocalRunError: a listed metric is missing a finite value; the message names each one and
+            says the last checkpoint is kept.
+    """
+    import math
+
+    bad = {key: metrics.get(key) for key in FINITE_KEYS if not math.isfinite(float(metrics.get(key, float("nan"))))}
+    if bad:
+        shown = ", ".join(f"{key}={value}" for key, value in bad.items())
+        raise LocalRunError(f"step {step}: {shown} after the update: stopped before saving it; the last checkpoint "
+                            "and metrics.jsonl up to the previous step are kept (a damaged input or checkpoint, or a "
+                            "learning rate too high)")
 
 
 _INTERRUPTED = {"flag": False}

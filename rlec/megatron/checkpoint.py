@@ -29,6 +29,12 @@ process forked during a write is tied to its parent (:func:`writers_die_with_par
 ``PR_SET_PDEATHSIG``, plus an explicit kill when the write raises, e.g. on Ctrl-C), and each save
 first removes the partial folders of killed writers next to its destination
 (:func:`remove_stale_partials`; also callable at a job's start).
+
+Damaged checkpoints. Once every file is written, rank 0 records each file's size and SHA-256
+in ``rlec_manifest.json`` (:func:`rlec.io.write_manifest`), before the folder is renamed into
+place and before any "latest" tracker names it; :func:`load_dist_checkpoint` checks it first
+(:func:`rlec.io.verify_manifest`), so a shard damaged on disk (issue 26: 1 MiB overwritten in
+``__0_0.distcp`` resumed silently and trained on NaN) is refused instead of read.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
-from rlec.io import claim_temp_dir, remove_stale_temps, replace_dir
+from rlec.io import (MANIFEST_FILE, ManifestError, claim_temp_dir, no_space_error, remove_stale_temps, replace_dir, verify_manifest,
+                     write_manifest)
 from rlec.megatron.compat import in_process_checkpoint_results, writers_die_with_parent
 from rlec.megatron.model import MegatronModel
 from rlec.megatron.parallel import barrier, broadcast_object, rank
@@ -183,22 +190,57 @@ def save_dist_checkpoint(
         overwrite: replace an existing ``path``.
 
     Returns:
-        ``Path(path)``.
+        ``Path(path)``, holding ``rlec_manifest.json`` (every file's size and SHA-256).
 
     Raises:
         FileExistsError: ``path`` exists and ``overwrite`` is false (checked before writing).
+        OSError: a write failed; ``path`` is untouched and the partial folder removed. A full disk
+            is ``errno.ENOSPC`` naming ``path`` (:func:`rlec.io.no_space_error`), whatever
+            torch's or Megatron's writer raised (kept as the cause).
     """
     with atomic_output(path, overwrite=overwrite) as tmp:
-        write_dist_checkpoint(policy, tmp, optimizer=optimizer, step=step, user_state=user_state)
-        write_metadata(tmp, metadata or {})
+        try:
+            write_dist_checkpoint(policy, tmp, optimizer=optimizer, step=step, user_state=user_state)
+            write_metadata(tmp, metadata or {})
+            barrier()  # every rank's shards are on disk
+            if rank() == 0:
+                write_manifest(tmp)
+        except Exception as exc:  # noqa: BLE001 - a full disk is told apart while the partial folder still holds its space
+            full = no_space_error(exc, path)
+            if full is not None:
+                raise full from exc
+            raise
     return Path(path)
+
+
+def check_manifest(path: str | Path, *, required: bool) -> None:
+    """Verify a checkpoint folder against its manifest on rank 0 and raise the verdict on every rank (collective).
+
+    Args:
+        path: the checkpoint folder.
+        required: a missing manifest is damage (a checkpoint rlec wrote); ``False`` accepts a
+            folder without one (written by another tool: verl's converter).
+
+    Raises:
+        ManifestError: the folder does not match its manifest (or has none and ``required``).
+    """
+    problems: list[str] = []
+    if rank() == 0 and (required or (Path(path) / MANIFEST_FILE).exists()):
+        try:
+            verify_manifest(path)
+        except ManifestError as exc:
+            problems = exc.problems
+    problems = broadcast_object(problems)
+    if problems:
+        raise ManifestError(Path(path), problems)
 
 
 def load_dist_checkpoint(policy: MegatronModel, path: str | Path, *, optimizer: Any = None) -> dict[str, Any]:
     """Load model weights (and optimizer state) from a dist checkpoint; every rank calls this.
 
     Loads any checkpoint with the model's keys: one from this module, from
-    ``tools/convert_hf_to_mcore.py`` or from verl's converter, at any TP/EP/PP.
+    ``tools/convert_hf_to_mcore.py`` or from verl's converter, at any TP/EP/PP. A folder with
+    ``rlec_manifest.json`` is verified against it before anything is read (:func:`check_manifest`).
 
     Args:
         policy: a model built with the same architecture (any layout).
@@ -211,6 +253,7 @@ def load_dist_checkpoint(policy: MegatronModel, path: str | Path, *, optimizer: 
 
     Raises:
         FileNotFoundError: ``path`` is not a dist checkpoint (no ``metadata.json``).
+        ManifestError: a file differs from the folder's manifest (damaged on disk).
         KeyError: ``optimizer`` given but the checkpoint has no optimizer state.
     """
     from megatron.core import dist_checkpointing
@@ -219,6 +262,7 @@ def load_dist_checkpoint(policy: MegatronModel, path: str | Path, *, optimizer: 
     path = Path(path)
     if not (path / "metadata.json").is_file():
         raise FileNotFoundError(f"{path}: not a Megatron dist checkpoint (no metadata.json)")
+    check_manifest(path, required=False)
     state = model_sharded_state_dict(policy, te_extras=False)
     if optimizer is not None:
         if "optimizer" not in dist_checkpointing.load_common_state_dict(str(path)):

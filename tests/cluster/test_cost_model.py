@@ -124,6 +124,36 @@ def test_step_projection_by_hand(qwen, layout_4x8) -> None:
     assert p["alltoall_s"] == pytest.approx(p["alltoall_bytes_per_gpu"] / 150e9)
 
 
+def test_each_decode_wave_lasts_its_longest_response(qwen, layout_4x8) -> None:
+    """The long tail (issue 26, item 8): 2,048 responses on 8 replicas of TP 4 = one wave of 256 per
+    replica, which lasts longest_response_tokens decode steps, not the mean's 1,536."""
+    mem = estimate_memory(qwen, layout_4x8, TrainingSettings(16384), 80 * GIB)
+    tail = project_step(qwen, layout_4x8, mem, DEVICES["H100"], Assumptions(), responses=2048, gpus_per_node=8)
+    ideal = project_step(qwen, layout_4x8, mem, DEVICES["H100"], Assumptions(longest_response_tokens=1536), responses=2048,
+                         gpus_per_node=8)
+    step_s = tail["decode_step_ms"] / 1e3
+    assert tail["decode_waves"] == 1 and tail["decode_batch"] == 256
+    assert tail["rollout_s"] - tail["prefill_s"] == pytest.approx(4096 * step_s)
+    assert ideal["rollout_s"] - ideal["prefill_s"] == pytest.approx(1536 * step_s)
+    assert tail["rollout_tokens_per_s_per_gpu"] == pytest.approx(2048 * 1536 / (4096 * step_s * 32))
+    assert tail["rollout_peak_tokens_per_s_per_gpu"] == ideal["rollout_peak_tokens_per_s_per_gpu"]
+    assert tail["generation_share"] > 0.7 > ideal["generation_share"]  # verl measured 70 %
+
+
+def test_anchor_comparison_gives_each_anchor_with_its_ratio() -> None:
+    from rlec.cluster.cost_model import ANCHORS, anchor_comparison
+
+    row = {"tokens_per_s_per_gpu": 2204.0, "generation_share": 0.35, "update_tflops_per_gpu": 222.0,
+           "rollout_peak_tokens_per_s_per_gpu": 6300.0}
+    got = {x["metric"]: x for x in anchor_comparison(row, "H100", 32)}
+    assert len(got) == len(ANCHORS)
+    rl = got["RL step tokens/s/GPU"]
+    assert (rl["anchor"], rl["ratio"], rl["same_setup"]) == (1102.0, 2.0, True)
+    assert got["generation share of step time"]["ratio"] == pytest.approx(0.5)
+    assert got["update TFLOP/s/GPU"]["anchor"] == 222.0 and not got["update TFLOP/s/GPU"]["same_setup"]
+    assert anchor_comparison({"generation_share": 0.7}, "H200", 8)[0]["ratio"] == pytest.approx(1.0)
+
+
 def test_shape_of_a_transformers_saved_model_matches_its_source(repo_root, tiny_moe_dir) -> None:
     """transformers 5 saves the expert count as ``num_local_experts``: still read as MoE."""
     saved = json.loads((tiny_moe_dir / "config.json").read_text())

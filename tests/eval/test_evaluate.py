@@ -349,3 +349,45 @@ def test_cpu_thread_default_is_one_unless_the_environment_says_otherwise(monkeyp
     assert default_threads() == 1  # this test machine has no GPU (GPU tests are marked)
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     assert default_threads() is None
+
+
+def _full_disk(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_at_the_lock_names_the_file_and_leaves_no_empty_lock(tmp_path: Path, eval_parquet: Path, tiny_moe_dir: Path,
+                                                                         capsys, monkeypatch) -> None:
+    """Issue 26, item 2: it named no file and left a 0-byte lock."""
+    from rlec.io import lock_path
+
+    out = tmp_path / "out" / "records.jsonl"
+    out.parent.mkdir()
+    monkeypatch.setattr(os, "pwrite", _full_disk)  # the lock's holder line is the first byte written
+    assert main(["--model", str(tiny_moe_dir), "--data", str(eval_parquet), "--out", str(out), "--engine", "hf"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: [Errno 28] No space left on device: '{lock_path(out)}'"
+    assert list(out.parent.iterdir()) == []
+
+
+def test_a_full_disk_while_writing_records_names_the_file_and_releases_the_lock(tmp_path: Path, eval_parquet: Path,
+                                                                                tiny_moe_dir: Path, capsys, monkeypatch) -> None:
+    from rlec.eval import records as rec
+    from rlec.io import lock_path
+
+    out = tmp_path / "records.jsonl"
+    real = rec.RecordWriter.write_batch
+
+    def write_on_a_full_disk(self, records):
+        with monkeypatch.context() as patch:
+            patch.setattr(os, "fsync", _full_disk)
+            return real(self, records)
+
+    monkeypatch.setattr(rec.RecordWriter, "write_batch", write_on_a_full_disk)
+    code = main(["--model", str(tiny_moe_dir), "--data", str(eval_parquet), "--out", str(out), "--engine", "hf", "--limit", "1",
+                 "--max-new-tokens", "2", "--targets", "binary"])
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: [Errno 28] No space left on device: '{out}'; every completed batch is in {out}"), err
+    assert not lock_path(out).exists()

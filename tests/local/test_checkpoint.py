@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlec.io import MANIFEST_FILE, write_manifest
 from rlec.local.checkpoint import LATEST_FILE, checkpoint_dir, find_resume, is_intact, prune
 
 
@@ -21,6 +22,7 @@ def _write(out: Path, step: int, config: dict | None = None) -> Path:
     (path / "metadata.json").write_text("{}")
     torch.save({"rlec": {"step": step}}, path / "common.pt")
     (path / "rlec_checkpoint.json").write_text(json.dumps({"step": step, "config": config or {}}))
+    write_manifest(path)  # as rlec.megatron.save_dist_checkpoint does before the folder is renamed into place
     return path
 
 
@@ -49,6 +51,19 @@ def test_intact_needs_every_shard_byte_the_metadata_names(tmp_path: Path) -> Non
     assert not is_intact(_write(tmp_path, 2).parent / "global_step_9")
 
 
+def test_a_shard_overwritten_in_place_is_not_intact_and_the_reason_names_it(tmp_path: Path) -> None:
+    """Same size, torch's metadata still agrees: only the manifest's hash sees it (issue 26, item 1)."""
+    from rlec.local.checkpoint import damage
+
+    path = _write(tmp_path, 3)
+    shard = path / "__0_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    assert not is_intact(path)
+    assert damage(path) == "damaged (__0_0.distcp: content differs from the manifest (sha256))"
+
+
 def test_resume_follows_the_tracker(tmp_path: Path) -> None:
     assert find_resume(tmp_path) == (None, [])
     _write(tmp_path, 2)
@@ -63,22 +78,34 @@ def test_resume_follows_the_tracker(tmp_path: Path) -> None:
         ("garbage", "is unreadable"),
         ("dangling", "names a checkpoint folder that does not exist"),
         ("missing_shard", "is incomplete"),
+        ("overwritten_shard", "__0_0.distcp: content differs from the manifest"),
+        ("no_manifest", "no rlec_manifest.json"),
         ("no_tracker", None),
     ],
 )
 def test_resume_falls_back_to_the_newest_intact_checkpoint(tmp_path: Path, damage: str, note: str | None) -> None:
     _write(tmp_path, 2)
     newest = _write(tmp_path, 4)
-    _point(tmp_path, {"garbage": "\x00zz\n", "dangling": "7\n", "missing_shard": "4\n", "no_tracker": "4\n"}[damage])
+    _point(tmp_path, {"garbage": "\x00zz\n", "dangling": "7\n", "no_tracker": "4\n"}.get(damage, "4\n"))
+    shard = newest / "__0_0.distcp"
     if damage == "missing_shard":
-        next(newest.glob("*.distcp")).unlink()
+        shard.unlink()
+    if damage == "overwritten_shard":  # issue 26: bytes overwritten in place; size and torch's metadata still agree
+        data = bytearray(shard.read_bytes())
+        middle = len(data) // 2
+        data[middle: middle + 64] = bytes(64)
+        shard.write_bytes(bytes(data))
+    if damage == "no_manifest":  # a save that stopped before its manifest
+        (newest / MANIFEST_FILE).unlink()
     if damage == "no_tracker":
         (tmp_path / "checkpoints" / LATEST_FILE).unlink()
     found, notes = find_resume(tmp_path)
-    want = checkpoint_dir(tmp_path, 2) if damage == "missing_shard" else newest
+    want = checkpoint_dir(tmp_path, 2) if damage in ("missing_shard", "overwritten_shard", "no_manifest") else newest
     assert found == want
     if note:
         assert any(note in n for n in notes) and any(want.name in n for n in notes)
+    if damage in ("overwritten_shard", "no_manifest"):
+        assert any(n.startswith(f"WARNING: {newest} is damaged") for n in notes)
 
 
 def test_start_resumes_a_compatible_run_refuses_another_and_moves_a_finished_one_aside(tmp_path: Path) -> None:

@@ -88,3 +88,16 @@ def test_a_run_started_with_ctrl_c_ignored_keeps_ignoring_it(monkeypatch) -> Non
         assert seen["handler"] is signal.SIG_IGN and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, outer)
+
+
+@pytest.mark.parametrize("bad", [{"actor/pg_loss": float("nan")}, {"actor/grad_norm": float("inf")}, {"actor/grad_norm": None}])
+def test_a_non_finite_loss_or_grad_norm_stops_the_run_before_saving(bad: dict) -> None:
+    from rlec.local.runner import check_finite_update
+
+    check_finite_update(4, {"actor/pg_loss": 0.1, "actor/grad_norm": 2.0})  # finite: nothing happens
+    metrics = {"actor/pg_loss": 0.1, "actor/grad_norm": 2.0, **bad}
+    if bad.get("actor/grad_norm", 0) is None:
+        metrics.pop("actor/grad_norm")
+    key = next(iter(bad))
+    with pytest.raises(LocalRunError, match=rf"step 4: {key}=\S+ after the update: stopped before saving"):
+        check_finite_update(4, metrics)

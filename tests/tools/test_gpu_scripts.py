@@ -95,3 +95,54 @@ def test_smoke_inputs_step_fails_when_a_tiny_model_cannot_be_built(tmp_path):
     log = (out / "inputs.log").read_text()
     assert "Traceback" in log and "models" in log
     assert not (out / "data" / "train.parquet").exists()
+
+
+SMOKE_1X8 = ["layout=qwen3_30b_a3b_1x8", "data.train_batch_size=16", "actor_rollout_ref.rollout.n=4",
+             "actor_rollout_ref.actor.ppo_mini_batch_size=8", "data.max_response_length=128",
+             "actor_rollout_ref.model.path=/nonexistent/tiny"]  # the shape then comes from rlec.check.model_shape
+
+
+def test_gpus_takes_1_or_8_and_8_needs_eight_gpus(tmp_path):
+    proc = bash(str(SMOKE), "--gpus", "3", OUT=str(tmp_path / "a"))
+    assert proc.returncode == 2 and "--gpus takes 1 (the tiny_1gpu layout) or 8" in proc.stderr
+    proc = bash(str(SMOKE), "--gpus", "8", OUT=str(tmp_path / "b"), PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    assert proc.returncode == 1 and "--gpus 8 needs 8 GPUs on this node; nvidia-smi lists 0" in proc.stderr
+    assert "--gpus 8" in bash(str(SMOKE), "--help").stdout
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_the_1x8_tiny_model_passes_the_1x8_layout_rules_and_the_1gpu_one_does_not(compose_rlec, precision):
+    """The 8-GPU smoke model must satisfy TP 4 (heads), EP 8 (experts) and, in FP8, rollout EP 4 with
+    128-wide slices; the 1-GPU tiny model (2 KV heads) cannot run that layout."""
+    from rlec.cluster.config_check import run_checks
+
+    cfg = compose_rlec(*SMOKE_1X8, f"precision={precision}", "rlec.check.model_shape=tiny_qwen3_moe_1x8")
+    findings, _, _ = run_checks(cfg, check_paths=False)
+    assert [str(f) for f in findings if f.level == "error"] == []
+    meg, rollout = cfg.actor_rollout_ref.actor.megatron, cfg.actor_rollout_ref.rollout
+    assert (meg.tensor_model_parallel_size, meg.expert_model_parallel_size, meg.sequence_parallel) == (4, 8, True)
+    assert rollout.expert_parallel_size == (4 if precision == "fp8" else 1)
+    if precision == "fp8":
+        assert meg.override_transformer_config.fp8_recipe == "blockwise" and rollout.quantization == "fp8"
+    old, _, _ = run_checks(compose_rlec(*SMOKE_1X8, f"precision={precision}", "rlec.check.model_shape=tiny_qwen3_moe"),
+                           check_paths=False)
+    assert any("KV heads" in str(f) for f in old if f.level == "error")
+
+
+@pytest.mark.slow
+def test_smoke_check_with_8_gpus_validates_the_1x8_commands(tmp_path):
+    """`gpu_smoke.sh --gpus 8 --check`: builds the 1x8 tiny model and the data, then runs both 2-step
+    commands of the one-node layout through the launcher's DRY_RUN (paths checked)."""
+    proc = bash(str(SMOKE), "--gpus", "8", "--check", timeout=1800, OUT=str(tmp_path / "smoke"), PYTHON=sys.executable)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in proc.stdout.splitlines()
+            if line.startswith("| ") and not line.startswith("| step")}
+    assert rows == {"setup": "ok", "inputs": "ok", "train-1x8-bf16": "ok", "train-1x8-fp8": "ok"}
+    for precision in ("bf16", "fp8"):
+        log = (tmp_path / "smoke" / f"train-1x8-{precision}.log").read_text()
+        assert "result  OK" in log and "models/tiny_qwen3_moe_1x8" in log and "paths   model " in log
+        assert "layout  8 GPUs: TP 4 PP 1 CP 1 DP 2 | EP 8 ETP 1 | rollout TP 4 DP 1 EP " in log
+        config = (tmp_path / "smoke" / f"train-1x8-{precision}.config.yaml").read_text()
+        assert "total_training_steps: 2" in config and "n_gpus_per_node: 8" in config and "sequence_parallel: true" in config
+    fp8 = (tmp_path / "smoke" / "train-1x8-fp8.config.yaml").read_text()
+    assert "quantization: fp8" in fp8 and "fp8_recipe: blockwise" in fp8 and "expert_parallel_size: 4" in fp8
