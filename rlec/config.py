@@ -143,6 +143,9 @@ def pinned_schedule_end(saved: Any, current: Any) -> int | None:
 
 
 LOCAL_LAYOUT = "local_cpu"
+# verl's own trainer on CPU (TRAINER=verl without a GPU): megatron_configs/layout/cpu.yaml + precision/fp32.yaml
+CPU_LAYOUT = "cpu"
+CPU_PRECISION = "fp32"
 
 
 def options(group: str, config_dir: str | Path = CONFIG_DIR) -> list[str]:
@@ -155,5 +158,10 @@ def options(group: str, config_dir: str | Path = CONFIG_DIR) -> list[str]:
 
 
 def cluster_layouts(config_dir: str | Path = CONFIG_DIR) -> list[str]:
-    """The layouts a cluster run can select (every layout but the local CPU one)."""
-    return [name for name in options("layout", config_dir) if name != LOCAL_LAYOUT]
+    """The layouts a GPU run can select (every layout but the local run's and verl-on-CPU's)."""
+    return [name for name in options("layout", config_dir) if name not in (LOCAL_LAYOUT, CPU_LAYOUT)]
+
+
+def gpu_precisions(config_dir: str | Path = CONFIG_DIR) -> list[str]:
+    """The precisions a GPU run can select (every one but :data:`CPU_PRECISION`)."""
+    return [name for name in options("precision", config_dir) if name != CPU_PRECISION]

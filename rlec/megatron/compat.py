@@ -8,7 +8,9 @@ code shows):
 2. the in-process results queue of megatron's synchronous checkpoint writer
    (:func:`in_process_checkpoint_results`, scoped to one save);
 3. mbridge 0.15.1's private ``Bridge`` methods rlec needs (:func:`use_layer_spec`,
-   :func:`model_provider`, :func:`reporting_weight_conversions`);
+   :func:`model_provider`, :func:`reporting_weight_conversions`) and, for verl's engine on CPU, its
+   ``get_model``'s unconditional ``.cuda()`` (:func:`mbridge_get_model_cuda_apply`; verl-side CPU
+   shims are in :mod:`rlec.verl_plugin.cpu`);
 4. megatron's forked checkpoint writers, tied to their parent (:func:`writers_die_with_parent`).
 
 megatron-core assumes a CUDA device in a handful of spots that have nothing to do with the maths
@@ -467,6 +469,40 @@ def results_queue_needed() -> bool:
 # --- mbridge 0.15.1 private API (GPU and CPU) --------------------------------------------------
 # mbridge exposes no public hook for these three needs; each use is here, with a probe that the
 # attribute still exists, tested in tests/megatron/test_compat.py so an mbridge upgrade shows.
+def mbridge_get_model_cuda_needed() -> bool:
+    """Whether mbridge's ``get_model`` still moves every model chunk to CUDA unconditionally."""
+    from mbridge.core import util
+
+    return "model_module.cuda(torch.cuda.current_device())" in inspect.getsource(util.get_model)
+
+
+def mbridge_get_model_cuda_apply() -> None:
+    """CPU only: mbridge's ``get_model`` (verl's Megatron engine builds its model with it) keeps the
+    chunks where they were built. Answers ``AssertionError: Torch not compiled with CUDA enabled``
+    from ``model_module.cuda(torch.cuda.current_device())`` in ``mbridge/core/util.py``; the
+    ``Module.cuda`` no-op is scoped to the call.
+    """
+    from mbridge.core import bridge as bridge_module
+    from mbridge.core import util
+
+    get_model = util.get_model
+    if getattr(get_model, "_rlec_cpu", False):
+        return
+
+    @functools.wraps(get_model)
+    def cpu_get_model(*args: Any, **kwargs: Any) -> Any:
+        cuda = torch.nn.Module.cuda
+        torch.nn.Module.cuda = lambda self, *a, **k: self
+        try:
+            return get_model(*args, **kwargs)
+        finally:
+            torch.nn.Module.cuda = cuda
+
+    cpu_get_model._rlec_cpu = True  # type: ignore[attr-defined]
+    util.get_model = cpu_get_model
+    bridge_module.get_model = cpu_get_model
+
+
 MBRIDGE_PRIVATE = ("_get_transformer_layer_spec", "_model_provider", "_weight_to_mcore_format")
 
 

@@ -32,7 +32,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from rlec.megatron.compat import Shim
+from rlec.megatron.compat import Shim, mbridge_get_model_cuda_apply, mbridge_get_model_cuda_needed
 
 PLATFORM_NAME = "cpu"
 PLATFORM_ENV = "VERL_PLATFORM"
@@ -253,32 +253,7 @@ def _backend_apply() -> None:
     torch.distributed.init_process_group = init_process_group
 
 
-# --- 2. mbridge's get_model moves every chunk to CUDA -------------------------------------------
-def _mbridge_cuda_needed() -> bool:
-    from mbridge.core import util
-
-    return "model_module.cuda(torch.cuda.current_device())" in inspect.getsource(util.get_model)
-
-
-def _mbridge_cuda_apply() -> None:
-    from mbridge.core import bridge as bridge_module
-    from mbridge.core import util
-
-    get_model = util.get_model
-
-    @functools.wraps(get_model)
-    def cpu_get_model(*args: Any, **kwargs: Any) -> Any:
-        cuda = torch.nn.Module.cuda
-        torch.nn.Module.cuda = lambda self, *a, **k: self  # scoped to this call
-        try:
-            return get_model(*args, **kwargs)
-        finally:
-            torch.nn.Module.cuda = cuda
-
-    util.get_model = cpu_get_model
-    bridge_module.get_model = cpu_get_model
-
-
+# --- 2. mbridge's get_model moves every chunk to CUDA: rlec.megatron.compat (mbridge's home) ----
 # --- 3. the TE layer spec and TE parameter names of verl's vanilla mbridge path -----------------
 def _cpu_bridge_needed() -> bool:
     from verl.workers.engine.megatron import transformer_impl
@@ -432,7 +407,7 @@ VERL_SHIMS: tuple[Shim, ...] = (
     Shim("process_group_backend", "ValueError: Duplicate device type cpu in backend string: cpu:gloo,cpu:gloo "
          "(verl.utils.distributed builds cpu:gloo,<device>:<backend>)", _backend_needed, _backend_apply),
     Shim("mbridge_get_model_cuda", "AssertionError: Torch not compiled with CUDA enabled (mbridge.core.util.get_model: "
-         "model_module.cuda(torch.cuda.current_device()))", _mbridge_cuda_needed, _mbridge_cuda_apply),
+         "model_module.cuda(torch.cuda.current_device()))", mbridge_get_model_cuda_needed, mbridge_get_model_cuda_apply),
     Shim("mbridge_cpu_spec", "NameError: TENorm / KeyError on TE parameter names (verl builds mbridge's TE layer spec "
          "and loads by TE names)", _cpu_bridge_needed, _cpu_bridge_apply),
     Shim("megatron_fp32", "AssertionError: dtype float32 not supported (McoreEngineConfig accepts bfloat16 / float16; "

@@ -15,11 +15,13 @@ import logging
 import os
 from typing import Any
 
-from rlec.io import atomic_write_text
+from rlec.io import ManifestError, atomic_write_text, verify_manifest, write_manifest
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["load_state", "resumed_folder", "save_state", "saving_folder"]
+TRACKER = "latest_checkpointed_iteration.txt"
+
+__all__ = ["CheckpointIntegrityMixin", "intact_checkpoint", "load_state", "resumed_folder", "save_state", "saving_folder"]
 
 
 def saving_folder(config: Any, global_steps: int) -> str:
@@ -63,3 +65,72 @@ def load_state(folder: str | None, name: str) -> dict[str, Any] | None:
             return json.load(f)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _step_folders(root: str) -> list[tuple[int, str]]:
+    out = []
+    for name in os.listdir(root) if os.path.isdir(root) else []:
+        if name.startswith("global_step_") and name[len("global_step_"):].isdigit():
+            out.append((int(name[len("global_step_"):]), os.path.join(root, name)))
+    return sorted(out, reverse=True)
+
+
+def intact_checkpoint(root: str) -> int | None:
+    """Make verl's resume pick the newest checkpoint under ``root`` whose files match its manifest.
+
+    The folder ``latest_checkpointed_iteration.txt`` names is checked with
+    :func:`rlec.io.verify_manifest`; when it is damaged (a changed, truncated or missing file, or
+    no manifest because its save did not finish), each older ``global_step_<N>`` is tried, newest
+    first, and the tracker is rewritten (atomically) to the first intact one, with a warning naming
+    the damage. Returns the step resumed from, or None when there is no tracker (a fresh run).
+
+    Raises:
+        ManifestError: no checkpoint under ``root`` is intact (names the newest one's damage).
+    """
+    tracker = os.path.join(root, TRACKER)
+    if not os.path.exists(tracker):
+        return None
+    with open(tracker) as f:
+        latest = int(f.read().strip() or 0)
+    first_error: ManifestError | None = None
+    for step, folder in _step_folders(root):
+        if step > latest:
+            continue
+        try:
+            verify_manifest(folder)
+        except ManifestError as exc:
+            first_error = first_error or exc
+            logger.warning("checkpoint %s is damaged and will not be resumed: %s", folder, exc)
+            continue
+        if step != latest:
+            logger.warning("resuming from %s instead of global_step_%d (damaged, see above)", folder, latest)
+            atomic_write_text(tracker, str(step))
+        return step
+    raise first_error or ManifestError(os.path.join(root, f"global_step_{latest}"), ["the tracked checkpoint folder is missing"])
+
+
+class CheckpointIntegrityMixin:
+    """A manifest (size + SHA-256 of every file, :func:`rlec.io.write_manifest`) in every verl checkpoint,
+    checked before resuming (:func:`intact_checkpoint`): a damaged checkpoint is never trained on.
+
+    verl 0.9.1's ``_save_checkpoint`` writes the tracker itself before returning, so the manifest is
+    written right after it (synchronous saves; verl's ``async_save`` is refused): a crash in between
+    leaves a tracked folder without a manifest, which the next resume treats as damaged and skips.
+    Outermost in rlec's trainers, so the manifest covers the algorithm state files the other mixins write.
+    """
+
+    def _save_checkpoint(self):
+        out = super()._save_checkpoint()
+        if self.config.actor_rollout_ref.actor.get("checkpoint", {}).get("async_save", False):
+            raise ValueError("actor_rollout_ref.actor.checkpoint.async_save=true: rlec's checkpoint manifest needs "
+                             "synchronous saves (the files must be complete when it is written)")
+        write_manifest(saving_folder(self.config, self.global_steps))
+        return out
+
+    def _load_checkpoint(self):
+        if self.config.trainer.resume_mode == "auto":
+            root = self.config.trainer.default_local_dir
+            intact_checkpoint(root if os.path.isabs(root) else os.path.join(os.getcwd(), root))
+        elif self.config.trainer.resume_mode == "resume_path":
+            verify_manifest(str(self.config.trainer.resume_from_path))
+        return super()._load_checkpoint()

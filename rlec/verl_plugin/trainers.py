@@ -11,6 +11,8 @@ section does not enable it calls straight through to verl.
 - :class:`rlec.verl_plugin.e3.E3TrainerMixin`: E3 (``rlec.e3.enable``; ``sync`` mode only);
 - :class:`rlec.verl_plugin.estimators.PasskSwitchMixin`: Pass@k Training's entropy switch and
   ``passk/active_k`` (``algorithm.adv_estimator=rlec_passk``);
+- :class:`rlec.verl_plugin.state.CheckpointIntegrityMixin`: a manifest in every checkpoint, checked
+  before resuming (a damaged checkpoint is skipped for the newest intact one, never trained on);
 - :class:`rlec.verl_plugin.rlve_trainer.RLVEMixin`: updates the RLVE difficulty controllers after
   each step (``data.rlve.enable``).
 """
@@ -27,6 +29,7 @@ from rlec.reward.metrics import reward_metrics, rows_from_columns
 from rlec.verl_plugin.e3 import E3TrainerMixin
 from rlec.verl_plugin.estimators import PasskSwitchMixin
 from rlec.verl_plugin.rlve_trainer import RLVEMixin
+from rlec.verl_plugin.state import CheckpointIntegrityMixin
 
 logger = logging.getLogger(__name__)
 
@@ -83,21 +86,21 @@ class RLECMetricsMixin:
 
 
 @register_trainer("rlec_sync")
-class RLECSyncTrainer(RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerSync):
+class RLECSyncTrainer(CheckpointIntegrityMixin, RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerSync):
     """verl's ``sync`` trainer with rlec metrics, RLVE, E3 and the Pass@k switch."""
 
     base_trainer_mode = "sync"
 
 
 @register_trainer("rlec_colocate_async")
-class RLECColocateAsyncTrainer(RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerColocateAsync):
+class RLECColocateAsyncTrainer(CheckpointIntegrityMixin, RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerColocateAsync):
     """verl's ``colocate_async`` trainer with rlec metrics, RLVE and the Pass@k switch (E3 refuses this mode)."""
 
     base_trainer_mode = "colocate_async"
 
 
 @register_trainer("rlec_separate_async")
-class RLECSeparateAsyncTrainer(RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerSeparateAsync):
+class RLECSeparateAsyncTrainer(CheckpointIntegrityMixin, RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerSeparateAsync):
     """verl's ``separate_async`` trainer with rlec metrics, RLVE and the Pass@k switch (E3 refuses this mode)."""
 
     base_trainer_mode = "separate_async"

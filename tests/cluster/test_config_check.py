@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from rlec.cluster.config_check import main, report, run_checks
-from rlec.config import CONFIG_DIR, cluster_layouts, options
+from rlec.config import CONFIG_DIR, cluster_layouts, gpu_precisions
 
 LAYOUTS = cluster_layouts()
-PRECISIONS = options("precision")
+PRECISIONS = gpu_precisions()
 VERL_STEPS = {"VERL_USE_EXTERNAL_MODULES", "validate_config", "algorithm", "actor_rollout_ref.rollout",
               "rollout.checkpoint_engine", "reward_manager", "trainer.v1.trainer_mode"}
 MOE_ROUTER = {"moe_router_load_balancing_type": "aux_loss", "moe_aux_loss_coeff": 0.001, "moe_router_dtype": "fp32",
@@ -328,3 +328,33 @@ def test_hyperparameters_doc_states_the_figures_dry_run_prints(compose_rlec, rep
             assert f"= {g['rollout_total']} of " in rollout[column], (layout, g["rollout_total"], rollout[column])
             pair = f"{g['vllm_weights']} / {g['kv_cache']}"
             assert pair in weights[column] or layout == "tiny_1gpu" and precision == "fp8", (layout, precision, pair)
+
+
+def test_verl_on_cpu_layout_passes_verl_and_rlec_checks(compose_rlec, monkeypatch):
+    """layout=cpu precision=fp32 (TRAINER=verl without a GPU) passes the same checks as the cluster layouts."""
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
+    from rlec.verl_plugin.cpu import enable_cpu
+
+    enable_cpu(force=True)  # what the plugin does in every process of that run (fp32 Megatron parameters)
+    cfg = compose_rlec("layout=cpu", "precision=fp32")
+    findings, _, context = run_checks(cfg, check_paths=False)
+    assert errors(findings) == []
+    assert set(context["verl_passed"]) >= VERL_STEPS
+    assert cfg.actor_rollout_ref.rollout.name == "rlec_hf" and cfg.trainer.device == "cpu"
+
+
+def test_fixed_warmup_as_long_as_the_run_is_refused_naming_both_keys(compose_rlec):
+    cfg = compose_rlec("layout=tiny_1gpu", "precision=bf16", "actor_rollout_ref.actor.optim.lr_warmup_steps=10",
+                       "trainer.total_training_steps=2")
+    found = errors(run_checks(cfg, check_paths=False)[0])
+    assert any("lr_warmup_steps" in e and "trainer.total_training_steps = 2" in e for e in found), found
+    # the recipe's default (a ratio of the run) passes at 2 steps, as the GPU smoke test runs
+    ok = compose_rlec("layout=tiny_1gpu", "precision=bf16", "trainer.total_training_steps=2")
+    assert not [e for e in errors(run_checks(ok, check_paths=False)[0]) if "warm" in e]
+
+
+def test_ray_cpu_demand_beyond_the_declared_cpus_is_refused_with_the_numbers(compose_rlec):
+    cfg = compose_rlec("layout=tiny_1gpu", "precision=bf16", "+ray_kwargs.ray_init.num_cpus=4")
+    found = errors(run_checks(cfg, check_paths=False)[0])
+    # TransferQueue 1 + 8 storage units, 3 for the one worker, 1 to create actors: 13 > 4
+    assert any("Ray needs 13 logical CPUs" in e and "4 are declared" in e for e in found), found

@@ -8,10 +8,10 @@ from omegaconf import OmegaConf
 
 from rlec.cluster.config_check import run_checks
 from rlec.cluster.rules import algorithm_overlay_rules, verl_algorithm_section
-from rlec.config import cluster_layouts, options
+from rlec.config import cluster_layouts, gpu_precisions, options
 
 LAYOUTS = cluster_layouts()
-PRECISIONS = options("precision")
+PRECISIONS = gpu_precisions()
 ALGORITHMS = options("algorithm") + ["[e3,passk]"]
 
 

@@ -16,14 +16,14 @@ from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 
 from rlec.cluster.config_check import run_checks  # noqa: E402
 from rlec.cluster.rules import rlve_rules  # noqa: E402
-from rlec.config import CONFIG_DIR, cluster_layouts, options  # noqa: E402
+from rlec.config import CONFIG_DIR, cluster_layouts, gpu_precisions  # noqa: E402
 from rlec.environments import EnvironmentSource  # noqa: E402
 from rlec.verl_plugin import RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer, RLECSyncTrainer, RLVEMixin  # noqa: E402
 
 # the override that selects megatron_configs/algorithm/rlve.yaml (appended to the defaults list)
 RLVE = "algorithm=rlve"
 LAYOUTS = cluster_layouts()
-PRECISIONS = options("precision")
+PRECISIONS = gpu_precisions()
 
 
 class FakeDataset:

@@ -37,3 +37,37 @@ def test_round_trip_missing_and_broken_files(tmp_path, caplog):
     (tmp_path / "ckpt" / "global_step_4" / "bad.json").write_text("{")
     with pytest.raises(ValueError, match="bad.json: not valid JSON"):
         load_state(folder, "bad.json")
+
+
+def _checkpoint(root, step, payload=b"x" * 4096):
+    from rlec.io import write_manifest
+
+    folder = root / f"global_step_{step}" / "actor"
+    folder.mkdir(parents=True)
+    (folder / "__0_0.distcp").write_bytes(payload)
+    write_manifest(root / f"global_step_{step}")
+    (root / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+
+def test_damaged_latest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path):
+    from rlec.verl_plugin.state import intact_checkpoint
+
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 3)
+    shard = tmp_path / "global_step_3" / "actor" / "__0_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[1000:1100] = b"\0" * 100  # overwritten in the middle, same size
+    shard.write_bytes(bytes(data))
+    assert intact_checkpoint(str(tmp_path)) == 2
+    assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "2"  # verl now resumes step 2
+
+
+def test_checkpoint_without_manifest_is_not_resumed_and_none_intact_is_refused(tmp_path):
+    from rlec.io import ManifestError
+    from rlec.verl_plugin.state import intact_checkpoint
+
+    _checkpoint(tmp_path, 1)
+    (tmp_path / "global_step_1" / "rlec_manifest.json").unlink()  # a save that did not finish
+    with pytest.raises(ManifestError, match="global_step_1"):
+        intact_checkpoint(str(tmp_path))
+    assert intact_checkpoint(str(tmp_path / "fresh")) is None  # no tracker: a fresh run
