@@ -5,6 +5,7 @@ what rlec uses it for."""
 from __future__ import annotations
 
 import importlib
+import re
 import inspect
 
 import pytest
@@ -141,3 +142,25 @@ def test_overlay_keys_exist_in_verl_config_except_rlec_own(name):
     overlay = OmegaConf.load(CONFIG_DIR / "algorithm" / f"{name}.yaml")
     missing = [p for p in leaves(overlay) if not p.startswith(own) and OmegaConf.select(verl_cfg, p, default="<absent>") == "<absent>"]
     assert missing == []
+
+
+def test_rollout_server_interface_the_cpu_rollout_implements():
+    """rlec_hf (rlec/verl_plugin/cpu_rollout.py) answers what verl 0.9.1 calls on a rollout server and adapter."""
+    import inspect as _inspect
+
+    from verl.checkpoint_engine.base import CheckpointEngineManager
+    from verl.workers.rollout import base, replica
+    from verl.workers.rollout.llm_server import LLMServerClient
+
+    from rlec.verl_plugin.cpu_rollout import HFRolloutServer, HFServerAdapter
+
+    assert isinstance(base._ROLLOUT_REGISTRY, dict) and ("vllm", "async") in base._ROLLOUT_REGISTRY
+    assert hasattr(replica.RolloutReplicaRegistry, "register")
+    abstract = {n for n, m in vars(base.BaseRollout).items() if getattr(m, "__isabstractmethod__", False)}
+    assert abstract == {"resume", "update_weights", "release"} and not HFServerAdapter.__abstractmethods__
+    assert {n for n, m in vars(replica.RolloutReplica).items() if getattr(m, "__isabstractmethod__", False)} == {"launch_servers"}
+    # the server methods verl calls (replica control surface, checkpoint manager, client)
+    called = set(re.findall(r"server\.(\w+)\.remote", _inspect.getsource(replica.RolloutReplica)))
+    called |= set(re.findall(r"server\.(\w+)\.remote", _inspect.getsource(LLMServerClient.generate)))
+    assert called and all(callable(getattr(HFRolloutServer, name, None)) for name in called), called
+    assert "update_weights(global_steps=global_steps, mode=self.backend)" in _inspect.getsource(CheckpointEngineManager.update_weights)
