@@ -269,6 +269,11 @@ def check(cfg: Any) -> None:
     if not train_files(cfg) and not select(cfg, "data.rlve.enable", False):
         raise LocalConfigError("data.train_files=[] trains on nothing: name a prepared parquet, or add algorithm=rlve "
                                "(ENVIRONMENTS=...) to train on procedural environments only")
+    from rlec.cluster.rules import algorithm_overlay_rules  # E3 / Pass@k: the very rules DRY_RUN applies
+
+    for finding in algorithm_overlay_rules(cfg):
+        if finding.level == "error":
+            raise LocalConfigError(str(finding))
 
 
 def train_files(cfg: Any) -> list[str]:

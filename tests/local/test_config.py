@@ -100,3 +100,13 @@ def test_an_unknown_environment_is_refused_with_the_config_before_any_work() -> 
     with pytest.raises(LocalConfigError, match="unknown environment 'nope'; known: .*'arithmetic'"):
         load_config([], env={"ENVIRONMENTS": "arithmetic,nope"})
     assert list(load_config([], env={"ENVIRONMENTS": "arithmetic,maze"}).rlec.rlve.environments) == ["arithmetic", "maze"]
+
+
+@pytest.mark.parametrize(("overrides", "match"), [
+    # DRY_RUN refused these while the local run trained on (Pass@k: every advantage 0 with k >= n)
+    (["algorithm=passk", "algorithm.passk.k=5"], "k"),
+    (["algorithm=e3", "rlec.e3.budget.n_min=20", "rlec.e3.budget.n_max=4"], "n_min"),
+])
+def test_algorithm_settings_are_refused_by_the_same_rules_as_dry_run(overrides: list[str], match: str) -> None:
+    with pytest.raises(LocalConfigError, match=match):
+        load_config(overrides, env={})
