@@ -188,6 +188,17 @@ def tiny_dense_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def sample_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped samples prepared once per session as `python -m rlec.data.prepare` does by default
+    (train.parquet, test.parquet, summary.json): the local run's data. Read it, never write into it."""
+    from rlec.data.prepare import main as prepare
+
+    out = tmp_path_factory.mktemp("sample_data") / "data"
+    assert prepare(["--output-dir", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
 def ray_local():
     """A local Ray cluster (2 CPUs), shut down at the end of the session."""
     import ray

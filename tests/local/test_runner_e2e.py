@@ -41,12 +41,8 @@ def launch(out: Path, data: Path, *overrides: str, nproc: int = 1, extra_env: di
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rlec.data.prepare import main as prepare
-
-    out = tmp_path_factory.mktemp("local") / "data"
-    assert prepare(["--output-dir", str(out)]) == 0
-    return out
+def data_dir(sample_data_dir: Path) -> Path:
+    return sample_data_dir  # prepared once per session (tests/conftest.py)
 
 
 def _stable(record: dict) -> dict:
