@@ -75,8 +75,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     start = item.stash.get(_COST_START, None)
-    if call.when != "teardown" or start is None or item.get_closest_marker("slow"):
-        return
+    if call.when != "teardown" or start is None or item.get_closest_marker("slow") or item.get_closest_marker("gpu"):
+        return  # `gpu` tests run on a GPU machine only (tools/gpu_smoke.sh), outside this CPU budget
     cpu0, wall0, ray0 = start
     child_cpu, wall = _children_cpu_s() - cpu0, time.perf_counter() - wall0
     if wall > WALL_NOTE_S:
