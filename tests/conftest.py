@@ -6,6 +6,7 @@ package, and pytest's importlib mode (pyproject.toml) keeps ours from being shad
 
 from __future__ import annotations
 
+import logging
 import os
 
 # Before anything imports transformers / huggingface_hub: a stray hub call fails fast.
@@ -133,6 +134,22 @@ def _restore_distributed_env():
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging_levels():
+    """Undo the logger levels a test changed: rlec.local.runner.main, called in-process, quiets the root,
+    verl and transformers loggers to ERROR (quiet_third_party), and a later test's caplog then saw
+    no warnings (measured: tests/data/test_prepare.py failed when it ran after tests/local)."""
+    loggers = logging.root.manager.loggerDict
+    saved = {name: lg.level for name, lg in loggers.items() if isinstance(lg, logging.Logger)}
+    root_level = logging.root.level
+    yield
+    if logging.root.level != root_level:
+        logging.root.setLevel(root_level)
+    for name, lg in list(loggers.items()):
+        if isinstance(lg, logging.Logger) and lg.level != saved.get(name, logging.NOTSET):
+            lg.setLevel(saved.get(name, logging.NOTSET))
 
 
 @pytest.fixture(scope="session")
