@@ -147,9 +147,9 @@ def _restore_logging_levels():
     yield
     if logging.root.level != root_level:
         logging.root.setLevel(root_level)
-    for name, lg in list(loggers.items()):
-        if isinstance(lg, logging.Logger) and lg.level != saved.get(name, logging.NOTSET):
-            lg.setLevel(saved.get(name, logging.NOTSET))
+    for name, level in saved.items():  # loggers created during the test keep what their modules set
+        if loggers[name].level != level:
+            loggers[name].setLevel(level)
 
 
 @pytest.fixture(scope="session")
