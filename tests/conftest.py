@@ -1,4 +1,4 @@
-"""Shared test set-up: offline hub, GPU marker, tiny models and a local Ray cluster.
+"""Shared test set-up: offline hub, GPU marker, the test budget guard, tiny models and a local Ray cluster.
 
 No ``tests/__init__.py`` on purpose: verl and TransferQueue install a top-level ``tests``
 package, and pytest's importlib mode (pyproject.toml) keeps ours from being shadowed.
@@ -6,6 +6,7 @@ package, and pytest's importlib mode (pyproject.toml) keeps ours from being shad
 
 from __future__ import annotations
 
+import logging
 import os
 
 # Before anything imports transformers / huggingface_hub: a stray hub call fails fast.
@@ -15,12 +16,18 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+import resource  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
 
 def _has_cuda() -> bool:
+    """Without an NVIDIA driver there is no CUDA: answered without importing torch (~1 s at collection)."""
+    if not Path("/proc/driver/nvidia").exists() and not Path("/dev/nvidiactl").exists():
+        return False
     try:
         import torch
 
@@ -29,13 +36,83 @@ def _has_cuda() -> bool:
         return False
 
 
+# --- the test budget (README "Test budget") ------------------------------------------------------
+# A test not marked `slow` must not pay for a heavy child process: a Python that imports torch costs
+# ~3.5 CPU-seconds, one that imports verl or Megatron 5-10, torchrun and the local trainer minutes.
+# Measured CPU time of the (waited-for) children, unlike wall time, hardly moves when the machine is
+# shared, so it is the check: the unmarked tests that start processes use <= 2 CPU-s (stdlib or
+# rlec.io children: lock holders, forked writers, --help), every test measured above 3 is marked
+# slow, and the limit sits between. Wall time over WALL_NOTE_S is only listed at the end of the run.
+CHILD_CPU_LIMIT_S = 5.0
+WALL_NOTE_S = 15.0
+_RAY_FIXTURES = {"ray_local"}
+_COST_START = pytest.StashKey[tuple]()
+_OVER_WALL = pytest.StashKey[list]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--child-cpu-limit", type=float, default=CHILD_CPU_LIMIT_S, metavar="S",
+                     help="fail a test not marked slow whose child processes used more than S CPU-seconds "
+                          f"(default {CHILD_CPU_LIMIT_S}; 0 turns the check off)")
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _ray_running() -> bool:
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_COST_START] = (_children_cpu_s(), time.perf_counter(), _ray_running())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    start = item.stash.get(_COST_START, None)
+    if call.when != "teardown" or start is None or item.get_closest_marker("slow") or item.get_closest_marker("gpu"):
+        return  # `gpu` tests run on a GPU machine only (tools/gpu_smoke.sh), outside this CPU budget
+    cpu0, wall0, ray0 = start
+    child_cpu, wall = _children_cpu_s() - cpu0, time.perf_counter() - wall0
+    if wall > WALL_NOTE_S:
+        item.config.stash.setdefault(_OVER_WALL, []).append((wall, child_cpu, item.nodeid))
+    limit = item.config.getoption("--child-cpu-limit")
+    problem = None
+    if limit and child_cpu > limit:
+        problem = f"its child processes used {child_cpu:.1f} CPU-s (limit {limit:g} for a test not marked slow)"
+    elif not ray0 and _ray_running():
+        problem = "it started Ray"
+    if problem and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (f"test budget: {problem}; mark it @pytest.mark.slow, or share the set-up "
+                           "(README \"Test budget\"; --child-cpu-limit=0 turns this check off)")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    over = sorted(config.stash.get(_OVER_WALL, []), reverse=True)
+    if over:
+        terminalreporter.section(f"tests not marked slow that took over {WALL_NOTE_S:g} s (set-up + call + teardown)")
+        for wall, child_cpu, nodeid in over:
+            terminalreporter.write_line(f"{wall:7.1f} s wall  {child_cpu:6.1f} CPU-s in children  {nodeid}")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _has_cuda():
+    for item in items:  # a test on the shared Ray cluster is slow by definition (before `-m` deselects)
+        if _RAY_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items or _has_cuda():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine); run on the cluster or the device tool")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip_gpu)
+    for item in gpu_items:
+        item.add_marker(skip_gpu)
 
 
 _DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -57,6 +134,22 @@ def _restore_distributed_env():
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging_levels():
+    """Undo the logger levels a test changed: rlec.local.runner.main, called in-process, quiets the root,
+    verl and transformers loggers to ERROR (quiet_third_party), and a later test's caplog then saw
+    no warnings (measured: tests/data/test_prepare.py failed when it ran after tests/local)."""
+    loggers = logging.root.manager.loggerDict
+    saved = {name: lg.level for name, lg in loggers.items() if isinstance(lg, logging.Logger)}
+    root_level = logging.root.level
+    yield
+    if logging.root.level != root_level:
+        logging.root.setLevel(root_level)
+    for name, level in saved.items():  # loggers created during the test keep what their modules set
+        if loggers[name].level != level:
+            loggers[name].setLevel(level)
 
 
 @pytest.fixture(scope="session")
@@ -109,6 +202,17 @@ def tiny_dense_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         seed=0,
         overrides={"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]},
     )
+
+
+@pytest.fixture(scope="session")
+def sample_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped samples prepared once per session as `python -m rlec.data.prepare` does by default
+    (train.parquet, test.parquet, summary.json): the local run's data. Read it, never write into it."""
+    from rlec.data.prepare import main as prepare
+
+    out = tmp_path_factory.mktemp("sample_data") / "data"
+    assert prepare(["--output-dir", str(out)]) == 0
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -41,6 +41,7 @@ def test_rlec_grader_agrees_with_expected_verdicts(bench) -> None:
     assert not wrong, wrong[:5]
 
 
+@pytest.mark.slow  # grades 40 responses with each of 3 graders, verl's in worker processes (~6 CPU-s in children)
 def test_cli_smoke_writes_json(bench, tmp_path: Path, capsys) -> None:
     out = tmp_path / "rt.json"
     assert bench.main(["--n", "40", "--pathological-frac", "0.05", "--timeout-s", "2", "--json", str(out)]) == 0

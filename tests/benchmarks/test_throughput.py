@@ -36,6 +36,7 @@ def smoke(tiny_moe_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
     return json.loads((out / "smoke.json").read_text()), out, proc.stdout
 
 
+@pytest.mark.slow  # the shared smoke run: one benchmark process on the tiny model (~19 CPU-s)
 def test_smoke_update_rows(smoke) -> None:
     result, _, _ = smoke
     rows = result["sections"]["update"]["rows"]
@@ -55,6 +56,7 @@ def test_smoke_update_rows(smoke) -> None:
     assert launch["world"] == 1 and launch["layouts"] == ["tp1"]
 
 
+@pytest.mark.slow  # the shared smoke run: one benchmark process on the tiny model (~19 CPU-s)
 def test_smoke_rollout_and_reward_rows(smoke) -> None:
     result, _, _ = smoke
     (roll,) = result["sections"]["rollout"]["rows"]
@@ -65,6 +67,7 @@ def test_smoke_rollout_and_reward_rows(smoke) -> None:
     assert rew["responses"] == 30 and rew["responses_per_s"] > 0 and rew["agreement_3way"] == 1.0
 
 
+@pytest.mark.slow  # the shared smoke run: one benchmark process on the tiny model (~19 CPU-s)
 def test_schema_environment_and_files(smoke) -> None:
     result, out, stdout = smoke
     assert result["schema"] == throughput.SCHEMA and result["profile"] == "cpu"
@@ -80,6 +83,7 @@ def test_schema_environment_and_files(smoke) -> None:
     assert "| tp1 | 1 | fp32 | window | 64 |" in stdout and "MFU is not meaningful on CPU" in stdout
 
 
+@pytest.mark.slow  # the shared smoke run: one benchmark process on the tiny model (~19 CPU-s)
 def test_compare_prints_ratios(smoke) -> None:
     result, _, _ = smoke
     baseline = copy.deepcopy(result)

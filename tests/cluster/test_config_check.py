@@ -185,8 +185,8 @@ def test_changed_algorithm_is_a_warning_not_an_error(compose_rlec):
     assert any(f.level == "warning" and f.key == "algorithm.norm_adv_by_std_in_grpo" for f in findings)
 
 
-@pytest.mark.parametrize("overrides", [["layout=tiny_1gpu", "precision=fp8"],
-                                       pytest.param(["layout=tiny_1gpu", "algorithm=[e3,passk]"], marks=pytest.mark.slow)])
+@pytest.mark.slow  # each case is `python -m verl.trainer.main_ppo` (~6-10 CPU-s of imports)
+@pytest.mark.parametrize("overrides", [["layout=tiny_1gpu", "precision=fp8"], ["layout=tiny_1gpu", "algorithm=[e3,passk]"]])
 def test_verl_entry_point_composes_exactly_what_config_check_validates(compose_rlec, repo_root, overrides):
     """The launcher trains with `python -m verl.trainer.main_ppo --config-path megatron_configs
     --config-name rlec ...`; Hydra's `--cfg job` prints that config without starting anything

@@ -6,7 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow  # the benchmark in a child process (~5 CPU-s)
 def test_benchmark_runs_and_reports_figures(repo_root, tmp_path):
     out = tmp_path / "figures.json"
     res = subprocess.run(

@@ -11,12 +11,8 @@ from rlec.local.data import PromptLoader, check_parquet
 
 
 @pytest.fixture(scope="module")
-def train_parquet(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rlec.data.prepare import main as prepare
-
-    out = tmp_path_factory.mktemp("data")
-    assert prepare(["--output-dir", str(out)]) == 0
-    return out / "train.parquet"
+def train_parquet(sample_data_dir: Path) -> Path:
+    return sample_data_dir / "train.parquet"  # prepared once per session (tests/conftest.py)
 
 
 def _ids(batch: dict) -> list[str]:

@@ -140,6 +140,7 @@ def _stray_counter():
     return count
 
 
+@pytest.mark.slow  # two rollouts of 256 responses on the warm start expanded to the full vocabulary: 34 s [2.6], 114 s [8]
 def test_demo_rollout_top_k_never_samples_the_warm_starts_unused_rows() -> None:
     """The expanded warm start's 151,851 unused rows have logit 0; where its 85 tokens' logits are flat,
     top-20 keeps some of them (ties at 0): 15% of its rollouts drew one, and 44 of that run's 80 steps

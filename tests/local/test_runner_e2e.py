@@ -41,12 +41,8 @@ def launch(out: Path, data: Path, *overrides: str, nproc: int = 1, extra_env: di
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rlec.data.prepare import main as prepare
-
-    out = tmp_path_factory.mktemp("local") / "data"
-    assert prepare(["--output-dir", str(out)]) == 0
-    return out
+def data_dir(sample_data_dir: Path) -> Path:
+    return sample_data_dir  # prepared once per session (tests/conftest.py)
 
 
 def _stable(record: dict) -> dict:
@@ -110,30 +106,57 @@ def test_one_step_at_tp2_ep2_on_four_processes_matches_world_size_1(world1_run, 
         assert step1[key] == pytest.approx(reference[key], rel=1e-4, abs=1e-6), key
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("env", "overrides", "message"),
-    [
-        ({"TP": "2"}, [], "does not fit 1 process(es)"),
-        ({"MODEL_PATH": "__bert__"}, [], "model_type 'bert' is not supported; supported: qwen3, qwen3_moe"),
-        ({}, ["rlec.local.prepare_data_if_missing=false", "data.train_files=/nonexistent/rlec-data/train.parquet"],
-         "data.train_files=/nonexistent/rlec-data/train.parquet is missing"),
-        ({"OUTPUT_DIR": "/proc/rlec-cannot-write/run"}, [], "is not writable"),
-        ({}, ["rlec.local.threads=-1"], "rlec.local.threads must be an integer >= 0"),
-    ],
-)
-def test_bad_input_fails_before_work(data_dir: Path, tmp_path: Path, env: dict, overrides: list, message: str) -> None:
+BAD_INPUT = [
+    ({"TP": "2"}, [], "does not fit 1 process(es)"),
+    ({"MODEL_PATH": "__bert__"}, [], "model_type 'bert' is not supported; supported: qwen3, qwen3_moe"),
+    ({}, ["rlec.local.prepare_data_if_missing=false", "data.train_files=/nonexistent/rlec-data/train.parquet"],
+     "data.train_files=/nonexistent/rlec-data/train.parquet is missing"),
+    ({"OUTPUT_DIR": "/proc/rlec-cannot-write/run"}, [], "is not writable"),
+    ({}, ["rlec.local.threads=-1"], "rlec.local.threads must be an integer >= 0"),
+]
+
+
+def _bad_input(env: dict, tmp_path: Path) -> tuple[dict, Path]:
     if env.get("MODEL_PATH") == "__bert__":
         bert = tmp_path / "bert"
         bert.mkdir()
         (bert / "config.json").write_text(json.dumps({"model_type": "bert"}))
         env = {"MODEL_PATH": str(bert)}
-    out = Path(env.pop("OUTPUT_DIR", tmp_path / "out"))
-    proc = launch(out, data_dir, *overrides, "trainer.total_training_steps=1", "rlec.schedule.end_step=2", extra_env=env, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "rlec.local: error:" in proc.stderr and message in proc.stderr, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) <= 3 and not (out / "metrics.jsonl").exists()
+    env = dict(env)
+    return env, Path(env.pop("OUTPUT_DIR", tmp_path / "out"))
+
+
+def _check_refused(returncode: int, stderr: str, out: Path, message: str) -> None:
+    assert returncode == 2, stderr[-3000:]
+    assert "rlec.local: error:" in stderr and message in stderr, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) <= 3 and not (out / "metrics.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_bad_input_through_the_launcher_fails_before_work(data_dir: Path, tmp_path: Path) -> None:
+    """One refusal through tools/run_megatron_rlec.sh (exit status 2 and the one line reach the caller);
+    every refusal in-process below: each launch costs a Python start (~20 CPU-s) and checks nothing more."""
+    env, out = _bad_input({"TP": "2"}, tmp_path)
+    proc = launch(out, data_dir, "trainer.total_training_steps=1", "rlec.schedule.end_step=2", extra_env=env, timeout=300)
+    _check_refused(proc.returncode, proc.stderr, out, "does not fit 1 process(es)")
+
+
+@pytest.mark.parametrize(("env", "overrides", "message"), BAD_INPUT)
+def test_bad_input_fails_before_work(data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys,
+                                     env: dict, overrides: list, message: str) -> None:
+    """The launcher's environment (as launch() sets it) and rlec.local.runner.main in this process:
+    the refusals come from the config and the preflight, before threads, Megatron or any file."""
+    from rlec.local.runner import main
+
+    env, out = _bad_input(env, tmp_path)
+    for var in ("MODEL_PATH", "RESUME", "STEPS", "WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT", "MASTER_ADDR"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in {"OUTPUT_DIR": str(out), "DATA_DIR": str(data_dir), "NPROC": "1", **env}.items():
+        monkeypatch.setenv(var, value)
+    capsys.readouterr()
+    returncode = main([*overrides, "trainer.total_training_steps=1", "rlec.schedule.end_step=2"])
+    _check_refused(returncode, capsys.readouterr().err, out, message)
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 CHECK = Path(__file__).with_name("check_update.py")
+pytestmark = pytest.mark.slow  # one child process that imports torch and verl and runs 5 parity cases (~20 CPU-s)
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,7 @@ def probe() -> dict:
     return json.loads(lines[-1][len("RESULT_JSON "):])
 
 
+@pytest.mark.slow  # the probe: a fresh Python that imports torch and Megatron (~4-5 CPU-s)
 def test_every_shim_is_still_needed_by_the_installed_megatron_core(probe: dict) -> None:
     from rlec.megatron.compat import SHIMS
 
@@ -69,6 +70,7 @@ def test_every_shim_is_still_needed_by_the_installed_megatron_core(probe: dict) 
     assert obsolete == [], f"megatron-core no longer shows the error these shims answer: {obsolete}; drop or update them"
 
 
+@pytest.mark.slow  # the probe: a fresh Python that imports torch and Megatron (~4-5 CPU-s)
 def test_shims_apply_once_and_take_effect(probe: dict) -> None:
     from rlec.megatron.compat import SHIMS
 
@@ -83,6 +85,7 @@ def test_shims_apply_once_and_take_effect(probe: dict) -> None:
     assert after["uneven_patched"] is True
 
 
+@pytest.mark.slow  # the probe: a fresh Python that imports torch and Megatron (~4-5 CPU-s)
 def test_shims_are_scoped(probe: dict) -> None:
     after = probe["after"]
     assert after["global_stream_untouched"] is True  # only the dispatcher sees the no-op stream

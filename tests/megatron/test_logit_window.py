@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from rlec.megatron.logprobs import window_index
@@ -22,6 +23,7 @@ def test_window_index() -> None:
     assert window_index(valid, 3).tolist() == [[1, 2, 3], [-1, -1, 0]]
 
 
+@pytest.mark.slow  # a child process that imports Megatron and builds the tiny model
 def test_windowed_log_probs_and_gradients_match_full(tiny_moe_dir: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("WORLD_SIZE", None)

@@ -263,6 +263,7 @@ def test_help_answers_without_importing_torch() -> None:
     assert "--reference-device" in proc.stdout
 
 
+@pytest.mark.slow  # the tool as a child process imports torch (~3.5 CPU-s); the refusals themselves: test_bad_input_is_refused_before_heavy_work
 def test_cli_bad_input_exits_2_with_the_reason_and_writes_nothing(tiny_moe_dir: Path, tmp_path: Path) -> None:
     bad = _variant(tiny_moe_dir, tmp_path / "model", config={"model_type": "llama"})
     out = tmp_path / "out"
@@ -308,6 +309,7 @@ def test_help_lists_every_option() -> None:
         assert flag in proc.stdout
 
 
+@pytest.mark.slow  # the tool as a child process imports torch (~3.5 CPU-s); the refusals themselves: test_bad_input_is_refused_before_heavy_work
 def test_unwritable_output_folder_is_refused_in_one_line(tiny_moe_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("not a folder")
     out = tmp_path / "afile" / "ckpt"

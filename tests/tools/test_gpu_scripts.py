@@ -49,6 +49,7 @@ def test_setup_refuses_a_python_the_locks_do_not_cover(tmp_path):
     assert proc.returncode == 1 and "the locks cover 3.12" in proc.stderr
 
 
+@pytest.mark.slow  # a child pytest collects the whole suite
 def test_smoke_pytest_selection_collects_every_fast_gpu_test():
     """The smoke test runs `pytest -m "gpu and not slow"`: it must find the GPU-marked tests."""
     selection = re.search(r'PYTEST_SELECTION=\((.*)\)', SMOKE.read_text()).group(1)
@@ -83,6 +84,7 @@ def test_smoke_check_validates_every_command_it_composes(tmp_path):
     assert "quantization: fp8" in (tmp_path / "smoke" / "train-fp8.config.yaml").read_text()
 
 
+@pytest.mark.slow  # gpu_smoke.sh's inputs step starts Python processes that import torch
 def test_smoke_inputs_step_fails_when_a_tiny_model_cannot_be_built(tmp_path):
     """The inputs step once reported `ok` after the FP8 tiny model failed to build (ENOSPC), and the
     fault surfaced two steps later as a missing model folder: a failed build must fail the step."""

@@ -21,6 +21,7 @@ def launch(*args: str, timeout: int = 600, **env: str) -> subprocess.CompletedPr
     return subprocess.run(["bash", str(SCRIPT), *args], env=clean, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow  # the launcher's Python imports verl (~8 CPU-s)
 def test_dry_run_from_clean_env_is_quiet_and_writes_the_config(tmp_path):
     out_file = tmp_path / "dry.yaml"
     proc = launch(DRY_RUN="1", SKIP_PATH_CHECKS="1", DRY_RUN_CONFIG=str(out_file))
@@ -38,6 +39,7 @@ def test_dry_run_from_clean_env_is_quiet_and_writes_the_config(tmp_path):
     assert re.search(r"^rlec:\n  schedule:", text, re.M)
 
 
+@pytest.mark.slow  # the launcher's Python imports verl (~8 CPU-s)
 def test_dry_run_env_vars_and_overrides_reach_the_config(tmp_path):
     proc = launch("data.train_batch_size=64", DRY_RUN="1", SKIP_PATH_CHECKS="1", PRINT_CONFIG="1",
                   LAYOUT="qwen3_30b_a3b_1x8", PRECISION="fp8", GPU_MEMORY_GIB="141", TRAIN_BATCH_SIZE="128",
@@ -50,6 +52,7 @@ def test_dry_run_env_vars_and_overrides_reach_the_config(tmp_path):
     assert "TENSORBOARD_DIR: /tmp/ckpt/tensorboard" in out
 
 
+@pytest.mark.slow  # the launcher's Python imports verl (~8 CPU-s)
 def test_dry_run_checks_the_paths_it_can_see(tmp_path):
     """Issue 11: DRY_RUN with a missing model and data said `result OK`; now each is named, exit 1,
     nothing written."""
@@ -62,6 +65,7 @@ def test_dry_run_checks_the_paths_it_can_see(tmp_path):
     assert "result  OK" not in proc.stderr and not out_file.exists()
 
 
+@pytest.mark.slow  # the launcher's Python imports verl (~8 CPU-s)
 def test_dry_run_refuses_impossible_layout_with_message(tmp_path):
     proc = launch("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=8", DRY_RUN="1", SKIP_PATH_CHECKS="1",
                   DRY_RUN_CONFIG=str(tmp_path / "c.yaml"))
@@ -76,6 +80,7 @@ def test_config_check_reports_bad_override_as_usage_error(capsys):
     assert "cannot compose" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the launcher's Python imports verl (~8 CPU-s)
 def test_without_gpu_or_dry_run_hands_over_to_the_local_profile():
     import torch
 

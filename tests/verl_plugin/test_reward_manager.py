@@ -132,6 +132,7 @@ def test_schedule_length_unknown_outside_trainer():
         schedule_length(OmegaConf.create({"actor_rollout_ref": {"actor": {"optim": {"total_training_steps": -1}}}}))
 
 
+@pytest.mark.slow  # a child process that imports verl (~10 CPU-s)
 def test_without_the_environment_variable_verl_does_not_know_rlec(repo_root):
     # a fresh process imports verl as every Ray worker does; only VERL_USE_EXTERNAL_MODULES
     # (or a runtime env carrying it) brings rlec in
