@@ -46,6 +46,7 @@ def test_causal_padding_mask_masks_future_and_padding_keys():
     assert (~mask[:, 0, -1, :]).tolist() == valid.tolist()
 
 
+@pytest.mark.slow  # a fresh interpreter importing verl, Megatron and mbridge: ~20 CPU-seconds
 def test_platform_and_engine_register_in_a_fresh_process():
     """In a process with VERL_PLATFORM=cpu, importing verl loads the plugin and everything is in place."""
     code = textwrap.dedent("""
