@@ -42,9 +42,11 @@ def _step_metrics(log: str) -> dict[int, dict[str, float]]:
         values = {}
         for part in m.group(2).split(" - "):
             key, _, value = part.rpartition(":")
-            num = re.search(r"-?[0-9.]+(?:e-?[0-9]+)?", value)
-            if key and num:
-                values[key] = float(num.group(0))
+            value = re.sub(r"^np\.\w+\((.*)\)$", r"\1", value.strip())  # np.float64(2.0) -> 2.0
+            try:
+                values[key] = float(value)
+            except ValueError:
+                continue
         steps[int(m.group(1))] = values
     return steps
 
