@@ -16,6 +16,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCS = ["README.md", "docs/local_run.md"]
 DEFAULT_OUTPUT = "outputs/local_run"
+VERL_OUTPUT = "outputs/verl_run"
+RESUMABLE = ("STEPS", "TOTAL_TRAINING_STEPS")
 RUNNERS = ("make run", "tools/run_megatron_rlec.sh", "rlec.local.runner")
 
 
@@ -40,7 +42,10 @@ def local_runs(commands: list[str]) -> list[tuple[str, str, str]]:
             continue
         words = shlex.split(command)
         env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_]+=", w))
-        output = env.pop("OUTPUT_DIR", env.pop("CHECKPOINT_DIR", DEFAULT_OUTPUT))
+        default = VERL_OUTPUT if env.get("TRAINER") == "verl" else DEFAULT_OUTPUT  # TRAINER=verl: verl's trainer on CPU
+        output = env.pop("OUTPUT_DIR", env.pop("CHECKPOINT_DIR", default))
+        for key in RESUMABLE:  # a rerun with more steps resumes (documented), it is not another run
+            env.pop(key, None)
         args = [w for w in words if not re.match(r"^[A-Z_]+=", w) and w not in ("make", "run", "bash", "python", "-m")
                 and not w.endswith(("run_megatron_rlec.sh", "rlec.local.runner"))]
         runs.append((command, output, " ".join([*sorted(f"{k}={v}" for k, v in env.items()), *args])))

@@ -16,7 +16,8 @@
 #   DRY_RUN_CONFIG       where DRY_RUN writes the resolved config   [outputs/dry_run/<EXPERIMENT_NAME>.yaml]
 #   LAYOUT               megatron_configs/layout/<LAYOUT>.yaml            [qwen3_30b_a3b_4x8]
 #   PRECISION            megatron_configs/precision/<PRECISION>.yaml      [bf16]
-#   MODEL_PATH           Hugging Face model folder (or hub id), loaded via mbridge [models/Qwen3-30B-A3B; tiny*: models/tiny_qwen3_moe]
+#   MODEL_PATH           Hugging Face model folder (or hub id), loaded via mbridge [models/Qwen3-30B-A3B; tiny*: models/tiny_qwen3_moe;
+#                        TRAINER=verl without a GPU: the tiny random model, built in OUTPUT_DIR/tiny_model]
 #   DIST_CKPT_PATH       optional Megatron dist checkpoint (tools/convert_hf_to_mcore.py) to load instead
 #   TRAIN_FILES VAL_FILES  parquet files from rlec's data preparation   [data/processed/{train,test}.parquet]
 #   CHECKPOINT_DIR       checkpoints, launch records, TensorBoard logs    [checkpoints/<EXPERIMENT_NAME>]
@@ -26,13 +27,16 @@
 #   NNODES NGPUS_PER_NODE GPU_MEMORY_GIB TRAIN_BATCH_SIZE ROLLOUT_N MAX_PROMPT_LENGTH
 #   MAX_RESPONSE_LENGTH LR TOTAL_EPOCHS TOTAL_TRAINING_STEPS SAVE_FREQ TEST_FREQ LOGGER
 #   NPROC                processes of the local CPU profile (no GPU, no DRY_RUN) [1]
-#   TRAINER              without a GPU: local (rlec.local.runner) or verl (verl's own main_ppo on CPU: layout=cpu,
+#   TRAINER              without a GPU: local (rlec.local.runner) or verl (verl's own trainer on CPU: layout=cpu,
 #                        precision=fp32, the rlec_hf rollout; STEPS, OUTPUT_DIR, ENVIRONMENTS, RESUME as for
 #                        the local run; docs/local_run.md)                                         [local]
 #   PYTHON               interpreter [python3]
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Ray actors do not run in this directory: make existing relative paths absolute.
+abs_if_exists() { if [[ -e "$1" && "$1" != /* ]]; then echo "$PWD/$1"; else echo "$1"; fi; }
+abspath() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$PWD/$1"; fi; }
 PYTHON=${PYTHON:-python3}
 DRY_RUN=${DRY_RUN:-0}
 SKIP_PATH_CHECKS=${SKIP_PATH_CHECKS:-0}
@@ -58,8 +62,10 @@ if [[ "$TRAINER" == verl ]] && ! has_cuda; then
 fi
 LAYOUT=${LAYOUT:-qwen3_30b_a3b_4x8}
 PRECISION=${PRECISION:-bf16}
-case "$LAYOUT" in tiny*|cpu) DEFAULT_MODEL=tiny_qwen3_moe ;; *) DEFAULT_MODEL=Qwen3-30B-A3B ;; esac
-MODEL_PATH=${MODEL_PATH:-$REPO_ROOT/models/$DEFAULT_MODEL}
+case "$LAYOUT" in tiny*) DEFAULT_MODEL=$REPO_ROOT/models/tiny_qwen3_moe ;; *) DEFAULT_MODEL=$REPO_ROOT/models/Qwen3-30B-A3B ;; esac
+# verl on CPU: the tiny random model built beside the run's outputs, as the local run does
+[[ "$VERL_ON_CPU" == 1 ]] && DEFAULT_MODEL=$(abspath "$OUTPUT_DIR")/tiny_model
+MODEL_PATH=${MODEL_PATH:-$DEFAULT_MODEL}
 DIST_CKPT_PATH=${DIST_CKPT_PATH:-}
 TRAIN_FILES=${TRAIN_FILES:-$REPO_ROOT/data/processed/train.parquet}
 VAL_FILES=${VAL_FILES:-$REPO_ROOT/data/processed/test.parquet}
@@ -84,9 +90,6 @@ LOGGER=${LOGGER:-}
 TENSORBOARD_DIR=${TENSORBOARD_DIR:-$CHECKPOINT_DIR/tensorboard}
 PLUGIN_MODULE=rlec.verl_plugin
 
-# Ray actors do not run in this directory: make existing relative paths absolute.
-abs_if_exists() { if [[ -e "$1" && "$1" != /* ]]; then echo "$PWD/$1"; else echo "$1"; fi; }
-abspath() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$PWD/$1"; fi; }
 
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
@@ -159,7 +162,7 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
     CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENVIRONMENTS}]")
   fi
   # the tiny model and the sample data, built once (what the local run builds on first use)
-  if [[ "$MODEL_PATH" == "$REPO_ROOT/models/tiny_qwen3_moe" && ! -f "$MODEL_PATH/config.json" ]]; then
+  if [[ "$MODEL_PATH" == "$DEFAULT_MODEL" && ! -f "$MODEL_PATH/config.json" ]]; then
     echo "run_megatron_rlec.sh: building the tiny Qwen3-MoE in $MODEL_PATH" >&2
     "$PYTHON" -c "import sys; from rlec.models import build_tiny_model; build_tiny_model(sys.argv[1])" "$MODEL_PATH" >/dev/null
   fi

@@ -72,7 +72,7 @@ def test_every_combination_passes_verl_and_rlec_checks(compose_rlec, layout, pre
         assert any("= 64 with rollout EP 1" in e for e in found)
         return
     assert errors(findings) == []
-    assert set(context["verl_passed"]) == VERL_STEPS
+    assert set(context["verl_passed"]) - {"actor_rollout_ref.model"} == VERL_STEPS  # + the model check where the folder exists
     assert est is not None and est.train_total < context["fraction"] * context["gpu_memory_gib"] * 2**30
     assert cfg.reward.reward_manager.name == "rlec" and cfg.trainer.v1.trainer_mode == "rlec_sync"
     assert cfg.actor_rollout_ref.actor.strategy == "megatron"

@@ -81,7 +81,7 @@ def test_behaviours_rlec_relies_on():
         "verl.workers.config.rollout")
 
 
-FREE_FORM = {"override_transformer_config", "override_optimizer_config", "override_config", "env_vars",
+FREE_FORM = {"override_transformer_config", "override_optimizer_config", "override_config", "env_vars", "ray_init",
              "apply_chat_template_kwargs"}
 
 
