@@ -406,15 +406,21 @@ def apply_cpu_shims() -> list[str]:
     """
     if cuda_available():
         return []
-    for shim in SHIMS:
-        if shim.name in APPLIED or shim.name in NOT_NEEDED:
+    return apply_shims(SHIMS, APPLIED, NOT_NEEDED)
+
+
+def apply_shims(shims: tuple[Shim, ...], applied: list[str], not_needed: list[str]) -> list[str]:
+    """Apply each shim whose probe finds its error (once per process); record it in ``applied``, or in
+    ``not_needed`` when an upgrade fixed (or moved) the code. Returns ``applied`` (a copy)."""
+    for shim in shims:
+        if shim.name in applied or shim.name in not_needed:
             continue
         if shim.needed():
             shim.apply()
-            APPLIED.append(shim.name)
-        else:  # an upgrade fixed (or moved) the code: the shim would be dead or wrong
-            NOT_NEEDED.append(shim.name)
-    return list(APPLIED)
+            applied.append(shim.name)
+        else:  # the shim would be dead or wrong
+            not_needed.append(shim.name)
+    return list(applied)
 
 
 def probe_shims() -> dict[str, bool]:

@@ -32,7 +32,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from rlec.megatron.compat import Shim, mbridge_get_model_cuda_apply, mbridge_get_model_cuda_needed
+from rlec.megatron.compat import Shim, apply_shims, mbridge_get_model_cuda_apply, mbridge_get_model_cuda_needed
 
 PLATFORM_NAME = "cpu"
 PLATFORM_ENV = "VERL_PLATFORM"
@@ -439,12 +439,4 @@ def enable_cpu(force: bool = False) -> list[str]:
         return []
     register_platform()
     register_engines()
-    for shim in VERL_SHIMS:
-        if shim.name in APPLIED or shim.name in NOT_NEEDED:
-            continue
-        if shim.needed():
-            shim.apply()
-            APPLIED.append(shim.name)
-        else:
-            NOT_NEEDED.append(shim.name)
-    return list(APPLIED)
+    return apply_shims(VERL_SHIMS, APPLIED, NOT_NEEDED)
