@@ -162,6 +162,8 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
     CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENVIRONMENTS}]")
   fi
   # the tiny model and the sample data, built once (what the local run builds on first use)
+  # the tiny random model is never right: a quarter of each group answers by script (rlec.cpu, as the local run)
+  [[ "$MODEL_PATH" == "$DEFAULT_MODEL" ]] && CPU_ARGS+=(rlec.cpu.scripted_fraction=0.25)
   if [[ "$MODEL_PATH" == "$DEFAULT_MODEL" && ! -f "$MODEL_PATH/config.json" ]]; then
     echo "run_megatron_rlec.sh: building the tiny Qwen3-MoE in $MODEL_PATH" >&2
     "$PYTHON" -c "import sys; from rlec.models import build_tiny_model; build_tiny_model(sys.argv[1])" "$MODEL_PATH" >/dev/null

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from rlec.data.contract import reference_answer
 from rlec.prompts import render
 
 
@@ -89,16 +90,6 @@ def rollout_metrics(data: Any) -> dict[str, float]:
     tokens = int(data.batch["response_mask"].sum())
     return {"rollout/tokens_per_s": tokens / max(float(data.meta_info["gen_seconds"]), 1e-9),
             "rollout/finish_length_rate": float(np.mean(data.non_tensor_batch["finish_reason"] == "length"))}
-
-
-def reference_answer(data_source: str, ground_truth: str) -> str:
-    """What a correct ``\\boxed{}`` answer holds: the gold itself, or for an environment row (whose
-    ground truth is the problem as JSON, ``rlec.environments``) the problem's reference answer."""
-    if str(data_source).startswith("rlve/"):
-        from rlec.environments import Problem
-
-        return Problem.from_json(ground_truth).answer
-    return ground_truth
 
 
 def inject_scripted(data: Any, tokenizer: Any, fraction: float, seed: int) -> int:

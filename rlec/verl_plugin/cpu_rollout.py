@@ -47,7 +47,8 @@ BATCH_WINDOW_S = 0.05
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HFRolloutReplica", "HFRolloutServer", "HFServerAdapter", "ROLLOUT_NAME", "register_rollout", "server_name"]
+__all__ = ["HFRolloutReplica", "HFRolloutServer", "HFServerAdapter", "ROLLOUT_NAME", "SCRIPTED_AGENT_LOOP",
+           "ScriptedAnswersMixin", "register_rollout", "server_name"]
 
 
 def server_name(replica_rank: int) -> str:
@@ -287,6 +288,55 @@ class HFServerAdapter(_adapter_base()):  # type: ignore[misc]
         await server.load_weights.remote(tensors)
         if global_steps is not None:
             await server.set_global_steps.remote(global_steps)
+
+
+SCRIPTED_AGENT_LOOP = "rlec_scripted_agent"
+
+
+class ScriptedAnswersMixin:
+    """For an agent loop: the last ``round(rollout.n x rlec.cpu.scripted_fraction)`` samples of each
+    prompt answer a scripted ``\\boxed{<gold>}`` or ``\\boxed{I don't know}`` (seeded coin per prompt
+    and sample) instead of the rollout's generation, as the local run does for the tiny random model
+    (``rlec.local.rollout.inject_scripted``): a random model is never right, so every group's rewards
+    are equal, every mean-only advantage is 0 and nothing downstream (the update, RLVE's difficulty
+    controller) sees a correct answer. Off-policy demonstrations: 0 (the default) for real training.
+    Validation (one sample per prompt) is never scripted.
+    """
+
+    def _scripted_text(self, kwargs: dict[str, Any]) -> str | None:
+        fraction = float(((self.config.get("rlec") or {}).get("cpu") or {}).get("scripted_fraction") or 0.0)
+        n = int(self.rollout_config.n)
+        session = int(kwargs.get("session_id", 0))
+        k = round(n * fraction)
+        if not k or session < n - k:
+            return None
+        import random
+
+        from rlec.data.contract import reference_answer
+
+        gold = reference_answer(kwargs.get("data_source", ""), kwargs["reward_model"]["ground_truth"])
+        coin = random.Random(f"{kwargs['reward_model']['ground_truth']}/{session}").random()  # same problem, same script
+        return f"\\boxed{{{gold}}}" if coin < 0.5 else "\\boxed{I don't know}"
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+        text = self._scripted_text(kwargs)
+        if text is None:
+            return await super().run(sampling_params, **kwargs)
+        from verl.workers.rollout.replica import TokenOutput
+
+        tokenizer, budget = self.tokenizer, int(self.rollout_config.response_length)
+        end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"][: budget - 1] + [end]
+
+        class _Scripted:  # stands in for the rollout server for this one sample
+            async def generate(self, request_id: str, **_: Any) -> TokenOutput:
+                return TokenOutput(token_ids=ids, log_probs=None, stop_reason="completed", extra_fields={})
+
+        real, self.server_manager = self.server_manager, _Scripted()
+        try:
+            return await super().run(sampling_params, **kwargs)
+        finally:
+            self.server_manager = real
 
 
 def register_rollout() -> None:

@@ -35,6 +35,7 @@ from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentL
 from verl.utils import tensordict_utils as tu
 
 from rlec.algorithms.e3 import E3_AGENT_LOOP, E3Controller, E3Settings, length_bias_factor
+from rlec.verl_plugin.cpu_rollout import SCRIPTED_AGENT_LOOP, ScriptedAnswersMixin
 from rlec.verl_plugin.state import load_state, resumed_folder, save_state, saving_folder
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ LENGTH_MU_KEY = "rlec_e3_length_mu"
 ROLLOUT_N_KEY = "__rollout_n__"  # verl's per-prompt n (AgentLoopWorkerTQ._run_prompt)
 STATE_FILE = "rlec_e3.json"
 
-__all__ = ["E3AgentLoop", "E3TrainerMixin", "E3_AGENT_LOOP", "apply_length_bias", "e3_sampling_params", "prompt_key_of"]
+__all__ = ["E3AgentLoop", "ScriptedAgentLoop", "E3TrainerMixin", "E3_AGENT_LOOP", "apply_length_bias", "e3_sampling_params", "prompt_key_of"]
 
 
 def prompt_key_of(extra_info: Mapping[str, Any] | None, fallback: Any) -> str:
@@ -80,9 +81,15 @@ def e3_sampling_params(sampling_params: Mapping[str, Any], fields: Mapping[str, 
     return out
 
 
+@register_agent_loop(SCRIPTED_AGENT_LOOP)
+class ScriptedAgentLoop(ScriptedAnswersMixin, SingleTurnAgentLoop):
+    """verl's single-turn agent loop with the CPU run's scripted answers (:class:`ScriptedAnswersMixin`)."""
+
+
 @register_agent_loop(E3_AGENT_LOOP)
-class E3AgentLoop(SingleTurnAgentLoop):
-    """verl's single-turn agent loop sampling at the prompt's E3 temperature (:func:`e3_sampling_params`)."""
+class E3AgentLoop(ScriptedAnswersMixin, SingleTurnAgentLoop):
+    """verl's single-turn agent loop sampling at the prompt's E3 temperature (:func:`e3_sampling_params`)
+    (and the CPU run's scripted answers, off unless ``rlec.cpu.scripted_fraction`` > 0)."""
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any):
         return await super().run(e3_sampling_params(sampling_params, kwargs), **kwargs)

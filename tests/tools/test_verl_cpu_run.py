@@ -81,7 +81,10 @@ def test_e3_passk_and_rlve_run_inside_verls_loop_on_cpu(tmp_path, tiny_moe_dir):
     (environment rows, controller fed by the step's outcomes), together in one verl run of 3 steps."""
     out, data = tmp_path / "run", tmp_path / "data"
     run = _run(out, data, tiny_moe_dir, 3, "algorithm=[rlve,e3,passk]", "rlec.rlve.environments=[arithmetic,sorting]",
-               "rlec.e3.temperature.init_steps=1", "rlec.e3.temperature.target_entropy=1.0", "trainer.save_freq=2")
+               "rlec.e3.temperature.init_steps=1", "rlec.e3.temperature.target_entropy=1.0", "trainer.save_freq=2",
+               # scripted answers (the gold or I don't know) for 3 of 4 samples: the random model is never right,
+               # and RLVE raises a difficulty once accuracy at h reaches 0.1 over 4 samples
+               "rlec.cpu.scripted_fraction=0.75", "rlec.rlve.threshold=0.1", "rlec.rlve.min_samples_factor=1")
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-6000:]
     m = _step_metrics(log)
@@ -96,6 +99,10 @@ def test_e3_passk_and_rlve_run_inside_verls_loop_on_cpu(tmp_path, tiny_moe_dir):
     for env in ("arithmetic", "sorting"):
         assert any(m[s].get(f"rlve/{env}/share", 0) > 0 for s in (1, 2, 3)), env
         assert f"rlve/{env}/difficulty" in m[3]
+    # the scripted gold answers are graded right, so groups have reward variance and RLVE raises h
+    assert max(m[s]["rlec/accuracy"] for s in (1, 2, 3)) > 0
+    assert max(m[s]["critic/advantages/max"] for s in (1, 2, 3)) > 0
+    assert max(m[3][f"rlve/{env}/difficulty"] for env in ("arithmetic", "sorting")) >= 1
     # the algorithms' state is in verl's checkpoint, covered by the manifest
     step2 = out / "global_step_2"
     assert (step2 / "rlec_e3.json").is_file() and (step2 / "rlec_manifest.json").is_file()
