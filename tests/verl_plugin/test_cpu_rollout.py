@@ -89,3 +89,18 @@ def test_registered_in_both_of_verls_rollout_registries():
     assert get_rollout_class(cr.ROLLOUT_NAME) is cr.HFServerAdapter
     assert get_rollout_replica_class(cr.ROLLOUT_NAME) is cr.HFRolloutReplica
     assert cr.HFRolloutReplica.rollout_worker_use_gpu(object.__new__(cr.HFRolloutReplica)) is False
+
+
+def test_scripted_answers_take_the_last_share_of_each_group_and_are_reproducible():
+    from omegaconf import OmegaConf
+
+    loop = object.__new__(cr.ScriptedAnswersMixin)
+    loop.config = OmegaConf.create({"rlec": {"cpu": {"scripted_fraction": 0.5}}})
+    loop.rollout_config = OmegaConf.create({"n": 4})
+    row = {"data_source": "math_dapo", "reward_model": {"ground_truth": "42"}}
+    texts = [loop._scripted_text({**row, "session_id": i}) for i in range(4)]
+    assert texts[:2] == [None, None]  # the rollout answers the first n - round(n x fraction) samples
+    assert all(t in ("\\boxed{42}", "\\boxed{I don't know}") for t in texts[2:])
+    assert texts == [loop._scripted_text({**row, "session_id": i}) for i in range(4)]  # same problem, same script
+    loop.config = OmegaConf.create({"rlec": {"cpu": {"scripted_fraction": 0.0}}})
+    assert all(loop._scripted_text({**row, "session_id": i}) is None for i in range(4))  # off: real training
