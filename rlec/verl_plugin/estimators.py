@@ -13,7 +13,7 @@
 With k >= 2 a response is "correct" when its reward is > 0: with RLEC's rewards that is exactly
 the graded outcome "correct" (R_p^(b)(correct) = (1-p)^b > 0; incorrect -p(1-p)^(b-1) <= 0;
 abstain 0), also after E3's length bias (a factor in (0, 1]). Abstentions therefore count as not
-correct. ``tests/verl/test_estimators.py`` pins this equivalence. The advantage is
+correct. ``tests/verl_plugin/test_estimators.py`` pins this equivalence. The advantage is
 :func:`rlec.algorithms.passk.passk_advantage_batch`. With active k = 1 (the switch's pass@1
 regime) it is RLEC's own mean-only group advantage on the real reward, by verl's GRPO function.
 

@@ -127,7 +127,7 @@ class RLVEDataset(RLHFDataset):
         return self._verl_row(self.rlve_source.next_row())
 
     def _verl_row(self, row: dict[str, Any]) -> dict[str, Any]:
-        """What ``RLHFDataset.__getitem__`` returns for a text-only row (tests/verl/test_rlve_dataset.py
+        """What ``RLHFDataset.__getitem__`` returns for a text-only row (tests/verl_plugin/test_rlve_dataset.py
         checks the two agree key by key)."""
         row["raw_prompt"] = self._build_messages(row, key=self.prompt_key)
         row["dummy_tensor"] = torch.tensor([0], dtype=torch.uint8)
