@@ -4,7 +4,10 @@
 
 1. gold: the verifier accepts the problem's own answer, written as a model would (``\\boxed{}``);
    environments without a reference answer (66 of RLVE-Gym's) report ``none``, not a failure;
-2. perturbed: a wrong answer derived from the gold (:func:`perturb`) is rejected;
+2. perturbed: wrong answers derived from the gold (:func:`perturbations`) are rejected: an integer
+   answer plus one must be; of the other kinds at least one of three must be, since environments
+   with several right answers (SAT assignments, colourings, constraint systems, answers within a
+   tolerance) rightly accept some nearby ones;
 3. deterministic: the same problem comes out of a second, separate pool of worker processes.
 
 Any failure (or a problem that cannot be generated) makes the exit status 1. Built-in environments
@@ -24,19 +27,31 @@ from tqdm.auto import tqdm
 
 from rlec.environments.registry import ENVIRONMENTS, builtin_names, get_environment, parse_environment_names
 
-__all__ = ["CheckRow", "check_environments", "format_check", "main_check", "main_list", "perturb"]
+__all__ = ["CheckRow", "check_environments", "format_check", "main_check", "main_list", "perturb", "perturbations"]
 
 _LAST_DIGIT = re.compile(r"(\d)(?!.*\d)", re.DOTALL)
+_FIRST_DIGIT = re.compile(r"\d")
+
+
+def perturbations(answer: str) -> list[str]:
+    """Wrong answers close to ``answer`` (distinct, never ``answer`` itself).
+
+    An integer: itself plus one (the one perturbation; integer answers are unique). Anything
+    else: the last digit changed, the first digit changed, the last token (or character) dropped.
+    """
+    text = answer.strip()
+    if re.fullmatch(r"-?\d+", text):
+        return [str(int(text) + 1)]
+    bump = lambda m: str((int(m.group(0)[-1]) + 1) % 10)  # noqa: E731
+    tokens = text.split()
+    out = [_LAST_DIGIT.sub(bump, text, count=1), _FIRST_DIGIT.sub(bump, text, count=1),
+           " ".join(tokens[:-1]) if len(tokens) > 1 else text[:-1]]
+    return [x for x in dict.fromkeys(out) if x.strip() and x != text] or [text + " X"]
 
 
 def perturb(answer: str) -> str:
-    """A wrong answer close to ``answer``: an integer plus one, else the last digit changed, else ``answer + " X"``."""
-    text = answer.strip()
-    if re.fullmatch(r"-?\d+", text):
-        return str(int(text) + 1)
-    if _LAST_DIGIT.search(text):
-        return _LAST_DIGIT.sub(lambda m: str((int(m.group(1)) + 1) % 10), text, count=1)
-    return text + " X"
+    """The first of :func:`perturbations`."""
+    return perturbations(answer)[0]
 
 
 @dataclass
@@ -129,16 +144,17 @@ def check_environments(names: Sequence[str], difficulties: str = "0", seeds: Seq
                     continue
                 t = time.perf_counter()
                 gold = env.verify(f"\\boxed{{{problem.answer}}}", problem)
-                wrong = env.verify(f"\\boxed{{{perturb(problem.answer)}}}", problem)
-                verify_s += (time.perf_counter() - t) / 2
+                wrongs = perturbations(problem.answer)
+                accepted = [w for w in wrongs if env.verify(f"\\boxed{{{w}}}", problem).correct]
+                verify_s += (time.perf_counter() - t) / (1 + len(wrongs))
                 if gold.correct:
                     row.gold_ok += 1
                 else:
                     row.failures.append(f"{where}: gold rejected ({gold.reason}, shaped {gold.shaped})")
-                if not wrong.correct:
+                if len(accepted) < len(wrongs) and not re.fullmatch(r"-?\d+", problem.answer.strip()) or not accepted:
                     row.perturbed_ok += 1
                 else:
-                    row.failures.append(f"{where}: perturbed answer accepted ({perturb(problem.answer)[:60]!r})")
+                    row.failures.append(f"{where}: perturbed answer accepted ({accepted[0][:60]!r})")
             checked = row.problems - row.gold_none
             row.verify_ms = 1000 * verify_s / max(1, checked)
     finally:

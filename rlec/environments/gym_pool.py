@@ -90,21 +90,24 @@ class GymPool:
         return pebble.ProcessPool(max_workers=self.max_workers, initializer=gym_worker.worker_init,
                                   context=multiprocessing.get_context("spawn"))
 
-    def _schedule(self, fn: Any, args: tuple) -> concurrent.futures.Future:
+    def _schedule(self, fn: Any, args: tuple, timeout_s: float | None = None) -> concurrent.futures.Future:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the RLVE-Gym pool is closed")
             if not self._pool.active:  # a worker died outside a task: pebble's pool stops for good
                 logger.warning("RLVE-Gym pool stopped: starting a new one")
                 self._pool = self._new_pool()
-            return self._pool.schedule(fn, args=args, timeout=self.timeout_s)
+            return self._pool.schedule(fn, args=args, timeout=timeout_s or self.timeout_s)
 
     def _count(self, name: str, key: str, n: int = 1) -> None:
         with self._lock:
             self.counts[name][key] += n
 
-    def generate_many(self, jobs: Sequence[tuple[str, int, int]]) -> list[dict[str, Any] | GenerationFailed]:
+    def generate_many(self, jobs: Sequence[tuple[str, int, int]], *,
+                      timeout_s: float | None = None) -> list[dict[str, Any] | GenerationFailed]:
         """Generate problems ``(Gym identifier, rlec seed, difficulty)``, in order, all at once.
+
+        ``timeout_s`` overrides the pool's limit per attempt for this call.
 
         Returns:
             Per job, :func:`rlec.environments.gym_worker.generate_task`'s dict, or the
@@ -114,7 +117,7 @@ class GymPool:
         reasons: list[list[str]] = [[] for _ in jobs]
         todo = list(range(len(jobs)))
         for attempt in range(self.attempts):
-            futures = {i: self._schedule(gym_worker.generate_task, (*jobs[i], attempt)) for i in todo}
+            futures = {i: self._schedule(gym_worker.generate_task, (*jobs[i], attempt), timeout_s) for i in todo}
             todo = []
             for i, future in futures.items():
                 name = jobs[i][0]
@@ -122,7 +125,7 @@ class GymPool:
                     results[i] = future.result()
                     self._count(name, "generated")
                 except BaseException as exc:  # noqa: BLE001 - anything the environment raises, or a killed worker
-                    text, timed_out = _reason(exc, self.timeout_s)
+                    text, timed_out = _reason(exc, timeout_s or self.timeout_s)
                     self._count(name, "gen_timeouts" if timed_out else "gen_failures")
                     reasons[i].append(text)
                     if attempt + 1 < self.attempts:

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from rlec.data.contract import check_row
-from rlec.environments import ENVIRONMENTS, EnvironmentSource, SourceConfig, builtin_names, get_environment
+from rlec.environments import EnvironmentSource, SourceConfig, builtin_names, get_environment
 from rlec.grading import ENV, TASKS, grade, grade_batch
 from rlec.prompts import build_messages
 from rlec.reward.formula import Outcome
