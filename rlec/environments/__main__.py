@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     chk.add_argument("--difficulties", default="0", help="e.g. 0,3 or 0-2, or 'cap' for 0 and each environment's cap")
     chk.add_argument("--seeds", default="1", help="problem seeds, comma-separated")
     chk.add_argument("--no-determinism", action="store_true", help="skip the second pool (half the time)")
+    chk.add_argument("--markdown", default=None, help="also write the cost table (per environment, d = 0 and the cap) here")
     mea = sub.add_parser("measure", help="rewrite RLVE-Gym's level table (rlec/environments/rlve_gym_levels.json)")
     mea.add_argument("--identifiers", default="", help="comma-separated RLVE-Gym identifiers (default: all 400)")
     mea.add_argument("--max-tokens", type=int, default=4096)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -27,7 +28,8 @@ from tqdm.auto import tqdm
 
 from rlec.environments.registry import ENVIRONMENTS, builtin_names, get_environment, parse_environment_names
 
-__all__ = ["CheckRow", "check_environments", "format_check", "main_check", "main_list", "perturb", "perturbations"]
+__all__ = ["CheckRow", "check_environments", "format_check", "main_check", "main_list", "perturb", "perturbations",
+           "cost_markdown"]
 
 _LAST_DIGIT = re.compile(r"(\d)(?!.*\d)", re.DOTALL)
 _FIRST_DIGIT = re.compile(r"\d")
@@ -65,6 +67,7 @@ class CheckRow:
         skipped: (difficulty, reason) not checked (above the cap).
         failures: one text per failed check.
         gen_ms, verify_ms: mean milliseconds per problem (generation as seen by the caller).
+        costs: per difficulty ``(generation ms, verification ms)`` per problem.
     """
 
     name: str
@@ -77,6 +80,7 @@ class CheckRow:
     failures: list[str] = field(default_factory=list)
     gen_ms: float = 0.0
     verify_ms: float = 0.0
+    costs: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def _builtin_json(name: str, seed: int, difficulty: int) -> str:
@@ -116,9 +120,12 @@ def check_environments(names: Sequence[str], difficulties: str = "0", seeds: Seq
             rows.append(row)
             ds, row.skipped = _difficulties(env, difficulties)
             jobs = [(s, d) for d in ds for s in seeds]
-            start = time.perf_counter()
-            problems = env.generate_many(jobs, raise_failed=False)
-            row.gen_ms = 1000 * (time.perf_counter() - start) / max(1, len(jobs))
+            problems, gen_s = [], {}
+            for d in ds:  # one difficulty at a time: its cost
+                start = time.perf_counter()
+                problems += env.generate_many([(s, d) for s in seeds], raise_failed=False)
+                gen_s[d] = (time.perf_counter() - start) / max(1, len(seeds))
+            row.gen_ms = 1000 * sum(gen_s.values()) / max(1, len(gen_s))
             if second is not None:
                 if isinstance(env, GymEnvironment):
                     again = [r if isinstance(r, GenerationFailed) else (r["prompt"], r["answer"], r["gym_seed"])
@@ -127,7 +134,7 @@ def check_environments(names: Sequence[str], difficulties: str = "0", seeds: Seq
                 else:
                     again = [second._schedule(_builtin_json, (name, s, d)).result() for s, d in jobs]
                     first = [p if isinstance(p, Exception) else p.to_json() for p in problems]
-            verify_s = 0.0
+            verify_s, verify_d = 0.0, {d: [] for d in ds}
             for i, ((seed, d), problem) in enumerate(zip(jobs, problems)):
                 where = f"d{d} seed {seed}"
                 if isinstance(problem, Exception):
@@ -147,6 +154,7 @@ def check_environments(names: Sequence[str], difficulties: str = "0", seeds: Seq
                 wrongs = perturbations(problem.answer)
                 accepted = [w for w in wrongs if env.verify(f"\\boxed{{{w}}}", problem).correct]
                 verify_s += (time.perf_counter() - t) / (1 + len(wrongs))
+                verify_d[d].append((time.perf_counter() - t) / (1 + len(wrongs)))
                 if gold.correct:
                     row.gold_ok += 1
                 else:
@@ -157,6 +165,7 @@ def check_environments(names: Sequence[str], difficulties: str = "0", seeds: Seq
                     row.failures.append(f"{where}: perturbed answer accepted ({accepted[0][:60]!r})")
             checked = row.problems - row.gold_none
             row.verify_ms = 1000 * verify_s / max(1, checked)
+            row.costs = {d: (1000 * gen_s[d], 1000 * sum(v) / len(v) if v else float("nan")) for d, v in verify_d.items()}
     finally:
         if own and second is not None:
             second.close()
@@ -180,6 +189,26 @@ def format_check(rows: Sequence[CheckRow], determinism: bool = True) -> str:
     return "\n".join(lines)
 
 
+def cost_markdown(rows: Sequence[CheckRow], command: str) -> str:
+    """The cost table of a ``check --difficulties cap`` run as Markdown: per environment its cap,
+    prompt tokens (level table), and generation / verification ms per problem at d = 0 and at the cap."""
+    from rlec.environments.rlve_gym import PREFIX, levels
+
+    table = levels().get("environments", {})
+    lines = [f"Regenerate: `{command}`", "",
+             "| environment | cap | tokens d0 | tokens cap | gen ms d0 | gen ms cap | verify ms d0 | verify ms cap |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        ds = sorted(r.costs)
+        if not ds:
+            continue
+        lo, hi = r.costs[ds[0]], r.costs[ds[-1]]
+        tokens = table.get(r.name[len(PREFIX):], {}).get("tokens", []) if r.name.startswith(PREFIX) else []
+        tok = (f"{tokens[ds[0]]} | {tokens[ds[-1]]}" if len(tokens) > ds[-1] else "- | -")
+        lines.append(f"| {r.name} | {ds[-1]} | {tok} | {lo[0]:.1f} | {hi[0]:.1f} | {lo[1]:.1f} | {hi[1]:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main_check(args: argparse.Namespace) -> int:
     """``check``: run :func:`check_environments` and print the table; 1 on any failure, 2 on bad input."""
     try:
@@ -195,6 +224,11 @@ def main_check(args: argparse.Namespace) -> int:
     rows = check_environments(names, args.difficulties, seeds, determinism=not args.no_determinism)
     print(format_check(rows, not args.no_determinism))
     print(f"check took {time.perf_counter() - start:.1f} s")
+    if args.markdown:
+        from rlec.io import atomic_write_text
+
+        command = "python -m rlec.environments check " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["check"] else [])
+        atomic_write_text(args.markdown, cost_markdown(rows, command.strip()))
     return 1 if any(r.failures for r in rows) else 0
 
 

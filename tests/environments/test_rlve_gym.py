@@ -16,7 +16,7 @@ import torch
 
 from rlec.environments import EnvironmentSource, Problem, SourceConfig, get_environment, parse_environment_names
 from rlec.environments.__main__ import main
-from rlec.environments.check import check_environments, perturb, perturbations
+from rlec.environments.check import check_environments, cost_markdown, perturb, perturbations
 from rlec.environments.gym_pool import GenerationFailed, GymPool, shared_gym_pool
 from rlec.environments.rlve_gym import DEFAULT_PROMPT_TOKENS, cap_for, gym_identifiers, levels, refusal
 from rlec.grading import grade
@@ -109,6 +109,8 @@ def test_check_passes_on_a_fixed_sample_and_fails_on_a_bad_verifier(short_pool, 
     rows = check_environments(["sorting", MAZE, "rlve_gym:Sudoku", "rlve_gym:GraphIsomorphism"], "0,1", (1, 2),
                               second=short_pool, progress=False)
     assert [r.failures for r in rows] == [[]] * 4 and all(r.same_ok == r.problems == 4 for r in rows)
+    table = cost_markdown(rows, "cmd")
+    assert f"| {MAZE} | 1 | {levels()['environments']['Maze']['tokens'][0]} |" in table and "| sorting | 1 | - | - |" in table
     assert main(["check", "--environments", "rlve_gym:PolyaModel"]) == 2
     assert "refused: its reference answer is rejected" in capsys.readouterr().out
     monkeypatch.setattr("rlec.environments.check.perturbations", lambda answer: [answer])  # "wrong" answers that are right
