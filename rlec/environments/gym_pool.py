@@ -124,7 +124,7 @@ class GymPool:
                 try:
                     results[i] = future.result()
                     self._count(name, "generated")
-                except BaseException as exc:  # noqa: BLE001 - anything the environment raises, or a killed worker
+                except Exception as exc:  # noqa: BLE001 - anything the environment raises, or a killed worker
                     text, timed_out = _reason(exc, timeout_s or self.timeout_s)
                     self._count(name, "gen_timeouts" if timed_out else "gen_failures")
                     reasons[i].append(text)
@@ -169,7 +169,7 @@ class GymPool:
                     raise future
                 out.append(future.result())
                 self._count(name, "verified")
-            except BaseException as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001
                 text, timed_out = _reason(exc, self.timeout_s)
                 self._count(name, "verify_timeouts" if timed_out else "verify_errors")
                 out.append(text)
