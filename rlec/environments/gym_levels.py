@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from tqdm.auto import tqdm
 
 from rlec.environments.gym_pool import GenerationFailed, GymPool
-from rlec.environments.rlve_gym import EPS, gym_identifiers
+from rlec.environments.rlve_gym import gym_identifiers
 from rlec.io import atomic_write_text
 
 __all__ = ["FORMAT", "PROBE_SEEDS", "measure_levels"]
@@ -81,7 +81,7 @@ def measure_levels(identifiers: Sequence[str] | None = None, *, max_tokens: int 
                 per = (time.perf_counter() - start) / max(1, len(golds))
                 for (n, r), sc in zip(golds, scores):
                     table[n]["verify_ms"] = round(1000 * per, 3)
-                    ok = not isinstance(sc, str) and sc[0] >= sc[1] - EPS
+                    ok = not isinstance(sc, str) and sc[0] >= sc[1]
                     table[n]["gold"] = "accepted" if ok else "rejected"
                     if not ok:
                         table[n]["status"] = f"its reference answer is rejected by its own verifier at d=0 ({sc})"

@@ -12,9 +12,10 @@ and loads torch), and every generation and verification runs in the worker proce
   the parameter setting at a level and the Gym seed come from rlec's generator of the problem
   (:func:`rlec.environments.gym_worker.draw`), so (environment, seed, difficulty) gives the same
   problem in every process.
-- Cap: the highest d whose prompts (task text + rlec's template at the longest target, Qwen3
+- Cap: ``cap(budget)``, the highest d whose prompts (task text + rlec's template at the longest target, Qwen3
   tokenizer) fit the prompt-token budget (``data.max_prompt_length``), from the committed level
-  table :data:`LEVELS_FILE` (``python -m rlec.environments measure`` rewrites it). Environments
+  table :data:`LEVELS_FILE` (``python -m rlec.environments measure`` rewrites it);
+  ``max_difficulty`` is the highest measured level (``generate`` refuses anything above). Environments
   whose gold answer fails their own verifier, or that have no level table, are refused with the reason.
 - Verification: rlec extracts the final answer as for every source (last ``\\boxed{}``, else an
   ``Answer:`` line) and hands ``<answer>{answer}</answer>`` to the environment's verifier; correct
@@ -34,13 +35,13 @@ from typing import Any, Sequence
 from rlec.environments.base import MAX_ANSWER_CHARS, Environment, Problem, Verdict
 
 __all__ = ["DEFAULT_PROMPT_TOKENS", "LEVELS_FILE", "NAMESPACE", "GymEnvironment", "gym_identifiers", "levels",
-           "refusal"]
+           "refusal", "SLOW_GEN_MS", "cap_for"]
 
 NAMESPACE = "rlve_gym"
 PREFIX = NAMESPACE + ":"
 DEFAULT_PROMPT_TOKENS = 2048  # megatron_configs/recipe.yaml data.max_prompt_length
 LEVELS_FILE = Path(__file__).with_name("rlve_gym_levels.json")
-EPS = 1e-6  # RLVE-Gym's own tolerance for the passing threshold (Gym/environment.py verifier)
+SLOW_GEN_MS = 2000.0  # a level whose problems take longer (mean of the level table) ends the usable range
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,14 +84,17 @@ def refusal(identifier: str) -> str | None:
 
 
 def cap_for(identifier: str, max_prompt_tokens: int) -> int:
-    """The highest difficulty whose prompts (template + longest target included) fit ``max_prompt_tokens``.
+    """The highest difficulty whose prompts (template + longest target included) fit ``max_prompt_tokens``
+    and whose problems generate in at most :data:`SLOW_GEN_MS` on average (so a level near the pool's
+    limit, which times out under load, is never reached).
 
     Returns:
         -1 when not even d = 0 fits.
     """
+    entry = levels().get("environments", {}).get(identifier, {})
     cap = -1
-    for d, tokens in enumerate(levels().get("environments", {}).get(identifier, {}).get("tokens", [])):
-        if tokens > max_prompt_tokens:
+    for d, (tokens, gen_ms) in enumerate(zip(entry.get("tokens", []), entry.get("gen_ms", []))):
+        if tokens > max_prompt_tokens or gen_ms > SLOW_GEN_MS:
             break
         cap = d
     return cap
@@ -114,14 +118,15 @@ class GymEnvironment(Environment):
             raise ValueError(f"environment {PREFIX}{identifier} is refused: {reason}")
         self.identifier = identifier
         self.name = PREFIX + identifier  # type: ignore[misc]
-        self.max_difficulty = cap_for(identifier, DEFAULT_PROMPT_TOKENS)  # type: ignore[misc]
-        if self.max_difficulty < 0:
-            raise ValueError(f"environment {self.name} is refused: its d = 0 prompts exceed {DEFAULT_PROMPT_TOKENS} tokens")
-        self.eval_difficulties = tuple(range(min(8, self.max_difficulty + 1)))  # type: ignore[misc]
+        # the highest measured level: generate() refuses anything above; the budget's cap is cap()
+        self.max_difficulty = len(levels()["environments"][identifier]["tokens"]) - 1  # type: ignore[misc]
+        default_cap = cap_for(identifier, DEFAULT_PROMPT_TOKENS)
+        self.eval_difficulties = tuple(range(min(8, default_cap + 1)))  # type: ignore[misc]
 
     def cap(self, max_prompt_tokens: int | None) -> int | None:
-        """The cap at a prompt-token budget (``data.max_prompt_length``); the default budget's when None."""
-        return self.max_difficulty if max_prompt_tokens is None else cap_for(self.identifier, max_prompt_tokens)
+        """The highest difficulty whose prompts fit ``max_prompt_tokens`` (``data.max_prompt_length``;
+        None: :data:`DEFAULT_PROMPT_TOKENS`), at most :attr:`max_difficulty`; -1 when none fits."""
+        return cap_for(self.identifier, DEFAULT_PROMPT_TOKENS if max_prompt_tokens is None else max_prompt_tokens)
 
     def generate(self, seed: int, difficulty: int) -> Problem:
         """A problem, deterministic in (seed, difficulty), generated in the RLVE-Gym pool.
@@ -171,7 +176,7 @@ class GymEnvironment(Environment):
         if isinstance(result, str):
             return False, -1.0, "verifier_timeout" if result.startswith("timeout") else "verifier_error"
         shaped, threshold = result
-        correct = shaped >= threshold - EPS
+        correct = shaped >= threshold  # exactly: RLVE-Gym's own 1e-6 slack accepts n + 1 for n > ~1e7 (shaped (n/(n+1))^beta)
         return correct, shaped, "correct" if correct else ("partial" if shaped > 0 else "wrong")
 
     def verify(self, response: Any, problem: Problem) -> Verdict:

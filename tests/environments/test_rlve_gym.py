@@ -66,10 +66,11 @@ def test_caps_follow_the_prompt_budget_and_bound_the_controller():
     cap = cap_for("Sudoku", DEFAULT_PROMPT_TOKENS)
     assert all(t <= DEFAULT_PROMPT_TOKENS for t in tokens[:cap + 1]) and tokens[cap + 1] > DEFAULT_PROMPT_TOKENS
     assert cap_for("Sudoku", 256) == -1 and cap_for("Sudoku", 100_000) >= cap
-    env = get_environment("rlve_gym:Sudoku")
-    assert env.max_difficulty == cap and env.cap(1024) == cap_for("Sudoku", 1024) <= cap
-    with pytest.raises(ValueError, match=f"rlve_gym:Sudoku: difficulty {cap + 1} is above its maximum {cap}"):
-        env.generate(0, cap + 1)
+    env, top = get_environment("rlve_gym:Sudoku"), len(tokens) - 1
+    assert env.cap(None) == cap and env.cap(1024) == cap_for("Sudoku", 1024) <= cap < top == env.max_difficulty
+    with pytest.raises(ValueError, match=f"rlve_gym:Sudoku: difficulty {top + 1} is above its maximum {top}"):
+        env.generate(0, top + 1)
+    assert SourceConfig(environments=("rlve_gym:Sudoku",), max_prompt_tokens=8192).controller("rlve_gym:Sudoku").maximum == top
     config = SourceConfig(environments=("rlve_gym:Sudoku",), max_prompt_tokens=1024)
     assert config.controller("rlve_gym:Sudoku").maximum == cap_for("Sudoku", 1024)
     with pytest.raises(ValueError, match="'rlve_gym:Sudoku' is refused: its easiest prompts exceed max_prompt_tokens 256"):
@@ -119,7 +120,7 @@ def test_check_passes_on_a_fixed_sample_and_fails_on_a_bad_verifier(short_pool, 
 
 
 def test_perturbations_change_every_kind_of_answer():
-    assert perturbations("41") == ["42"] and perturbations("-3") == ["-2"]
+    assert perturbations("41") == ["42", "40", "413"] and perturbations("0") == ["1", "-1", "3"]
     assert perturbations("1 2 3") == ["1 2 4", "2 2 3", "1 2"]
     assert perturbations("DDRR") == ["DDR"] and perturbations("x") == ["x X"]
     assert perturb("1.5") == "1.6"
