@@ -5,8 +5,10 @@ For each environment, level d = 0, 1, ... is generated for :data:`PROBE_SEEDS` i
 (rlec's template at the longest evaluation target, chat template, the bundled Qwen3 tokenizer).
 Levels stop at the first one longer than ``max_tokens`` (that level is kept, so every budget up to
 ``max_tokens`` has an exact cap), at ``max_level``, or at the first level that does not generate
-within the pool's limit. The gold answer is verified at d = 0: an environment whose own reference
-answer is rejected, or that does not generate at d = 0, gets a refusal ``status``.
+within the pool's limit, or whose gold answer (first seed) is not accepted (its verifier fails or
+passes the limit, or the answer is longer than rlec reads). Per level the gold's verification time
+is kept (``verify_ms_levels``). An environment whose own reference answer is rejected at d = 0, or
+that does not generate at d = 0, gets a refusal ``status``.
 
 ``python -m rlec.environments measure`` writes the result to ``rlec/environments/rlve_gym_levels.json``.
 """
@@ -14,13 +16,13 @@ answer is rejected, or that does not generate at d = 0, gets a refusal ``status`
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
 from rlec.environments.gym_pool import GenerationFailed, GymPool
+from rlec.grading.extract import MAX_TAIL_CHARS
 from rlec.environments.rlve_gym import gym_identifiers
 from rlec.io import atomic_write_text
 
@@ -28,6 +30,7 @@ __all__ = ["FORMAT", "PROBE_SEEDS", "measure_levels"]
 
 FORMAT = "rlec-rlve-gym-levels/1"
 PROBE_SEEDS = (1, 3)
+MAX_ANSWER_CHARS = MAX_TAIL_CHARS - 100  # rlec reads the answer from the response's last 8,192 characters
 
 
 def measure_levels(identifiers: Sequence[str] | None = None, *, max_tokens: int = 8192, max_level: int = 40,
@@ -45,8 +48,9 @@ def measure_levels(identifiers: Sequence[str] | None = None, *, max_tokens: int 
 
     Returns:
         ``{"format", "max_tokens", "seeds", "environments": {identifier: {"tokens": [per level],
-        "gen_ms": [per level, mean], "verify_ms": float | None, "gold": "accepted" | "none" |
-        "rejected", "status": "ok" | reason}}}``.
+        "gen_ms": [per level, mean], "verify_ms": d = 0's, "verify_ms_levels": [per level, gold of
+        the first seed], "gold": "accepted" | "none" | "rejected", "status": "ok" | reason,
+        "stopped": why the levels end early (absent otherwise)}}}``.
     """
     from rlec.data.lengths import PromptLengthCounter
     from rlec.data.prepare import EVAL_TARGET_GRID
@@ -60,8 +64,8 @@ def measure_levels(identifiers: Sequence[str] | None = None, *, max_tokens: int 
     own = pool is None
     pool = pool or GymPool(attempts=1)
     names = list(identifiers or gym_identifiers())
-    table: dict[str, dict[str, Any]] = {n: {"tokens": [], "gen_ms": [], "verify_ms": None, "gold": "none", "status": "ok"}
-                                        for n in names}
+    table: dict[str, dict[str, Any]] = {n: {"tokens": [], "gen_ms": [], "verify_ms": None, "verify_ms_levels": [],
+                                            "gold": "none", "status": "ok"} for n in names}
     active = list(names)
     bar = tqdm(total=len(names), desc="rlve_gym levels", unit="env", disable=not progress)
     try:
@@ -73,22 +77,33 @@ def measure_levels(identifiers: Sequence[str] | None = None, *, max_tokens: int 
             by_env: dict[str, list[Any]] = {}
             for (n, _, _), r in zip(jobs, results):
                 by_env.setdefault(n, []).append(r)
-            if d == 0:
-                golds = [(n, rs[0]) for n, rs in by_env.items() if not isinstance(rs[0], GenerationFailed) and rs[0]["answer"]]
-                start = time.perf_counter()
-                scores = pool.score_many([(n, 0, {k: r[k] for k in ("index", "gym_seed", "threshold", "config")}, r["answer"])
-                                          for n, r in golds])
-                per = (time.perf_counter() - start) / max(1, len(golds))
-                for (n, r), sc in zip(golds, scores):
-                    table[n]["verify_ms"] = round(1000 * per, 3)
-                    ok = not isinstance(sc, str) and sc[0] >= sc[1]
+            golds = [(n, rs[0]) for n, rs in by_env.items() if not isinstance(rs[0], GenerationFailed) and rs[0]["answer"]]
+            scores = pool.score_many([(n, d, {k: r[k] for k in ("index", "gym_seed", "threshold", "config")}, r["answer"])
+                                      for n, r in golds])
+            gold_failed: dict[str, str] = {}
+            for (n, r), sc in zip(golds, scores):
+                ok = not isinstance(sc, str) and sc[0] >= sc[1]
+                if not isinstance(sc, str):
+                    table[n]["verify_ms_levels"].append(round(1000 * sc[2], 3))
+                if len(r["answer"]) > MAX_ANSWER_CHARS:
+                    ok, sc = False, f"its answer has {len(r['answer'])} characters > {MAX_ANSWER_CHARS}, rlec's answer window"
+                if d == 0:
+                    table[n]["verify_ms"] = table[n]["verify_ms_levels"][0] if table[n]["verify_ms_levels"] else None
                     table[n]["gold"] = "accepted" if ok else "rejected"
                     if not ok:
                         table[n]["status"] = f"its reference answer is rejected by its own verifier at d=0 ({sc})"
+                elif not ok:
+                    gold_failed[n] = str(sc)
             still = []
             for n in active:
                 rs = by_env[n]
                 failed = [r for r in rs if isinstance(r, GenerationFailed)]
+                if n in gold_failed:  # this level is not usable: the levels end below it
+                    table[n]["stopped"] = f"d{d}: gold not accepted ({gold_failed[n][:200]})"
+                    if len(table[n]["verify_ms_levels"]) > d:
+                        table[n]["verify_ms_levels"].pop()
+                    bar.update(1)
+                    continue
                 if failed:
                     if d == 0:
                         table[n]["status"] = f"does not generate at d=0: {failed[0].reasons[0]}"

@@ -149,11 +149,11 @@ class GymPool:
             raise result
         return result
 
-    def score_many(self, items: Sequence[tuple[str, int, dict[str, Any], str]]) -> list[tuple[float, float] | str]:
+    def score_many(self, items: Sequence[tuple[str, int, dict[str, Any], str]]) -> list[tuple[float, float, float] | str]:
         """Score ``(Gym identifier, difficulty, Problem.data, answer)`` items, in order.
 
         Returns:
-            Per item ``(shaped score in [-1, 1], passing threshold)``, or a reason text when the
+            Per item ``(shaped score in [-1, 1], passing threshold, seconds in the worker)``, or a reason text when the
             verifier raised or ran past the limit (never raises).
         """
         futures = []
@@ -162,7 +162,7 @@ class GymPool:
                 futures.append(self._schedule(gym_worker.score_task, (name, difficulty, data, answer)))
             except RuntimeError as exc:
                 futures.append(exc)
-        out: list[tuple[float, float] | str] = []
+        out: list[tuple[float, float, float] | str] = []
         for (name, *_), future in zip(items, futures):
             try:
                 if isinstance(future, BaseException):

@@ -106,7 +106,7 @@ def _regenerated(name: str, difficulty: int, index: int, gym_seed: int) -> Any:
     return _generated(name, parameter, gym_seed)
 
 
-def score_task(name: str, difficulty: int, data: dict[str, Any], answer: str) -> tuple[float, float]:
+def score_task(name: str, difficulty: int, data: dict[str, Any], answer: str) -> tuple[float, float, float]:
     """The environment's shaped score of ``<answer>{answer}</answer>`` and its passing threshold.
 
     Args:
@@ -116,10 +116,11 @@ def score_task(name: str, difficulty: int, data: dict[str, Any], answer: str) ->
         answer: the final answer rlec extracted from the response.
 
     Returns:
-        (score in [-1, 1] as RLVE-Gym's ``verifier`` reports it, threshold).
+        (score in [-1, 1] as RLVE-Gym's ``verifier`` reports it, threshold, seconds it took here).
     """
     from Gym.environments import identifier2environment
 
+    start = time.perf_counter()
     if data.get("config") is not None:
         env = identifier2environment[name]()
         env.set_config({"seed": data["gym_seed"], "parameter": copy.deepcopy(data["config"]),
@@ -127,4 +128,4 @@ def score_task(name: str, difficulty: int, data: dict[str, Any], answer: str) ->
     else:
         env = _regenerated(name, difficulty, int(data["index"]), int(data["gym_seed"]))
     result = env.verifier(f"<answer>{answer}</answer>")
-    return float(result["reward"]), float(env.passing_reward_threshold)
+    return float(result["reward"]), float(env.passing_reward_threshold), time.perf_counter() - start

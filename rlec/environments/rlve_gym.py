@@ -85,16 +85,17 @@ def refusal(identifier: str) -> str | None:
 
 def cap_for(identifier: str, max_prompt_tokens: int) -> int:
     """The highest difficulty whose prompts (template + longest target included) fit ``max_prompt_tokens``
-    and whose problems generate in at most :data:`SLOW_GEN_MS` on average (so a level near the pool's
-    limit, which times out under load, is never reached).
+    and whose problems generate, and gold answers verify, in at most :data:`SLOW_GEN_MS` (so a level
+    near the pool's limit, which times out under load, is never reached).
 
     Returns:
         -1 when not even d = 0 fits.
     """
     entry = levels().get("environments", {}).get(identifier, {})
     cap = -1
+    verify = entry.get("verify_ms_levels") or []
     for d, (tokens, gen_ms) in enumerate(zip(entry.get("tokens", []), entry.get("gen_ms", []))):
-        if tokens > max_prompt_tokens or gen_ms > SLOW_GEN_MS:
+        if tokens > max_prompt_tokens or gen_ms > SLOW_GEN_MS or (d < len(verify) and verify[d] > SLOW_GEN_MS):
             break
         cap = d
     return cap
@@ -175,7 +176,7 @@ class GymEnvironment(Environment):
         result = shared_gym_pool().score_many([(self.identifier, problem.difficulty, problem.data, answer)])[0]
         if isinstance(result, str):
             return False, -1.0, "verifier_timeout" if result.startswith("timeout") else "verifier_error"
-        shaped, threshold = result
+        shaped, threshold, _ = result
         correct = shaped >= threshold  # exactly: RLVE-Gym's own 1e-6 slack accepts n + 1 for n > ~1e7 (shaped (n/(n+1))^beta)
         return correct, shaped, "correct" if correct else ("partial" if shaped > 0 else "wrong")
 
