@@ -192,13 +192,19 @@ def format_check(rows: Sequence[CheckRow], determinism: bool = True) -> str:
     return "\n".join(lines)
 
 
+COST_TITLE = "# Environment costs at d = 0 and at the cap (2048-token prompt budget)"
+COST_NOTE = ("Milliseconds per problem as seen by the caller (RLVE-Gym's: a round trip to the worker pool included), "
+             "mean over the seeds; prompt tokens from the level table (rlec's template at the longest target, Qwen3 "
+             "tokenizer). Measured on a shared 2-core box: read them as upper bounds. Written by `check --markdown`.")
+
+
 def cost_markdown(rows: Sequence[CheckRow], command: str) -> str:
     """The cost table of a ``check --difficulties cap`` run as Markdown: per environment its cap,
     prompt tokens (level table), and generation / verification ms per problem at d = 0 and at the cap."""
     from rlec.environments.rlve_gym import PREFIX, levels
 
     table = levels().get("environments", {})
-    lines = [f"Regenerate: `{command}`", "",
+    lines = [COST_TITLE, "", COST_NOTE, "", f"Regenerate: `{command}`", "",
              "| environment | cap | tokens d0 | tokens cap | gen ms d0 | gen ms cap | verify ms d0 | verify ms cap |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
