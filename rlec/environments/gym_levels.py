@@ -26,7 +26,7 @@ from rlec.grading.extract import MAX_TAIL_CHARS
 from rlec.environments.rlve_gym import gym_identifiers
 from rlec.io import atomic_write_text
 
-__all__ = ["FORMAT", "PROBE_SEEDS", "measure_levels"]
+__all__ = ["FORMAT", "PROBE_SEEDS", "dumps_levels", "measure_levels"]
 
 FORMAT = "rlec-rlve-gym-levels/1"
 PROBE_SEEDS = (1, 3)
@@ -118,12 +118,21 @@ def measure_levels(identifiers: Sequence[str] | None = None, *, max_tokens: int 
                 still.append(n)
             active = still
             if out is not None:
-                atomic_write_text(out, json.dumps(_result(table, max_tokens, d), indent=1, sort_keys=True) + "\n")
+                atomic_write_text(out, dumps_levels(_result(table, max_tokens, d)))
     finally:
         bar.close()
         if own:
             pool.close()
     return _result(table, max_tokens, max_level)
+
+
+def dumps_levels(result: dict[str, Any]) -> str:
+    """The level table as JSON text: sorted keys, one environment per line (diff-friendly, compact)."""
+    head = {k: v for k, v in result.items() if k != "environments"}
+    lines = [f"  {json.dumps(name)}: {json.dumps(entry, sort_keys=True, separators=(',', ':'))}"
+             for name, entry in sorted(result["environments"].items())]
+    body = json.dumps(head, sort_keys=True)[:-1]
+    return body + ', "environments": {\n' + ",\n".join(lines) + "\n}}\n"
 
 
 def _result(table: dict[str, Any], max_tokens: int, level: int) -> dict[str, Any]:
