@@ -258,7 +258,7 @@ def main_list(spec: str, max_prompt_tokens: int) -> int:
         gen = entry.get("gen_ms") or []
         cost = f"{gen[0]:.1f} / {gen[cap]:.1f}" if gen and cap >= 0 else "-"
         note = f"refused: {reason}" if reason else ("" if cap >= 0 else f"d0 prompt > {max_prompt_tokens} tokens")
-        print(f"{name:<44} {'rlve_gym':<9} {cap:>4}  {cost:>16}  {note}")
+        print(f"{name:<44} {'rlve_gym':<9} {'-' if reason else cap:>4}  {'-' if reason else cost:>16}  {note}")
     print(f"{len(names)} environments")
     return 0
 
