@@ -108,14 +108,23 @@ def test_seeds(seed: int, environment: str, difficulty: int, count: int) -> list
     return seeds
 
 
-def build_rows(cfg: EnvTestConfig, *, progress: bool = False) -> list[dict[str, Any]]:
-    """The rows of the test set, environment by environment, difficulty by difficulty (binary prompt)."""
+def build_rows(cfg: EnvTestConfig, *, progress: bool = False, skipped: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """The rows of the test set, environment by environment, difficulty by difficulty (binary prompt).
+
+    Problems that do not generate (RLVE-Gym's, within the pool's limit and retries) are left out
+    and counted per environment in ``skipped`` when given.
+    """
     jobs = [(name, d) for name in cfg.environments for d in cfg.difficulties_of(name)]
     rows: list[dict[str, Any]] = []
     for name, d in tqdm(jobs, desc="generate", unit="difficulty", disable=not progress):
         env = get_environment(name)
-        for s in test_seeds(cfg.seed, name, d, cfg.per_difficulty):
-            rows.append(problem_row(env.generate(s, d), index=len(rows), split="test"))
+        problems = env.generate_many([(s, d) for s in test_seeds(cfg.seed, name, d, cfg.per_difficulty)], raise_failed=False)
+        for problem in problems:
+            if isinstance(problem, Exception):  # RLVE-Gym: no attempt generated within the pool's limit
+                if skipped is not None:
+                    skipped[name] = skipped.get(name, 0) + 1
+                continue
+            rows.append(problem_row(problem, index=len(rows), split="test"))
     return rows
 
 
@@ -144,7 +153,8 @@ def prepare_environments(out_dir: str | Path, cfg: EnvTestConfig, *, tokenizer: 
     from rlec.data.lengths import PromptLengthCounter
     from rlec.data.prepare import EVAL_TARGET_GRID  # here, not at the top: rlec.data.prepare imports this module
 
-    rows = build_rows(cfg, progress=progress)
+    not_generated: dict[str, int] = {}
+    rows = build_rows(cfg, progress=progress, skipped=not_generated)
     if tokenizer is None:
         from rlec.models import load_tokenizer
 
@@ -171,6 +181,7 @@ def prepare_environments(out_dir: str | Path, cfg: EnvTestConfig, *, tokenizer: 
         "difficulty_scale": {name: get_environment(name).difficulty_scale for name in cfg.environments},
         "prompt_tokens": tokens,
         "dropped_too_long": dict(dropped),
+        "not_generated": not_generated,
         "tokenizer": str(getattr(tokenizer, "name_or_path", tokenizer_path)),
     }
     with atomic_output_dir(out_dir) as tmp:

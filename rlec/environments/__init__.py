@@ -7,7 +7,7 @@ rows with RLEC targets. Pure Python: no verl, no torch. Documentation: docs/envi
 
 Built-in environments (``rlve/<name>`` data sources, graded by :mod:`rlec.grading`):
 arithmetic, sorting, maze, linear_equations, base_conversion, counting, shortest_path,
-knights_knaves.
+knights_knaves. RLVE-Gym's 400 (``rlve_gym:<Identifier>``, ``rlve_gym:all``): :mod:`rlec.environments.rlve_gym`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ from rlec.environments.registry import (
     data_source_of,
     environment_of,
     get_environment,
+    builtin_names,
+    expand_environment_name,
+    namespace_names,
     parse_environment_names,
     register_environment,
+    register_namespace,
 )
 from rlec.environments.shortest_path import ShortestPath
 from rlec.environments.sorting import Sorting
@@ -36,9 +40,29 @@ for _env in (Arithmetic(), Sorting(), Maze(), LinearEquations(), BaseConversion(
              KnightsKnaves()):
     register_environment(_env)
 
+
+def _usable_gym_identifiers() -> list[str]:
+    from rlec.environments.rlve_gym import gym_identifiers, refusal
+
+    return [i for i in gym_identifiers() if refusal(i) is None]
+
+
+def _gym_environment(identifier: str) -> Environment:
+    from rlec.environments.rlve_gym import GymEnvironment
+
+    return GymEnvironment(identifier)
+
+
+# RLVE-Gym's 400 environments: rlve_gym:<Identifier>, created on first use (rlec/environments/rlve_gym.py)
+register_namespace("rlve_gym", _usable_gym_identifiers, _gym_environment)
+
 from rlec.environments.source import EnvironmentSource, SourceConfig, problem_row, question_id  # noqa: E402
 
 __all__ = [
+    "builtin_names",
+    "expand_environment_name",
+    "namespace_names",
+    "register_namespace",
     "DATA_SOURCE_PREFIX",
     "ENVIRONMENTS",
     "DifficultyController",

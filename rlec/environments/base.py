@@ -29,7 +29,7 @@ import random
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 from rlec.grading.extract import extract, strip_wrappers
 
@@ -105,6 +105,8 @@ class Verdict:
             "no_answer", "unparsable", "answer_too_long", or an environment's own, e.g. "wall").
         answer: the final answer read from the response (None when none was found).
         source: where it was read: "boxed", "answer_tag", "answer_line" or "none".
+        shaped: the environment's own shaped score where it has one (RLVE-Gym: in [-1, 1]), logged
+            beside the outcome and never used as the reward; None for the built-in environments.
     """
 
     score: float
@@ -112,6 +114,7 @@ class Verdict:
     reason: str
     answer: str | None = None
     source: str = "none"
+    shaped: float | None = None
 
     @property
     def abstained(self) -> bool:
@@ -193,13 +196,36 @@ class Environment(ABC):
         Raises:
             ValueError: a negative or non-integer seed or difficulty, or a difficulty above the cap.
         """
+        self.check_arguments(seed, difficulty)
+        prompt, answer, data = self._generate(problem_rng(self.name, seed, difficulty), difficulty)
+        return Problem(self.name, seed, difficulty, prompt, answer, data)
+
+    def generate_many(self, jobs: Sequence[tuple[int, int]], *, raise_failed: bool = True) -> list[Problem | Exception]:
+        """Problems for ``(seed, difficulty)`` pairs, in order (:meth:`generate` each; environments
+        that generate elsewhere, like RLVE-Gym's, do them in parallel and may return failures when
+        ``raise_failed`` is False)."""
+        return [self.generate(seed, difficulty) for seed, difficulty in jobs]
+
+    def check_arguments(self, seed: int, difficulty: int) -> None:
+        """Refuse a seed or difficulty :meth:`generate` does not take.
+
+        Raises:
+            ValueError: a negative or non-integer seed or difficulty, or a difficulty above the cap
+                (the message names the environment and the reason).
+        """
         for arg, value in (("seed", seed), ("difficulty", difficulty)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{self.name}: {arg} must be an int >= 0, got {value!r}")
         if self.max_difficulty is not None and difficulty > self.max_difficulty:
             raise ValueError(f"{self.name}: difficulty {difficulty} is above its maximum {self.max_difficulty}")
-        prompt, answer, data = self._generate(problem_rng(self.name, seed, difficulty), difficulty)
-        return Problem(self.name, seed, difficulty, prompt, answer, data)
+
+    def cap(self, max_prompt_tokens: int | None) -> int | None:
+        """The highest difficulty allowed under a prompt-token budget (``data.max_prompt_length``).
+
+        The built-in environments have one cap (:attr:`max_difficulty`, chosen so every prompt stays
+        under ~1,100 tokens); RLVE-Gym's depend on the budget. None: no cap.
+        """
+        return self.max_difficulty
 
     @abstractmethod
     def _generate(self, rng: random.Random, difficulty: int) -> tuple[str, str, dict[str, Any]]:

@@ -9,8 +9,9 @@ other source. The built-in environments register when :mod:`rlec.environments` i
 
 from __future__ import annotations
 
+import fnmatch
 import re
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rlec.environments.base import Environment
 from rlec.grading import ENV, register_data_source
@@ -18,9 +19,15 @@ from rlec.grading import ENV, register_data_source
 DATA_SOURCE_PREFIX = "rlve/"
 ENVIRONMENTS: dict[str, Environment] = {}
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_NAMESPACED = re.compile(r"^([a-z][a-z0-9_]*):([A-Za-z][A-Za-z0-9_]*)$")
+ALL = "all"
+# namespace -> (its identifiers usable now, the factory of one environment); environments of a
+# namespace (RLVE-Gym's 400: ``rlve_gym:<Identifier>``) are created and registered on first use
+_NAMESPACES: dict[str, tuple[Callable[[], Sequence[str]], Callable[[str], Environment]]] = {}
 
-__all__ = ["DATA_SOURCE_PREFIX", "ENVIRONMENTS", "data_source_of", "environment_of", "get_environment",
-           "parse_environment_names", "register_environment"]
+__all__ = ["ALL", "DATA_SOURCE_PREFIX", "ENVIRONMENTS", "builtin_names", "data_source_of", "environment_of",
+           "expand_environment_name", "get_environment", "namespace_names", "parse_environment_names",
+           "register_environment", "register_namespace"]
 
 
 def data_source_of(name: str) -> str:
@@ -41,8 +48,8 @@ def register_environment(env: Environment) -> Environment:
             another class.
     """
     name = getattr(env, "name", None)
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"environment name must match [a-z][a-z0-9_]*, got {name!r}")
+    if not isinstance(name, str) or not (_NAME.match(name) or _NAMESPACED.match(name)):
+        raise ValueError(f"environment name must match [a-z][a-z0-9_]* or <namespace>:<Identifier>, got {name!r}")
     known = ENVIRONMENTS.get(name)
     if known is not None and type(known).__qualname__ != type(env).__qualname__:
         raise ValueError(f"environment name {name!r} is already registered by {type(known).__qualname__}")
@@ -51,16 +58,51 @@ def register_environment(env: Environment) -> Environment:
     return env
 
 
+def register_namespace(namespace: str, identifiers: Callable[[], Sequence[str]],
+                       factory: Callable[[str], Environment]) -> None:
+    """Make ``<namespace>:<Identifier>`` names resolvable: created with ``factory(identifier)`` on first use.
+
+    Args:
+        namespace: lower-case ``[a-z][a-z0-9_]*`` (``rlve_gym``).
+        identifiers: the identifiers usable now (``<namespace>:all`` and globs expand over them).
+        factory: builds the environment of one identifier; raises ValueError with the reason to refuse it.
+    """
+    if not _NAME.match(namespace):
+        raise ValueError(f"namespace must match [a-z][a-z0-9_]*, got {namespace!r}")
+    _NAMESPACES[namespace] = (identifiers, factory)
+
+
+def builtin_names() -> list[str]:
+    """The names of the registered environments outside every namespace (what ``all`` means), sorted."""
+    return sorted(n for n in ENVIRONMENTS if ":" not in n)
+
+
+def namespace_names(namespace: str) -> list[str]:
+    """``<namespace>:<Identifier>`` for every identifier the namespace offers now (sorted)."""
+    if namespace not in _NAMESPACES:
+        raise ValueError(f"unknown environment namespace {namespace!r}; known: {sorted(_NAMESPACES)}")
+    return [f"{namespace}:{i}" for i in sorted(_NAMESPACES[namespace][0]())]
+
+
+def _known_hint() -> str:
+    return f"known: {builtin_names()} and " + ", ".join(f"{ns}:<Identifier> ({ns}:all)" for ns in sorted(_NAMESPACES))
+
+
 def get_environment(name: str) -> Environment:
-    """The registered environment called ``name``.
+    """The registered environment called ``name`` (a namespaced one is created on first use).
 
     Raises:
-        ValueError: unknown name (the message lists the known ones).
+        ValueError: unknown name, or a namespaced environment its namespace refuses (the message
+            names it and says why).
     """
     try:
         return ENVIRONMENTS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown environment {name!r}; known: {sorted(ENVIRONMENTS)}") from None
+        pass
+    match = _NAMESPACED.match(name) if isinstance(name, str) else None
+    if match and match.group(1) in _NAMESPACES:
+        return register_environment(_NAMESPACES[match.group(1)][1](match.group(2)))
+    raise ValueError(f"unknown environment {name!r}; {_known_hint()}")
 
 
 def environment_of(data_source: str) -> Environment:
@@ -74,21 +116,46 @@ def environment_of(data_source: str) -> Environment:
     return get_environment(data_source[len(DATA_SOURCE_PREFIX):])
 
 
-def parse_environment_names(spec: str | Sequence[str]) -> list[str]:
-    """Environment names from ``"maze,sorting"``, ``"all"`` or a sequence; order kept, duplicates dropped.
+def expand_environment_name(item: str) -> list[str]:
+    """The names one item of an environment list stands for.
+
+    ``all``: every built-in environment; ``<namespace>:all``: every usable one of the namespace
+    (``rlve_gym:all``); a glob with ``*``, ``?`` or ``[...]`` (``rlve_gym:Tree*``, ``*sort*``):
+    the matching built-in and namespaced names; anything else: itself.
 
     Raises:
-        ValueError: an empty list or an unknown name.
+        ValueError: an unknown namespace, or a glob that matches nothing.
+    """
+    if item == ALL:
+        return builtin_names()
+    namespace, sep, rest = item.partition(":")
+    if sep and rest == ALL:
+        return namespace_names(namespace)
+    if not any(c in item for c in "*?["):
+        return [item]
+    pool = builtin_names() + [n for ns in sorted(_NAMESPACES) for n in namespace_names(ns)]
+    matched = [n for n in pool if fnmatch.fnmatchcase(n, item)]
+    if not matched:
+        raise ValueError(f"no environment matches {item!r}; {_known_hint()}")
+    return matched
+
+
+def parse_environment_names(spec: str | Sequence[str]) -> list[str]:
+    """Environment names from ``"maze,sorting"``, ``"all"``, ``"rlve_gym:all"``, globs
+    (``"rlve_gym:Tree*"``) or a sequence of these; order kept, duplicates dropped.
+
+    Raises:
+        ValueError: an empty list, an unknown name, or a refused environment (with the reason).
     """
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     names: list[str] = []
     for item in (str(x).strip() for x in items):
         if not item:
             continue
-        for name in (sorted(ENVIRONMENTS) if item == "all" else [item]):
+        for name in expand_environment_name(item):
             get_environment(name)
             if name not in names:
                 names.append(name)
     if not names:
-        raise ValueError(f"no environment named in {spec!r}; known: {sorted(ENVIRONMENTS)}")
+        raise ValueError(f"no environment named in {spec!r}; {_known_hint()}")
     return names

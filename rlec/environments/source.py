@@ -25,6 +25,7 @@ The rows follow rlec's data contract (``rlec.data.contract``, docs/data.md) with
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -32,11 +33,14 @@ from typing import Any, Iterable, Mapping
 from rlec.data.mix import BINARY, RLEC, target_grid
 from rlec.environments.base import Environment, Problem
 from rlec.environments.controller import DifficultyController
+from rlec.environments.gym_pool import GenerationFailed
 from rlec.environments.registry import data_source_of, get_environment, parse_environment_names
 from rlec.prompts import build_messages
 from rlec.reward.formula import check_target
 
 ABILITY = "rlve"
+MAX_REDRAWS = 16  # problems drawn for one row before giving up (only RLVE-Gym's can fail to generate)
+logger = logging.getLogger(__name__)
 METRIC_PREFIX = "rlve"
 IGNORED_KEYS = ("enable", "rows_per_epoch")
 
@@ -60,6 +64,9 @@ class SourceConfig:
             training sizes 9..15 are ``{"maze": {"initial": 2, "maximum": 5}}``.
         binary_fraction: share of rows with the binary objective (no target, p = 0).
         target_min, target_max: the RLEC target range; p is uniform on its 0.01 grid, 0 excluded.
+        max_prompt_tokens: the prompt-token budget (verl's ``data.max_prompt_length``): an
+            environment's cap is the highest difficulty whose prompts fit it
+            (:meth:`Environment.cap`; RLVE-Gym's from its level table); None: the environments' own caps.
     """
 
     environments: tuple[str, ...] = ()
@@ -74,6 +81,7 @@ class SourceConfig:
     binary_fraction: float = 0.1
     target_min: float = 0.0
     target_max: float = 0.9
+    max_prompt_tokens: int | None = None
 
     def __post_init__(self) -> None:
         names = tuple(parse_environment_names(self.environments or "all"))
@@ -145,7 +153,10 @@ class SourceConfig:
     def controller(self, name: str) -> DifficultyController:
         """A fresh controller for environment ``name`` (its cap: the tighter of the config's and the environment's)."""
         override = self.difficulty.get(name, {})
-        env_max = get_environment(name).max_difficulty
+        env_max = get_environment(name).cap(self.max_prompt_tokens)
+        if env_max is not None and env_max < 0:
+            raise ValueError(f"rlve environment {name!r} is refused: its easiest prompts exceed "
+                             f"max_prompt_tokens {self.max_prompt_tokens}")
         maximum = override.get("maximum", env_max)
         if maximum is not None and env_max is not None and maximum > env_max:
             raise ValueError(f"rlve difficulty.{name}.maximum {maximum} is above the environment's cap {env_max}")
@@ -212,6 +223,7 @@ class EnvironmentSource:
         self.environments: dict[str, Environment] = {n: get_environment(n) for n in self.config.environments}
         self.controllers = {n: self.config.controller(n) for n in self.config.environments}
         self.counter = 0
+        self.skipped: dict[str, int] = {}  # problems skipped because they did not generate, per environment
         lo, hi = target_grid(self.config.target_min, self.config.target_max)
         self._grid = (lo, hi)
 
@@ -219,10 +231,18 @@ class EnvironmentSource:
         """Row ``index`` at the controllers' current state (does not advance the counter)."""
         cfg = self.config
         rng = random.Random(f"rlec.environments.source/{cfg.seed}/{index}")
-        name = rng.choices(cfg.environments, weights=cfg.weights)[0]
-        difficulty = self.controllers[name].sample(rng)
-        seed = 2 * rng.getrandbits(47)
-        problem = self.environments[name].generate(seed, difficulty)
+        for _ in range(MAX_REDRAWS):
+            name = rng.choices(cfg.environments, weights=cfg.weights)[0]
+            difficulty = self.controllers[name].sample(rng)
+            seed = 2 * rng.getrandbits(47)
+            try:
+                problem = self.environments[name].generate(seed, difficulty)
+                break
+            except GenerationFailed as exc:  # RLVE-Gym: counted by the pool; draw another problem from the same rng
+                self.skipped[name] = self.skipped.get(name, 0) + 1
+                logger.warning("skipping a problem that did not generate: %s", exc)
+        else:
+            raise RuntimeError(f"rlve row {index}: {MAX_REDRAWS} drawn problems in a row did not generate")
         if rng.random() < cfg.binary_fraction:
             return problem_row(problem, index=index, split="train")
         p = rng.randint(*self._grid) / 100
@@ -247,7 +267,10 @@ class EnvironmentSource:
             ``rlve/<env>/difficulty`` (h after the update), ``rlve/<env>/accuracy_at_h`` (accuracy
             of the samples counted at h since the last decision, this step's included; absent
             while none), ``rlve/<env>/share`` (the environment's share of all the step's samples)
-            for every configured environment, and ``rlve/share`` (all environments together).
+            for every configured environment, ``rlve/share`` (all environments together), and with
+            RLVE-Gym environments the pool's counters since start, ``rlve/gym/<Identifier>/<counter>``
+            (generated, gen_failures, gen_timeouts, retries, skipped, verified, verify_timeouts,
+            verify_errors; :mod:`rlec.environments.gym_pool`).
         """
         per_env: dict[str, list[tuple[int, bool]]] = {name: [] for name in self.controllers}
         total = 0
@@ -264,6 +287,10 @@ class EnvironmentSource:
                 metrics[f"{METRIC_PREFIX}/{name}/accuracy_at_h"] = result.accuracy_at_h
             metrics[f"{METRIC_PREFIX}/{name}/share"] = len(outcomes) / total if total else 0.0
         metrics[f"{METRIC_PREFIX}/share"] = sum(len(o) for o in per_env.values()) / total if total else 0.0
+        if any(":" in name for name in self.controllers):  # RLVE-Gym's: the pool's counters
+            from rlec.environments.gym_pool import shared_gym_pool
+
+            metrics.update(shared_gym_pool().metrics(f"{METRIC_PREFIX}/gym"))
         return metrics
 
     def difficulties(self) -> dict[str, int]:

@@ -75,7 +75,16 @@ def task_for(data_source: str) -> str:
     try:
         return TASKS[data_source]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown data_source {data_source!r}; known: {sorted(TASKS)}") from None
+        pass
+    if isinstance(data_source, str) and data_source.startswith("rlve/") and ":" in data_source:
+        from rlec.environments import environment_of  # a namespaced environment registers on first use
+
+        try:
+            environment_of(data_source)
+            return TASKS[data_source]
+        except (ValueError, KeyError) as exc:
+            raise ValueError(f"unknown data_source {data_source!r}: {exc}") from None
+    raise ValueError(f"unknown data_source {data_source!r}; known: {sorted(TASKS)}") from None
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,8 @@ class GradeResult:
             length, nesting, power_tower, big_exponent, big_number, big_sum).
         grader_error: why the sample could not be graded (``"<kind>: <reason>"``, see
             :mod:`rlec.grading.errors`), "" when it was graded. Such a sample is INCORRECT.
+        env_score: an environment's own shaped score (RLVE-Gym: in [-1, 1]); logged, never the
+            reward; None elsewhere.
     """
 
     outcome: Outcome
@@ -106,6 +117,7 @@ class GradeResult:
     timed_out: bool = False
     detail: str = ""
     grader_error: str = ""
+    env_score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict (outcome as its string value)."""

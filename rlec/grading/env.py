@@ -7,6 +7,8 @@ onto rlec's outcomes: abstention (``I don't know`` as the final answer) -> absta
 correct; anything else -> incorrect. The final answer is read as everywhere in rlec (last
 ``\\boxed{}``, else an ``Answer:`` line), the Maze also from ``<answer>...</answer>``.
 ``GradeResult.detail`` is ``env:<reason>`` (``env:correct``, ``env:wall``, ``env:no_answer``, ...).
+RLVE-Gym's environments (``rlve/rlve_gym:<Identifier>``) are verified in their worker pool; their
+shaped score is ``GradeResult.env_score`` (logged, never the reward).
 """
 
 from __future__ import annotations
@@ -48,4 +50,5 @@ def grade_environment(response: Any, gold: str, data_source: str) -> GradeResult
     else:
         outcome = Outcome.CORRECT if verdict.correct else Outcome.INCORRECT
     return GradeResult(outcome, pred=verdict.answer, answer_source=verdict.source,
-                       format_ok=verdict.source in FORMAT_OK_SOURCES, task=ENV, detail=f"env:{verdict.reason}")
+                       format_ok=verdict.source in FORMAT_OK_SOURCES, task=ENV, detail=f"env:{verdict.reason}",
+                       env_score=verdict.shaped)

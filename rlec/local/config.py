@@ -244,11 +244,12 @@ def check(cfg: Any) -> None:
         raise LocalConfigError(f"{ACTOR}.clip_ratio_c must be > 1 (verl's dual clip), got {select(cfg, f'{ACTOR}.clip_ratio_c')}")
     names = select(cfg, "rlec.rlve.environments") if select(cfg, "data.rlve.enable", False) else None
     if names is not None:
-        from rlec.environments import ENVIRONMENTS
+        from rlec.environments import parse_environment_names
 
-        unknown = [n for n in ([names] if isinstance(names, str) else list(names)) if n != "all" and n not in ENVIRONMENTS]
-        if unknown:
-            raise LocalConfigError(f"rlec.rlve.environments: unknown environment {unknown[0]!r}; known: {sorted(ENVIRONMENTS)}")
+        try:
+            parse_environment_names(names if isinstance(names, str) else [str(n) for n in names])
+        except ValueError as exc:
+            raise LocalConfigError(f"rlec.rlve.environments: {exc}") from None
     frac = select(cfg, "rlec.local.scripted_fraction")
     if frac is not None and not 0.0 <= float(frac) < 1.0:
         raise LocalConfigError(f"rlec.local.scripted_fraction must be in [0, 1) or null, got {frac!r}")

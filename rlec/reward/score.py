@@ -109,6 +109,9 @@ def resolve_b(b: float | None = None, global_step: int | None = None, total_step
     return EVALUATION_B
 
 
+NO_ENV_SCORE = -2.0  # below every shaped score (RLVE-Gym's are in [-1, 1])
+
+
 def score_result(result: GradeResult, p: float, b: float, data_source: str) -> dict[str, Any]:
     """The score dict for an already graded response.
 
@@ -116,7 +119,9 @@ def score_result(result: GradeResult, p: float, b: float, data_source: str) -> d
         ``{"score": R_p^(b)(outcome), "outcome", "target_p", "b", "correct" (0/1), "answered"
         (0/1), "format_ok" (0/1), "timed_out" (0/1), "grader_error" (0/1),
         "grader_error_reason" (str, '' if none), "pred" (str, '' if none), "data_source",
-        "f1" (QA F1 or -1.0 when not applicable)}``: flat scalars, so verl can log and batch them.
+        "f1" (QA F1 or -1.0 when not applicable), "env_score" (an environment's shaped score, RLVE-Gym's
+        in [-1, 1], logged and never the reward; -2.0 when not applicable)}``: flat scalars, so verl
+        can log and batch them.
     """
     return {
         "score": rlec_reward(result.outcome, p, b) + 0.0,  # + 0.0: no -0.0 for p = 0
@@ -132,6 +137,7 @@ def score_result(result: GradeResult, p: float, b: float, data_source: str) -> d
         "pred": result.pred or "",
         "data_source": data_source,
         "f1": -1.0 if result.f1 is None else float(result.f1),
+        "env_score": NO_ENV_SCORE if result.env_score is None else float(result.env_score),
     }
 
 

@@ -142,6 +142,8 @@ class RLVEDataset(RLHFDataset):
         limit = int(self.config.get("max_prompt_length", 1024))
         kwargs = dict(self.apply_chat_template_kwargs or {})
         for name, controller in self.rlve_source.controllers.items():
+            if ":" in name:  # RLVE-Gym's: the cap already comes from measured prompt tokens (rlve.max_prompt_tokens)
+                continue
             if controller.maximum is None:
                 logger.warning("RLVE: environment %s has no maximum difficulty; prompt lengths are not bounded", name)
                 continue

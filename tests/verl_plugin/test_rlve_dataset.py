@@ -174,3 +174,23 @@ def test_misconfigurations_fail_at_construction(files, qwen_tokenizer):
     bad = data_config(files, rlve={"environments": ["maze", "nope"]})
     with pytest.raises(ValueError, match="unknown environment 'nope'"):
         create_rl_dataset(bad.train_files, bad, qwen_tokenizer, None)
+
+
+def test_rlve_gym_rows_through_verls_loader_fit_the_prompt_budget(files, qwen_tokenizer):
+    """RLVE-Gym's environments in verl's dataset: the cap follows data.max_prompt_length, every
+    row fits it, and the step's metrics carry the pool's counters."""
+    from rlec.environments.rlve_gym import cap_for
+
+    cap = cap_for("Sudoku", 1024)  # the controller starts at it: rows from [cap - 3, cap]
+    cfg = data_config(files, max_prompt_length=1024,
+                      rlve={"environments": ["rlve_gym:Sudoku", "maze"], "max_prompt_tokens": 1024,
+                            "difficulty": {"rlve_gym:Sudoku": {"initial": cap}}})
+    dataset, dl = loader(cfg, qwen_tokenizer)
+    assert dataset.rlve_source.controllers["rlve_gym:Sudoku"].maximum == cap_for("Sudoku", 1024) < cap_for("Sudoku", 2048)
+    rows = [row for batch in dl for row in zip(batch["data_source"], batch["raw_prompt"], batch["extra_info"])]
+    gym = [(p, e) for ds, p, e in rows if ds == "rlve/rlve_gym:Sudoku"]
+    assert gym and all(len(qwen_tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True,
+                                                              **CHAT_TEMPLATE_KWARGS)) <= 1024 for p, _ in gym)
+    assert max(e["difficulty"] for _, e in gym) <= cap
+    metrics = dataset.rlve_source.update([{"environment": "rlve_gym:Sudoku", "difficulty": 0, "correct": 1.0}])
+    assert metrics["rlve/gym/Sudoku/generated"] >= len(gym) and metrics["rlve/gym/Sudoku/skipped"] == 0.0

@@ -1,0 +1,214 @@
+"""The one process pool of RLVE-Gym: generation and verification outside the caller's process.
+
+RLVE-Gym (``rlve-gym`` 0.0.1, import name ``Gym``) re-seeds Python's ``random``, numpy and torch
+globally for every problem and times generation out with a thread it cannot stop. So every call
+into it runs in a :func:`rlec.environments.gym_worker` function inside a ``pebble.ProcessPool``
+worker (spawned, like the math-verify pool of :mod:`rlec.grading.math`): the caller's global
+random state is never touched and no thread of theirs lives in the caller. Each task has a hard
+time limit measured from its start in the worker; a worker past it is killed and replaced.
+
+Generation is retried deterministically: attempt k of problem (environment, seed, difficulty)
+uses the k-th Gym seed of that problem's own generator (:func:`rlec.environments.gym_worker.draw`);
+after :attr:`GymPool.attempts` failed or timed-out attempts the problem is refused with
+:class:`GenerationFailed` (the caller skips it). Counted per environment (:meth:`GymPool.metrics`,
+``rlve_gym/<Env>/<counter>``): ``generated``, ``gen_failures`` (attempts that raised),
+``gen_timeouts``, ``retries``, ``skipped`` (problems given up), ``verified``, ``verify_timeouts``,
+``verify_errors``.
+
+The dataset, evaluation and the local run share :func:`shared_gym_pool` (one per process).
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import logging
+import multiprocessing
+import os
+import threading
+from collections import Counter, defaultdict
+from typing import Any, Sequence
+
+from rlec.environments import gym_worker
+
+__all__ = ["DEFAULT_ATTEMPTS", "DEFAULT_TIMEOUT_S", "GenerationFailed", "GymPool", "shared_gym_pool"]
+
+DEFAULT_TIMEOUT_S = 10.0  # per task (RLVE-Gym's own generation limit is 10 s)
+DEFAULT_ATTEMPTS = 3
+COUNTERS = ("generated", "gen_failures", "gen_timeouts", "retries", "skipped", "verified", "verify_timeouts",
+            "verify_errors")
+logger = logging.getLogger(__name__)
+
+
+class GenerationFailed(RuntimeError):
+    """No attempt of a problem generated within its limit; ``reasons`` holds one text per attempt."""
+
+    def __init__(self, name: str, seed: int, difficulty: int, reasons: Sequence[str]) -> None:
+        super().__init__(f"rlve_gym:{name} seed {seed} difficulty {difficulty}: no problem after "
+                         f"{len(reasons)} attempts ({'; '.join(reasons)})")
+        self.reasons = list(reasons)
+
+
+def _reason(exc: BaseException, timeout_s: float) -> tuple[str, bool]:
+    """(short reason, timed out) of a failed task."""
+    if isinstance(exc, concurrent.futures.TimeoutError):
+        return f"timeout after {timeout_s:g}s", True
+    return f"{type(exc).__name__}: {exc}"[:300], False
+
+
+class GymPool:
+    """Spawned RLVE-Gym workers with a hard per-task time limit and per-environment counters.
+
+    Args:
+        max_workers: worker processes (default ``min(4, os.cpu_count())``).
+        timeout_s: per task, seconds from its start in a worker (> 0).
+        attempts: generation attempts per problem (>= 1).
+
+    Raises:
+        ValueError: a non-positive ``timeout_s`` or ``attempts``.
+
+    Workers import ``Gym`` once at start (1.5-60 s, outside every task's limit). Thread-safe.
+    """
+
+    def __init__(self, max_workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 attempts: int = DEFAULT_ATTEMPTS) -> None:
+        if timeout_s <= 0 or attempts < 1:
+            raise ValueError(f"timeout_s must be > 0 and attempts >= 1, got {timeout_s!r}, {attempts!r}")
+        self.timeout_s, self.attempts = float(timeout_s), int(attempts)
+        self.max_workers = max_workers or min(4, os.cpu_count() or 1)
+        self.counts: dict[str, Counter] = defaultdict(Counter)
+        self._lock = threading.Lock()
+        self._closed = False
+        # generation iterates over sets of strings in some environments: fix the hash seed of the
+        # workers (read at their interpreter start; this process's own hashing is unaffected)
+        os.environ.setdefault("PYTHONHASHSEED", "0")
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> Any:
+        import pebble
+
+        return pebble.ProcessPool(max_workers=self.max_workers, initializer=gym_worker.worker_init,
+                                  context=multiprocessing.get_context("spawn"))
+
+    def _schedule(self, fn: Any, args: tuple, timeout_s: float | None = None) -> concurrent.futures.Future:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the RLVE-Gym pool is closed")
+            if not self._pool.active:  # a worker died outside a task: pebble's pool stops for good
+                logger.warning("RLVE-Gym pool stopped: starting a new one")
+                self._pool = self._new_pool()
+            return self._pool.schedule(fn, args=args, timeout=timeout_s or self.timeout_s)
+
+    def _count(self, name: str, key: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[name][key] += n
+
+    def generate_many(self, jobs: Sequence[tuple[str, int, int]], *,
+                      timeout_s: float | None = None) -> list[dict[str, Any] | GenerationFailed]:
+        """Generate problems ``(Gym identifier, rlec seed, difficulty)``, in order, all at once.
+
+        ``timeout_s`` overrides the pool's limit per attempt for this call.
+
+        Returns:
+            Per job, :func:`rlec.environments.gym_worker.generate_task`'s dict, or the
+            :class:`GenerationFailed` that ended it (returned, not raised).
+        """
+        results: list[Any] = [None] * len(jobs)
+        reasons: list[list[str]] = [[] for _ in jobs]
+        todo = list(range(len(jobs)))
+        for attempt in range(self.attempts):
+            futures = {i: self._schedule(gym_worker.generate_task, (*jobs[i], attempt), timeout_s) for i in todo}
+            todo = []
+            for i, future in futures.items():
+                name = jobs[i][0]
+                try:
+                    results[i] = future.result()
+                    self._count(name, "generated")
+                except Exception as exc:  # noqa: BLE001 - anything the environment raises, or a killed worker
+                    text, timed_out = _reason(exc, timeout_s or self.timeout_s)
+                    self._count(name, "gen_timeouts" if timed_out else "gen_failures")
+                    reasons[i].append(text)
+                    if attempt + 1 < self.attempts:
+                        self._count(name, "retries")
+                    todo.append(i)
+            if not todo:
+                break
+        for i in todo:
+            self._count(jobs[i][0], "skipped")
+            results[i] = GenerationFailed(*jobs[i], reasons[i])
+        return results
+
+    def generate(self, name: str, seed: int, difficulty: int) -> dict[str, Any]:
+        """One problem (see :meth:`generate_many`).
+
+        Raises:
+            GenerationFailed: every attempt failed or timed out.
+        """
+        result = self.generate_many([(name, seed, difficulty)])[0]
+        if isinstance(result, GenerationFailed):
+            raise result
+        return result
+
+    def score_many(self, items: Sequence[tuple[str, int, dict[str, Any], str]]) -> list[tuple[float, float, float] | str]:
+        """Score ``(Gym identifier, difficulty, Problem.data, answer)`` items, in order.
+
+        Returns:
+            Per item ``(shaped score in [-1, 1], passing threshold, seconds in the worker)``, or a reason text when the
+            verifier raised or ran past the limit (never raises).
+        """
+        futures = []
+        for name, difficulty, data, answer in items:
+            try:
+                futures.append(self._schedule(gym_worker.score_task, (name, difficulty, data, answer)))
+            except RuntimeError as exc:
+                futures.append(exc)
+        out: list[tuple[float, float, float] | str] = []
+        for (name, *_), future in zip(items, futures):
+            try:
+                if isinstance(future, BaseException):
+                    raise future
+                out.append(future.result())
+                self._count(name, "verified")
+            except Exception as exc:  # noqa: BLE001
+                text, timed_out = _reason(exc, self.timeout_s)
+                self._count(name, "verify_timeouts" if timed_out else "verify_errors")
+                out.append(text)
+        return out
+
+    def metrics(self, prefix: str = "rlve_gym") -> dict[str, float]:
+        """Counters since start: ``{"<prefix>/<Env>/<counter>": count}`` for every counter of every environment seen."""
+        with self._lock:
+            return {f"{prefix}/{name}/{key}": float(c[key]) for name, c in sorted(self.counts.items()) for key in COUNTERS}
+
+    def close(self) -> None:
+        """Stop the workers (running tasks are killed)."""
+        with self._lock:
+            self._closed = True
+            pool = self._pool
+        try:
+            pool.stop()
+            pool.join(timeout=10)
+        except Exception:  # noqa: BLE001 - already stopped
+            pass
+
+
+_shared: GymPool | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_gym_pool() -> GymPool:
+    """The process-wide pool, started on first use (``RLEC_GYM_WORKERS``, ``RLEC_GYM_TIMEOUT_S``
+    and ``RLEC_GYM_ATTEMPTS`` override its defaults) and closed at exit."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared._closed:
+            _shared = GymPool(max_workers=int(os.environ.get("RLEC_GYM_WORKERS", 0)) or None,
+                              timeout_s=float(os.environ.get("RLEC_GYM_TIMEOUT_S", DEFAULT_TIMEOUT_S)),
+                              attempts=int(os.environ.get("RLEC_GYM_ATTEMPTS", DEFAULT_ATTEMPTS)))
+        return _shared
+
+
+@atexit.register
+def _close_shared() -> None:
+    if _shared is not None:
+        _shared.close()

@@ -1,0 +1,160 @@
+"""RLVE-Gym's environments behind rlec's interface: names, caps, refusals, isolation, retries,
+grading, the source, the evaluation set and the ``python -m rlec.environments`` commands.
+
+Tests that generate use the process-wide pool (started once per session: its workers import Gym)
+and one more small pool with a short limit (timeouts, retries, the determinism check)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from rlec.environments import EnvironmentSource, Problem, SourceConfig, get_environment, parse_environment_names
+from rlec.environments.__main__ import main
+from rlec.environments.check import check_environments, cost_markdown, perturb, perturbations
+from rlec.environments.gym_pool import GenerationFailed, GymPool, shared_gym_pool
+from rlec.environments.rlve_gym import DEFAULT_PROMPT_TOKENS, cap_for, gym_identifiers, levels, refusal
+from rlec.grading import grade
+
+MAZE = "rlve_gym:Maze"
+
+
+@pytest.fixture(scope="session")
+def pool():
+    return shared_gym_pool()
+
+
+@pytest.fixture(scope="session")
+def short_pool():
+    """A second pool: 1 worker, a 1 s limit, 2 attempts."""
+    p = GymPool(max_workers=1, timeout_s=1.0, attempts=2)
+    yield p
+    p.close()
+
+
+def test_names_come_from_the_installed_package_without_importing_it():
+    code = ("import sys; from rlec.environments.rlve_gym import gym_identifiers; "
+            "import rlec.environments as E; n = E.parse_environment_names('rlve_gym:all'); "
+            "print(len(gym_identifiers()), len(n), 'Gym.environments' in sys.modules, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    usable = sum(refusal(i) is None for i in gym_identifiers())
+    assert out == ["400", str(usable), "False", "False"]
+    assert 390 <= usable < 400  # PolyaModel's own reference answer fails its verifier
+
+
+def test_selection_syntax_all_glob_and_mixed_lists():
+    assert parse_environment_names("sorting,rlve_gym:Maze,sorting") == ["sorting", MAZE]
+    trees = parse_environment_names("rlve_gym:Tree*")
+    assert trees and all(n.startswith("rlve_gym:Tree") for n in trees) and trees == sorted(trees)
+    assert "rlve_gym:Sudoku" in parse_environment_names(["rlve_gym:all"])
+    assert parse_environment_names("all") == sorted(n for n in parse_environment_names("all") if ":" not in n)
+    for spec, match in (("rlve_gym:NoSuchEnv", "rlve_gym:NoSuchEnv is refused: not an RLVE-Gym environment"),
+                        ("rlve_gym:PolyaModel", "rlve_gym:PolyaModel is refused: its reference answer is rejected"),
+                        ("rlve_gym:Zz*", "no environment matches 'rlve_gym:Zz\\*'"),
+                        ("nope:all", "unknown environment namespace 'nope'")):
+        with pytest.raises(ValueError, match=match):
+            parse_environment_names(spec)
+
+
+def test_caps_follow_the_prompt_budget_and_bound_the_controller():
+    tokens = levels()["environments"]["Sudoku"]["tokens"]
+    cap = cap_for("Sudoku", DEFAULT_PROMPT_TOKENS)
+    assert all(t <= DEFAULT_PROMPT_TOKENS for t in tokens[:cap + 1]) and tokens[cap + 1] > DEFAULT_PROMPT_TOKENS
+    assert cap_for("Sudoku", 256) == -1 and cap_for("Sudoku", 100_000) >= cap
+    env, top = get_environment("rlve_gym:Sudoku"), len(tokens) - 1
+    assert env.cap(None) == cap and env.cap(1024) == cap_for("Sudoku", 1024) <= cap < top == env.max_difficulty
+    with pytest.raises(ValueError, match=f"rlve_gym:Sudoku: difficulty {top + 1} is above its maximum {top}"):
+        env.generate(0, top + 1)
+    assert SourceConfig(environments=("rlve_gym:Sudoku",), max_prompt_tokens=8192).controller("rlve_gym:Sudoku").maximum == top
+    config = SourceConfig(environments=("rlve_gym:Sudoku",), max_prompt_tokens=1024)
+    assert config.controller("rlve_gym:Sudoku").maximum == cap_for("Sudoku", 1024)
+    with pytest.raises(ValueError, match="'rlve_gym:Sudoku' is refused: its easiest prompts exceed max_prompt_tokens 256"):
+        SourceConfig(environments=("rlve_gym:Sudoku",), max_prompt_tokens=256)
+
+
+def test_generation_is_deterministic_isolated_and_graded_by_the_environment(pool):
+    env = get_environment(MAZE)
+    states = random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state().clone()
+    a, b = env.generate(5, 2), env.generate(5, 2)
+    assert a == b and a != env.generate(6, 2)
+    assert random.getstate() == states[0] and (np.random.get_state()[1] == states[1]).all()
+    assert torch.equal(torch.get_rng_state(), states[2])  # RLVE-Gym re-seeds all three, in its worker only
+    assert Problem.from_json(a.to_json()) == a and a.prompt.count("\n") > 5 and set(a.answer) <= set("LRUD")
+    # rlec's extraction, the environment's verifier, its threshold; the shaped score beside the outcome
+    right = grade(f"I walk it.\n\\boxed{{{a.answer}}}", a.to_json(), "rlve/" + MAZE)
+    wrong = grade(f"\\boxed{{{a.answer}L}}", a.to_json(), "rlve/" + MAZE)  # one step more: not the shortest path
+    idk = grade("\\boxed{I don't know}", a.to_json(), "rlve/" + MAZE)
+    assert (right.outcome.value, right.env_score, right.detail) == ("correct", 1.0, "env:correct")
+    assert wrong.outcome.value == "incorrect" and wrong.env_score is not None and wrong.env_score < 1.0
+    assert (idk.outcome.value, idk.env_score) == ("abstain", None)
+    assert pool.metrics()["rlve_gym/Maze/generated"] >= 3
+
+
+def test_timeouts_retry_on_the_next_seed_then_skip_with_counts(short_pool):
+    slow = short_pool.generate_many([("KnightsAndKnaves", 1, 11)], timeout_s=0.2)[0]  # 1.4-4.3 s per problem at d = 11
+    assert isinstance(slow, GenerationFailed) and len(slow.reasons) == 2, slow
+    assert all(r.startswith("timeout after 0.2s") for r in slow.reasons)
+    m = short_pool.metrics()
+    assert (m["rlve_gym/KnightsAndKnaves/gen_timeouts"], m["rlve_gym/KnightsAndKnaves/retries"],
+            m["rlve_gym/KnightsAndKnaves/skipped"]) == (2.0, 1.0, 1.0)
+    fast = short_pool.generate("Maze", 1, 0)  # the pool replaced its killed worker
+    assert fast["attempt"] == 0 and fast["answer"]
+
+
+def test_check_passes_on_a_fixed_sample_and_fails_on_a_bad_verifier(short_pool, capsys, monkeypatch):
+    rows = check_environments(["sorting", MAZE, "rlve_gym:Sudoku", "rlve_gym:GraphIsomorphism"], "0,1", (1, 2),
+                              second=short_pool, progress=False)
+    assert [r.failures for r in rows] == [[]] * 4 and all(r.same_ok == r.problems == 4 for r in rows)
+    table = cost_markdown(rows, "cmd")
+    assert f"| {MAZE} | 1 | {levels()['environments']['Maze']['tokens'][0]} |" in table and "| sorting | 1 | - | - |" in table
+    assert main(["check", "--environments", "rlve_gym:PolyaModel"]) == 2
+    assert "refused: its reference answer is rejected" in capsys.readouterr().out
+    monkeypatch.setattr("rlec.environments.check.perturbations", lambda answer: [answer])  # "wrong" answers that are right
+    assert main(["check", "--environments", MAZE, "--no-determinism"]) == 1
+    assert "perturbed answer accepted" in capsys.readouterr().out
+
+
+def test_perturbations_change_every_kind_of_answer():
+    assert perturbations("41") == ["42", "40", "413"] and perturbations("0") == ["1", "-1", "3"]
+    assert perturbations("1 2 3") == ["1 2 4", "2 2 3", "1 2"]
+    assert perturbations("DDRR") == ["DDR"] and perturbations("x") == ["x X"]
+    assert perturb("1.5") == "1.6"
+
+
+def test_list_names_source_cap_and_cost(capsys):
+    assert main(["list", "--environments", "maze,rlve_gym:Maze,rlve_gym:PolyaModel"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:3] == ["maze", "builtin", "18"]
+    assert lines[2].split()[:3] == [MAZE, "rlve_gym", str(cap_for("Maze", 2048))]
+    assert "refused: its reference answer is rejected" in lines[3]
+
+
+def test_source_rows_and_pool_metrics(pool):
+    source = EnvironmentSource({"environments": [MAZE, "sorting"], "max_prompt_tokens": 2048, "seed": 3})
+    rows = [source.next_row() for _ in range(6)]
+    again = EnvironmentSource({"environments": [MAZE, "sorting"], "max_prompt_tokens": 2048, "seed": 3})
+    assert [r["reward_model"]["ground_truth"] for r in rows] == [again.row(i)["reward_model"]["ground_truth"] for i in range(6)]
+    gym_rows = [r for r in rows if r["data_source"] == "rlve/" + MAZE]
+    assert gym_rows and gym_rows[0]["extra_info"]["source"].startswith(MAZE + "/d")
+    metrics = source.update([{"environment": MAZE, "difficulty": 0, "correct": 1}])
+    assert metrics["rlve/gym/Maze/generated"] >= len(gym_rows) and "rlve/gym/Maze/gen_timeouts" in metrics
+
+
+def test_local_run_evaluation_set_and_metric_groups_take_rlve_gym_names(pool):
+    from rlec.data.environments import EnvTestConfig, build_rows
+    from rlec.eval.metrics import source_groups
+    from rlec.local.config import LocalConfigError, load_config
+
+    cfg = load_config([], env={"ENVIRONMENTS": "rlve_gym:Maze,sorting"})
+    assert list(cfg.rlec.rlve.environments) == [MAZE, "sorting"] and cfg.rlec.rlve.max_prompt_tokens == cfg.data.max_prompt_length
+    with pytest.raises(LocalConfigError, match="rlve_gym:PolyaModel is refused: its reference answer"):
+        load_config([], env={"ENVIRONMENTS": "rlve_gym:PolyaModel"})
+    rows = build_rows(EnvTestConfig(environments=(MAZE,), difficulties=(0, 3), per_difficulty=2))
+    assert [r["extra_info"]["source"] for r in rows] == [f"{MAZE}/d0"] * 2 + [f"{MAZE}/d3"] * 2
+    assert all(r["extra_info"]["env_seed"] % 2 == 1 and r["data_source"] == "rlve/" + MAZE for r in rows)
+    assert source_groups(sorted({r["extra_info"]["source"] for r in rows}))[MAZE] == [f"{MAZE}/d0", f"{MAZE}/d3"]
