@@ -70,7 +70,9 @@ DIST_CKPT_PATH=${DIST_CKPT_PATH:-}
 TRAIN_FILES=${TRAIN_FILES:-$REPO_ROOT/data/processed/train.parquet}
 VAL_FILES=${VAL_FILES:-$REPO_ROOT/data/processed/test.parquet}
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-rlec_${LAYOUT}_${PRECISION}}
-DRY_RUN_CONFIG=${DRY_RUN_CONFIG:-$REPO_ROOT/outputs/dry_run/$EXPERIMENT_NAME.yaml}
+# the overlays on the command line name the resolved file, so a DRY_RUN with algorithm=[e3,passk] keeps the plain one
+ALGO_TAG=$(printf '%s\n' "$@" | sed -n 's/^algorithm=//p' | tr -d '[] ' | tr ',' '_' | tail -n 1)
+DRY_RUN_CONFIG=${DRY_RUN_CONFIG:-$REPO_ROOT/outputs/dry_run/$EXPERIMENT_NAME${ALGO_TAG:+_$ALGO_TAG}.yaml}
 CHECKPOINT_DIR=${CHECKPOINT_DIR:-$REPO_ROOT/checkpoints/$EXPERIMENT_NAME}
 RESUME=${RESUME:-auto}
 NNODES=${NNODES:-}

@@ -185,6 +185,33 @@ def run_checks(
     return path_errors + findings + rlec_findings, est, context
 
 
+def algorithms_line(cfg: Any) -> str:
+    """The algorithms the config enables, with their main figures (the verdict's ``algo`` line).
+
+    RLEC always (advantage estimator, the b schedule); E3 when ``rlec.e3.enable`` (temperature bounds,
+    rollout budget, length-bias share); Pass@k when ``algorithm.adv_estimator=rlec_passk`` (k, switch);
+    RLVE when ``data.rlve.enable`` (environments, controller threshold).
+    """
+    est = str(select(cfg, "algorithm.adv_estimator", "grpo"))
+    norm = "" if select(cfg, "algorithm.norm_adv_by_std_in_grpo", False) else ", mean-only"
+    end = select(cfg, "rlec.schedule.end_step", None)
+    parts = [f"RLEC (b {select(cfg, 'rlec.schedule.start_value', 0.0)} -> {select(cfg, 'rlec.schedule.end_value', 1.0)} "
+             f"by step {end if end is not None else 'the last'}; advantage {est}{norm})"]
+    if select(cfg, "rlec.e3.enable", False):
+        parts.append(f"E3 (temperature {select(cfg, 'rlec.e3.temperature.min', None)}..{select(cfg, 'rlec.e3.temperature.max', None)}"
+                     f" from T0 {select(cfg, 'actor_rollout_ref.rollout.temperature', 1.0)}; n {select(cfg, 'rlec.e3.budget.n_min', '')}.."
+                     f"{select(cfg, 'rlec.e3.budget.n_max', '')}; length bias on the easiest "
+                     f"{select(cfg, 'rlec.e3.length_bias.penalty_threshold', '')} of prompts)")
+    if est == "rlec_passk":
+        switch = " with the entropy switch" if select(cfg, "algorithm.passk.switch.enable", False) else ""
+        parts.append(f"Pass@k (k {select(cfg, 'algorithm.passk.k', '')}{switch})")
+    if select(cfg, "data.rlve.enable", False):
+        envs = select(cfg, "rlec.rlve.environments", [])
+        envs = list(envs) if not isinstance(envs, str) else [envs]
+        parts.append(f"RLVE ({', '.join(map(str, envs))}; difficulty up at accuracy >= {select(cfg, 'rlec.rlve.threshold', '')})")
+    return "algo    " + " | ".join(parts)
+
+
 def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, cfg: Any,
            config_note: str | None = None) -> str:
     """The verdict: model, layout, memory per GPU, paths, verl's checks, findings, result."""
@@ -194,6 +221,7 @@ def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, c
         shape = context["shape"]
         lines.append(f"model   {shape.model_type}: {shape.total_params() / 1e9:.2f}B parameters "
                      f"({shape.active_params() / 1e9:.2f}B active), shape from {context['source']}")
+    lines.append(algorithms_line(cfg))
     quant = f" {lay.rollout_quantization}" if lay.rollout_quantization else ""
     lines.append(f"layout  {lay.world} GPUs: TP {lay.tp} PP {lay.pp} CP {lay.cp} DP {lay.dp} | EP {lay.ep} "
                  f"ETP {lay.expert_tp} | rollout TP {lay.rollout_tp} DP {lay.rollout_dp} EP {lay.rollout_ep}{quant}")

@@ -33,11 +33,30 @@ def _fmt(fmt: str, value: Any) -> str:
     return fmt.format(int(value) if fmt == "{:d}" else value)
 
 
+# each algorithm's own per-step figures, shown when the run logged them (E3, Pass@k, RLVE)
+ALGORITHM_COLUMNS = [
+    ("E3 T", "e3/temperature", "{:.3f}"),
+    ("E3 n mean", "e3/rollout_n/mean", "{:.1f}"),
+    ("E3 bias", "e3/length_bias/mean", "{:.3f}"),
+    ("pass@k k", "passk/active_k", "{:d}"),
+]
+
+
+def _columns(records: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The generic columns plus those of the algorithms the run enabled (and RLVE's difficulty per environment)."""
+    keys = {k for rec in records for k in rec}
+    extra = [c for c in ALGORITHM_COLUMNS if c[1] in keys]
+    envs = sorted({k.split("/")[1] for k in keys if k.startswith("rlve/") and k.endswith("/difficulty")})
+    extra += [(f"{env} d", f"rlve/{env}/difficulty", "{:d}") for env in envs]
+    return COLUMNS[:-4] + extra + COLUMNS[-4:]
+
+
 def training_table(records: list[dict[str, Any]]) -> str:
-    """A Markdown table of the per-step metrics (missing values shown as '-')."""
-    lines = ["| " + " | ".join(c[0] for c in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    """A Markdown table of the per-step metrics, with each enabled algorithm's columns (missing values '-')."""
+    columns = _columns(records)
+    lines = ["| " + " | ".join(c[0] for c in columns) + " |", "|" + "---|" * len(columns)]
     for rec in records:
-        lines.append("| " + " | ".join(_fmt(fmt, rec.get(key)) for _, key, fmt in COLUMNS) + " |")
+        lines.append("| " + " | ".join(_fmt(fmt, rec.get(key)) for _, key, fmt in columns) + " |")
     return "\n".join(lines)
 
 

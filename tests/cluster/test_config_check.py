@@ -358,3 +358,22 @@ def test_ray_cpu_demand_beyond_the_declared_cpus_is_refused_with_the_numbers(com
     found = errors(run_checks(cfg, check_paths=False)[0])
     # TransferQueue 1 + 8 storage units, 3 for the one worker, 1 to create actors: 13 > 4
     assert any("Ray needs 13 logical CPUs" in e and "4 are declared" in e for e in found), found
+
+
+def test_verdict_names_the_enabled_algorithms_with_their_figures(compose_rlec):
+    from rlec.cluster.config_check import algorithms_line
+
+    plain = algorithms_line(compose_rlec("layout=tiny_1gpu", "precision=bf16"))
+    assert plain.startswith("algo    RLEC (") and "mean-only" in plain and "E3" not in plain and "Pass@k" not in plain
+    line = algorithms_line(compose_rlec("layout=tiny_1gpu", "precision=bf16", "algorithm=[rlve,e3,passk]"))
+    assert "E3 (temperature" in line and "Pass@k (k 2" in line and "RLVE (" in line
+
+
+def test_dry_run_with_overlays_keeps_the_plain_runs_resolved_config(tmp_path):
+    import subprocess
+
+    script = (CONFIG_DIR.parent / "tools" / "run_megatron_rlec.sh").read_text()
+    assert 'ALGO_TAG=$(printf' in script and "${ALGO_TAG:+_$ALGO_TAG}" in script
+    tag = subprocess.run(["bash", "-c", "printf '%s\\n' \"$@\" | sed -n 's/^algorithm=//p' | tr -d '[] ' | tr ',' '_' | tail -n 1",
+                          "_", "layout=cpu", "algorithm=[rlve,e3,passk]"], capture_output=True, text=True).stdout.strip()
+    assert tag == "rlve_e3_passk"

@@ -47,3 +47,14 @@ def test_reward_panel_shows_reward_at_fixed_b_and_says_the_rise_is_the_schedule(
 def test_plot_is_written(tmp_path: Path) -> None:
     png = plot_curves(RECORDS, tmp_path / "curves.png")
     assert png is not None and png.stat().st_size > 0 and plot_curves([], tmp_path / "none.png") is None
+
+
+def test_the_table_shows_each_enabled_algorithms_figures():
+    from rlec.local.summary import training_table
+
+    plain = training_table([{"step": 1, "rlec/b": 0.0}])
+    assert "E3 T" not in plain and "pass@k" not in plain
+    table = training_table([{"step": 1, "e3/temperature": 0.95, "passk/active_k": 2, "rlve/maze/difficulty": 3}])
+    header, _, row = table.splitlines()
+    assert "E3 T" in header and "pass@k k" in header and "maze d" in header
+    assert "0.950" in row and "| 2 |" in row and "| 3 |" in row
