@@ -77,6 +77,7 @@ def test_worker_log_output_is_captured_and_its_timeouts_counted(bench, capfd) ->
     assert capfd.readouterr().err.count("Timeout during") == 2  # --verbose shows the details
 
 
+@pytest.mark.slow  # verl's math-verify wrapper spawns its worker pool: ~9 CPU-s of children
 def test_verl_wrapper_timeouts_include_math_verify_log_records(bench, tmp_path: Path, capfd, monkeypatch) -> None:
     # issue 26 item 11: on the power tower verl's wrapper returns "not equal" after math-verify's own comparison
     # timeout inside its worker (logged there, invisible to the caller); the table said 0 timeouts
