@@ -362,6 +362,33 @@ def _sync_apply() -> None:
         module.torch = _TorchView(torch, cuda=_TorchView(torch.cuda, synchronize=lambda *a, **k: None))
 
 
+# --- 12. loading a distributed-optimizer checkpoint into a fresh optimizer without Apex / TE -------
+def _distopt_load_needed() -> bool:
+    from megatron.core.optimizer import distrib_optimizer
+
+    return (not getattr(distrib_optimizer, "HAVE_APEX_OR_TE", True)
+            and "assert len(steps) == 1" in inspect.getsource(distrib_optimizer.DistributedOptimizer.state_dict))
+
+
+def _distopt_load_apply() -> None:
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    sharded = DistributedOptimizer.sharded_state_dict
+    if getattr(sharded, "_rlec_cpu", False):
+        return
+
+    @functools.wraps(sharded)
+    def sharded_state_dict(self: Any, model_sharded_state_dict: Any, is_loading: bool = False, **kwargs: Any) -> Any:
+        if is_loading and not self.optimizer.state:
+            # what megatron does for FSDP (sharded_param_state_fsdp_dtensor): dummy states, replaced in
+            # place by the load; without them the non-Apex/TE state_dict finds no 'step' to read
+            self._init_optimizer_states_with_dummy_values()
+        return sharded(self, model_sharded_state_dict, is_loading, **kwargs)
+
+    sharded_state_dict._rlec_cpu = True  # type: ignore[attr-defined]
+    DistributedOptimizer.sharded_state_dict = sharded_state_dict
+
+
 SHIMS: tuple[Shim, ...] = (
     Shim("rng_tracker", "AssertionError: Torch not compiled with CUDA enabled (CudaRNGStatesTracker.add / fork)",
          lambda: _raises(torch.cuda.get_rng_state), _rng_apply),
@@ -383,6 +410,9 @@ SHIMS: tuple[Shim, ...] = (
          _clip_needed, _clip_apply),
     Shim("distributed_optimizer_type", "TypeError: Wrapped parameters must be one of torch.cuda.FloatTensor, ... (DistributedOptimizer)",
          _distopt_needed, _distopt_apply),
+    Shim("distributed_optimizer_load", "AssertionError: assert len(steps) == 1 in DistributedOptimizer.state_dict (resuming "
+         "a dist checkpoint into a fresh optimizer without Apex / TE: its Adam has no state, hence no 'step')",
+         _distopt_load_needed, _distopt_load_apply),
     Shim("cuda_synchronize", "AssertionError: Torch not compiled with CUDA enabled (torch.cuda.synchronize in the dist-checkpoint writer, pipeline p2p)",
          _sync_needed, _sync_apply),
 )
