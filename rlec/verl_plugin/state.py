@@ -117,10 +117,16 @@ class CheckpointIntegrityMixin:
     written right after it (synchronous saves; verl's ``async_save`` is refused): a crash in between
     leaves a tracked folder without a manifest, which the next resume treats as damaged and skips.
     Outermost in rlec's trainers, so the manifest covers the algorithm state files the other mixins write.
+    ``rlec.checkpoint.manifest=false`` turns both off (one read of the checkpoint per save and resume).
     """
+
+    def _manifest_on(self) -> bool:
+        return bool(((self.config.get("rlec") or {}).get("checkpoint") or {}).get("manifest", True))
 
     def _save_checkpoint(self):
         out = super()._save_checkpoint()
+        if not self._manifest_on():
+            return out
         if self.config.actor_rollout_ref.actor.get("checkpoint", {}).get("async_save", False):
             raise ValueError("actor_rollout_ref.actor.checkpoint.async_save=true: rlec's checkpoint manifest needs "
                              "synchronous saves (the files must be complete when it is written)")
@@ -128,6 +134,8 @@ class CheckpointIntegrityMixin:
         return out
 
     def _load_checkpoint(self):
+        if not self._manifest_on():
+            return super()._load_checkpoint()
         if self.config.trainer.resume_mode == "auto":
             root = self.config.trainer.default_local_dir
             intact_checkpoint(root if os.path.isabs(root) else os.path.join(os.getcwd(), root))
