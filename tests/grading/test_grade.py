@@ -161,6 +161,7 @@ def test_the_cascade_of_issue_12_cannot_happen(pool) -> None:
         assert (ellipse.outcome, ellipse.timed_out) == (Outcome.CORRECT, False)
 
 
+@pytest.mark.slow  # a math-verify worker pool of its own: ~5 CPU-s of children (the budget guard's limit)
 def test_timeout_is_reported_and_batch_survives(pool, monkeypatch) -> None:
     monkeypatch.setattr(grading, "screen", lambda answer: None)  # let the tower reach its worker
     responses = ["\\boxed{9^{9^{9^9}}}", "\\boxed{\\frac{2}{4}}", "x" * 200_000 + "\\boxed{42}", "\\boxed{\\log_2 4}"]

@@ -265,6 +265,7 @@ def test_an_item_whose_worker_is_killed_while_running_it_is_retried_and_graded_r
         pool.close()
 
 
+@pytest.mark.slow  # a math-verify worker pool of its own: ~5 CPU-s of children (the budget guard's limit)
 def test_killed_worker_stops_at_once_and_its_replacement_is_warm_then_closed_pool_errors() -> None:
     before = _spawned_workers()
     pool = MathVerifyPool(max_workers=1, timeout_s=5.0)
