@@ -389,6 +389,28 @@ def _distopt_load_apply() -> None:
     DistributedOptimizer.sharded_state_dict = sharded_state_dict
 
 
+# --- 13. fp32 parameters: the distributed optimizer's load copies into the live parameters ---------
+def _distopt_fp32_load_needed() -> bool:
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    fn = DistributedOptimizer._set_main_param_and_optimizer_states
+    return "dst_tensors[key].copy_(tensors[key])" in inspect.getsource(fn) and not getattr(fn, "_rlec_cpu", False)
+
+
+def _distopt_fp32_load_apply() -> None:
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    setter = DistributedOptimizer._set_main_param_and_optimizer_states
+
+    @functools.wraps(setter)
+    def set_states(self: Any, model_param: Any, tensors: Any) -> None:
+        with torch.no_grad():  # with fp32 parameters the "main param" is a view of the live parameter
+            setter(self, model_param, tensors)
+
+    set_states._rlec_cpu = True  # type: ignore[attr-defined]
+    DistributedOptimizer._set_main_param_and_optimizer_states = set_states
+
+
 SHIMS: tuple[Shim, ...] = (
     Shim("rng_tracker", "AssertionError: Torch not compiled with CUDA enabled (CudaRNGStatesTracker.add / fork)",
          lambda: _raises(torch.cuda.get_rng_state), _rng_apply),
@@ -413,6 +435,9 @@ SHIMS: tuple[Shim, ...] = (
     Shim("distributed_optimizer_load", "AssertionError: assert len(steps) == 1 in DistributedOptimizer.state_dict (resuming "
          "a dist checkpoint into a fresh optimizer without Apex / TE: its Adam has no state, hence no 'step')",
          _distopt_load_needed, _distopt_load_apply),
+    Shim("distributed_optimizer_fp32_load", "RuntimeError: a view of a leaf Variable that requires grad is being used in an "
+         "in-place operation (_set_main_param_and_optimizer_states copies into fp32 parameters outside no_grad)",
+         _distopt_fp32_load_needed, _distopt_fp32_load_apply),
     Shim("cuda_synchronize", "AssertionError: Torch not compiled with CUDA enabled (torch.cuda.synchronize in the dist-checkpoint writer, pipeline p2p)",
          _sync_needed, _sync_apply),
 )
