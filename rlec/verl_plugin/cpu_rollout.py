@@ -328,11 +328,14 @@ class ScriptedAnswersMixin:
         end = tokenizer.convert_tokens_to_ids("<|im_end|>")
         ids = tokenizer(text, add_special_tokens=False)["input_ids"][: budget - 1] + [end]
 
-        class _Scripted:  # stands in for the rollout server for this one sample
-            async def generate(self, request_id: str, **_: Any) -> TokenOutput:
-                return TokenOutput(token_ids=ids, log_probs=None, stop_reason="completed", extra_fields={})
+        real = self.server_manager
 
-        real, self.server_manager = self.server_manager, _Scripted()
+        class _Scripted:  # the rollout's answer (its weights version and stop fields) with the scripted tokens
+            async def generate(self, request_id: str, **kw: Any) -> TokenOutput:
+                out = await real.generate(request_id, **kw)
+                return out.model_copy(update={"token_ids": ids, "log_probs": None, "stop_reason": "completed"})
+
+        self.server_manager = _Scripted()
         try:
             return await super().run(sampling_params, **kwargs)
         finally:
