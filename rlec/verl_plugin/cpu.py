@@ -246,8 +246,8 @@ def _backend_apply() -> None:
         return
 
     @functools.wraps(init)
-    def init_process_group(*args: Any, backend: Any = None, **kwargs: Any) -> Any:
-        return init(*args, backend=_dedupe_backend(backend), **kwargs)
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return init(_dedupe_backend(backend), *args, **kwargs)  # backend positional or keyword, as torch takes it
 
     init_process_group._rlec_dedupe = True  # type: ignore[attr-defined]
     torch.distributed.init_process_group = init_process_group

@@ -73,3 +73,15 @@ def test_platform_and_engine_register_in_a_fresh_process():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def test_backend_wrapper_passes_every_calling_form_through(monkeypatch):
+    """The wrapper is process-wide: it must take the backend positionally and by keyword (the demo calls
+    init_process_group("gloo", ...) in the same pytest process where another test enabled the shims)."""
+    seen = []
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda *a, **k: seen.append((a, k)))
+    cpu._backend_apply()
+    torch.distributed.init_process_group("gloo", rank=0, world_size=1)
+    torch.distributed.init_process_group(backend="cpu:gloo,cpu:gloo", rank=0)
+    torch.distributed.init_process_group()
+    assert seen == [(("gloo",), {"rank": 0, "world_size": 1}), (("gloo",), {"rank": 0}), ((None,), {})]
