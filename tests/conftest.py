@@ -115,12 +115,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip_gpu)
 
 
-_DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+# + Transformer Engine's attention selectors, which building a Megatron model in-process sets (megatron's
+# _set_attention_backend) and which a later subprocess with another attention backend refuses
+_DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                    "NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")
 
 
 @pytest.fixture(autouse=True)
 def _restore_distributed_env():
-    """Undo the ``MASTER_PORT`` / ``RANK`` ... that an in-process ``init_distributed`` leaves in os.environ.
+    """Undo the ``MASTER_PORT`` / ``RANK`` ... that an in-process ``init_distributed`` leaves in os.environ
+    (and the ``NVTE_*_ATTN`` selectors an in-process Megatron model sets).
 
     Without this, every later test that starts a subprocess passes it a port that was free when an
     earlier test picked it; once another program on the machine takes that port (measured: a

@@ -50,6 +50,8 @@ if [[ "$TRAINER" == verl ]] && ! has_cuda; then
   # verl's own trainer on this machine: the CPU layout, fp32, the tiny model and sample data by default
   VERL_ON_CPU=1
   export VERL_PLATFORM=cpu OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+  # Transformer Engine's attention selectors mean nothing here, and Megatron refuses local attention with them set
+  unset NVTE_FLASH_ATTN NVTE_FUSED_ATTN NVTE_UNFUSED_ATTN
   OUTPUT_DIR=${OUTPUT_DIR:-${CHECKPOINT_DIR:-outputs/verl_run}}
   CHECKPOINT_DIR=$OUTPUT_DIR
   LAYOUT=${LAYOUT:-cpu}
