@@ -160,8 +160,11 @@ RAY_ARGS=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="
           ++ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR="$(abspath "$TENSORBOARD_DIR")")
 CPU_ARGS=()
 if [[ "$VERL_ON_CPU" == 1 ]]; then
+  # Ray gives an actor without num_cpus OMP_NUM_THREADS=1; the phases of a sync step run one at a time, so
+  # the trainer worker and the rollout server each use every core, as the local run does
   RAY_ARGS+=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM=cpu
-             ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY="$OMP_WAIT_POLICY")
+             ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY="$OMP_WAIT_POLICY"
+             ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}")
   if [[ -n "${ENVIRONMENTS:-}" ]]; then  # RLVE on these environments only, as in the local run
     CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENVIRONMENTS}]")
   fi
