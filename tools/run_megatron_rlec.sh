@@ -164,7 +164,7 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
   # the trainer worker and the rollout server each use every core, as the local run does
   RAY_ARGS+=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM=cpu
              ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY="$OMP_WAIT_POLICY"
-             ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}")
+             ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="'${OMP_NUM_THREADS:-$(nproc)}'")  # quoted: Ray wants a string
   if [[ -n "${ENVIRONMENTS:-}" ]]; then  # RLVE on these environments only, as in the local run
     CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENVIRONMENTS}]")
   fi
