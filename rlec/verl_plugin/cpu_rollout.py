@@ -100,7 +100,6 @@ class HFRolloutServer:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         self.engine = HFEngine(model, tokenizer)
         self.global_steps: int | None = None
-        self.batches = 0
         self.seed = int(getattr(config, "seed", 0) or 0)
         self._pending: list[tuple[dict[str, Any], asyncio.Future]] = []
         self._drain: asyncio.Task | None = None
@@ -161,14 +160,13 @@ class HFRolloutServer:
 
     def _sample(self, prompt_ids: list[list[int]], key: tuple) -> list[tuple[list[int], str]]:
         temperature, top_p, top_k, budget = key
-        self.batches += 1
-        seed = (self.seed * 1_000_003 + self.replica_rank * 10_007 + self.batches) % (2**31)
+        self.stats["batches"] += 1  # the batch counter also seeds the batch (one seed per generated batch)
+        seed = (self.seed * 1_000_003 + self.replica_rank * 10_007 + self.stats["batches"]) % (2**31)
         start = time.perf_counter()
         out = self.engine.sample(prompt_ids, n=1, max_new_tokens=budget, temperature=max(temperature, 0.0), top_p=top_p,
                                  top_k=top_k, seed=seed)
         lengths = out.response_mask.sum(dim=1).tolist()
         self.stats["requests"] += len(prompt_ids)
-        self.stats["batches"] += 1
         self.stats["generated_tokens"] += int(sum(lengths))
         self.stats["seconds"] += time.perf_counter() - start
         return [(out.responses[i, : int(n)].tolist(), out.finish_reasons[i]) for i, n in enumerate(lengths)]
