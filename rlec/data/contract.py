@@ -1,7 +1,7 @@
 """The prepared-parquet contract, checked where rows are read (training and evaluation).
 
 Rows follow verl's schema (docs/data.md, "Data contract"): ``data_source`` (a key of
-``rlec.grading.TASKS``), ``prompt`` (chat messages), ``reward_model.ground_truth`` and
+``rlec.grading.TASKS`` or an environment's ``rlve/<name>``), ``prompt`` (chat messages), ``reward_model.ground_truth`` and
 ``extra_info`` (``question_id``, ``task_text``, ``target_p``, ``objective``, ...). Readers call
 :func:`field` and :func:`check_row` so a bad row fails with its file, row and key before any
 model work starts.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlec.grading import TASKS
+from rlec.grading import TASKS, has_grader
 from rlec.reward.score import target_of
 
 
@@ -37,7 +37,7 @@ def check_row(row: dict[str, Any], where: str) -> dict[str, Any]:
             ``extra_info.target_p`` / ``objective`` (the message names ``where`` and the key).
     """
     data_source = field(row, "data_source", where)
-    if data_source not in TASKS:
+    if not has_grader(data_source):
         raise ValueError(f"{where}: data_source {data_source!r} has no grader; known: {sorted(TASKS)}")
     prompt = field(row, "prompt", where)
     if not isinstance(prompt, (list, tuple)) or not prompt or not all(isinstance(m, dict) and "content" in m for m in prompt):

@@ -3,8 +3,10 @@
 :func:`register_environment` adds an environment and registers its data source with
 :mod:`rlec.grading` (task kind ``env``), so ``rlec.grading.grade(response, problem.to_json(),
 "rlve/<name>")``, ``rlec.reward.score.compute_score`` and verl's reward loop grade it like any
-other source. The built-in environments register when :mod:`rlec.environments` is imported
-(which ``import rlec.grading`` does).
+other source. Importing this module registers the verifier of every ``rlve/`` source with
+:mod:`rlec.grading.env` (:func:`verify_row`); the built-in environments register when
+:mod:`rlec.environments` is imported, which grading does by name on the first ``rlve/`` row
+(``rlec.grading.env.VERIFIER_PACKAGES``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import fnmatch
 import re
 from typing import Callable, Sequence
 
-from rlec.environments.base import Environment
+from rlec.environments.base import Environment, Problem, Verdict
 from rlec.grading import ENV, register_data_source
+from rlec.grading.env import register_verifiers
 
 DATA_SOURCE_PREFIX = "rlve/"
 ENVIRONMENTS: dict[str, Environment] = {}
@@ -27,7 +30,7 @@ _NAMESPACES: dict[str, tuple[Callable[[], Sequence[str]], Callable[[str], Enviro
 
 __all__ = ["ALL", "DATA_SOURCE_PREFIX", "ENVIRONMENTS", "builtin_names", "data_source_of", "environment_of",
            "expand_environment_name", "get_environment", "namespace_names", "parse_environment_names",
-           "register_environment", "register_namespace"]
+           "register_environment", "register_namespace", "verify_row"]
 
 
 def data_source_of(name: str) -> str:
@@ -114,6 +117,27 @@ def environment_of(data_source: str) -> Environment:
     if not isinstance(data_source, str) or not data_source.startswith(DATA_SOURCE_PREFIX):
         raise ValueError(f"data_source {data_source!r} is not an environment source ({DATA_SOURCE_PREFIX}<name>)")
     return get_environment(data_source[len(DATA_SOURCE_PREFIX):])
+
+
+def _verifier(data_source: str) -> Callable[[object, str], Verdict]:
+    env = environment_of(data_source)
+    return lambda response, ground_truth: verify_row(env, response, ground_truth)
+
+
+def verify_row(env: Environment, response: object, ground_truth: str) -> Verdict:
+    """``env``'s verdict on a response to the problem held (as JSON) in a row's ground truth.
+
+    Raises:
+        ValueError: the ground truth is not a problem (``Problem.from_json``), or a problem of
+            another environment (bad data, not bad model output).
+    """
+    problem = Problem.from_json(ground_truth)
+    if problem.environment != env.name:
+        raise ValueError(f"data_source {data_source_of(env.name)!r} holds a problem of environment {problem.environment!r}")
+    return env.verify(response, problem)
+
+
+register_verifiers(DATA_SOURCE_PREFIX, _verifier)
 
 
 def expand_environment_name(item: str) -> list[str]:

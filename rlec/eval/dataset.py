@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlec.data.contract import field as _field
-from rlec.grading import TASKS
+from rlec.grading import TASKS, has_grader
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def load_eval_items(path: str | Path, limit: int | None = None) -> list[EvalItem
     for i, row in enumerate(table.to_pylist()):
         where = f"{path}: row {i}"
         data_source = _field(row, "data_source", where)
-        if data_source not in TASKS:
+        if not has_grader(data_source):
             raise ValueError(f"{where}: data_source {data_source!r} has no grader; known: {sorted(TASKS)}")
         values = {}
         for key in ("extra_info.task_text", "extra_info.question_id", "extra_info.source", "reward_model.ground_truth"):

@@ -62,7 +62,7 @@ from rlec.eval.selective import (
     rates,
     risk_coverage_curve,
 )
-from rlec.grading import TASKS, check_gold, grade_batch
+from rlec.grading import check_gold, grade_batch, has_grader
 from rlec.grading.math import DEFAULT_TIMEOUT_S
 from rlec.io import atomic_dir, atomic_write_text, check_writable
 from rlec.reward.formula import rlec_reward
@@ -101,7 +101,7 @@ def load_run(path: str | Path, targets: Sequence[float | None], *, skip_invalid:
     seen: set[tuple[str, str, str, int]] = set()
     kept, duplicates = [], 0
     for rec in records:
-        if rec["data_source"] not in TASKS:
+        if not has_grader(rec["data_source"]):
             unknown[rec["data_source"]] += 1
         elif rec["target"] not in grid:
             outside[rec["target"]] += 1
@@ -124,7 +124,7 @@ def load_run(path: str | Path, targets: Sequence[float | None], *, skip_invalid:
 
 
 def _gradable_gold(record: dict[str, Any]) -> None:
-    if record["data_source"] in TASKS:  # records of unknown sources are counted, not graded
+    if has_grader(record["data_source"]):  # records of unknown sources are counted, not graded
         try:
             check_gold(record["ground_truth"], record["data_source"])
         except ValueError as exc:

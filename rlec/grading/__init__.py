@@ -9,7 +9,9 @@
              -> qa:   HotpotQA exact match, F1 reported (rlec.grading.qa)
 
 Which checker applies is decided by the sample's ``data_source`` through :data:`TASKS`
-(extend it with :func:`register_data_source` for new environments). Model output is untrusted
+(extend it with :func:`register_data_source`). Environment sources (``rlve/<name>``) are graded by
+the verifier their package registers (:mod:`rlec.grading.env`); grading imports that package by
+name on the first such row, never at import time. Model output is untrusted
 text: it is only ever parsed, never evaluated as code (sympy parsing in math-verify goes through
 its LaTeX grammar, not ``eval``).
 
@@ -48,6 +50,7 @@ __all__ = [
     "grade",
     "grade_async",
     "grade_batch",
+    "has_grader",
     "register_data_source",
     "task_for",
 ]
@@ -69,22 +72,34 @@ def register_data_source(data_source: str, task: str) -> None:
 def task_for(data_source: str) -> str:
     """The checker for a ``data_source``.
 
+    An environment source (a prefix of :data:`rlec.grading.env.VERIFIER_PACKAGES`, ``rlve/<name>``)
+    not yet in :data:`TASKS` is looked up by its verifier, which imports the package that
+    registers it (and creates a namespaced environment, ``rlve/rlve_gym:<Identifier>``, on first use).
+
     Raises:
-        ValueError: the data_source is not in :data:`TASKS` (the message lists the known ones).
+        ValueError: the data_source is not in :data:`TASKS` and no environment verifier knows it
+            (the message lists the known ones, or says why the environment is unknown).
     """
     try:
         return TASKS[data_source]
     except (KeyError, TypeError):
         pass
-    if isinstance(data_source, str) and data_source.startswith("rlve/") and ":" in data_source:
-        from rlec.environments import environment_of  # a namespaced environment registers on first use
-
+    if environment_prefix(data_source) is not None:
         try:
-            environment_of(data_source)
-            return TASKS[data_source]
+            verifier_for(data_source)
         except (ValueError, KeyError) as exc:
             raise ValueError(f"unknown data_source {data_source!r}: {exc}") from None
+        return TASKS.get(data_source, ENV)
     raise ValueError(f"unknown data_source {data_source!r}; known: {sorted(TASKS)}") from None
+
+
+def has_grader(data_source: Any) -> bool:
+    """Whether :func:`grade` has a checker for ``data_source`` (see :func:`task_for`; never raises)."""
+    try:
+        task_for(data_source)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -304,7 +319,6 @@ async def grade_async(
     return _from_verify(ex, task, v)
 
 
-# Environment verifiers (RLVE): the "env" task and the rlve/<name> data sources (rlec.environments
-# registers them on import; a plain import, so either package may be imported first).
-from rlec.grading.env import grade_environment  # noqa: E402
-import rlec.environments  # noqa: E402,F401
+# Environment verifiers (the "env" task): registered by the package that owns a data-source prefix,
+# imported by name on the first row that needs it (rlec.grading.env). Here, below GradeResult, which it uses.
+from rlec.grading.env import environment_prefix, grade_environment, verifier_for  # noqa: E402

@@ -116,9 +116,26 @@ def test_bad_environment_gold_is_a_grader_error_naming_the_problem():
         assert result.outcome is Outcome.INCORRECT and result.detail == "grader_error" and reason in result.grader_error
 
 
-@pytest.mark.parametrize("first", ["rlec.environments", "rlec.grading", "rlec.reward.score"])
-def test_either_package_may_be_imported_first(first, repo_root):
-    code = (f"import {first}\nfrom rlec.grading import TASKS\n"
-            "assert sorted(k for k in TASKS if k.startswith('rlve/')) == "
-            f"{sorted('rlve/' + n for n in builtin_names())!r}, TASKS\n")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=repo_root)
+_GRADE_IN_A_FRESH_PROCESS = """
+import sys
+import {first}
+from rlec.grading import TASKS, grade
+from rlec.reward.score import compute_score
+assert ("rlec.environments" in sys.modules) == ({first!r} == "rlec.environments"), "grading imported rlec.environments"
+response, gold, source = sys.argv[1:4]
+result = grade(response, gold, source)
+assert result.outcome.value == "correct" and result.task == "env", result
+assert compute_score(source, "no answer", gold, {{"target_p": 0.5}})["correct"] == 0.0
+assert "rlec.environments" in sys.modules
+assert sorted(k for k in TASKS if k.startswith("rlve/")) == {builtins!r}, TASKS
+"""
+
+
+@pytest.mark.parametrize("first", ["rlec.environments", "rlec.grading", "rlec.reward.score", "rlec.eval.metrics"])
+def test_an_environment_row_grades_whichever_package_a_process_imported(first, repo_root):
+    """Grading never imports rlec.environments itself; a process that grades an rlve/ row (a reward
+    worker: rlec.reward.score; the evaluation: rlec.eval.metrics) gets its verifier on the row's first use."""
+    problem = get_environment("sorting").generate(4, 1)
+    code = _GRADE_IN_A_FRESH_PROCESS.format(first=first, builtins=sorted("rlve/" + n for n in builtin_names()))
+    subprocess.run([sys.executable, "-c", code, f"\\boxed{{{problem.answer}}}", problem.to_json(), "rlve/sorting"],
+                   check=True, cwd=repo_root)
