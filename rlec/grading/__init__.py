@@ -33,7 +33,7 @@ from rlec.grading.math import DEFAULT_TIMEOUT_S, MathVerifyPool, VerifyResult, s
 from rlec.grading.math_forms import fast_verdict
 from rlec.grading.qa import exact_match, f1_score
 from rlec.grading.screen import screen
-from rlec.reward.formula import Outcome
+from rlec.grading.outcome import Outcome
 
 MATH, QA, ENV = "math", "qa", "env"  # env: an environment verifier (rlec.grading.env)
 TASKS: dict[str, str] = {

@@ -24,7 +24,7 @@ import importlib
 from typing import Any, Callable, Protocol
 
 from rlec.grading import ENV, GradeResult
-from rlec.reward.formula import Outcome
+from rlec.grading.outcome import Outcome
 
 __all__ = ["VERIFIER_PACKAGES", "EnvironmentVerdict", "Verify", "environment_prefix", "grade_environment",
            "register_verifiers", "verifier_for"]

@@ -21,7 +21,8 @@ from typing import Any, Mapping, Sequence
 
 from rlec.grading import GradeResult, grade_async, grade_batch
 from rlec.grading.math import DEFAULT_TIMEOUT_S, MathVerifyPool
-from rlec.reward.formula import Outcome, rlec_reward
+from rlec.grading.outcome import Outcome
+from rlec.reward.formula import rlec_reward
 from rlec.reward.schedule import LinearSchedule
 from rlec.reward.score import score_result, target_or_error, with_grader_error
 

@@ -25,20 +25,13 @@ arXiv 2511.11500, Sec. 3), whose penalty lambda corresponds to p/(1-p) at b = 0.
 from __future__ import annotations
 
 import math
-from enum import Enum
 from typing import Any, TypeVar
 
 import numpy as np
 
+from rlec.grading.outcome import Outcome
+
 ArrayT = TypeVar("ArrayT")
-
-
-class Outcome(str, Enum):
-    """The graded outcome of one response."""
-
-    CORRECT = "correct"
-    INCORRECT = "incorrect"
-    ABSTAIN = "abstain"
 
 
 def check_target(p: float) -> float:

@@ -35,7 +35,8 @@ from typing import Any, Mapping
 from rlec.grading import GradeResult, grade
 from rlec.grading.errors import record_error
 from rlec.grading.math import DEFAULT_TIMEOUT_S
-from rlec.reward.formula import Outcome, check_b, check_target, rlec_reward
+from rlec.grading.outcome import Outcome
+from rlec.reward.formula import check_b, check_target, rlec_reward
 from rlec.reward.schedule import EVALUATION_B, schedule_from_config
 
 

@@ -8,7 +8,7 @@ from rlec.data.dedup import normalize_text
 from rlec.data.readers import iter_records
 from rlec.data.sources import DAPO_PREFIX, DAPO_SUFFIX, load_items, parse_hotpot, parse_math
 from rlec.grading import grade_batch
-from rlec.reward.formula import Outcome
+from rlec.grading.outcome import Outcome
 
 
 def _hotpot(path):

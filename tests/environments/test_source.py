@@ -13,7 +13,7 @@ from rlec.data.contract import check_row
 from rlec.environments import EnvironmentSource, SourceConfig, builtin_names, get_environment
 from rlec.grading import ENV, TASKS, grade, grade_batch
 from rlec.prompts import build_messages
-from rlec.reward.formula import Outcome
+from rlec.grading.outcome import Outcome
 from rlec.reward.score import compute_score
 
 
@@ -108,7 +108,7 @@ def test_grade_batch_mixes_environment_and_math_items():
 
 def test_bad_environment_gold_is_a_grader_error_naming_the_problem():
     """A bad row never fails the batch (issue 12): it grades incorrect with the reason as grader_error."""
-    from rlec.reward.formula import Outcome
+    from rlec.grading.outcome import Outcome
 
     maze = get_environment("maze").generate(0, 0).to_json()
     for gold, source, reason in (("RRD", "rlve/maze", "not valid JSON"), (maze, "rlve/sorting", "holds a problem of environment 'maze'")):

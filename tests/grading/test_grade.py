@@ -11,7 +11,7 @@ import pytest
 
 from rlec import grading
 from rlec.grading import TASKS, error_counts, grade, grade_async, grade_batch, register_data_source, task_for
-from rlec.reward.formula import Outcome
+from rlec.grading.outcome import Outcome
 
 C, I, A = Outcome.CORRECT, Outcome.INCORRECT, Outcome.ABSTAIN  # noqa: E741 (the outcome table reads better with one letter)
 

@@ -10,7 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlec.reward.formula import Outcome, reward_stakes, rlec_reward, rlec_reward_array
+from rlec.grading.outcome import Outcome
+from rlec.reward.formula import reward_stakes, rlec_reward, rlec_reward_array
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ pytest.importorskip("verl")
 
 from rlec.algorithms.e3 import length_bias_factor  # noqa: E402
 from rlec.algorithms.passk import passk_group_advantages  # noqa: E402
-from rlec.reward.formula import Outcome, rlec_reward  # noqa: E402
+from rlec.grading.outcome import Outcome  # noqa: E402
+from rlec.reward.formula import rlec_reward  # noqa: E402
 from rlec.verl_plugin import RLECSyncTrainer, compute_rlec_passk_advantage  # noqa: E402
 
 

@@ -19,7 +19,8 @@ import torch
 
 from rlec.local import warm_start as ws
 from rlec.models import load_tokenizer
-from rlec.reward.formula import Outcome, rlec_reward
+from rlec.grading.outcome import Outcome
+from rlec.reward.formula import rlec_reward
 from rlec.reward.schedule import LinearSchedule
 
 
