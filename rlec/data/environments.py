@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
+from rlec.data.mix import EVAL_TARGET_GRID
 from rlec.data.writer import COMPRESSION, ROW_GROUP_ROWS, SCHEMA, SUMMARY_FILE, TEST_FILE, atomic_output_dir
 from rlec.environments import get_environment, parse_environment_names, problem_row
 from rlec.io import atomic_write_text
@@ -151,7 +152,6 @@ def prepare_environments(out_dir: str | Path, cfg: EnvTestConfig, *, tokenizer: 
         ValueError: bad settings.
     """
     from rlec.data.lengths import PromptLengthCounter
-    from rlec.data.prepare import EVAL_TARGET_GRID  # here, not at the top: rlec.data.prepare imports this module
 
     not_generated: dict[str, int] = {}
     rows = build_rows(cfg, progress=progress, skipped=not_generated)

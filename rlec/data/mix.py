@@ -34,6 +34,8 @@ from rlec.reward.formula import check_target
 T = TypeVar("T")
 BINARY, RLEC = "binary", "rlec"
 TARGET_GRID = 100  # targets are multiples of 1/100
+# every target the evaluator may state (0, 0.01, ..., 0.99): test prompts must fit at each of them
+EVAL_TARGET_GRID: tuple[float, ...] = tuple(i / TARGET_GRID for i in range(TARGET_GRID))
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from rlec.data import environments as env_data
 from rlec.data.dedup import dedupe_within, remove_overlap
 from rlec.data.hotpot_modify import DEFAULT_WEIGHTS, SCHEMES, check_weights, modify
 from rlec.data.lengths import PromptLengthCounter
-from rlec.data.mix import MixConfig, Question, Sample, math_test_count, select, split_held_out, stream, evaluation_samples, training_samples
+from rlec.data.mix import EVAL_TARGET_GRID, MixConfig, Question, Sample, math_test_count, select, split_held_out, stream, evaluation_samples, training_samples
 from rlec.data.readers import DataError, InvalidRows, file_sha256
 from rlec.data.sources import HotpotItem, MathItem, load_items, parse_hotpot, parse_math
 from rlec.data.summary import build_summary, format_summary
@@ -54,7 +54,6 @@ ENV = {"dapo": "DAPO_JSON", "hotpot_train": "HOTPOT_TRAIN_JSON", "hotpot_test": 
        "env_output_dir": "ENV_DATA_DIR"}
 DEFAULT_OUTPUT_DIR = "data/processed"
 DEFAULT_MAX_PROMPT_TOKENS = 2048
-EVAL_TARGET_GRID = [i / 100 for i in range(100)]  # test prompts must fit at any target the evaluator may state
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def measure_levels(identifiers: Sequence[str] | None = None, *, max_tokens: int 
         "stopped": why the levels end early (absent otherwise)}}}``.
     """
     from rlec.data.lengths import PromptLengthCounter
-    from rlec.data.prepare import EVAL_TARGET_GRID
+    from rlec.data.mix import EVAL_TARGET_GRID
 
     if tokenizer is None:
         from rlec.models import load_tokenizer

@@ -14,7 +14,8 @@ from rlec.data import prepare as prepare_mod
 from rlec.data.hotpot_modify import SCHEMES
 from rlec.data.lengths import PromptLengthCounter
 from rlec.data.mix import MixConfig
-from rlec.data.prepare import EVAL_TARGET_GRID, main
+from rlec.data.mix import EVAL_TARGET_GRID
+from rlec.data.prepare import main
 from rlec.grading import TASKS
 from rlec.models import bundled_tokenizer_path
 from rlec.prompts import build_messages, render
