@@ -5,7 +5,9 @@ stay together, because the targets of one question are strongly dependent (Efron
 1993, "An Introduction to the Bootstrap", Ch. 13, percentile intervals). With several sources the
 resampling is stratified: each source's questions are resampled within the source, so a replicate
 keeps the evaluation set's mix. A replicate is drawn as multiplicity weights per question, and the
-headline figures are recomputed from the weighted counts (``rlec.eval.selective.headlines``).
+headline figures are recomputed from the weighted counts (``rlec.eval.selective.headlines``);
+pass@k per question (``rlec.eval.selective.pass_at_k_by_question``) is averaged with the same
+weights (:func:`pass_at_k_figures`). This module reads :mod:`rlec.eval.selective`, never the reverse.
 
 Seeded: the same counts, seed and group name give the same intervals, whatever other groups exist.
 """
@@ -13,11 +15,12 @@ Seeded: the same counts, seed and group name give the same intervals, whatever o
 from __future__ import annotations
 
 import hashlib
+import warnings
 from typing import Sequence
 
 import numpy as np
 
-from rlec.eval.selective import HEADLINE_NAMES, headlines
+from rlec.eval.selective import HEADLINE_NAMES, ratio_or_nan, headlines, pass_at_k_by_question
 
 
 def _rng(seed: int, group: str) -> np.random.Generator:
@@ -100,3 +103,64 @@ def bootstrap_headlines(
         values = values[~np.isnan(values)]
         out[name] = (float(np.percentile(values, lo_q)), float(np.percentile(values, hi_q))) if len(values) else (None, None)
     return out
+
+
+def _weighted_nanmean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Mean over questions of (Q, T, K) values with (B, Q) weights, ignoring NaN -> (B, T, K)."""
+    have = ~np.isnan(values)
+    num = np.einsum("bq,qtk->btk", weights, np.where(have, values, 0.0))
+    den = np.einsum("bq,qtk->btk", weights, have.astype(np.float64))
+    return ratio_or_nan(num, den)
+
+
+def pass_at_k_figures(
+    per_question: np.ndarray,
+    strata: np.ndarray,
+    target_p: Sequence[float | None],
+    ks: Sequence[int],
+    *,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+    group: str = "all",
+) -> list[dict]:
+    """pass@k of a group of questions per target and k, with percentile bootstrap intervals.
+
+    Resampling as in :func:`bootstrap_headlines` (questions within strata), with its own seeded
+    stream per group (so adding pass@k leaves the headline intervals unchanged).
+
+    Args:
+        per_question: float array (Q, T, 5) over ``COUNT_FIELDS``.
+        strata: int array (Q,): each question's stratum (source).
+        target_p: T targets (None = the binary prompt).
+        ks: values of k.
+        n_boot: bootstrap replicates (0: no intervals).
+        ci: interval mass in (0, 1).
+        seed: base seed.
+        group: the group's name (salts the random stream).
+
+    Returns:
+        One dict per (target, k): ``{"target_p", "k", "value", "ci_low", "ci_high", "n_questions"}``
+        (``n_questions`` = questions with at least k samples; value None when there are none).
+    """
+    values = pass_at_k_by_question(per_question, ks)
+    q = values.shape[0]
+    point = _weighted_nanmean(values, np.ones((1, q)))[0]
+    lo = hi = np.full_like(point, np.nan)
+    if n_boot > 0 and q > 0:
+        salt = int.from_bytes(hashlib.sha256(f"{group}/pass@k".encode()).digest()[:8], "little")
+        boots = _weighted_nanmean(values, replicate_weights(strata, n_boot, np.random.default_rng([int(seed), salt])))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # cells undefined in every replicate stay NaN
+            lo = np.nanpercentile(boots, 100 * (1 - ci) / 2, axis=0)
+            hi = np.nanpercentile(boots, 100 * (1 + ci) / 2, axis=0)
+    have = (~np.isnan(values)).sum(axis=0)
+
+    def num(x: float) -> float | None:
+        return None if np.isnan(x) else float(x)
+
+    return [
+        {"target_p": t, "k": int(k), "value": num(point[i, j]), "ci_low": num(lo[i, j]), "ci_high": num(hi[i, j]),
+         "n_questions": int(have[i, j])}
+        for i, t in enumerate(target_p) for j, k in enumerate(ks)
+    ]

@@ -40,7 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from rlec.eval.bootstrap import bootstrap_headlines
+from rlec.eval.bootstrap import bootstrap_headlines, pass_at_k_figures
 from rlec.eval.cli import HelpFormatter
 from rlec.eval.records import (
     DEFAULT_TARGETS_SPEC,
@@ -58,7 +58,6 @@ from rlec.eval.selective import (
     RATE_NAMES,
     default_ks,
     headlines,
-    pass_at_k_figures,
     rates,
     risk_coverage_curve,
 )

@@ -23,13 +23,11 @@ abstain, reward sum), so the same code serves point estimates and bootstrap repl
 pass@k (records drawn with ``--n-samples N``): for a question with n samples at a target, c of
 them correct, the unbiased estimate 1 - C(n - c, k) / C(n, k) (Chen et al. 2021, Eq. 1;
 :func:`rlec.algorithms.passk.pass_at_k`), averaged over the questions with n >= k. Abstentions
-are not correct. :func:`pass_at_k_figures` adds question-level bootstrap intervals.
+are not correct. :func:`rlec.eval.bootstrap.pass_at_k_figures` adds question-level bootstrap intervals.
 """
 
 from __future__ import annotations
 
-import hashlib
-import warnings
 from typing import Sequence
 
 import numpy as np
@@ -42,7 +40,8 @@ RATE_NAMES = ("coverage", "selective_accuracy", "accuracy", "abstention_rate", "
 HEADLINE_NAMES = ("accuracy", "rlec_score", "aoc", "aurc")
 
 
-def _div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def ratio_or_nan(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``num / den`` elementwise (arrays broadcast), NaN where ``den <= 0`` (an undefined rate)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
@@ -61,13 +60,13 @@ def rates(counts: np.ndarray, target_p: Sequence[float | None]) -> dict[str, np.
     counts = np.asarray(counts, dtype=np.float64)
     n, c, w, a, r = (counts[..., k] for k in range(5))
     p = np.array([0.0 if t is None else float(t) for t in target_p])
-    sel = _div(c, c + w)
+    sel = ratio_or_nan(c, c + w)
     return {
-        "coverage": _div(c + w, n),
+        "coverage": ratio_or_nan(c + w, n),
         "selective_accuracy": sel,
-        "accuracy": _div(c, n),
-        "abstention_rate": _div(a, n),
-        "reward": _div(r, n),
+        "accuracy": ratio_or_nan(c, n),
+        "abstention_rate": ratio_or_nan(a, n),
+        "reward": ratio_or_nan(r, n),
         "compliance": sel - p,
     }
 
@@ -167,66 +166,3 @@ def pass_at_k_by_question(per_question: np.ndarray, ks: Sequence[int]) -> np.nda
     """
     counts = np.asarray(per_question, dtype=np.float64)
     return np.stack([pass_at_k_array(counts[..., N], counts[..., C], int(k)) for k in ks], axis=-1)
-
-
-def _weighted_nanmean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Mean over questions of (Q, T, K) values with (B, Q) weights, ignoring NaN -> (B, T, K)."""
-    have = ~np.isnan(values)
-    num = np.einsum("bq,qtk->btk", weights, np.where(have, values, 0.0))
-    den = np.einsum("bq,qtk->btk", weights, have.astype(np.float64))
-    return _div(num, den)
-
-
-def pass_at_k_figures(
-    per_question: np.ndarray,
-    strata: np.ndarray,
-    target_p: Sequence[float | None],
-    ks: Sequence[int],
-    *,
-    n_boot: int = 1000,
-    ci: float = 0.95,
-    seed: int = 0,
-    group: str = "all",
-) -> list[dict]:
-    """pass@k of a group of questions per target and k, with percentile bootstrap intervals.
-
-    Resampling as in :mod:`rlec.eval.bootstrap` (questions within strata), with its own seeded
-    stream per group (so adding pass@k leaves the headline intervals unchanged).
-
-    Args:
-        per_question: float array (Q, T, 5) over ``COUNT_FIELDS``.
-        strata: int array (Q,): each question's stratum (source).
-        target_p: T targets (None = the binary prompt).
-        ks: values of k.
-        n_boot: bootstrap replicates (0: no intervals).
-        ci: interval mass in (0, 1).
-        seed: base seed.
-        group: the group's name (salts the random stream).
-
-    Returns:
-        One dict per (target, k): ``{"target_p", "k", "value", "ci_low", "ci_high", "n_questions"}``
-        (``n_questions`` = questions with at least k samples; value None when there are none).
-    """
-    from rlec.eval.bootstrap import replicate_weights  # bootstrap imports this module
-
-    values = pass_at_k_by_question(per_question, ks)
-    q = values.shape[0]
-    point = _weighted_nanmean(values, np.ones((1, q)))[0]
-    lo = hi = np.full_like(point, np.nan)
-    if n_boot > 0 and q > 0:
-        salt = int.from_bytes(hashlib.sha256(f"{group}/pass@k".encode()).digest()[:8], "little")
-        boots = _weighted_nanmean(values, replicate_weights(strata, n_boot, np.random.default_rng([int(seed), salt])))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # cells undefined in every replicate stay NaN
-            lo = np.nanpercentile(boots, 100 * (1 - ci) / 2, axis=0)
-            hi = np.nanpercentile(boots, 100 * (1 + ci) / 2, axis=0)
-    have = (~np.isnan(values)).sum(axis=0)
-
-    def num(x: float) -> float | None:
-        return None if np.isnan(x) else float(x)
-
-    return [
-        {"target_p": t, "k": int(k), "value": num(point[i, j]), "ci_low": num(lo[i, j]), "ci_high": num(hi[i, j]),
-         "n_questions": int(have[i, j])}
-        for i, t in enumerate(target_p) for j, k in enumerate(ks)
-    ]

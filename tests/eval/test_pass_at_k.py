@@ -11,7 +11,8 @@ import pytest
 
 from rlec.eval import metrics
 from rlec.eval.records import atomic_write_jsonl
-from rlec.eval.selective import default_ks, pass_at_k_by_question, pass_at_k_figures
+from rlec.eval.bootstrap import pass_at_k_figures
+from rlec.eval.selective import default_ks, pass_at_k_by_question
 
 # four samples per question and target (letters: C correct, W wrong, A abstain)
 SAMPLES = {"q1": "CCWA", "q2": "WWWW", "q3": "CCCC"}
