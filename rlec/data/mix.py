@@ -115,7 +115,7 @@ def stream(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(name.encode())])
 
 
-def select(items: Sequence[T], n: int, rng: np.random.Generator) -> list[T]:
+def draw_without_replacement(items: Sequence[T], n: int, rng: np.random.Generator) -> list[T]:
     """``min(n, len(items))`` items drawn without replacement, in drawn order."""
     order = rng.permutation(len(items))[: min(n, len(items))]
     return [items[i] for i in order]

@@ -36,7 +36,7 @@ from rlec.data import environments as env_data
 from rlec.data.dedup import dedupe_within, remove_overlap
 from rlec.data.hotpot_modify import DEFAULT_WEIGHTS, SCHEMES, check_weights, modify
 from rlec.data.lengths import PromptLengthCounter
-from rlec.data.mix import EVAL_TARGET_GRID, MixConfig, Question, Sample, math_test_count, select, split_held_out, stream, evaluation_samples, training_samples
+from rlec.data.mix import EVAL_TARGET_GRID, MixConfig, Question, Sample, math_test_count, draw_without_replacement, split_held_out, stream, evaluation_samples, training_samples
 from rlec.data.readers import DataError, InvalidRows, file_sha256
 from rlec.data.sources import HotpotItem, MathItem, load_items, parse_hotpot, parse_math
 from rlec.data.summary import build_summary, format_summary
@@ -188,7 +188,7 @@ def prepare(
             raise ValueError(f"{src}: the training pool is empty ({why}); add questions or set {flag} 0")
         if len(pool) < n:
             warn(f"{src}: {n} training questions requested but only {len(pool)} available; taking all of them")
-        selected[src] = select(pool, n, stream(mix.seed, f"select/{src}"))
+        selected[src] = draw_without_replacement(pool, n, stream(mix.seed, f"select/{src}"))  # the stream keeps its name: same draws
 
     # 4. prompts, repeats, targets
     with _stage("drop paragraphs, draw targets"):

@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from rlec.data.mix import BINARY, RLEC, MixConfig, Question, draw_objectives, math_test_count, select, split_held_out, stream, training_samples
+from rlec.data.mix import BINARY, RLEC, MixConfig, Question, draw_objectives, math_test_count, draw_without_replacement, split_held_out, stream, training_samples
 
 
 def _questions(src: str, n: int) -> list[Question]:
@@ -83,10 +83,10 @@ def test_same_seed_same_samples_and_streams_are_independent():
     assert all(five[k] == v for k, v in three.items())
 
 
-def test_select_takes_everything_when_the_source_is_smaller():
+def test_draw_without_replacement_takes_everything_when_the_source_is_smaller():
     items = list(range(10))
-    assert sorted(select(items, 15_000, stream(0, "x"))) == items
-    assert len(set(select(list(range(100)), 30, stream(0, "x")))) == 30
+    assert sorted(draw_without_replacement(items, 15_000, stream(0, "x"))) == items
+    assert len(set(draw_without_replacement(list(range(100)), 30, stream(0, "x")))) == 30
 
 
 def test_math_held_out_size_and_split():
