@@ -16,7 +16,7 @@ run: setup  ## set up, then run the main job on the embedded default (tiny model
 	@PATH=$(abspath $(VENV))/bin:$$PATH bash tools/run_megatron_rlec.sh
 
 demo: setup  ## set up, then the learning demo: warm start, RLEC, evaluation before and after (docs/local_run.md)
-	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m rlec.local.demo $(DEMO_ARGS)
+	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m rlec.demo $(DEMO_ARGS)
 
 test: setup lint  ## set up, check lint and layer rules, then run the whole test suite
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest $(PYTEST_ARGS)

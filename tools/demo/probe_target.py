@@ -1,6 +1,6 @@
 """Linear probe of the target p (and the operand digit count) from the hidden state at the answer-or-abstain choice.
 
-    python tools/demo/probe_target.py outputs/demo/warm_start     # a built warm start (or rlec/local/assets)
+    python tools/demo/probe_target.py outputs/demo/warm_start     # a built warm start (or rlec/demo/assets)
 
 For each layer, a ridge regression on 450 prompts predicts p (uniform on 0.01 ... 0.90) and the
 digit count from the last hidden state before the choice (after ``\\boxed{`` without restating,
@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import torch
 
-from rlec.local import warm_start as ws
+from rlec.demo import warm_start as ws
 from rlec.models import load_tokenizer
 
 

@@ -4,7 +4,7 @@
 
 Same reward (``rlec.reward.formula.rlec_reward``), b schedule (0 -> 1 over the run), mean-only
 group advantage, PPO clip (0.2 / 0.28), token-mean loss, Adam and gradient clipping as the demo's
-local run (rlec.local.demo.DEMO_SETTINGS), on the compact model (its ~151,850 unused vocabulary
+local run (rlec.demo.pipeline.DEMO_SETTINGS), on the compact model (its ~151,850 unused vocabulary
 rows stay frozen at 0, the one difference from the local run, which trains them). Every
 ``--eval-every`` steps it prints greedy coverage / accuracy by target and operand digit count on
 fixed problems. Not the deliverable (the demo is ``make demo``): it is how the demo's settings were
@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from rlec.local import warm_start as ws
+from rlec.demo import warm_start as ws
 from rlec.models import load_tokenizer
 from rlec.grading.outcome import Outcome
 from rlec.reward.formula import rlec_reward
@@ -26,7 +26,7 @@ from rlec.reward.schedule import LinearSchedule
 
 def main() -> None:
     a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    a.add_argument("warm_start", help="folder with the compact weights (a built warm start, or rlec/local/assets)")
+    a.add_argument("warm_start", help="folder with the compact weights (a built warm start, or rlec/demo/assets)")
     a.add_argument("--steps", type=int, default=80)
     a.add_argument("--prompts", type=int, default=16, help="prompts per step")
     a.add_argument("--n", type=int, default=8, help="responses per prompt")

@@ -24,7 +24,7 @@ Stand-in generator: :func:`addition_problem` is a minimal local generator. The R
 starts at two-digit operands and mixes + / - / x, so the demo will need its addition-only, small
 difficulty end.
 
-CLI: ``python -m rlec.local.warm_start --out outputs/demo/warm_start`` (``--help``).
+CLI: ``python -m rlec.demo.warm_start --out outputs/demo/warm_start`` (``--help``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ COMPACT_FILE = "compact_model.safetensors"  # the compact model itself (what the
 # Bump when the training code changes what a setting produces (response forms, seeding, schedules):
 # cached and shipped warm starts of older code then no longer match any configuration.
 RECIPE_VERSION = 1
-# The shipped warm start of the default settings: compact weights + manifest (python -m rlec.local.warm_start --ship)
+# The shipped warm start of the default settings: compact weights + manifest (python -m rlec.demo.warm_start --ship)
 SHIPPED_DIR = Path(__file__).with_name("assets")
 IDK_RESPONSE = f"\\boxed{{{CANONICAL_ABSTAIN}}}"
 QUESTION = "What is {a} + {b}?"
@@ -92,7 +92,7 @@ ALWAYS_SEEN_DIGITS = 1  # one-digit sums: too few (100) to hold any out; every o
 def is_held_out(problem: AdditionProblem) -> bool:
     """True for the ~10% of multi-digit problems reserved for evaluation (a hash of the question).
 
-    The warm start and the RLEC training rows skip them (``rlec.local.demo_data``).
+    The warm start and the RLEC training rows skip them (``rlec.demo.data``).
     """
     if problem.digits <= ALWAYS_SEEN_DIGITS:
         return False
@@ -719,7 +719,7 @@ def folder_size(path: str | Path) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface (every :class:`WarmStartConfig` field is an option)."""
-    p = argparse.ArgumentParser(prog="python -m rlec.local.warm_start", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m rlec.demo.warm_start", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", default="outputs/demo/warm_start", help="output model folder (reused when built with the same settings)")
     p.add_argument("--force", action="store_true", help="rebuild even when the folder holds these settings")
@@ -779,7 +779,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = config_from_args(args)
     except ValueError as exc:
-        print(f"rlec.local.warm_start: error: {exc}", file=sys.stderr)
+        print(f"rlec.demo.warm_start: error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     reused = not args.force and cached(out, cfg)

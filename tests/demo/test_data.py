@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rlec.local import demo_data
-from rlec.local.warm_start import is_held_out
+from rlec.demo import data as demo_data
+from rlec.demo.warm_start import is_held_out
 
 
 def load_rows(path: Path) -> list[dict]:
@@ -44,7 +44,7 @@ def test_both_files_load_where_they_are_used(written: dict[str, Path]) -> None:
 
 def test_evaluation_questions_are_held_out_from_training(written: dict[str, Path]) -> None:
     from rlec.eval.dataset import load_eval_items
-    from rlec.local.warm_start import AdditionProblem
+    from rlec.demo.warm_start import AdditionProblem
 
     train = {r["extra_info"]["question_id"] for r in load_rows(written["train"])}
     test = load_eval_items(written["test"])

@@ -1,15 +1,15 @@
 """The learning demo: a warm-started tiny Qwen3, trained with RLEC by the local run, evaluated before and after.
 
-    python -m rlec.local.demo                      # make demo; every stage is reused when done
-    python -m rlec.local.demo --steps 200 actor_rollout_ref.actor.optim.lr=5e-5
+    python -m rlec.demo                      # make demo; every stage is reused when done
+    python -m rlec.demo --steps 200 actor_rollout_ref.actor.optim.lr=5e-5
 
 Stages (each is skipped when its output exists, so an interrupted demo resumes where it stopped):
 
-1. **warm start** (:mod:`rlec.local.warm_start`): a tiny dense Qwen3 with the real tokenizer and
+1. **warm start** (:mod:`rlec.demo.warm_start`): a tiny dense Qwen3 with the real tokenizer and
    the full 151,936-token vocabulary, supervised on additions with 1-3 digit operands; it
    half-masters them (right on small sums, wrong on large ones) and says ``I don't know`` at a
    rate independent of the target and of the problem.
-2. **data** (:mod:`rlec.local.demo_data`): training rows and held-out evaluation questions in
+2. **data** (:mod:`rlec.demo.data`): training rows and held-out evaluation questions in
    the data contract (``train.parquet``, ``test.parquet``).
 3. **warm-start evaluation**: ``rlec.eval.evaluate`` with the local run's evaluation settings
    (:func:`rlec.local.summary.evaluation_args`: greedy, every target of the grid).
@@ -186,7 +186,7 @@ def _data_settings(folder: Path) -> dict[str, Any] | None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
-    p = argparse.ArgumentParser(prog="python -m rlec.local.demo", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m rlec.demo", description=__doc__.split("\n\n")[0],
                                 epilog="Stages and outputs: see the module docstring (docs/local_run.md, 'The learning demo').",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("overrides", nargs="*", metavar="key=value", help="local-run settings over the demo's (python -m rlec.local.runner --help)")
@@ -208,7 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from rlec.eval import evaluate, metrics
     from rlec.io import atomic_write_text
-    from rlec.local import demo_data, runner, warm_start
+    from rlec.demo import data as demo_data
+    from rlec.demo import warm_start
+    from rlec.local import runner
     from rlec.local.config import LocalConfigError, load_config
     from rlec.local.summary import evaluation_args
 
@@ -224,14 +226,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if train_targets is not None and any(not 0.0 <= t < 1.0 for t in train_targets):
             raise ValueError(f"--train-targets must be 'range' or values in [0, 1), got {args.train_targets!r}")
     except ValueError as exc:
-        print(f"rlec.local.demo: error: {exc}", file=sys.stderr)
+        print(f"rlec.demo: error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     overrides = run_overrides(out, args.steps, args.overrides)
     try:
         cfg = load_config(overrides)
     except LocalConfigError as exc:
-        print(f"rlec.local.demo: error: {exc}", file=sys.stderr)
+        print(f"rlec.demo: error: {exc}", file=sys.stderr)
         return 2
 
     ws_cfg = warm_start.WarmStartConfig()
@@ -247,12 +249,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             previous = json.loads(stamp.read_text())
         except (OSError, ValueError) as exc:
-            print(f"rlec.local.demo: error: {stamp}: unreadable ({exc}); move the folder aside or choose another --out",
+            print(f"rlec.demo: error: {stamp}: unreadable ({exc}); move the folder aside or choose another --out",
                   file=sys.stderr)
             return 2
         if previous != settings:
             changed = sorted(k for k in settings if previous.get(k) != settings[k])
-            print(f"rlec.local.demo: error: {out} holds a demo with other settings ({', '.join(changed)}; {stamp}); "
+            print(f"rlec.demo: error: {out} holds a demo with other settings ({', '.join(changed)}; {stamp}); "
                   "choose another --out", file=sys.stderr)
             return 2
     out.mkdir(parents=True, exist_ok=True)

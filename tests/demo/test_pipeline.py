@@ -1,4 +1,4 @@
-"""The learning demo (rlec.local.demo): its goal check on graded records, its settings, and one tiny end-to-end pass."""
+"""The learning demo (rlec.demo): its goal check on graded records, its settings, and one tiny end-to-end pass."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Sequence
 import pytest
 
 from rlec.eval.records import SCHEMA, target_label
-from rlec.local import demo
+from rlec.demo import pipeline as demo
 
 RESPONSES = {"C": "\\boxed{4}", "W": "\\boxed{5}", "A": "\\boxed{I don't know}"}
 
@@ -76,7 +76,7 @@ def test_cli_refuses_bad_settings_before_any_work(tmp_path: Path, capsys) -> Non
     assert demo.main(["--out", str(tmp_path / "d"), "--bootstrap", "5"]) == 2
     assert demo.main(["--out", str(tmp_path / "d"), "--warm-start-steps", "0"]) == 2
     assert demo.main(["--out", str(tmp_path / "d"), "actor_rollout_ref.rollout.n=oops"]) == 2
-    assert "rlec.local.demo: error" in capsys.readouterr().err
+    assert "rlec.demo: error" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
 
 
@@ -119,7 +119,7 @@ def _stray_counter():
     import torch
 
     from rlec.generation import HFEngine
-    from rlec.local import warm_start as ws
+    from rlec.demo import warm_start as ws
     from rlec.models import load_tokenizer
     from rlec.prompts import build_messages, math_task, render
 

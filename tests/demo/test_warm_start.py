@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlec.local import warm_start as ws
+from rlec.demo import warm_start as ws
 
 TINY = ws.WarmStartConfig(steps=3, batch_size=4, hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
                           num_kv_heads=1, digits=(1, 2), finetune=())

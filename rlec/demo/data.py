@@ -7,7 +7,7 @@ in the schema of ``docs/data.md`` (source ``math``, graded by the math grader: t
 integer sum).
 
 Held-out: a multi-digit problem belongs to the evaluation set when its text hashes into the
-held-out share (:func:`rlec.local.warm_start.is_held_out`); the warm start and the training rows
+held-out share (:func:`rlec.demo.warm_start.is_held_out`); the warm start and the training rows
 skip those problems, so every multi-digit evaluation question is new to the model. One-digit sums
 (only 100 exist) are all trained on and are evaluated as the "easy" end of the scale.
 """
@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rlec.data.mix import BINARY, RLEC, Question, Sample, draw_objectives, stream
-from rlec.local.warm_start import ALWAYS_SEEN_DIGITS, AdditionProblem, addition_problem, is_held_out, training_problem
+from rlec.demo.warm_start import ALWAYS_SEEN_DIGITS, AdditionProblem, addition_problem, is_held_out, training_problem
 from rlec.prompts import math_task
 
 _OPERANDS = re.compile(r"What is (\d+) \+ (\d+)\?")
@@ -33,7 +33,7 @@ def draw_problems(seed: int, count: int, digits: Sequence[int], *, held_out: boo
 
     Training problems (``held_out=False``) are never held out; duplicates are allowed.
     Evaluation problems (``held_out=True``) are held out, except one-digit sums (all 100 of them
-    are trained on, :data:`rlec.local.warm_start.ALWAYS_SEEN_DIGITS`), and unique. Deterministic
+    are trained on, :data:`rlec.demo.warm_start.ALWAYS_SEEN_DIGITS`), and unique. Deterministic
     given the arguments.
 
     Raises:
@@ -114,7 +114,7 @@ def write_demo_data(out_dir: str | Path, *, seed: int = 0, digits: Sequence[int]
     test = draw_problems(seed + 1, test_questions, digits, held_out=True)
     out = Path(out_dir)
     with atomic_output_dir(out) as tmp:
-        summary = {"generator": "rlec.local.demo_data", "settings": settings(seed=seed, digits=digits, train_rows=train_rows,
+        summary = {"generator": "rlec.demo.data", "settings": settings(seed=seed, digits=digits, train_rows=train_rows,
                    test_questions=test_questions, binary_fraction=binary_fraction, targets=targets)}
         (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
         write_parquet(training_rows(train, seed=seed, binary_fraction=binary_fraction, targets=targets), tmp / TRAIN_FILE)
@@ -123,11 +123,11 @@ def write_demo_data(out_dir: str | Path, *, seed: int = 0, digits: Sequence[int]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: ``python -m rlec.local.demo_data --out data/demo`` (see ``--help``); returns the exit status."""
+    """CLI: ``python -m rlec.demo.data --out data/demo`` (see ``--help``); returns the exit status."""
     import argparse
     import sys
 
-    p = argparse.ArgumentParser(prog="python -m rlec.local.demo_data", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m rlec.demo.data", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", default="data/demo", help="output folder (train.parquet, test.parquet)")
     p.add_argument("--seed", type=int, default=0)
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths = write_demo_data(args.out, seed=args.seed, digits=digits, train_rows=args.train_rows,
                                 test_questions=args.test_questions, binary_fraction=args.binary_fraction, targets=targets)
     except (ValueError, FileExistsError, NotADirectoryError) as exc:
-        print(f"rlec.local.demo_data: error: {exc}", file=sys.stderr)
+        print(f"rlec.demo.data: error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {paths['train']} ({args.train_rows} rows) and {paths['test']} ({args.test_questions} held-out questions)")
     return 0
