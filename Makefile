@@ -24,10 +24,12 @@ test: setup lint  ## set up, check lint and layer rules, then run the whole test
 test-fast: setup lint  ## lint + unit tests only (skips the slow end-to-end group)
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-lint: setup  ## ruff (pyproject.toml [tool.ruff]) and the layer rules (lint-imports, [tool.importlinter])
+lint: setup  ## ruff (pyproject.toml [tool.ruff]), the layer rules (lint-imports, [tool.importlinter]), the docs link check
 	@$(VENV)/bin/ruff check --quiet rlec tools benchmarks tests && echo "[lint] ruff: clean"
 	@out=$$($(VENV)/bin/lint-imports --no-cache 2>&1); rc=$$?; \
 	  echo "$$out" | grep -E "KEPT|BROKEN|is not allowed|^-   " | sed 's/^/[lint] /'; exit $$rc
+	@$(PY) -m pytest -qq -p no:cacheprovider -o addopts=--import-mode=importlib tests/test_docs_links.py \
+	  && echo "[lint] docs links: every module, function, path and config key named in docs exists"
 
 bench: setup  ## set up, then run the throughput benchmark (measured on this machine + projected for the cluster)
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) benchmarks/throughput.py

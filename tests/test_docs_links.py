@@ -1,7 +1,11 @@
-"""Every module, function and file path the docs name exists (README.md, docs/*.md, docstrings of rlec/).
+"""Every module, function, file path and config key the docs name exists.
 
-A renamed module or moved test leaves docs pointing at nothing (e.g. ``rlec.verl_plugin.schedule_length``
-or ``tests/verl/...`` were named long after they were gone). This reads text only: no module is imported.
+Read: README.md, docs/*.md, the docstrings and comments of rlec/, the comments of megatron_configs/,
+tools/ and benchmarks/, and the Makefile. A renamed module or moved test leaves docs pointing at
+nothing (e.g. ``rlec.verl_plugin.schedule_length`` or ``tests/verl/...`` were named long after they
+were gone), and a config file named as the home of a section must hold it ("every E3 setting is in
+rlec.yaml (rlec.e3)" while they were in recipe.yaml). This reads text only: no module is imported.
+Run by ``make lint``.
 """
 
 from __future__ import annotations
@@ -10,12 +14,21 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SOURCES = sorted((REPO / "rlec").rglob("*.py"))
+# comments and help text outside rlec/ that name modules and paths
+OTHER_TEXT = sorted([*(REPO / "megatron_configs").rglob("*.yaml"), *(REPO / "tools").rglob("*.md"), *(REPO / "tools").rglob("*.py"),
+                     *(REPO / "tools").rglob("*.sh"), *(REPO / "benchmarks").rglob("*.py"), *(REPO / "benchmarks").rglob("*.md"),
+                     REPO / "Makefile"])
 DOTTED = re.compile(r"(?<![\w./-])(rlec(?:\.[A-Za-z_]\w*)+)(?![\w/])")
 PATH = re.compile(r"(?<![\w./-])((?:rlec|tests|tools|benchmarks|megatron_configs|docs)/[\w./*-]*[\w*])")
+# "<file>.yaml (rlec.<key>)": the config file named as the home of a section or setting
+SETTING_IN_FILE = re.compile(r"(?<![\w./-])([\w/]+\.yaml)`? \(`?(rlec(?:\.\w+)+)`?\)")
+# "rlec.<key> in <file>.yaml": the same claim, the other way round
+SETTING_IN_FILE_AFTER = re.compile(r"(?<![\w./-])`?(rlec(?:\.\w+)+)`? in `?([\w/]+\.yaml)(?![\w/])")
 # outputs and placeholders a doc may name that are not in the repository
 NOT_FILES = ("<", "*", "{")
 
@@ -58,9 +71,27 @@ NOT_MODULES = {"passk", "demo", "step"}  # rlec.passk.* settings prefix, [rlec.d
 FILE_SUFFIXES = ("v1", "jsonl", "json", "yaml", "md", "png", "py", "parquet", "txt", "pt", "log")
 
 
+def _holds(config: str, key: str) -> bool:
+    """Whether the YAML file ``config`` (a repository path, or a file name under megatron_configs/) has ``key``."""
+    candidates = [REPO / config] if "/" in config else sorted((REPO / "megatron_configs").rglob(config))
+    for path in candidates:
+        if not path.is_file():
+            continue
+        node = yaml.safe_load(path.read_text())
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            return True
+    return False
+
+
 def dangling(text: str) -> list[str]:
-    """The dotted ``rlec.*`` names and repository paths in ``text`` that name nothing."""
-    out = []
+    """The dotted ``rlec.*`` names, repository paths and ``<file>.yaml (rlec.<key>)`` homes in ``text``
+    that name nothing."""
+    homes = {*SETTING_IN_FILE.findall(text), *((config, key) for key, config in SETTING_IN_FILE_AFTER.findall(text))}
+    out = [f"{config} ({key})" for config, key in sorted(homes) if not _holds(config, key)]
     for name in sorted(set(DOTTED.findall(text))):
         parts = name.rstrip(".").split(".")
         if parts[1] in SECTIONS or parts[1] in NOT_MODULES or parts[-1] in FILE_SUFFIXES:
@@ -90,7 +121,20 @@ def test_docstrings_and_comments_name_only_what_exists() -> None:
     assert found == {}
 
 
+@pytest.mark.parametrize("path", OTHER_TEXT, ids=[str(p.relative_to(REPO)) for p in OTHER_TEXT])
+def test_config_tool_and_benchmark_comments_name_only_what_exists(path: Path) -> None:
+    assert dangling(path.read_text()) == []
+
+
 def test_the_check_catches_a_removed_module_and_a_missing_test_path() -> None:
     assert dangling("see rlec.verl_plugin.schedule_length and tests/verl/test_x.py") == [
         "rlec.verl_plugin.schedule_length", "tests/verl/test_x.py"]
     assert dangling("rlec.reward.formula and tests/test_io.py") == []
+
+
+def test_the_check_catches_a_config_file_named_as_the_home_of_a_section_it_lacks() -> None:
+    assert dangling("Every E3 setting and its default is in rlec.yaml (rlec.e3)") == ["rlec.yaml (rlec.e3)"]
+    assert dangling("Every E3 setting and its default is in recipe.yaml (`rlec.e3.budget`)") == []
+    assert dangling("## Settings (`rlec.e3` in `megatron_configs/rlec.yaml`)") == ["megatron_configs/rlec.yaml (rlec.e3)"]
+    assert dangling("in megatron_configs/local.yaml (rlec.e3.no_such_key)") == [
+        "megatron_configs/local.yaml (rlec.e3.no_such_key)"]
