@@ -87,15 +87,20 @@ def verifier_for(data_source: str) -> Verify:
     """The verifier of an environment data source, importing the package that registers it if needed.
 
     Raises:
-        ValueError: no verifier for the prefix (the package named in :data:`VERIFIER_PACKAGES` did
-            not register one, or the prefix is unknown), or an unknown data source of the prefix.
+        ValueError: no verifier for the prefix (the package named in :data:`VERIFIER_PACKAGES`
+            cannot be imported or did not register one, or the prefix is unknown), or an unknown
+            data source of the prefix.
     """
     prefix = environment_prefix(data_source)
     if prefix is None:
         raise ValueError(f"data_source {data_source!r} is not an environment source; "
                          f"known prefixes: {sorted({*_RESOLVERS, *VERIFIER_PACKAGES})}")
     if prefix not in _RESOLVERS:
-        importlib.import_module(VERIFIER_PACKAGES[prefix])  # registers its verifiers on import
+        try:
+            importlib.import_module(VERIFIER_PACKAGES[prefix])  # registers its verifiers on import
+        except ImportError as exc:
+            raise ValueError(f"package {VERIFIER_PACKAGES[prefix]!r}, which grades {prefix!r} sources, "
+                             f"cannot be imported: {exc}") from None
     if prefix not in _RESOLVERS:
         raise ValueError(f"package {VERIFIER_PACKAGES[prefix]!r} registered no verifiers for {prefix!r} "
                          f"(rlec.grading.env.register_verifiers)")

@@ -33,6 +33,9 @@ def test_a_package_that_registers_no_verifiers_is_named_in_the_error(monkeypatch
     with pytest.raises(ValueError, match="package 'rlec.grading.qa' registered no verifiers for 'silent/'"):
         task_for("silent/x")
     assert not has_grader("silent/x")
+    monkeypatch.setitem(grading_env.VERIFIER_PACKAGES, "gone/", "rlec.no_such_package")
+    with pytest.raises(ValueError, match="package 'rlec.no_such_package', which grades 'gone/' sources, cannot be imported"):
+        task_for("gone/x")
 
 
 def test_a_source_without_a_prefix_is_not_an_environment_source() -> None:
