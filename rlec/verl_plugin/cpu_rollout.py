@@ -302,7 +302,11 @@ class ScriptedAnswersMixin:
     """
 
     def _scripted_text(self, kwargs: dict[str, Any]) -> str | None:
-        fraction = float(((self.config.get("rlec") or {}).get("cpu") or {}).get("scripted_fraction") or 0.0)
+        if getattr(self, "_scripted_fraction", None) is None:  # read once per agent loop
+            from rlec.settings import RlecSettings
+
+            self._scripted_fraction = RlecSettings.from_config(self.config).cpu.scripted_fraction
+        fraction = self._scripted_fraction
         n = int(self.rollout_config.n)
         session = int(kwargs.get("session_id", 0))
         k = round(n * fraction)
