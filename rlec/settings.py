@@ -63,7 +63,7 @@ def compute_capability(arch: str) -> int | None:
 class ScheduleSettings:
     """``rlec.schedule``: b moves linearly from ``start_value`` to ``end_value`` over [``start_step``, ``end_step``].
 
-    b values in [0, 1] (the reward family R_p^(b), docs/reward.md); steps are verl's global steps (from 1);
+    b values in [0, 1] (the reward family R_p^(b), :mod:`rlec.reward.formula`); steps are verl's global steps (from 1);
     ``end_step`` None = the run's total training steps (:func:`rlec.reward.schedule.schedule_length`).
     """
 
