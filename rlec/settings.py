@@ -114,7 +114,7 @@ class MetricsSettings:
         if any(b <= a for a, b in zip(edges, edges[1:])):
             raise SettingError(key, list(edges), "must be strictly increasing")
         if edges[0] != 0.0 or edges[-1] != 1.0:
-            raise SettingError(key, list(edges), "must start at 0 and end at 1 (the buckets cover every target p)")
+            raise SettingError(key, list(edges), "must cover every target p: start at 0 and end at 1")
 
 
 @dataclass(frozen=True)
@@ -310,8 +310,8 @@ def _convert(kind: Any, value: Any, key: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SettingError(key, value, "must be a number")
         return float(value)
-    if kind is str:
-        if not isinstance(value, str):
+    if kind is str:  # a number is read as its text: Hydra parses rlec.check.gpu_arch=9.0 as a float
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise SettingError(key, value, "must be a string")
-        return value
+        return str(value)
     raise TypeError(f"{key}: no reader for the field type {kind!r}")  # pragma: no cover - a schema error

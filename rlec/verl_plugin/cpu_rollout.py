@@ -302,11 +302,12 @@ class ScriptedAnswersMixin:
     """
 
     def _scripted_text(self, kwargs: dict[str, Any]) -> str | None:
-        if getattr(self, "_scripted_fraction", None) is None:  # read once per agent loop
+        read = getattr(self, "_rlec_cpu", None)
+        if read is None or read[0] is not self.config:  # read once per agent loop (and config)
             from rlec.settings import RlecSettings
 
-            self._scripted_fraction = RlecSettings.from_config(self.config).cpu.scripted_fraction
-        fraction = self._scripted_fraction
+            read = self._rlec_cpu = (self.config, RlecSettings.from_config(self.config).cpu)
+        fraction = read[1].scripted_fraction
         n = int(self.rollout_config.n)
         session = int(kwargs.get("session_id", 0))
         k = round(n * fraction)
