@@ -54,10 +54,11 @@ def project_layout(name: str, a: Assumptions, overrides: list[str] | None = None
     """
     from rlec.cluster.verl_keys import layout_of, training_settings_of
     from rlec.config import select
+    from rlec.settings import RlecSettings
 
     cfg, shape, source = layout_shape(name, overrides)
     layout = layout_of(cfg)
-    gib = float(select(cfg, "rlec.check.gpu_memory_gib", 80))
+    gib = RlecSettings.from_config(cfg).check_.gpu_memory_gib
     device = DEVICES["H200" if gib >= 141 else "H100"]
     mem = estimate_memory(shape, layout, training_settings_of(cfg), gib * GIB)
     responses = int(select(cfg, "data.train_batch_size")) * int(select(cfg, "actor_rollout_ref.rollout.n"))

@@ -4,9 +4,9 @@ Cluster runs (``python -m verl.trainer.main_ppo --config-path megatron_configs -
 and the local CPU run (``python -m rlec.local.runner``, config name ``local``) compose the same
 files under ``megatron_configs/``: ``rlec.yaml`` holds every algorithm setting once, layouts,
 precisions and algorithm overlays are groups, and ``local.yaml`` only changes scale (batch,
-lengths, steps) and adds the ``rlec.local.*`` settings a CPU run needs. Every reader of the
-config goes through :func:`select`, which accepts a composed ``DictConfig`` or a plain nested
-dict (tests, JSON metadata).
+lengths, steps) and adds the ``rlec.local.*`` settings a CPU run needs. rlec's own settings are
+read once, typed and checked, through :class:`rlec.settings.RlecSettings`; verl's keys through
+:func:`select`, which accepts a composed ``DictConfig`` or a plain nested dict (tests, JSON metadata).
 """
 
 from __future__ import annotations

@@ -171,7 +171,21 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
   # the tiny model and the sample data, built once (what the local run builds on first use)
   # the tiny random model is never right: a quarter of each group answers by script (rlec.cpu, as the local run)
   [[ "$MODEL_PATH" == "$DEFAULT_MODEL" ]] && CPU_ARGS+=(rlec.cpu.scripted_fraction=0.25)
-  if [[ "$MODEL_PATH" == "$DEFAULT_MODEL" && ! -f "$MODEL_PATH/config.json" ]]; then
+  BUILD_MODEL=0
+  [[ "$MODEL_PATH" == "$DEFAULT_MODEL" && ! -f "$MODEL_PATH/config.json" ]] && BUILD_MODEL=1
+  if [[ "$BUILD_MODEL" == 1 || ! -f "$TRAIN_FILES" || ! -f "$VAL_FILES" ]]; then
+    # every check but the paths (the model and data are built next), so a refused setting writes nothing
+    PRE_RC=0
+    PRE_VERDICT=$("$PYTHON" -m rlec.cluster.config_check --skip-path-checks "${CONFIG_ARGS[@]}" "${MODEL_ARGS[@]}" \
+      "${DATA_ARGS[@]}" "${CLUSTER_ARGS[@]}" "${ALGO_ARGS[@]}" "${TRAINER_ARGS[@]}" "${RAY_ARGS[@]}" "${CPU_ARGS[@]}" \
+      "$@" 2>&1) || PRE_RC=$?
+    if [[ "$PRE_RC" != 0 ]]; then
+      echo "$PRE_VERDICT" >&2
+      echo "run_megatron_rlec.sh: refused before building the model and data: nothing written to $OUTPUT_DIR" >&2
+      exit "$PRE_RC"
+    fi
+  fi
+  if [[ "$BUILD_MODEL" == 1 ]]; then
     echo "run_megatron_rlec.sh: building the tiny Qwen3-MoE in $MODEL_PATH" >&2
     "$PYTHON" -c "import sys; from rlec.models import build_tiny_model; build_tiny_model(sys.argv[1])" "$MODEL_PATH" >/dev/null
   fi

@@ -23,7 +23,9 @@ verl's own console output is kept back unless ``--verbose``. The resolved config
 
 The model shape comes from ``<actor_rollout_ref.model.path>/config.json`` or, when that folder
 is not here (a login node), from ``megatron_configs/model/<rlec.check.model_shape>.json``.
-Exit status 0 when nothing is an error, 1 otherwise (nothing written), 2 for unusable input.
+Exit status 0 when nothing is an error, 1 otherwise (nothing written), 2 for unusable input: a config
+that does not compose, or a setting the early rule set refuses (:mod:`rlec.cluster.settings_rules`:
+one line ``refused: ERROR [<key>] <value> <rule>`` each, before any other check or write).
 """
 
 from __future__ import annotations
@@ -45,10 +47,12 @@ from rlec.cluster.memory import MemoryEstimate
 from rlec.cluster.paths import path_findings
 from rlec.cluster.resume import layout_change_findings, record_layout
 from rlec.cluster.rules import check_layout, verl_algorithm_section
+from rlec.cluster.settings_rules import settings_rules
 from rlec.cluster.shape import ModelShape
 from rlec.cluster.verl_keys import ENV_VARS, layout_of
 from rlec.config import CLUSTER_CONFIG, CONFIG_DIR, compose, select
 from rlec.io import atomic_write_text
+from rlec.settings import RlecSettings
 
 SHAPES_DIR = CONFIG_DIR / "model"
 
@@ -79,7 +83,7 @@ def load_model_config(cfg: Any) -> tuple[dict[str, Any], str, bool]:
     """
     model_dir = Path(os.path.expanduser(str(select(cfg, "actor_rollout_ref.model.path", ""))))
     candidates = [(model_dir / "config.json", True)]
-    shape_name = select(cfg, "rlec.check.model_shape")
+    shape_name = RlecSettings.from_config(cfg).check_.model_shape
     if shape_name:
         candidates.append((SHAPES_DIR / f"{shape_name}.json", False))
     for path, is_model in candidates:
@@ -164,10 +168,17 @@ def run_checks(
     ``layout`` names the launch's layout in the refusal of a layout change (:mod:`rlec.cluster.resume`),
     checked whenever the checkpoint folder is on this machine.
 
+    The early rule set (:func:`rlec.cluster.settings_rules.settings_rules`) runs first; when it
+    refuses a setting, nothing else is checked (no paths, no model, no verl conversion).
+
     Returns:
         ``(findings, memory estimate or None, context)``; ``context`` holds what the report
         prints (shape source, verl steps passed, GPU memory, path summaries or None when skipped).
     """
+    early = settings_rules(cfg)
+    if early:
+        return early, None, {"paths": [], "settings_refused": True}
+    settings = RlecSettings.from_config(cfg)
     path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
     path_errors += layout_change_findings(cfg, layout)
     try:
@@ -176,8 +187,8 @@ def run_checks(
     except (FileNotFoundError, ValueError) as exc:
         return path_errors + [Finding("error", "model", str(exc))], None, {"paths": path_summaries}
     findings, passed = verl_checks(cfg, with_model=is_model, verbose=verbose)
-    gib = float(gpu_memory_gib or select(cfg, "rlec.check.gpu_memory_gib", 80))
-    fraction = float(select(cfg, "rlec.check.memory_fraction", 0.9))
+    gib = float(gpu_memory_gib or settings.check_.gpu_memory_gib)
+    fraction = settings.check_.memory_fraction
     rlec_findings, est = check_layout(cfg, shape, gib, memory_fraction=fraction,
                                       hf_config=hf_config if is_model else None)
     context = {"shape": shape, "source": source, "verl_passed": passed, "verl_steps": len(passed) + len(findings),
@@ -194,8 +205,9 @@ def algorithms_line(cfg: Any) -> str:
     """
     est = str(select(cfg, "algorithm.adv_estimator", "grpo"))
     norm = "" if select(cfg, "algorithm.norm_adv_by_std_in_grpo", False) else ", mean-only"
-    end = select(cfg, "rlec.schedule.end_step", None)
-    parts = [f"RLEC (b {select(cfg, 'rlec.schedule.start_value', 0.0)} -> {select(cfg, 'rlec.schedule.end_value', 1.0)} "
+    schedule = RlecSettings.from_config(cfg).schedule
+    end = schedule.end_step
+    parts = [f"RLEC (b {schedule.start_value} -> {schedule.end_value} "
              f"by step {end if end is not None else 'the last'}; advantage {est}{norm})"]
     if select(cfg, "rlec.e3.enable", False):
         parts.append(f"E3 (temperature {select(cfg, 'rlec.e3.temperature.min', None)}..{select(cfg, 'rlec.e3.temperature.max', None)}"
@@ -288,6 +300,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # Hydra and OmegaConf errors: report them as one line
         print(f"rlec.cluster.config_check: cannot compose {args.config_dir / args.config_name}.yaml with "
               f"{list(args.overrides)}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    refused = settings_rules(cfg)
+    if refused:  # before any other check, the model or a write: one line per setting, exit 2
+        for finding in refused:
+            print(f"rlec.cluster.config_check: refused: {finding}", file=sys.stderr)
         return 2
     if args.print:
         print(text)

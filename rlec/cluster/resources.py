@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlec.config import select
+from rlec.settings import RlecSettings
 
 COLOCATE_CPUS = 3  # verl ResourcePoolManager.max_colocate_count default
 
@@ -64,6 +65,6 @@ def cpu_demand(cfg: Any) -> CpuDemand:
     gpus = int(select(cfg, "trainer.n_gpus_per_node", 1) or 1)
     declared = select(cfg, "ray_kwargs.ray_init.num_cpus", None)
     if declared is None:
-        declared = select(cfg, "rlec.check.cpus_per_node", None)
+        declared = RlecSettings.from_config(cfg).check_.cpus_per_node
     return CpuDemand(transfer_queue=1 + units, workers=COLOCATE_CPUS * gpus, creation=1,
                      available=None if declared is None else int(declared))

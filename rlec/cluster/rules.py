@@ -49,6 +49,7 @@ from rlec.cluster.verl_keys import (
     training_settings_of,
 )
 from rlec.config import select
+from rlec.settings import RlecSettings, SettingError, compute_capability
 
 PLUGIN_MODULE = "rlec.verl_plugin"
 CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentation
@@ -221,8 +222,12 @@ def _algorithm_rules(cfg: Any) -> _Findings:
             continue  # the passk overlay; checked by algorithm_overlay_rules
         if select(cfg, key) != want:
             out.warning(key, f"is {select(cfg, key)!r}; RLEC's mean-only group advantage uses {want!r}")
-    end = select(cfg, "rlec.schedule.end_step", select(cfg, "trainer.total_training_steps"))
-    start = int(select(cfg, "rlec.schedule.start_step", 1))
+    settings = _settings(cfg)
+    if settings is None:
+        return out  # refused by the settings schema (rlec.cluster.settings_rules)
+    end = settings.schedule.end_step
+    end = select(cfg, "trainer.total_training_steps") if end is None else end
+    start = settings.schedule.start_step
     if end is not None and int(end) <= start:
         out.error("rlec.schedule.end_step", f"the b schedule needs more than one step: end {end} <= start {start}")
     return out
@@ -352,13 +357,12 @@ def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
     return list(out)
 
 
-def _compute_capability(arch: str) -> int | None:
-    """``sm_90`` / ``sm90`` / ``9.0`` / ``90`` -> 90; None when unreadable."""
-    text = arch.strip().lower().removeprefix("sm_").removeprefix("sm")
-    if "." in text:
-        major, _, minor = text.partition(".")
-        text = major + minor
-    return int(text) if text.isdigit() else None
+def _settings(cfg: Any) -> RlecSettings | None:
+    """rlec's settings of ``cfg``, or None when the schema refuses them (reported by :mod:`rlec.cluster.settings_rules`)."""
+    try:
+        return RlecSettings.from_config(cfg)
+    except SettingError:
+        return None
 
 
 def known_issue_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> list[Finding]:
@@ -369,7 +373,8 @@ def known_issue_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> list[
     - ``rlec.check.gpu_arch`` is Blackwell (compute capability 10.0 or above: B200 ``sm_100``,
       GB300 ``sm_103``, RTX Pro ``sm_120``) with an MoE model and the vLLM rollout: :data:`VERL_7978`.
       The launcher sets the key from ``nvidia-smi`` (or ``GPU_ARCH``); DRY_RUN assumes ``sm_90``
-      (H100 / H200) unless told. An unreadable value is an error too.
+      (H100 / H200) unless told. An unreadable value is refused by the settings schema
+      (:class:`rlec.settings.CheckSettings`).
     - Megatron's CPU optimizer (``optim.override_optimizer_config.optimizer_cpu_offload=true``,
       a ``HybridDeviceOptimizer``) with ``trainer.resume_mode`` other than ``disable``:
       :data:`VERL_6690`, and with expert parallel > 1 :data:`MEGATRON_1842`. With
@@ -378,11 +383,10 @@ def known_issue_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> list[
       committed layouts use) moves the states between phases and is not what these reports cover.
     """
     out = _Findings()
-    arch = str(select(cfg, GPU_ARCH_KEY, "sm_90"))
-    capability = _compute_capability(arch)
-    if capability is None:
-        out.error(GPU_ARCH_KEY, f"{arch!r} is not a compute capability (sm_90 for H100 / H200, sm_100 for B200)")
-    elif capability >= 100 and shape.num_experts and str(select(cfg, f"{ROLLOUT}.name", "vllm")) == "vllm":
+    settings = _settings(cfg)
+    arch = settings.check_.gpu_arch if settings is not None else ""
+    capability = compute_capability(arch)  # None: refused by the settings schema (rlec.cluster.settings_rules)
+    if capability is not None and capability >= 100 and shape.num_experts and str(select(cfg, f"{ROLLOUT}.name", "vllm")) == "vllm":
         out.error(GPU_ARCH_KEY, f"{arch} is a Blackwell GPU: {VERL_7978}; train this MoE model on Hopper (sm_90: H100 / "
                   "H200) until rlec moves to a verl release with the fix")
     if select(cfg, CPU_OFFLOAD_KEY, False):

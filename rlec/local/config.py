@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from rlec.config import LOCAL_CONFIG, compose, select
+from rlec.settings import RlecSettings
 
 ACTOR = "actor_rollout_ref.actor"
 MEGATRON = f"{ACTOR}.megatron"
@@ -197,7 +198,7 @@ def load_config(overrides: Sequence[str] = (), env: Mapping[str, str] | None = N
     except Exception as exc:  # Hydra / OmegaConf raise many types: one line naming the problem
         raise LocalConfigError(f"bad setting: {str(exc).splitlines()[0]} (python -m rlec.local.runner --help lists the keys)") from None
     check(cfg)
-    if select(cfg, "rlec.local.scripted_fraction") is None:
+    if RlecSettings.from_config(cfg).local.scripted_fraction is None:
         # resolved here, not at the start of training, so that the run's saved settings and a
         # rerun of the same command compare equal (the resume check compares them key by key)
         cfg.rlec.local.scripted_fraction = TINY_SCRIPTED_FRACTION if not select(cfg, "actor_rollout_ref.model.path") else 0.0
@@ -208,9 +209,17 @@ def load_config(overrides: Sequence[str] = (), env: Mapping[str, str] | None = N
 def check(cfg: Any) -> None:
     """Refuse settings the local run cannot honour.
 
+    The early rule set of every run comes first (:func:`rlec.cluster.settings_rules.settings_rules`:
+    rlec's settings schema, verl's registries and keys), then the local run's own limits.
+
     Raises:
         LocalConfigError: naming the first offending key, its value and the rule.
     """
+    from rlec.cluster.settings_rules import settings_rules  # the very rules DRY_RUN applies first
+
+    for finding in settings_rules(cfg):
+        raise LocalConfigError(str(finding))
+    settings = RlecSettings.from_config(cfg)
     positive = ["data.train_batch_size", f"{ROLLOUT}.n", "data.max_response_length", "trainer.total_training_steps",
                 "trainer.save_freq", f"{ACTOR}.ppo_mini_batch_size", f"{ACTOR}.ppo_micro_batch_size_per_gpu",
                 f"{MEGATRON}.tensor_model_parallel_size", f"{MEGATRON}.expert_model_parallel_size",
@@ -250,19 +259,13 @@ def check(cfg: Any) -> None:
             parse_environment_names(names if isinstance(names, str) else [str(n) for n in names])
         except ValueError as exc:
             raise LocalConfigError(f"rlec.rlve.environments: {exc}") from None
-    frac = select(cfg, "rlec.local.scripted_fraction")
-    if frac is not None and not 0.0 <= float(frac) < 1.0:
-        raise LocalConfigError(f"rlec.local.scripted_fraction must be in [0, 1) or null, got {frac!r}")
-    threads = select(cfg, "rlec.local.threads", 0)
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
-        raise LocalConfigError(f"rlec.local.threads must be an integer >= 0 (0 = cores / processes), got {threads!r}")
     if str(select(cfg, "trainer.resume_mode")) not in ("auto", "disable"):
         raise LocalConfigError(f"trainer.resume_mode must be 'auto' or 'disable' in the local run, got {select(cfg, 'trainer.resume_mode')!r}")
     loggers = set(select(cfg, "trainer.logger", []) or [])
     if loggers - {"console", "tensorboard", "file"}:
         raise LocalConfigError(f"trainer.logger: the local run writes console, tensorboard (and always metrics.jsonl), got {sorted(loggers)}")
-    end = select(cfg, "rlec.schedule.end_step") or select(cfg, "trainer.total_training_steps")
-    if int(end) <= int(select(cfg, "rlec.schedule.start_step", 1)):
+    end = settings.schedule.end_step or select(cfg, "trainer.total_training_steps")
+    if int(end) <= settings.schedule.start_step:
         raise LocalConfigError(f"the b schedule needs at least two steps, but it would end at step {end}: with "
                                "trainer.total_training_steps=1 set rlec.schedule.end_step >= 2")
     if select(cfg, "data.train_files") is None:

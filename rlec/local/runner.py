@@ -49,6 +49,7 @@ from rlec.config import select
 from rlec.local import checkpoint as ckpt
 from rlec.local.config import LocalConfigError, as_dict, load_config, settings_help, to_yaml
 from rlec.local.setup import LocalRunError, ensure_data, ensure_model, log0, plan_start, preflight
+from rlec.settings import RlecSettings
 
 QUIET_LOGGERS = ("megatron", "mbridge", "transformers", "datasets", "verl", "torch.distributed", "root")
 
@@ -109,7 +110,8 @@ def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
 
 
 def _start(cfg: Any, layout: Any, out_dir: Path, world: int) -> dict[str, Any]:
-    threads = int(select(cfg, "rlec.local.threads", 0)) or max(1, (os.cpu_count() or 1) // world)
+    settings = RlecSettings.from_config(cfg)  # read once; load_config has checked it
+    threads = settings.local.threads or max(1, (os.cpu_count() or 1) // world)
     torch.set_num_threads(threads)
 
     from rlec import megatron as meg
@@ -135,7 +137,7 @@ def _start(cfg: Any, layout: Any, out_dir: Path, world: int) -> dict[str, Any]:
         except (FileNotFoundError, ValueError) as exc:
             raise LocalRunError(str(exc)) from None
     model_path = ensure_model(cfg, out_dir)
-    return _train(cfg, layout, out_dir, model_path, start, world, threads)
+    return _train(cfg, settings, layout, out_dir, model_path, start, world, threads)
 
 
 def _with(cfg: Any, values: dict[str, Any]) -> Any:
@@ -149,7 +151,8 @@ def _with(cfg: Any, values: dict[str, Any]) -> Any:
     return new
 
 
-def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, world: int, threads: int) -> dict[str, Any]:
+def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_path: Path, start: Any, world: int,
+           threads: int) -> dict[str, Any]:
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM
     from verl.trainer.ppo.metric_utils import compute_data_metrics, compute_timing_metrics
@@ -164,7 +167,7 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
     from rlec.local.rollout import inject_scripted, rollout, rollout_metrics
     from rlec.megatron.parallel import broadcast_object, is_rank0
     from rlec.models import load_tokenizer
-    from rlec.reward.batch import DEFAULT_BUCKET_EDGES, score_batch
+    from rlec.reward.batch import score_batch
     from rlec.reward.metrics import reward_metrics
     from rlec.reward.schedule import schedule_from_config
 
@@ -209,9 +212,9 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
             log0(note)
     total = int(cfg.trainer.total_training_steps)
     n, prompts = int(cfg.actor_rollout_ref.rollout.n), int(cfg.data.train_batch_size)
-    scripted_fraction = float(cfg.rlec.local.scripted_fraction)
-    timeout_s = float(select(cfg, "rlec.grading.timeout_s", 5.0))
-    edges = tuple(float(e) for e in (select(cfg, "rlec.metrics.target_bucket_edges") or DEFAULT_BUCKET_EDGES))
+    scripted_fraction = float(settings.local.scripted_fraction or 0.0)  # resolved by load_config
+    timeout_s = settings.grading.timeout_s
+    edges = settings.metrics.target_bucket_edges
     config = update.actor_config(cfg)
     log0(f"ready in {time.perf_counter() - t0:.1f}s: {len(loader.dataset) if rank0 else '?'} prompts, layout {layout.as_dict()}, "
          f"{world} process(es) x {threads} thread(s), model {model_path}")
@@ -313,7 +316,7 @@ def _train(cfg: Any, layout: Any, out_dir: Path, model_path: Path, start: Any, w
         print_training_summary(out_dir / "metrics.jsonl")
         if not select(cfg, "actor_rollout_ref.model.path"):
             print("\n(random tiny model: rewards are noise; the scripted share of each group is what moves the loss)")
-        if select(cfg, "rlec.local.eval.at_end") and evaluate_final(cfg, out_dir, final):
+        if settings.local.eval.at_end and evaluate_final(cfg, out_dir, final):
             raise RuntimeError("the final evaluation failed (see its output above)")
     return last
 

@@ -23,6 +23,7 @@ from rlec.config import pinned_schedule_end, resume_differences, select
 from rlec.local import checkpoint as ckpt
 from rlec.local.config import train_files
 from rlec.megatron.parallel import barrier, broadcast_object, is_rank0
+from rlec.settings import RlecSettings
 
 # what makes a folder an earlier run's output
 RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "config.yaml", "hf_final", "eval", "tensorboard", "training_curves.png")
@@ -88,7 +89,7 @@ def preflight(cfg: Any, world: int) -> Any:
     if select(cfg, "actor_rollout_ref.model.path"):
         check_model_path(cfg.actor_rollout_ref.model.path)
     for train in map(Path, train_files(cfg)):
-        if not train.is_file() and not (select(cfg, "rlec.local.prepare_data_if_missing") and _is_default_data(train)):
+        if not train.is_file() and not (RlecSettings.from_config(cfg).local.prepare_data_if_missing and _is_default_data(train)):
             raise LocalRunError(f"data.train_files={train} is missing: run `python -m rlec.data.prepare --output-dir {train.parent}`")
     out_dir = Path(str(cfg.trainer.default_local_dir))
     try:
@@ -128,7 +129,7 @@ def ensure_model(cfg: Any, out_dir: Path) -> Path:
         return Path(str(cfg.actor_rollout_ref.model.path))
     path = out_dir / "tiny_model"
     if is_rank0() and not path.exists():
-        seed = int(select(cfg, "rlec.local.tiny_seed", 0))
+        seed = RlecSettings.from_config(cfg).local.tiny_seed
         log0(f"building the tiny random Qwen3-MoE (seed {seed}) in {path}")
         build_tiny_model(path, seed=seed)
     barrier()

@@ -10,6 +10,7 @@ from typing import Any
 from rlec.config import select
 from rlec.io import save_figure
 from rlec.local.logger import read_metrics
+from rlec.settings import RlecSettings
 
 COLUMNS = [
     ("step", "step", "{:d}"),
@@ -162,7 +163,7 @@ def evaluation_args(cfg: Any, model_dir: Path, records: Path) -> list[str]:
     target of the default grid, ``rlec.local.eval.max_new_tokens`` tokens, seeded by ``data.seed``:
     one definition, so a warm start and the model trained from it are scored alike.
     """
-    local = cfg.rlec.local
+    local = RlecSettings.from_config(cfg).local
     args = ["--model", str(model_dir), "--data", str(cfg.data.val_files), "--limit", str(local.eval.max_questions),
             "--out", str(records), "--engine", "hf",
             "--max-new-tokens", str(local.eval.max_new_tokens), "--seed", str(cfg.data.seed), "--temperature", "0"]

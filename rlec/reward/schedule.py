@@ -16,6 +16,7 @@ from typing import Any
 
 from rlec.config import select
 from rlec.reward.formula import check_b
+from rlec.settings import RlecSettings
 
 EVALUATION_B = 1.0
 
@@ -79,10 +80,12 @@ def schedule_length(config: Any) -> int:
     Raises:
         ValueError: none of these is set (a config used outside verl's trainer).
     """
-    for key in ("rlec.schedule.end_step", "trainer.total_training_steps"):
-        value = select(config, key)
-        if value is not None:
-            return int(value)
+    end_step = RlecSettings.from_config(config).schedule.end_step
+    if end_step is not None:
+        return end_step
+    steps = select(config, "trainer.total_training_steps")
+    if steps is not None:
+        return int(steps)
     optim_steps = select(config, "actor_rollout_ref.actor.optim.total_training_steps")
     if optim_steps is not None and int(optim_steps) > 0:
         mode = select(config, "trainer.v1.trainer_mode") or "sync"
@@ -98,11 +101,9 @@ def schedule_from_config(config: Any) -> LinearSchedule:
     """The b schedule: ``rlec.schedule.{start_value, end_value, start_step}`` and :func:`schedule_length`.
 
     Raises:
-        ValueError: see :func:`schedule_length`; values outside [0, 1]; end step <= start step.
+        ValueError: see :func:`schedule_length`; values outside [0, 1]; end step <= start step; any
+            ``rlec.*`` setting the schema refuses (:class:`rlec.settings.SettingError`).
     """
-    return LinearSchedule(
-        end_step=schedule_length(config),
-        start_value=float(select(config, "rlec.schedule.start_value", 0.0)),
-        end_value=float(select(config, "rlec.schedule.end_value", 1.0)),
-        start_step=int(select(config, "rlec.schedule.start_step", 1)),
-    )
+    settings = RlecSettings.from_config(config).schedule
+    return LinearSchedule(end_step=schedule_length(config), start_value=settings.start_value,
+                          end_value=settings.end_value, start_step=settings.start_step)

@@ -302,7 +302,12 @@ class ScriptedAnswersMixin:
     """
 
     def _scripted_text(self, kwargs: dict[str, Any]) -> str | None:
-        fraction = float(((self.config.get("rlec") or {}).get("cpu") or {}).get("scripted_fraction") or 0.0)
+        read = getattr(self, "_rlec_cpu", None)
+        if read is None or read[0] is not self.config:  # read once per agent loop (and config)
+            from rlec.settings import RlecSettings
+
+            read = self._rlec_cpu = (self.config, RlecSettings.from_config(self.config).cpu)
+        fraction = read[1].scripted_fraction
         n = int(self.rollout_config.n)
         session = int(kwargs.get("session_id", 0))
         k = round(n * fraction)

@@ -27,9 +27,9 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 
 from rlec.config import select
 from rlec.grading.errors import record_error
-from rlec.grading.math import DEFAULT_TIMEOUT_S
-from rlec.reward.batch import DEFAULT_BUCKET_EDGES, failed_sample_info, score_one_async
+from rlec.reward.batch import failed_sample_info, score_one_async
 from rlec.reward.schedule import schedule_from_config
+from rlec.settings import RlecSettings
 from rlec.verl_plugin.e3 import apply_length_bias
 
 logger = logging.getLogger(__name__)
@@ -72,7 +72,8 @@ class RLECRewardManager(NaiveRewardManager):
 
     Raises:
         ValueError: ``reward.custom_reward_function.path`` is set (it would be ignored), the
-            schedule length is unknown, or the bucket edges do not cover [0, 1).
+            schedule length is unknown, or an ``rlec.*`` setting is refused
+            (:class:`rlec.settings.SettingError`, e.g. bucket edges that do not cover [0, 1]).
     """
 
     def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
@@ -82,13 +83,10 @@ class RLECRewardManager(NaiveRewardManager):
                 "reward.custom_reward_function.path or choose another reward_manager.name"
             )
         super().__init__(config, tokenizer, self._score, reward_router_address, reward_model_tokenizer)
+        settings = RlecSettings.from_config(config)  # the verl side's check of rlec's settings, at trainer start
         self.schedule = schedule_from_config(config)
-        timeout_s = select(config, "rlec.grading.timeout_s")
-        self.timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
-        edges = select(config, "rlec.metrics.target_bucket_edges")
-        self.bucket_edges = DEFAULT_BUCKET_EDGES if edges is None else tuple(float(e) for e in edges)
-        if len(self.bucket_edges) < 2 or self.bucket_edges[0] > 0.0 or self.bucket_edges[-1] < 1.0:
-            raise ValueError(f"rlec.metrics.target_bucket_edges must cover [0, 1), got {list(self.bucket_edges)}")
+        self.timeout_s = settings.grading.timeout_s
+        self.bucket_edges = settings.metrics.target_bucket_edges
         logger.info("rlec reward manager: b schedule %s, grading timeout %.1fs", self.schedule, self.timeout_s)
 
     async def run_single(self, data: DataProto) -> dict:

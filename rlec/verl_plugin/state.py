@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from rlec.io import ManifestError, atomic_write_text, verify_manifest, write_manifest
+from rlec.settings import RlecSettings
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class CheckpointIntegrityMixin:
     """
 
     def _manifest_on(self) -> bool:
-        return bool(((self.config.get("rlec") or {}).get("checkpoint") or {}).get("manifest", True))
+        return RlecSettings.from_config(self.config).checkpoint.manifest
 
     def _save_checkpoint(self):
         out = super()._save_checkpoint()

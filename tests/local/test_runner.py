@@ -24,7 +24,21 @@ def test_a_second_run_on_the_same_output_folder_is_refused_naming_the_holder(tmp
 def test_bad_settings_are_one_line_with_status_2(capsys, tmp_path: Path) -> None:
     assert main([f"trainer.default_local_dir={tmp_path}", "rlec.local.threads=-1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("rlec.local: error: rlec.local.threads must be an integer >= 0") and "\n" not in err
+    assert err.startswith("rlec.local: error: ERROR [rlec.local.threads] -1 must be an integer >= 0") and "\n" not in err
+
+
+@pytest.mark.parametrize("overrides", [
+    ["algorithm=e3", "rlec.e3.budget.n_min=20", "rlec.e3.budget.n_max=4"],  # issue 24: refused after 44 s, model written
+    ["algorithm.adv_estimator=nonsense"],  # issue 24: crashed after the first rollout
+    ["rlec.grading.timeout_s=nan"],
+    ["+foo.bar=1"],
+])
+def test_a_refused_setting_writes_nothing_into_the_output_folder(capsys, tmp_path: Path, overrides: list[str]) -> None:
+    out = tmp_path / "run"
+    assert main([f"trainer.default_local_dir={out}", *overrides]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rlec.local: error: ERROR [") and "\n" not in err
+    assert not out.exists()
 
 
 def test_help_lists_the_settings_and_exits_0(capsys) -> None:

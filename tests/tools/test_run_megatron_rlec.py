@@ -93,6 +93,21 @@ def test_without_gpu_or_dry_run_hands_over_to_the_local_profile():
     assert "rollout:" in proc.stdout and "ppo_mini_batch_size" in proc.stdout  # the runner's settings
 
 
+@pytest.mark.slow  # the launcher's Python imports torch and verl (~12 CPU-s per case)
+@pytest.mark.parametrize(("overrides", "status", "message"), [
+    (["rlec.grading.timeout_s=0"], 2, "refused: ERROR [rlec.grading.timeout_s] 0.0 must be a finite number"),
+    # issue 24: refused only after 44 s, with the 166 MB tiny model already in OUTPUT_DIR
+    (["algorithm=e3", "rlec.e3.budget.n_min=20", "rlec.e3.budget.n_max=4"], 1, "ERROR [rlec.e3]"),
+])
+def test_verl_on_cpu_checks_the_config_before_building_the_model_and_data(tmp_path, overrides, status, message):
+    out, data = tmp_path / "run", tmp_path / "data"
+    proc = launch(*overrides, TRAINER="verl", OUTPUT_DIR=str(out), DATA_DIR=str(data), PYTHON=sys.executable)
+    assert proc.returncode == status, proc.stderr[-3000:]
+    assert message in proc.stderr and "nothing written" in proc.stderr
+    assert "building the tiny Qwen3-MoE" not in proc.stderr and "preparing the sample data" not in proc.stderr
+    assert not out.exists() and not data.exists()
+
+
 def test_launcher_rules():
     text = SCRIPT.read_text()
     assert text.startswith("#!/usr/bin/env bash\n")

@@ -1,0 +1,317 @@
+"""rlec's own settings outside the algorithms, as one typed schema read once from the composed config.
+
+The sections ``rlec.schedule``, ``rlec.grading``, ``rlec.metrics``, ``rlec.checkpoint``,
+``rlec.check``, ``rlec.cpu`` and ``rlec.local`` of the config (``megatron_configs/recipe.yaml``,
+``layout/cpu.yaml``, ``local.yaml``: the places users read the defaults; ``tests/test_settings.py``
+checks that every field's default below equals the composed YAML) become frozen dataclasses,
+as verl turns its ``algorithm`` section into ``AlgoConfig`` with ``omega_conf_to_dataclass``:
+
+    settings = RlecSettings.from_config(cfg)   # reads, type-checks and range-checks every field
+    settings.grading.timeout_s                  # 5.0
+
+:meth:`RlecSettings.from_config` refuses, naming the full key, the value and the rule
+(:class:`SettingError`): a key the schema does not know (``+rlec.grading.timout_s=1``), an
+unknown ``rlec.<section>``, a value of the wrong type (``rlec.grading.timeout_s=abc``, a string
+for a switch) and a value out of range (each dataclass's ``check()``). The algorithms' sections
+(:data:`ALGORITHM_SECTIONS`: E3, Pass@k, RLVE) are read and checked by the algorithms themselves.
+This module imports neither verl nor torch; verl's own keys are checked by
+:mod:`rlec.cluster.settings_rules`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from rlec.config import CONFIG_DIR
+
+__all__ = [
+    "ALGORITHM_SECTIONS", "CheckSettings", "CheckpointSettings", "CpuSettings", "GradingSettings", "LocalEvalSettings",
+    "LocalSettings", "MetricsSettings", "RlecSettings", "ScheduleSettings", "SettingError", "compute_capability",
+]
+
+# rlec.<section>s owned by an algorithm (read and checked by rlec.algorithms), not by this schema
+ALGORITHM_SECTIONS = ("e3", "passk", "rlve")
+
+
+class SettingError(ValueError):
+    """A setting is refused: ``key`` (full dotted key), ``value`` (as given) and ``rule`` (what is expected)."""
+
+    def __init__(self, key: str, value: Any, rule: str) -> None:
+        self.key, self.value, self.rule = key, value, rule
+        super().__init__(f"{key}={value!r}: {rule}")
+
+
+def _finite(value: float) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def compute_capability(arch: str) -> int | None:
+    """``sm_90`` / ``sm90`` / ``9.0`` / ``90`` -> 90 (a GPU's compute capability x 10); None when unreadable."""
+    text = str(arch).strip().lower().removeprefix("sm_").removeprefix("sm")
+    if "." in text:
+        major, _, minor = text.partition(".")
+        text = major + minor
+    return int(text) if text.isdigit() else None
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    """``rlec.schedule``: b moves linearly from ``start_value`` to ``end_value`` over [``start_step``, ``end_step``].
+
+    b values in [0, 1] (the reward family R_p^(b), :mod:`rlec.reward.formula`); steps are verl's global steps (from 1);
+    ``end_step`` None = the run's total training steps (:func:`rlec.reward.schedule.schedule_length`).
+    """
+
+    start_value: float = 0.0
+    end_value: float = 1.0
+    start_step: int = 1
+    end_step: int | None = None
+
+    def check(self, prefix: str = "rlec.schedule") -> None:
+        """Raises :class:`SettingError` for b outside [0, 1] (or NaN), a negative start, end <= start."""
+        for name in ("start_value", "end_value"):
+            value = getattr(self, name)
+            if not (_finite(value) and 0.0 <= value <= 1.0):
+                raise SettingError(f"{prefix}.{name}", value, "b must be a number in [0, 1]")
+        if self.start_step < 0:
+            raise SettingError(f"{prefix}.start_step", self.start_step, "must be a global step >= 0")
+        if self.end_step is not None and self.end_step <= self.start_step:
+            raise SettingError(f"{prefix}.end_step", self.end_step,
+                               f"must be > start_step = {self.start_step} (or null: the run's total training steps)")
+
+
+@dataclass(frozen=True)
+class GradingSettings:
+    """``rlec.grading``: ``timeout_s`` is math-verify's per-item limit in seconds (> 0, finite)."""
+
+    timeout_s: float = 5.0
+
+    def check(self, prefix: str = "rlec.grading") -> None:
+        """Raises :class:`SettingError` for a limit that is not a finite number > 0."""
+        if not (_finite(self.timeout_s) and self.timeout_s > 0):
+            raise SettingError(f"{prefix}.timeout_s", self.timeout_s, "must be a finite number of seconds > 0")
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    """``rlec.metrics``: ``target_bucket_edges`` split the target p into the buckets of the ``rlec/...`` metrics.
+
+    Edges are strictly increasing, start at 0 and end at 1 (buckets [e_0, e_1), ..., [e_{k-1}, 1]).
+    """
+
+    target_bucket_edges: tuple[float, ...] = (0.0, 0.3, 0.6, 1.0)
+
+    def check(self, prefix: str = "rlec.metrics") -> None:
+        """Raises :class:`SettingError` for fewer than 2 edges, edges outside [0, 1], not increasing, not from 0 to 1."""
+        edges, key = self.target_bucket_edges, f"{prefix}.target_bucket_edges"
+        if len(edges) < 2 or not all(_finite(e) and 0.0 <= e <= 1.0 for e in edges):
+            raise SettingError(key, list(edges), "must be at least 2 numbers in [0, 1]")
+        if any(b <= a for a, b in zip(edges, edges[1:])):
+            raise SettingError(key, list(edges), "must be strictly increasing")
+        if edges[0] != 0.0 or edges[-1] != 1.0:
+            raise SettingError(key, list(edges), "must cover every target p: start at 0 and end at 1")
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """``rlec.checkpoint``: ``manifest`` writes (and checks before resuming) a size + SHA-256 list per checkpoint."""
+
+    manifest: bool = True
+
+    def check(self, prefix: str = "rlec.checkpoint") -> None:
+        """Nothing beyond the type (checked when read)."""
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """``rlec.check``: what ``DRY_RUN`` (:mod:`rlec.cluster.config_check`) assumes about the cluster.
+
+    Attributes:
+        model_shape: ``megatron_configs/model/<model_shape>.json``, used when the model folder is not here.
+        gpu_memory_gib: memory of one GPU, GiB (80: H100, 141: H200).
+        gpu_arch: compute capability of the GPUs (``sm_90``; :func:`compute_capability` reads it).
+        memory_fraction: share of GPU memory the update phase may fill, in (0, 1].
+        cpus_per_node: logical CPUs Ray has on the head node (None: not checked), >= 1.
+    """
+
+    model_shape: str = "qwen3_30b_a3b"
+    gpu_memory_gib: float = 80.0
+    gpu_arch: str = "sm_90"
+    memory_fraction: float = 0.9
+    cpus_per_node: int | None = None
+
+    def check(self, prefix: str = "rlec.check") -> None:
+        """Raises :class:`SettingError` for an uncommitted shape, memory <= 0, an unreadable arch, a fraction outside (0, 1]."""
+        shapes = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.json"))
+        if self.model_shape not in shapes:
+            raise SettingError(f"{prefix}.model_shape", self.model_shape, f"must name megatron_configs/model/<name>.json: one of {shapes}")
+        if not (_finite(self.gpu_memory_gib) and self.gpu_memory_gib > 0):
+            raise SettingError(f"{prefix}.gpu_memory_gib", self.gpu_memory_gib, "must be a finite number of GiB > 0")
+        if compute_capability(self.gpu_arch) is None:
+            raise SettingError(f"{prefix}.gpu_arch", self.gpu_arch, "is not a compute capability (sm_90 for H100 / H200, sm_100 for B200)")
+        if not (_finite(self.memory_fraction) and 0 < self.memory_fraction <= 1):
+            raise SettingError(f"{prefix}.memory_fraction", self.memory_fraction, "must be in (0, 1]")
+        if self.cpus_per_node is not None and self.cpus_per_node < 1:
+            raise SettingError(f"{prefix}.cpus_per_node", self.cpus_per_node, "must be >= 1 (or null: not checked)")
+
+
+@dataclass(frozen=True)
+class CpuSettings:
+    """``rlec.cpu`` (verl's trainer on CPU, ``layout=cpu``): ``scripted_fraction`` of each group answered by script, in [0, 1)."""
+
+    scripted_fraction: float = 0.0
+
+    def check(self, prefix: str = "rlec.cpu") -> None:
+        """Raises :class:`SettingError` for a share outside [0, 1)."""
+        if not (_finite(self.scripted_fraction) and 0.0 <= self.scripted_fraction < 1.0):
+            raise SettingError(f"{prefix}.scripted_fraction", self.scripted_fraction, "must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class LocalEvalSettings:
+    """``rlec.local.eval``: the final evaluation of the local run (``max_questions`` >= 1, ``max_new_tokens`` >= 1)."""
+
+    at_end: bool = True
+    max_questions: int = 8
+    max_new_tokens: int = 64
+
+    def check(self, prefix: str = "rlec.local.eval") -> None:
+        """Raises :class:`SettingError` for a count < 1."""
+        for name in ("max_questions", "max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise SettingError(f"{prefix}.{name}", getattr(self, name), "must be an integer >= 1")
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    """``rlec.local`` (the local CPU run only; meaning in ``megatron_configs/local.yaml``).
+
+    Attributes:
+        tiny_seed: weights of the tiny random model (>= 0).
+        prepare_data_if_missing: run ``python -m rlec.data.prepare`` when the default data is missing.
+        scripted_fraction: share of each group answered by script, in [0, 1); None = 0.25 for the tiny
+            random model, else 0 (resolved by :func:`rlec.local.config.load_config`).
+        threads: torch threads per process (>= 0; 0 = cores / processes).
+        eval: the final evaluation.
+    """
+
+    tiny_seed: int = 0
+    prepare_data_if_missing: bool = True
+    scripted_fraction: float | None = None
+    threads: int = 0
+    eval: LocalEvalSettings = field(default_factory=LocalEvalSettings)
+
+    def check(self, prefix: str = "rlec.local") -> None:
+        """Raises :class:`SettingError` for a negative seed or thread count, a share outside [0, 1)."""
+        if self.tiny_seed < 0:
+            raise SettingError(f"{prefix}.tiny_seed", self.tiny_seed, "must be an integer >= 0")
+        frac = self.scripted_fraction
+        if frac is not None and not (_finite(frac) and 0.0 <= frac < 1.0):
+            raise SettingError(f"{prefix}.scripted_fraction", frac, "must be in [0, 1) or null")
+        if self.threads < 0:
+            raise SettingError(f"{prefix}.threads", self.threads, "must be an integer >= 0 (0 = cores / processes)")
+        self.eval.check(f"{prefix}.eval")
+
+
+@dataclass(frozen=True)
+class RlecSettings:
+    """Every non-algorithm ``rlec.*`` setting; ``cpu`` and ``local`` hold their defaults when the config has no such section."""
+
+    schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
+    grading: GradingSettings = field(default_factory=GradingSettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    check_: CheckSettings = field(default_factory=CheckSettings, metadata={"key": "check"})
+    cpu: CpuSettings = field(default_factory=CpuSettings)
+    local: LocalSettings = field(default_factory=LocalSettings)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "RlecSettings":
+        """Read and check ``rlec.*`` of a composed config (``DictConfig``) or nested dict; missing keys take the defaults.
+
+        Raises:
+            SettingError: an unknown ``rlec`` section or key, a value of the wrong type, or out of range.
+        """
+        section = _plain((cfg or {}).get("rlec") if hasattr(cfg, "get") else None) or {}
+        if not isinstance(section, Mapping):
+            raise SettingError("rlec", section, "must be a mapping of rlec's settings")
+        known = {_key(f) for f in dataclasses.fields(cls)}
+        for name in section:
+            if name not in known and name not in ALGORITHM_SECTIONS:
+                raise SettingError(f"rlec.{name}", section[name], f"is not an rlec section (known: {sorted(known | set(ALGORITHM_SECTIONS))})")
+        settings = _read(cls, {k: v for k, v in section.items() if k in known}, "rlec")
+        return settings
+
+    def check(self, prefix: str = "rlec") -> None:
+        """Check every section (:meth:`from_config` already did); raises :class:`SettingError`."""
+        for f in dataclasses.fields(self):
+            getattr(self, f.name).check(f"{prefix}.{_key(f)}")
+
+
+def _key(f: dataclasses.Field) -> str:
+    """The config key of a field (``check_`` is ``check``: the name would shadow the method)."""
+    return f.metadata.get("key", f.name)
+
+
+def _plain(node: Any) -> Any:
+    """A ``DictConfig`` / ``ListConfig`` as plain containers (resolved); anything else unchanged."""
+    try:
+        from omegaconf import OmegaConf
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        return node
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def _read(cls: type, section: Mapping[str, Any], prefix: str) -> Any:
+    """An instance of the settings dataclass ``cls`` from ``section``, each value type-checked, then ``check()``-ed."""
+    if not isinstance(section, Mapping):
+        raise SettingError(prefix, section, "must be a mapping")
+    fields = {_key(f): f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for key, value in section.items():
+        if key not in fields:
+            raise SettingError(f"{prefix}.{key}", value, f"is not a setting of {prefix} (known: {sorted(fields)})")
+        f = fields[key]
+        values[f.name] = _convert(hints[f.name], value, f"{prefix}.{key}")
+    settings = cls(**values)
+    if cls is not RlecSettings:
+        settings.check(prefix)
+    return settings
+
+
+def _convert(kind: Any, value: Any, key: str) -> Any:
+    """``value`` as the field type ``kind`` (bool, int, float, str, tuple[float, ...], a settings dataclass, or X | None)."""
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        kind = next(a for a in args if a is not type(None))
+    if dataclasses.is_dataclass(kind):
+        return _read(kind, value if value is not None else {}, key)
+    if typing.get_origin(kind) is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise SettingError(key, value, "must be a list of numbers")
+        return tuple(_convert(typing.get_args(kind)[0], v, key) for v in value)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise SettingError(key, value, "must be true or false")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingError(key, value, "must be an integer")
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SettingError(key, value, "must be a number")
+        return float(value)
+    if kind is str:  # a number is read as its text: Hydra parses rlec.check.gpu_arch=9.0 as a float
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise SettingError(key, value, "must be a string")
+        return str(value)
+    raise TypeError(f"{key}: no reader for the field type {kind!r}")  # pragma: no cover - a schema error

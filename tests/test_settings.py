@@ -1,0 +1,151 @@
+"""rlec's settings schema (rlec/settings.py): defaults agree with the YAML, every field refuses nonsense,
+and both paths (DRY_RUN's checks, the local run's) refuse it before any other work."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+
+import pytest
+from omegaconf import OmegaConf, open_dict
+
+from rlec.cluster.config_check import run_checks
+from rlec.config import compose
+from rlec.local.config import LocalConfigError, check
+from rlec.settings import RlecSettings, SettingError
+
+# where each section's defaults are written (the YAML users read): (config name, overrides)
+SECTION_SOURCES = {
+    "schedule": ("rlec", ()), "grading": ("rlec", ()), "metrics": ("rlec", ()), "checkpoint": ("rlec", ()),
+    "check": ("rlec", ()), "cpu": ("rlec", ("layout=cpu", "precision=fp32")), "local": ("local", ()),
+}
+
+# one value per field that no run should accept, with the rule it breaks
+NONSENSE: dict[str, typing.Any] = {
+    "rlec.schedule.start_value": 1.5,                  # b outside [0, 1]
+    "rlec.schedule.end_value": math.nan,
+    "rlec.schedule.start_step": -1,
+    "rlec.schedule.end_step": 1,                       # not after start_step = 1
+    "rlec.grading.timeout_s": 0.0,
+    "rlec.metrics.target_bucket_edges": [0.0, 0.6, 0.3, 1.0],  # inverted
+    "rlec.checkpoint.manifest": "yes",                 # a string, not a switch
+    "rlec.check.model_shape": "no_such_model",         # no megatron_configs/model/<name>.json
+    "rlec.check.gpu_memory_gib": -80,
+    "rlec.check.gpu_arch": "blackwell",                # not a compute capability
+    "rlec.check.memory_fraction": 1.5,
+    "rlec.check.cpus_per_node": 0,
+    "rlec.cpu.scripted_fraction": 1.0,                 # a whole group scripted: no rollout left
+    "rlec.local.tiny_seed": -1,
+    "rlec.local.prepare_data_if_missing": "maybe",
+    "rlec.local.scripted_fraction": 1.0,
+    "rlec.local.threads": -1,
+    "rlec.local.eval.at_end": "sometimes",
+    "rlec.local.eval.max_questions": 0,
+    "rlec.local.eval.max_new_tokens": 0,
+}
+# fields where no value is nonsense (free text), with the reason; none today: the two strings have rules
+FREE_STRINGS: dict[str, str] = {}
+
+
+def leaf_fields(cls: type = RlecSettings, prefix: str = "rlec") -> dict[str, type]:
+    """``{"rlec.grading.timeout_s": float, ...}``: every leaf field of the schema, recursively, with its type."""
+    hints = typing.get_type_hints(cls)
+    out: dict[str, type] = {}
+    for f in dataclasses.fields(cls):
+        key, kind = f"{prefix}.{f.metadata.get('key', f.name)}", hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            out.update(leaf_fields(kind, key))
+        else:
+            out[key] = kind
+    return out
+
+
+def default_of(key: str) -> typing.Any:
+    node: typing.Any = RlecSettings()
+    for part in key.split(".")[1:]:
+        node = getattr(node, "check_" if part == "check" and isinstance(node, RlecSettings) else part)
+    return node
+
+
+@pytest.fixture(scope="module")
+def composed() -> dict[str, typing.Any]:
+    return {name: compose(list(overrides), config_name=config) for name, (config, overrides) in SECTION_SOURCES.items()}
+
+
+def test_every_field_has_a_nonsense_value_or_a_reason() -> None:
+    assert set(leaf_fields()) == set(NONSENSE) | set(FREE_STRINGS)
+    assert not set(NONSENSE) & set(FREE_STRINGS)
+
+
+@pytest.mark.parametrize("key", sorted(leaf_fields()))
+def test_the_dataclass_default_is_the_yaml_default(composed, key: str) -> None:
+    section = key.split(".")[1]
+    cfg = composed[section]
+    value = OmegaConf.select(cfg, key, throw_on_missing=True)
+    value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+    default = default_of(key)
+    assert (list(default) if isinstance(default, tuple) else default) == value, (key, default, value)
+
+
+def test_the_composed_configs_have_no_key_the_schema_lacks(composed) -> None:
+    for cfg in composed.values():
+        RlecSettings.from_config(cfg)  # raises on an unknown key under a known section
+
+
+@pytest.mark.parametrize("key", sorted(NONSENSE))
+def test_a_nonsense_value_of_every_field_is_refused_naming_the_key(composed, key: str) -> None:
+    cfg = composed[key.split(".")[1]].copy()
+    with open_dict(cfg):
+        OmegaConf.update(cfg, key, NONSENSE[key], merge=False)
+    with pytest.raises(SettingError) as info:
+        RlecSettings.from_config(cfg)
+    assert info.value.key == key and str(info.value).startswith(f"{key}=")
+
+
+@pytest.mark.parametrize("key", sorted(k for k, kind in leaf_fields().items() if kind is not str))
+def test_a_string_where_a_number_or_switch_is_expected_is_refused(key: str) -> None:
+    nested: dict = {}
+    node = nested
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = "abc"
+    with pytest.raises(SettingError, match=f"^{key}='abc': must be"):
+        RlecSettings.from_config(nested)
+
+
+@pytest.mark.parametrize(("rlec", "key"), [
+    ({"grading": {"timout_s": 1}}, "rlec.grading.timout_s"),    # a typo under a known section
+    ({"grader": {"timeout_s": 1}}, "rlec.grader"),              # an unknown section
+    ({"local": {"eval": {"at_start": True}}}, "rlec.local.eval.at_start"),
+])
+def test_unknown_keys_under_rlec_are_refused(rlec: dict, key: str) -> None:
+    with pytest.raises(SettingError, match=rf"^{key}=.*is not an? "):
+        RlecSettings.from_config({"rlec": rlec})
+
+
+def test_missing_sections_take_the_defaults_and_algorithm_sections_are_left_to_the_algorithms() -> None:
+    assert RlecSettings.from_config({}) == RlecSettings()
+    assert RlecSettings.from_config({"rlec": {"e3": {"whatever": 1}, "rlve": {}, "passk": {}}}) == RlecSettings()
+    assert RlecSettings.from_config({"rlec": {"metrics": {"target_bucket_edges": [0, 0.5, 1]}}}).metrics.target_bucket_edges == (0.0, 0.5, 1.0)
+
+
+def _with(cfg: typing.Any, key: str, value: typing.Any) -> typing.Any:
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        OmegaConf.update(cfg, key, value, merge=False)
+    return cfg
+
+
+@pytest.mark.parametrize("key", sorted(NONSENSE))
+def test_a_nonsense_value_of_every_field_is_refused_by_both_paths_before_any_work(composed, key: str) -> None:
+    """DRY_RUN's checks stop at the early rule set (no model shape read, no path or verl check, so no
+    model is built or loaded), and the local run's check, which load_config runs before anything is
+    written, refuses the same value naming the same key."""
+    cfg = _with(composed[key.split(".")[1]], key, NONSENSE[key])
+    findings, est, context = run_checks(cfg, check_paths=True)
+    assert [(f.level, f.key) for f in findings] == [("error", key)]
+    assert est is None and "shape" not in context and "verl_passed" not in context  # nothing else was looked at
+    with pytest.raises(LocalConfigError, match=rf"^ERROR \[{key}\] "):
+        check(_with(composed["local"], key, NONSENSE[key]))
