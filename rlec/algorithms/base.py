@@ -138,12 +138,15 @@ class Algorithm:
         section: the dotted config key holding its settings.
         switch: the dotted config key (and value) that turns it on, for docs and ``--help``.
         doc: its page under ``docs/``.
+        registration: the :mod:`rlec.verl_plugin` module holding what verl needs registered for it
+            to run outside verl's trainer (the local run imports it; "" = nothing).
     """
 
     name: ClassVar[str] = ""
     section: ClassVar[str] = ""
     switch: ClassVar[str] = ""
     doc: ClassVar[str] = ""
+    registration: ClassVar[str] = ""
 
     @classmethod
     def enabled(cls, cfg: Any) -> bool:

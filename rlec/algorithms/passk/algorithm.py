@@ -36,6 +36,7 @@ class PassK(Algorithm):
     section = SECTION
     switch = f"algorithm.adv_estimator={PASSK_ESTIMATOR}"
     doc = "passk.md"
+    registration = "rlec.verl_plugin.estimators"  # the rlec_passk estimator verl's compute_advantage calls
 
     def __init__(self, k: int, switch: EntropySwitch | None) -> None:
         self.k, self.entropy_switch = int(k), switch
