@@ -138,6 +138,10 @@ class Algorithm:
         section: the dotted config key holding its settings.
         switch: the dotted config key (and value) that turns it on, for docs and ``--help``.
         doc: its page under ``docs/``.
+        record_fields: the prompt fields :meth:`observe` reads back with the step's responses
+            (``extra_info`` fills :attr:`StepRecord.extra_info`, planned fields :attr:`StepRecord.fields`;
+            the reward info always comes with them); None: :meth:`observe` reads only the step's
+            metrics, so verl's trainer reads no responses for it.
         registration: the :mod:`rlec.verl_plugin` module holding what verl needs registered for it
             to run outside verl's trainer (the local run imports it; "" = nothing).
     """
@@ -146,6 +150,7 @@ class Algorithm:
     section: ClassVar[str] = ""
     switch: ClassVar[str] = ""
     doc: ClassVar[str] = ""
+    record_fields: ClassVar[tuple[str, ...] | None] = None
     registration: ClassVar[str] = ""
 
     @classmethod

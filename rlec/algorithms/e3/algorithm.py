@@ -58,6 +58,7 @@ class E3(Algorithm):
     section = "rlec.e3"
     switch = "rlec.e3.enable=true"
     doc = "e3.md"
+    record_fields = (PROMPT_KEY,)
 
     def __init__(self, settings: E3Settings, controller: E3Controller) -> None:
         self.settings, self.controller = settings, controller

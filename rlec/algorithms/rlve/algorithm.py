@@ -32,6 +32,7 @@ class RLVE(Algorithm):
     section = "rlec.rlve"
     switch = "data.rlve.enable=true"
     doc = "environments.md"
+    record_fields = ("extra_info",)
 
     def __init__(self, source: Any) -> None:
         self.source = source
