@@ -73,6 +73,10 @@ class RLVESettings:
 
     def check(self) -> list[Finding]:
         """Errors for values out of range that :class:`SourceConfig` does not already refuse."""
+        out = []
         if self.rows_per_epoch < 1:
-            return [Finding("error", "rlec.rlve", f"rows_per_epoch must be >= 1, got {self.rows_per_epoch}")]
-        return []
+            out.append(Finding("error", "rlec.rlve", f"rows_per_epoch must be >= 1, got {self.rows_per_epoch}"))
+        tokens = getattr(self.source, "max_prompt_tokens", None)
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+            out.append(Finding("error", "rlec.rlve", f"max_prompt_tokens must be an int >= 1 or null, got {tokens!r}"))
+        return out
