@@ -11,6 +11,7 @@ read once, typed and checked, through :class:`rlec.settings.RlecSettings`; verl'
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,7 +20,22 @@ CONFIG_DIR = REPO_ROOT / "megatron_configs"
 CLUSTER_CONFIG = "rlec"
 LOCAL_CONFIG = "local"
 
-__all__ = ["CLUSTER_CONFIG", "CONFIG_DIR", "LOCAL_CONFIG", "REPO_ROOT", "compose", "select"]
+__all__ = ["CLUSTER_CONFIG", "CONFIG_DIR", "LOCAL_CONFIG", "REPO_ROOT", "Finding", "compose", "select"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result of a config check: ``level`` is "error" (refuses the run) or "warning"; ``key`` the
+    dotted setting concerned; ``message`` the value and the rule. The one finding type of rlec: the
+    cluster rules (:mod:`rlec.cluster.rules`), the layout rules and every algorithm's ``check``
+    (:mod:`rlec.algorithms.base`) return it."""
+
+    level: str
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.level.upper()} [{self.key}] {self.message}"
 
 
 def select(cfg: Any, dotted: str, default: Any = None) -> Any:

@@ -67,7 +67,9 @@ def _config_sections() -> set[str]:
 
 
 SECTIONS = _config_sections()
-NOT_MODULES = {"passk", "demo", "step"}  # rlec.passk.* settings prefix, [rlec.demo] log prefix, rlec.step metric
+# rlec.passk.* settings prefix, [rlec.demo] log prefix, rlec.step metric, rlec.length_decay.* settings of the worked
+# example of docs/adding_an_algorithm.md (a hypothetical algorithm, run by tests/algorithms/test_adding_an_algorithm.py)
+NOT_MODULES = {"passk", "demo", "step", "length_decay"}
 FILE_SUFFIXES = ("v1", "jsonl", "json", "yaml", "md", "png", "py", "parquet", "txt", "pt", "log")
 
 

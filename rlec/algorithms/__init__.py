@@ -1,10 +1,16 @@
-"""Pure algorithm code of the systems rlec provides beside RLEC itself (no verl, no torch.distributed).
+"""The algorithms rlec adds to RLEC training, one folder each (pure: no verl, no torch.distributed).
 
-- :mod:`rlec.algorithms.passk`: Pass@k Training (arXiv 2508.10751): the analytic pass@k group
-  advantage, its batch form, the entropy switch, and the unbiased pass@k estimator of evaluation.
+- :mod:`rlec.algorithms.base`: the one interface both loops drive (:class:`~rlec.algorithms.base.Algorithm`,
+  :class:`~rlec.algorithms.base.RolloutPlan`, :class:`~rlec.algorithms.base.StepRecord`);
+- :mod:`rlec.algorithms.registry`: the registered algorithms, how each is switched on, ``check_all``;
 - :mod:`rlec.algorithms.e3`: E3 (arXiv 2505.18573): the entropy-targeting temperature scheduler,
-  per-prompt history and difficulty ranks, the dynamic rollout budget and the length bias.
+  per-prompt history and difficulty ranks, the dynamic rollout budget and the length bias;
+- :mod:`rlec.algorithms.passk`: Pass@k Training (arXiv 2508.10751): the analytic pass@k group
+  advantage, its batch form, the entropy switch, and the unbiased pass@k estimator of evaluation;
+- :mod:`rlec.algorithms.rlve`: RLVE (arXiv 2511.07317), whose environments and difficulty
+  controllers live in :mod:`rlec.environments`.
 
-The verl adapters live in :mod:`rlec.verl_plugin` (``estimators``, ``e3``); the local run calls
-the same functions.
+Each folder holds the math, one settings class whose ``check`` is the only validator, and
+``algorithm.py``. The verl side (:mod:`rlec.verl_plugin`) keeps only verl's registrations plus one
+generic trainer mixin; the local run (:mod:`rlec.local.runner`) drives the same objects.
 """

@@ -37,22 +37,11 @@ from dataclasses import dataclass, fields
 from typing import Mapping
 
 from rlec.cluster.shape import ModelShape
+from rlec.config import Finding
 
 FP8_BLOCK = 128  # verl's FP8 rollout: weight_block_size [128, 128] (block_n = block_k = 128)
 
 __all__ = ["FP8_BLOCK", "Finding", "ParallelLayout", "model_findings", "raise_errors", "rollout_findings", "size_findings"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One check result: ``level`` is "error" or "warning"; ``key`` the setting concerned."""
-
-    level: str
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.level.upper()} [{self.key}] {self.message}"
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ findings), reported here under verl's keys; this module adds what only a verl co
 - memory per GPU (:func:`rlec.cluster.memory.estimate_memory`) fits both phases;
 - Ray's logical CPUs cover TransferQueue and the worker bundles (:mod:`rlec.cluster.resources`),
   and a fixed LR warm-up is shorter than the run;
-- RLVE (:func:`rlve_rules`): the environment dataset, valid settings, no dataloader workers;
-- E3 and Pass@k Training settings (:func:`algorithm_overlay_rules`);
+- E3, Pass@k Training and RLVE (:func:`algorithm_overlay_rules`): each algorithm's own
+  ``check`` (:mod:`rlec.algorithms.registry`);
 - known failures of the same stack in public reports (:func:`known_issue_rules`): Blackwell GPUs
   with an MoE model (vLLM 0.24's MoE weight sync, verl#7978) and Megatron's CPU-offloaded
   optimizer with resume (verl#6690; under expert parallel also Megatron-LM#1842).
@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Mapping
 
-from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
 from rlec.algorithms.passk import PASSK_ESTIMATOR
 from rlec.cluster.layout import (
     Finding,
@@ -233,60 +232,11 @@ def _algorithm_rules(cfg: Any) -> _Findings:
     return out
 
 
-RLVE_DATASET = ("pkg://rlec.verl_plugin.rlve_dataset", "RLVEDataset")
-
-
 def rlve_rules(cfg: Any) -> list[Finding]:
-    """RLVE (``data.rlve.enable``): the environment dataset, its settings, no dataloader workers.
+    """RLVE's findings: :meth:`rlec.algorithms.rlve.algorithm.RLVE.check` (the one rule set)."""
+    from rlec.algorithms.rlve.algorithm import RLVE
 
-    Errors: ``data.dataloader_num_workers`` != 0 (a worker process would keep its own copy of the
-    difficulty controllers, never updated by the trainer); ``data.custom_cls`` not the RLVE
-    dataset; settings :class:`rlec.environments.SourceConfig` refuses; ``data.train_files`` equal
-    to ``data.val_files``; a trainer mode without rlec's mixins. Warning: an async trainer mode
-    (prompts generated ahead of the controller update, so resume is no longer exact).
-    """
-    out = _Findings()
-    if not select(cfg, "data.rlve.enable", False):
-        return list(out)
-    workers = select(cfg, "data.dataloader_num_workers", 0)
-    if int(workers) != 0:
-        out.error("data.dataloader_num_workers", f"is {workers}; RLVE needs 0: the difficulty controllers live in the "
-                  "dataset object the trainer updates, which dataloader worker processes would copy")
-    path, name = select(cfg, "data.custom_cls.path"), select(cfg, "data.custom_cls.name")
-    if (path, name) != RLVE_DATASET:
-        out.error("data.custom_cls", f"is path={path!r} name={name!r}; RLVE needs path={RLVE_DATASET[0]!r} "
-                  f"name={RLVE_DATASET[1]!r} (megatron_configs/algorithm/rlve.yaml)")
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        from rlec.environments import SourceConfig
-
-        settings = select(cfg, "data.rlve", {})
-        if isinstance(settings, DictConfig):
-            settings = OmegaConf.to_container(settings, resolve=True)
-        SourceConfig.from_mapping(settings)
-        rows = int(settings.get("rows_per_epoch") or 1)
-        if rows < 1:
-            raise ValueError(f"rows_per_epoch must be >= 1, got {rows}")
-    except Exception as exc:  # any failure to build the settings is a finding, never a crash
-        out.error("rlec.rlve", f"{type(exc).__name__}: {exc}")
-
-    def files(key: str) -> list[str]:
-        value = select(cfg, key, [])
-        return [value] if isinstance(value, str) else [str(v) for v in value]
-
-    if files("data.train_files") == files("data.val_files"):
-        out.error("data.val_files", "must differ from data.train_files: the RLVE dataset tells the training set "
-                  "(environment rows) from the validation set (static) by its files")
-    mode = str(select(cfg, "trainer.v1.trainer_mode", ""))
-    if not mode.startswith("rlec_"):
-        out.error("trainer.v1.trainer_mode", f"is {mode!r}; only rlec's trainers (rlec_sync, ...) update the RLVE "
-                  "difficulty controllers after each step")
-    elif mode != "rlec_sync":
-        out.warning("trainer.v1.trainer_mode", f"{mode}: prompts are generated ahead of the controller update, so "
-                    "samples at an older difficulty are not counted and a resumed run is not exactly an "
-                    "uninterrupted one (exact in rlec_sync)")
-    return list(out)
+    return RLVE.check(cfg)
 
 
 def verl_algorithm_section(algorithm: Any) -> Any:
@@ -300,61 +250,11 @@ def verl_algorithm_section(algorithm: Any) -> Any:
 
 
 def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
-    """Checks of E3 (``rlec.e3``) and Pass@k Training (``algorithm.adv_estimator=rlec_passk``).
+    """Every registered algorithm's findings (E3, Pass@k Training, RLVE): :func:`rlec.algorithms.registry.check_all`,
+    the one rule set that DRY_RUN, the local run and verl's trainer apply."""
+    from rlec.algorithms.registry import check_all
 
-    E3: its settings are in range (:class:`rlec.algorithms.e3.E3Settings`); the trainer is
-    ``rlec_sync`` (the async modes sample ahead with an older temperature; plain verl modes lack
-    the E3 mixin); the temperature part uses the ``rlec_e3_agent`` agent loop and starts inside
-    [min, max]; the budget part has n_min <= rollout.n <= n_max (sums stay rollout.n x prompts).
-    Pass@k: 2 <= k < rollout.n (a group of N <= k responses has advantage 0; k = 1 is plain
-    GRPO), no KL in the reward (correct = reward > 0), the switch has a threshold and an rlec
-    trainer; with E3's budget, prompts given n_min <= k responses learn nothing (warning).
-    """
-    out = _Findings()
-    mode = str(select(cfg, "trainer.v1.trainer_mode", ""))
-    n = int(select(cfg, f"{ROLLOUT}.n", 1))
-    e3 = None
-    if select(cfg, "rlec.e3.enable", False):
-        try:
-            e3 = E3Settings.from_config(cfg)
-        except ValueError as exc:
-            out.error("rlec.e3", str(exc))
-    if e3 is not None:
-        if mode != "rlec_sync":
-            out.error("trainer.v1.trainer_mode", f"rlec.e3 needs rlec_sync, got {mode!r}: the async modes generate ahead "
-                      "with an older temperature, and verl's own modes lack rlec's E3 trainer mixin")
-        if e3.temperature_enable:
-            loop = select(cfg, f"{ROLLOUT}.agent.default_agent_loop")
-            if loop != E3_AGENT_LOOP:
-                out.error(f"{ROLLOUT}.agent.default_agent_loop", f"is {loop!r}; rlec.e3.temperature needs {E3_AGENT_LOOP} "
-                          "(the only agent loop that passes the step's temperature to vLLM)")
-            t0 = float(select(cfg, f"{ROLLOUT}.temperature", 1.0))
-            if not e3.temperature_in_bounds(t0):
-                out.error(f"{ROLLOUT}.temperature", f"{t0} is outside rlec.e3.temperature [min, max] = [{e3.t_min}, {e3.t_max}]")
-        if e3.budget_enable and not e3.n_min <= n <= e3.n_max:
-            out.error("rlec.e3.budget", f"need n_min <= rollout.n <= n_max so every batch gets exactly rollout.n x prompts "
-                      f"responses, got {e3.n_min} <= {n} <= {e3.n_max}")
-    if select(cfg, "algorithm.adv_estimator") == PASSK_ESTIMATOR:
-        k = select(cfg, "algorithm.passk.k")
-        if k is None:
-            out.error("algorithm.passk.k", "rlec_passk needs it: compose algorithm=passk")
-        elif int(k) < 2:
-            out.error("algorithm.passk.k", f"must be >= 2, got {k}: pass@1 is RLEC's own grpo advantage")
-        elif int(k) >= n:
-            out.error("algorithm.passk.k", f"{k} must be < rollout.n = {n}: a group of N <= k responses has a single "
-                      "k-subset at most, so every advantage would be 0")
-        elif e3 is not None and e3.budget_enable and e3.n_min <= int(k):
-            out.warning("rlec.e3.budget.n_min", f"{e3.n_min} <= algorithm.passk.k = {k}: the easiest prompts, given "
-                        f"n_min responses, get pass@k advantage 0")
-        if select(cfg, "algorithm.use_kl_in_reward", False):
-            out.error("algorithm.use_kl_in_reward", "must be false with rlec_passk: correct is read as reward > 0")
-        if select(cfg, "algorithm.passk.switch.enable", False):
-            threshold = select(cfg, "algorithm.passk.switch.entropy_threshold")
-            if threshold is None or float(threshold) < 0:
-                out.error("algorithm.passk.switch.entropy_threshold", f"must be a number >= 0 (nats), got {threshold}")
-            if not mode.startswith("rlec_"):
-                out.error("trainer.v1.trainer_mode", f"the entropy switch runs in rlec's trainers (rlec_sync, ...), got {mode!r}")
-    return list(out)
+    return check_all(cfg)
 
 
 def _settings(cfg: Any) -> RlecSettings | None:
@@ -447,7 +347,6 @@ def check_layout(
     parallel = _parallel_rules(cfg, shape, lay)
     findings = parallel + _rollout_rules(cfg, shape, lay) + _batch_rules(cfg, lay) + _algorithm_rules(cfg)
     findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg) + _moe_router_rules(cfg, shape) + _startup_rules(cfg)
-    findings += rlve_rules(cfg)
     findings += algorithm_overlay_rules(cfg)
     findings += known_issue_rules(cfg, shape, lay)
     if parallel:

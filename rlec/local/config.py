@@ -291,10 +291,10 @@ def train_files(cfg: Any) -> list[str]:
 def settings_help(cfg: Any) -> str:
     """Every key the local run reads, its value and meaning, every setting of the algorithm overlays in
     effect, and the environment variables (the text of ``--help``)."""
+    from rlec.algorithms.registry import enabled
     from rlec.config import flatten
-    from rlec.local.hooks import enabled_algorithms
 
-    algorithms = enabled_algorithms(cfg)
+    algorithms = [(cls.name, cls.section, cls.doc) for cls in enabled(cfg)]
     lines = ["Settings (key=value arguments; verl's keys, with the meaning they have on the cluster):", ""]
     for key, meaning in LOCAL_KEYS.items():
         value = select(cfg, key)

@@ -14,7 +14,8 @@ orchestration is shared):
 1. prompts: the next ``data.train_batch_size`` prompts from verl's dataset and stateful
    dataloader (:mod:`rlec.local.data`), rank 0;
 2. rollout: ``n_i`` responses per prompt with rlec's generation engine on the HF rollout model
-   (:mod:`rlec.local.rollout`), at the step's temperature (algorithm hooks may plan both);
+   (:mod:`rlec.local.rollout`), at the step's temperature (the enabled algorithms of
+   :mod:`rlec.algorithms.registry` may plan both, as in verl's trainer);
 3. score: ``rlec.reward.batch.score_batch`` (the verl reward manager's scoring) with b from
    ``rlec.reward.schedule.schedule_from_config``;
 4. advantage: verl's ``compute_advantage`` with ``algorithm.adv_estimator``;
@@ -27,7 +28,7 @@ orchestration is shared):
    (``critic/score/mean``, ``actor/entropy``, ``timing_s/gen``, ...) plus ``rlec/...``.
 
 Checkpoints (every ``trainer.save_freq`` steps and at the end) hold the Megatron dist checkpoint
-with the optimizer, the step, the prompt loader's and the hooks' state and the resolved config;
+with the optimizer, the step, the prompt loader's and the algorithms' state and the resolved config;
 rerunning the same command resumes a compatible run (:mod:`rlec.local.setup` has the rule).
 """
 
@@ -160,9 +161,9 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
     from rlec import megatron as meg
     from rlec.generation import HFEngine
     from rlec.local import update
+    from rlec.algorithms import registry
+    from rlec.algorithms.base import RolloutPlan, StepRecord
     from rlec.local.data import PromptLoader
-    from rlec.local import algorithms  # noqa: F401  (registers the E3, Pass@k and RLVE hooks)
-    from rlec.local.hooks import RolloutPlan, build_hooks
     from rlec.local.logger import MetricsLogger
     from rlec.local.rollout import inject_scripted, rollout, rollout_metrics
     from rlec.megatron.parallel import broadcast_object, is_rank0
@@ -176,7 +177,7 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
     tokenizer = load_tokenizer(model_path)
     try:
         loader = PromptLoader(cfg, tokenizer) if rank0 else None
-        hooks = build_hooks(cfg, loader) if rank0 else []
+        algorithms = registry.build(cfg, _algorithm_context(cfg, model_path, tokenizer, loader)) if rank0 else []
     except ValueError as exc:  # bad data or algorithm settings: one line, before the model is built
         raise LocalRunError(str(exc)) from None
     schedule = schedule_from_config(cfg)
@@ -192,8 +193,9 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
         start_step = int(state["step"])
         if rank0:
             loader.load_state_dict(state["user_state"]["loader"])
-            for hook in hooks:
-                hook.load_state_dict(state["user_state"].get("hooks", {}).get(hook.name, {}))
+            for algorithm in algorithms:
+                saved = state["user_state"].get("algorithms", state["user_state"].get("hooks", {}))  # "hooks": before 2026-12
+                algorithm.load_state_dict(saved.get(algorithm.name, {}))
         log0(f"resumed from {start.resume_from} (step {start_step})")
     rollout_model = engine = None
     if rank0:
@@ -239,8 +241,8 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
             t = time.perf_counter()
             batch = loader.next_batch()
             plan = RolloutPlan(float(cfg.actor_rollout_ref.rollout.temperature), [n] * prompts)
-            for hook in hooks:
-                hook.plan_rollout(step, batch, plan)
+            for algorithm in algorithms:
+                algorithm.plan_rollout(step, list(batch["extra_info"]), plan)
             data = rollout(engine, batch, n_per_prompt=plan.n_per_prompt, max_new_tokens=int(cfg.data.max_response_length),
                            temperature=plan.temperature, top_p=float(cfg.actor_rollout_ref.rollout.top_p),
                            top_k=int(select(cfg, "actor_rollout_ref.rollout.top_k", -1)),
@@ -255,17 +257,19 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
             scores, infos = score_batch(list(ntb["response_text"]), [rm["ground_truth"] for rm in ntb["reward_model"]],
                                         list(ntb["data_source"]), list(ntb["extra_info"]), step, schedule,
                                         timeout_s=timeout_s, edges=edges)
-            for hook in hooks:
-                scores = hook.adjust_scores(step, data, scores, infos)
+            fields = _response_fields(data, plan)
+            if algorithms:
+                lengths = data.batch["response_mask"].sum(dim=1).tolist()
+                for row, (info, row_fields) in enumerate(zip(infos, fields)):
+                    for algorithm in algorithms:
+                        scores[row] = type(algorithm).adjust_reward(scores[row], info, row_fields, int(lengths[row]))
             timing["reward"] = time.perf_counter() - t
             t = time.perf_counter()
             update.set_rewards(data, scores)
-            algorithm = cfg.algorithm
-            for hook in hooks:
-                algorithm = hook.advantage_config(step, algorithm)
-            update.compute_advantages(data, _with(cfg, {"algorithm": algorithm}) if algorithm is not cfg.algorithm else cfg)
+            overrides = {key: value for algorithm in algorithms for key, value in algorithm.step_overrides(step).items()}
+            update.compute_advantages(data, _with(cfg, overrides) if overrides else cfg)
             timing["adv"] = time.perf_counter() - t
-            data.meta_info["rlec"] = {"infos": infos, "gen": gen, "scripted": scripted}
+            data.meta_info["rlec"] = {"infos": infos, "gen": gen, "scripted": scripted, "fields": fields}
         data = broadcast_object(data)
         t = time.perf_counter()
         step_metrics = update.old_log_probs(policy, data, cfg)
@@ -284,11 +288,12 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
             last = {**compute_data_metrics(data, use_critic=False), **compute_timing_metrics(data, timing), **step_metrics,
                     **reward_metrics(info["infos"], prefix="rlec"), **info["gen"],
                     "rollout/scripted_fraction": info["scripted"] / len(data), "weight_sync/exact": float(sync_ok)}
-            for hook in hooks:
-                last.update(hook.after_step(step, data, info["infos"], last))
+            record = StepRecord(info["fields"], [dict(e or {}) for e in data.non_tensor_batch["extra_info"]], info["infos"], last)
+            for algorithm in algorithms:
+                last.update(algorithm.observe(step, total, record))
         if step % int(cfg.trainer.save_freq) == 0 or step == total:
             t = time.perf_counter()
-            user_state = {"loader": loader.state_dict(), "hooks": {h.name: h.state_dict() for h in hooks}} if rank0 else {}
+            user_state = {"loader": loader.state_dict(), "algorithms": {a.name: a.state_dict() for a in algorithms}} if rank0 else {}
             try:
                 ckpt.save(policy, optimizer, out_dir, step, broadcast_object(user_state),
                           keep=int(cfg.trainer.max_actor_ckpt_to_keep), config=as_dict(cfg))
@@ -319,6 +324,34 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
         if settings.local.eval.at_end and evaluate_final(cfg, out_dir, final):
             raise RuntimeError("the final evaluation failed (see its output above)")
     return last
+
+
+def _algorithm_context(cfg: Any, model_path: Path, tokenizer: Any, loader: Any) -> Any:
+    """What the enabled algorithms need beyond the config: the policy's vocabulary size (its
+    ``config.json``, else the tokenizer's) and the loader's environment source (RLVE); imports the
+    verl registrations they need outside verl's trainer (:attr:`rlec.algorithms.base.Algorithm.registration`)."""
+    import importlib
+
+    from rlec.algorithms import registry
+    from rlec.algorithms.base import AlgorithmContext
+    from rlec.models import read_model_config
+
+    try:
+        vocab = read_model_config(model_path).get("vocab_size")
+    except (OSError, ValueError):
+        vocab = None
+    for cls in registry.enabled(cfg):
+        if cls.registration:
+            importlib.import_module(cls.registration)
+    return AlgorithmContext(vocab_size=int(vocab) if vocab else getattr(tokenizer, "vocab_size", None),
+                            source=getattr(getattr(loader, "dataset", None), "rlve_source", None))
+
+
+def _response_fields(data: Any, plan: Any) -> list[dict[str, Any]]:
+    """Per response row, its prompt's planned fields (:attr:`rlec.algorithms.base.RolloutPlan.prompt_fields`);
+    the prompt of a row is read from its uid ``s<step>p<i>``."""
+    prompts = [int(str(uid).rsplit("p", 1)[1]) for uid in data.non_tensor_batch["uid"]]
+    return [{name: values[i] for name, values in plan.prompt_fields.items()} for i in prompts]
 
 
 def _save_failed(step: int, exc: Exception, out_dir: Path, logger: Any, last: dict[str, Any]) -> Exception:

@@ -15,7 +15,8 @@ Registered on import:
 - :mod:`rlec.verl_plugin.reward_manager`: reward manager ``rlec``
   (``reward.reward_manager.source=register``, ``name=rlec``);
 - :mod:`rlec.verl_plugin.trainers`: ``trainer.v1.trainer_mode`` = ``rlec_sync``,
-  ``rlec_colocate_async``, ``rlec_separate_async`` (with the E3 and Pass@k-switch mixins);
+  ``rlec_colocate_async``, ``rlec_separate_async`` (with :class:`~rlec.verl_plugin.trainers.AlgorithmsMixin`,
+  which drives every enabled algorithm of :mod:`rlec.algorithms.registry`);
 - :mod:`rlec.verl_plugin.estimators`: advantage estimator ``rlec_passk``
   (``algorithm.adv_estimator=rlec_passk``);
 - :mod:`rlec.verl_plugin.cpu_rollout`: rollout ``rlec_hf`` (transformers on CPU,
@@ -37,11 +38,11 @@ from rlec.verl_plugin.cpu import enable_cpu
 enable_cpu()
 
 from rlec.verl_plugin.cpu_rollout import ROLLOUT_NAME as CPU_ROLLOUT, register_rollout  # noqa: E402
-from rlec.verl_plugin.e3 import E3_AGENT_LOOP, E3AgentLoop, E3TrainerMixin  # noqa: E402
-from rlec.verl_plugin.estimators import PASSK_ESTIMATOR, PasskSwitchMixin, compute_rlec_passk_advantage  # noqa: E402
+from rlec.verl_plugin.e3 import E3_AGENT_LOOP, E3AgentLoop  # noqa: E402
+from rlec.verl_plugin.estimators import PASSK_ESTIMATOR, compute_rlec_passk_advantage  # noqa: E402
 from rlec.verl_plugin.reward_manager import REWARD_MANAGER_NAME, RLECRewardManager, global_step_of  # noqa: E402
-from rlec.verl_plugin.rlve_trainer import RLVEMixin  # noqa: E402
 from rlec.verl_plugin.trainers import (  # noqa: E402
+    AlgorithmsMixin,
     RLECColocateAsyncTrainer,
     RLECMetricsMixin,
     RLECSeparateAsyncTrainer,
@@ -57,9 +58,8 @@ __all__ = [
     "E3_AGENT_LOOP",
     "PASSK_ESTIMATOR",
     "PLUGIN_MODULE",
+    "AlgorithmsMixin",
     "E3AgentLoop",
-    "E3TrainerMixin",
-    "PasskSwitchMixin",
     "compute_rlec_passk_advantage",
     "REWARD_MANAGER_NAME",
     "RLECColocateAsyncTrainer",
@@ -67,6 +67,5 @@ __all__ = [
     "RLECRewardManager",
     "RLECSeparateAsyncTrainer",
     "RLECSyncTrainer",
-    "RLVEMixin",
     "global_step_of",
 ]

@@ -6,8 +6,8 @@
 ``config`` = the live ``config.algorithm``, from which it reads:
 
 - ``algorithm.passk.k``: the k of pass@k (>= 2);
-- ``algorithm.passk.active_k``: the k in force this step, written by :class:`PasskSwitchMixin`
-  when ``algorithm.passk.switch.enable`` (null = ``k``);
+- ``algorithm.passk.active_k``: the k in force this step, written into the trainer config by
+  :class:`rlec.algorithms.passk.algorithm.PassK` (its ``step_overrides``; null = ``k``);
 - ``algorithm.norm_adv_by_std_in_grpo``: used only in the pass@1 regime.
 
 With k >= 2 a response is "correct" when its reward is > 0: with RLEC's rewards that is exactly
@@ -17,10 +17,11 @@ correct. ``tests/verl_plugin/test_estimators.py`` pins this equivalence. The adv
 :func:`rlec.algorithms.passk.passk_advantage_batch`. With active k = 1 (the switch's pass@1
 regime) it is RLEC's own mean-only group advantage on the real reward, by verl's GRPO function.
 
-The switch (arXiv 2508.10751's combination): after each step :class:`PasskSwitchMixin` reads
-``actor/entropy`` and sets ``active_k`` for the next step (pass@1 while the entropy is above
-``algorithm.passk.switch.entropy_threshold``, pass@k below); it logs ``passk/active_k`` (the k of
-the step) and saves its state as ``rlec_passk.json`` with every checkpoint.
+The switch (arXiv 2508.10751's combination) is :class:`rlec.algorithms.passk.algorithm.PassK`,
+driven by the generic trainer mixin: after each step it reads ``actor/entropy`` and sets
+``active_k`` for the next step (pass@1 while the entropy is above
+``algorithm.passk.switch.entropy_threshold``, pass@k below), logs ``passk/active_k`` (the k of the
+step), and its state is saved with every checkpoint (``rlec_algorithms.json``).
 """
 
 from __future__ import annotations
@@ -30,18 +31,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import open_dict
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, register_adv_est
 
-from rlec.algorithms.passk import PASSK_ESTIMATOR, EntropySwitch, passk_advantage_batch
+from rlec.algorithms.passk import PASSK_ESTIMATOR, passk_advantage_batch
 from rlec.config import select
-from rlec.verl_plugin.state import load_state, resumed_folder, save_state, saving_folder
 
 logger = logging.getLogger(__name__)
 
-STATE_FILE = "rlec_passk.json"
-
-__all__ = ["PASSK_ESTIMATOR", "PasskSwitchMixin", "active_k", "compute_rlec_passk_advantage"]
+__all__ = ["PASSK_ESTIMATOR", "active_k", "compute_rlec_passk_advantage"]
 
 
 def active_k(config: Any) -> int:
@@ -94,58 +91,3 @@ def compute_rlec_passk_advantage(
         correct = token_level_rewards.sum(dim=-1) > 0
         adv = passk_advantage_batch(correct, list(index), k).to(token_level_rewards.dtype).unsqueeze(-1) * response_mask
     return adv, adv
-
-
-class PasskSwitchMixin:
-    """The entropy switch of Pass@k Training for a verl V1 trainer (module docstring).
-
-    A no-op unless ``algorithm.adv_estimator`` is ``rlec_passk``; with the switch off it only
-    logs ``passk/active_k`` = k.
-    """
-
-    passk_switch: EntropySwitch | None = None
-    _passk_on: bool = False
-
-    def __init__(self, config, *args, **kwargs):
-        super().__init__(config, *args, **kwargs)
-        algo = self.config.algorithm
-        self.passk_switch = None
-        self._passk_on = select(algo, "adv_estimator") == PASSK_ESTIMATOR
-        if not self._passk_on:
-            return
-        k = active_k({"passk": {"k": select(algo, "passk.k")}})
-        if select(algo, "passk.switch.enable", False):
-            threshold = select(algo, "passk.switch.entropy_threshold")
-            if threshold is None:
-                raise ValueError("algorithm.passk.switch.enable needs algorithm.passk.switch.entropy_threshold (nats)")
-            self.passk_switch = EntropySwitch(k=k, threshold=float(threshold))
-            self._set_active_k(self.passk_switch.active_k)
-
-    def _set_active_k(self, k: int) -> None:
-        with open_dict(self.config):
-            self.config.algorithm.passk.active_k = int(k)
-
-    def step(self, metrics: dict, timing_raw: dict):
-        if not self._passk_on:
-            return super().step(metrics, timing_raw)
-        used = active_k(self.config.algorithm)
-        batch = super().step(metrics, timing_raw)
-        metrics["passk/active_k"] = float(used)
-        entropy = metrics.get("actor/entropy")
-        if self.passk_switch is not None and entropy is not None:
-            self._set_active_k(self.passk_switch.update(float(entropy)))
-        return batch
-
-    def _save_checkpoint(self):
-        if self.passk_switch is not None:  # before verl marks the checkpoint as the latest
-            save_state(saving_folder(self.config, self.global_steps), STATE_FILE, self.passk_switch.state_dict())
-        return super()._save_checkpoint()
-
-    def _load_checkpoint(self):
-        out = super()._load_checkpoint()
-        if self.passk_switch is not None:
-            state = load_state(resumed_folder(self.config, self.global_steps), STATE_FILE)
-            if state is not None:
-                self.passk_switch.load_state_dict(state)
-                self._set_active_k(self.passk_switch.active_k)
-        return out

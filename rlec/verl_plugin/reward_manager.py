@@ -5,8 +5,10 @@ verl's naive manager (decoding, verl's per-sample interface) with rlec's scoring
 at ``data.non_tensor_batch["global_steps"]``, which verl's V1 trainer stamps on every batch
 (``extra_info["global_steps"]`` is the rollout weights version instead, see docs/cluster.md).
 Selected by ``reward.reward_manager.source=register`` and ``reward.reward_manager.name=rlec``.
-With E3 on, a training sample carries ``rlec_e3_length_mu`` and the manager applies E3's length
-bias to correct responses (:func:`rlec.verl_plugin.e3.apply_length_bias`).
+Then every registered algorithm's stateless :meth:`rlec.algorithms.base.Algorithm.adjust_reward`
+sees the scored sample with its prompt's fields (``non_tensor_batch``): a sample carries an
+algorithm's fields only when that algorithm planned its prompt (E3's ``rlec_e3_length_mu``: the
+length bias of correct responses of easy prompts), so validation samples are left as scored.
 
 A sample never fails the batch: one whose row cannot be read or graded is scored as INCORRECT with
 ``grader_error`` set (:mod:`rlec.grading.errors`), counted in ``rlec/grader_error_rate``. Wiring
@@ -29,8 +31,8 @@ from rlec.config import select
 from rlec.grading.errors import record_error
 from rlec.reward.batch import failed_sample_info, score_one_async
 from rlec.reward.schedule import schedule_from_config
+from rlec.algorithms.registry import ALGORITHMS
 from rlec.settings import RlecSettings
-from rlec.verl_plugin.e3 import apply_length_bias
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ REWARD_MANAGER_NAME = "rlec"
 # cannot leak between concurrently scored samples, even of different steps.
 _GLOBAL_STEP: contextvars.ContextVar[int] = contextvars.ContextVar("rlec_global_step")
 
-__all__ = ["REWARD_MANAGER_NAME", "RLECRewardManager", "global_step_of"]
+__all__ = ["REWARD_MANAGER_NAME", "RLECRewardManager", "adjust_rewards", "global_step_of"]
 
 
 def global_step_of(data: DataProto) -> int:
@@ -57,6 +59,34 @@ def global_step_of(data: DataProto) -> int:
             f"{sorted(data.non_tensor_batch)}"
         )
     return int(np.asarray(steps).reshape(-1)[-1])
+
+
+def _response_length(data: DataProto) -> int:
+    """Response tokens of the last sample (the one verl's naive manager scores)."""
+    item = data[-1]
+    width = item.batch["responses"].shape[-1]
+    return int(item.batch["attention_mask"][-width:].sum())
+
+
+def adjust_rewards(result: dict[str, Any], data: DataProto) -> dict[str, Any]:
+    """Every registered algorithm's :meth:`~rlec.algorithms.base.Algorithm.adjust_reward` on one scored sample.
+
+    Args:
+        result: the reward manager's ``{"reward_score", "reward_extra_info"}`` for ``data``.
+        data: the sample (the last row); its ``non_tensor_batch`` holds the prompt's fields.
+
+    Returns:
+        ``result`` with ``reward_score`` (and any ``reward_extra_info`` keys the algorithms add)
+        updated; unchanged when the sample carries no algorithm's fields.
+    """
+    fields = {}
+    for key, value in data.non_tensor_batch.items():
+        fields[key] = value[-1] if isinstance(value, np.ndarray) and value.ndim and len(value) else value
+    score, length = result["reward_score"], _response_length(data)
+    for cls in ALGORITHMS:
+        score = cls.adjust_reward(score, result["reward_extra_info"], fields, length)
+    result["reward_score"] = score
+    return result
 
 
 @register(REWARD_MANAGER_NAME)
@@ -90,7 +120,7 @@ class RLECRewardManager(NaiveRewardManager):
         logger.info("rlec reward manager: b schedule %s, grading timeout %.1fs", self.schedule, self.timeout_s)
 
     async def run_single(self, data: DataProto) -> dict:
-        """Score one sample (the last of ``data``, as verl's naive manager does); E3's length bias if it carries one.
+        """Score one sample (the last of ``data``, as verl's naive manager does), then :func:`adjust_rewards`.
 
         Raises:
             KeyError: the batch carries no ``global_steps`` (see :func:`global_step_of`).
@@ -103,7 +133,7 @@ class RLECRewardManager(NaiveRewardManager):
             return self._failed(data, step, record_error("internal", f"reward manager: {type(exc).__name__}: {exc}", exc))
         finally:
             _GLOBAL_STEP.reset(token)
-        return apply_length_bias(result, data)
+        return adjust_rewards(result, data)
 
     def _failed(self, data: DataProto, step: int, reason: str) -> dict:
         fields = data.non_tensor_batch

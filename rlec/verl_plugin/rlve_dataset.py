@@ -18,7 +18,8 @@ The dataset is ``Stateful`` (``state_dict`` / ``load_state_dict``), so verl's
 checkpoint and restores them on resume. That needs ``data.dataloader_num_workers=0`` (a worker
 process would hold its own copy of the controllers, never updated by the trainer);
 ``rlec.cluster.config_check`` refuses anything else. The trainer side
-(:class:`rlec.verl_plugin.rlve_trainer.RLVEMixin`) updates the controllers after every step.
+(:class:`rlec.algorithms.rlve.algorithm.RLVE`, driven by :class:`rlec.verl_plugin.trainers.AlgorithmsMixin`)
+updates the controllers after every step.
 
 Settings: ``data.rlve`` (an interpolation of ``rlec.rlve`` in ``megatron_configs/algorithm/rlve.yaml``):
 the :class:`rlec.environments.SourceConfig` fields plus ``enable`` and ``rows_per_epoch``.

@@ -1,39 +1,105 @@
 """rlec's verl V1 trainers: verl's trainers of the same mode plus rlec's metrics and algorithms.
 
 Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async``,
-``rlec_separate_async``: one class per mode, each with every mixin below; a mixin whose config
-section does not enable it calls straight through to verl.
+``rlec_separate_async``: one class per mode, each with every mixin below.
 
+- :class:`rlec.verl_plugin.state.CheckpointIntegrityMixin`: a manifest in every checkpoint, checked
+  before resuming (a damaged checkpoint is skipped for the newest intact one, never trained on);
+  outermost, so the manifest covers the algorithms' state file;
+- :class:`AlgorithmsMixin`: drives every enabled algorithm of :mod:`rlec.algorithms.registry`
+  (E3, Pass@k Training, RLVE) through the one interface of :mod:`rlec.algorithms.base`, with the
+  step's record read once from TransferQueue; a no-op when none is enabled;
 - :class:`RLECMetricsMixin`: verl 0.9.1 logs ``reward_extra_info`` only in validation
   (``val-core/<data_source>/<key>/mean@N``); its training steps log just ``critic/score/*``, so
   it adds ``rlec/...`` (training) and ``val-rlec/...`` (validation) metrics from
-  :mod:`rlec.reward.metrics`;
-- :class:`rlec.verl_plugin.e3.E3TrainerMixin`: E3 (``rlec.e3.enable``; ``sync`` mode only);
-- :class:`rlec.verl_plugin.estimators.PasskSwitchMixin`: Pass@k Training's entropy switch and
-  ``passk/active_k`` (``algorithm.adv_estimator=rlec_passk``);
-- :class:`rlec.verl_plugin.state.CheckpointIntegrityMixin`: a manifest in every checkpoint, checked
-  before resuming (a damaged checkpoint is skipped for the newest intact one, never trained on);
-- :class:`rlec.verl_plugin.rlve_trainer.RLVEMixin`: updates the RLVE difficulty controllers after
-  each step (``data.rlve.enable``).
+  :mod:`rlec.reward.metrics`.
+
+Where :class:`AlgorithmsMixin` hooks into verl 0.9.1's V1 trainer (``verl/trainer/ppo/v1/trainer_base.py``;
+each hook point pinned by tests/verl_plugin/test_drift_algorithms.py):
+
+- ``__init__``: every enabled algorithm's ``check`` on the config as given (before
+  :class:`RLECMetricsMixin` writes verl's base mode into it): the first error is raised;
+- ``on_init_end`` (after the datasets, before verl syncs the rollout weights): the algorithms are
+  built (:func:`rlec.algorithms.registry.build`) with the model's vocabulary size and the training
+  dataset's environment source;
+- ``_next_train_batch``: :meth:`~rlec.algorithms.base.Algorithm.plan_rollout` on the prompts'
+  ``extra_info``; the plan goes into the batch as ``__rollout_n__`` (verl's per-prompt n; sum =
+  rollout.n x prompts, so verl's mini-batch sizes hold), the per-prompt fields (non-tensor stacks:
+  they reach the agent loop as keyword arguments, the reward manager in ``non_tensor_batch`` and
+  TransferQueue with every response) and the batch fields;
+- ``step``: :meth:`~rlec.algorithms.base.Algorithm.step_overrides` written into ``self.config``
+  (the actor's log-probs read ``rollout.temperature`` there, the estimator reads
+  ``config.algorithm``), verl's step, then the step's :class:`~rlec.algorithms.base.StepRecord`
+  (read once; :class:`RLECMetricsMixin` reuses it) to every
+  :meth:`~rlec.algorithms.base.Algorithm.observe`, then the next step's overrides. ``fit`` saves the
+  checkpoint after ``step``, so the state of step t is in the checkpoint of step t;
+- ``_save_checkpoint`` / ``_load_checkpoint``: every algorithm's state in one file,
+  ``rlec_algorithms.json`` (``{name: state}``), written before verl marks the checkpoint as the latest.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
+from typing import Any
 
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
+from verl.utils import tensordict_utils as tu
 
+from rlec.algorithms import registry
+from rlec.algorithms.base import Algorithm, AlgorithmContext, RolloutPlan, StepRecord, first_error
+from rlec.config import select
 from rlec.reward.metrics import reward_metrics, rows_from_columns
-from rlec.verl_plugin.e3 import E3TrainerMixin
-from rlec.verl_plugin.estimators import PasskSwitchMixin
-from rlec.verl_plugin.rlve_trainer import RLVEMixin
-from rlec.verl_plugin.state import CheckpointIntegrityMixin
+from rlec.verl_plugin.state import CheckpointIntegrityMixin, load_state, resumed_folder, save_state, saving_folder
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RLECColocateAsyncTrainer", "RLECMetricsMixin", "RLECSeparateAsyncTrainer", "RLECSyncTrainer"]
+ROLLOUT_N_KEY = "__rollout_n__"  # verl's per-prompt n (AgentLoopWorkerTQ._run_prompt)
+STATE_FILE = "rlec_algorithms.json"
+
+__all__ = ["AlgorithmsMixin", "RLECColocateAsyncTrainer", "RLECMetricsMixin", "RLECSeparateAsyncTrainer", "RLECSyncTrainer",
+           "STATE_FILE", "read_step_record"]
+
+
+def _as_list(values: Any) -> list:
+    """A TransferQueue / tensordict non-tensor column (NonTensorStack, LinkedList, numpy) as a list of plain values."""
+    items = values.tolist() if hasattr(values, "tolist") else list(values)
+    return [getattr(item, "data", item) for item in items]
+
+
+def read_step_record(batch: Any, fields: tuple[str, ...] = (), metrics: Mapping[str, float] | None = None) -> StepRecord:
+    """The step's non-padding responses from TransferQueue, in one read.
+
+    Args:
+        batch: verl's ``KVBatchMeta`` of the step (``keys``, ``tags``, ``partition_id``).
+        fields: prompt fields to read besides ``extra_fields`` (``extra_info`` fills
+            :attr:`StepRecord.extra_info`, the others :attr:`StepRecord.fields`).
+        metrics: the step's metrics.
+
+    Returns:
+        A :class:`StepRecord`. Columns come back as tensordict ``NonTensorStack`` / ``LinkedList``
+        of per-sample values, or ``NonTensorData`` wrappers of them, depending on how the rows were
+        put: each is unwrapped; a missing or non-mapping value reads as ``{}``.
+    """
+    import transfer_queue as tq
+
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=[*fields, "extra_fields"])
+    columns = {name: _as_list(data.pop(name)) for name in (*fields, "extra_fields")}
+    keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
+    if any(len(column) != len(batch.tags) for column in columns.values()):
+        raise ValueError(f"TransferQueue returned {[len(c) for c in columns.values()]} rows for {len(batch.tags)} keys")
+
+    def mapping(value: Any) -> dict:
+        value = getattr(value, "data", value)
+        return dict(value) if isinstance(value, Mapping) else {}
+
+    reward = [mapping(mapping(columns["extra_fields"][i]).get("reward_extra_info")) for i in keep]
+    extra = [mapping(columns["extra_info"][i]) for i in keep] if "extra_info" in columns else [{} for _ in keep]
+    planned = [name for name in fields if name != "extra_info"]
+    per_response = [{name: columns[name][i] for name in planned} for i in keep]
+    return StepRecord(per_response, extra, reward, dict(metrics or {}))
 
 
 class RLECMetricsMixin:
@@ -45,34 +111,30 @@ class RLECMetricsMixin:
     """
 
     base_trainer_mode: str = "sync"
+    _rlec_record: tuple[tuple, StepRecord] | None = None
 
     def __init__(self, config, *args, **kwargs):
         with open_dict(config):
             config.trainer.v1.trainer_mode = self.base_trainer_mode
         super().__init__(config, *args, **kwargs)
 
+    def _rlec_step_record(self, batch, fields: tuple[str, ...] = (), metrics: Mapping[str, float] | None = None) -> StepRecord:
+        """The step's record (:func:`read_step_record`), read once per step: a second call for the same batch reuses it."""
+        cached = self._rlec_record
+        if cached is not None and cached[0] == tuple(batch.keys):
+            return cached[1]
+        record = read_step_record(batch, fields, metrics)
+        self._rlec_record = (tuple(batch.keys), record)
+        return record
+
     def _rlec_reward_records(self, batch) -> list[dict]:
-        """The ``reward_extra_info`` of the batch's non-padding samples, read from TransferQueue.
-
-        The column comes back as a tensordict ``NonTensorStack`` / ``LinkedList`` of per-sample
-        mappings (or ``NonTensorData`` wrappers of them), depending on how the rows were put.
-        """
-        import transfer_queue as tq
-
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        column = data.pop("extra_fields")
-        extra_fields = column.tolist() if hasattr(column, "tolist") else list(column)
-        records = []
-        for fields, tag in zip(extra_fields, batch.tags, strict=True):
-            fields = getattr(fields, "data", fields)
-            if isinstance(fields, Mapping) and not tag.get("is_padding", False):
-                info = fields.get("reward_extra_info") or {}
-                records.append(dict(getattr(info, "data", info)))
-        return records
+        """The ``reward_extra_info`` of the batch's non-padding samples (:meth:`_rlec_step_record`)."""
+        return self._rlec_step_record(batch).reward_info
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         records = self._rlec_reward_records(batch)
+        self._rlec_record = None  # the step is over (verl clears its samples next)
         if not records:
             logger.warning("rlec training metrics: no reward_extra_info found for %d samples", len(batch.keys))
         metrics.update(reward_metrics(records, prefix="rlec"))
@@ -85,22 +147,143 @@ class RLECMetricsMixin:
         return metric_dict
 
 
+class AlgorithmsMixin:
+    """Drives every enabled algorithm in verl's trainer (module docstring); a no-op when none is enabled.
+
+    Attributes:
+        rlec_algorithms: the built algorithms in registry order (None until first needed).
+
+    Raises (at construction):
+        ValueError: an enabled algorithm's check reports an error (the first one).
+    """
+
+    rlec_algorithms: list[Algorithm] | None = None
+    _rlec_mode: str | None = None
+
+    def __init__(self, config, *args, **kwargs):
+        mode = str(config.trainer.v1.trainer_mode)
+        # a config already handed to an rlec trainer holds verl's base mode (RLECMetricsMixin): rlec's is rlec_<base>
+        self._rlec_mode = f"rlec_{mode}" if mode == getattr(self, "base_trainer_mode", None) else mode
+        error = first_error(registry.check_all(self._rlec_config(config)))
+        if error is not None:
+            raise ValueError(str(error))
+        self.rlec_algorithms = None
+        super().__init__(config, *args, **kwargs)
+
+    def _rlec_config(self, config: Any) -> Any:
+        """``config`` with rlec's trainer mode (the rules read it; RLECMetricsMixin writes verl's base mode)."""
+        if self._rlec_mode is None or config.trainer.v1.trainer_mode == self._rlec_mode:
+            return config
+        config = copy.deepcopy(config)
+        with open_dict(config):
+            config.trainer.v1.trainer_mode = self._rlec_mode
+        return config
+
+    def _algorithms(self) -> list[Algorithm]:
+        """The enabled algorithms, built on first use (:func:`rlec.algorithms.registry.build`)."""
+        if self.rlec_algorithms is None:
+            cfg = self._rlec_config(self.config)
+            self.rlec_algorithms = registry.build(cfg, self._algorithm_context(cfg)) if registry.enabled(cfg) else []
+            if self.rlec_algorithms:
+                logger.info("rlec algorithms: %s", [a.name for a in self.rlec_algorithms])
+            self._apply_overrides(int(getattr(self, "global_steps", 0) or 0) + 1)
+        return self.rlec_algorithms
+
+    def _algorithm_context(self, cfg: Any) -> AlgorithmContext:
+        """The model's vocabulary size (its ``config.json``; None when unreadable) and the training
+        dataset's environment source (None without one)."""
+        from rlec.models import read_model_config
+
+        vocab, path = None, select(cfg, "actor_rollout_ref.model.path")
+        if path is not None:
+            try:
+                vocab = read_model_config(path, label="actor_rollout_ref.model.path").get("vocab_size")
+            except (OSError, ValueError) as exc:
+                logger.info("vocabulary size not read from the model folder: %s", exc)
+        source = getattr(getattr(self, "train_dataset", None), "rlve_source", None)
+        return AlgorithmContext(vocab_size=int(vocab) if vocab else None, source=source)
+
+    def _apply_overrides(self, step: int) -> None:
+        """Write every algorithm's :meth:`~rlec.algorithms.base.Algorithm.step_overrides` into ``self.config``."""
+        for algorithm in self.rlec_algorithms or []:
+            for key, value in algorithm.step_overrides(step).items():
+                with open_dict(self.config):
+                    OmegaConf.update(self.config, key, value, merge=False, force_add=True)
+
+    def on_init_end(self):
+        self._algorithms()  # before verl syncs the rollout weights: a missing environment source fails here
+        super().on_init_end()
+
+    def _next_train_batch(self, num_prompts: int | None = None):
+        batch = super()._next_train_batch(num_prompts)
+        algorithms = self._algorithms()
+        if not algorithms:
+            return batch
+        infos = list(batch["extra_info"]) if "extra_info" in batch.keys() else [None] * len(batch)
+        infos = [getattr(info, "data", info) for info in infos]
+        rollout = self.config.actor_rollout_ref.rollout
+        plan = RolloutPlan(float(rollout.temperature), [int(rollout.n)] * len(infos))
+        for algorithm in algorithms:
+            algorithm.plan_rollout(int(getattr(self, "global_steps", 0) or 0), infos, plan)
+        tu.assign_non_tensor_stack(batch, ROLLOUT_N_KEY, plan.n_per_prompt)
+        for name, values in plan.prompt_fields.items():
+            tu.assign_non_tensor_stack(batch, name, values)
+        for name, value in plan.batch_fields.items():
+            tu.assign_non_tensor_data(batch, name, value)
+        return batch
+
+    def step(self, metrics: dict, timing_raw: dict):
+        algorithms = self._algorithms()
+        if not algorithms:
+            return super().step(metrics, timing_raw)
+        step = int(getattr(self, "global_steps", 0) or 0)  # verl sets it in fit() (from 1)
+        self._apply_overrides(step)
+        batch = super().step(metrics, timing_raw)
+        wanted = [a.record_fields for a in algorithms if a.record_fields is not None]
+        record = StepRecord([], [], [], dict(metrics))
+        if wanted:
+            fields = tuple(dict.fromkeys(name for names in wanted for name in names))
+            read = self._rlec_step_record(batch, fields, metrics)
+            record = StepRecord(read.fields, read.extra_info, read.reward_info, dict(metrics))
+        for algorithm in algorithms:
+            metrics.update(algorithm.observe(step, int(getattr(self, "total_training_steps", 0) or 0), record))
+        self._apply_overrides(step + 1)
+        return batch
+
+    def _save_checkpoint(self):
+        if self._algorithms():  # before verl marks the checkpoint as the latest
+            save_state(saving_folder(self.config, self.global_steps), STATE_FILE,
+                       {a.name: a.state_dict() for a in self.rlec_algorithms})
+        return super()._save_checkpoint()
+
+    def _load_checkpoint(self):
+        out = super()._load_checkpoint()
+        if self._algorithms():
+            state = load_state(resumed_folder(self.config, self.global_steps), STATE_FILE) or {}
+            for algorithm in self.rlec_algorithms:
+                algorithm.load_state_dict(state.get(algorithm.name, {}))
+            self._apply_overrides(self.global_steps + 1)
+            if state:
+                logger.info("rlec algorithm state restored for %s", sorted(state))
+        return out
+
+
 @register_trainer("rlec_sync")
-class RLECSyncTrainer(CheckpointIntegrityMixin, RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerSync):
-    """verl's ``sync`` trainer with rlec metrics, RLVE, E3 and the Pass@k switch."""
+class RLECSyncTrainer(CheckpointIntegrityMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerSync):
+    """verl's ``sync`` trainer with rlec's algorithms and metrics."""
 
     base_trainer_mode = "sync"
 
 
 @register_trainer("rlec_colocate_async")
-class RLECColocateAsyncTrainer(CheckpointIntegrityMixin, RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerColocateAsync):
-    """verl's ``colocate_async`` trainer with rlec metrics, RLVE and the Pass@k switch (E3 refuses this mode)."""
+class RLECColocateAsyncTrainer(CheckpointIntegrityMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerColocateAsync):
+    """verl's ``colocate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
 
     base_trainer_mode = "colocate_async"
 
 
 @register_trainer("rlec_separate_async")
-class RLECSeparateAsyncTrainer(CheckpointIntegrityMixin, RLECMetricsMixin, RLVEMixin, E3TrainerMixin, PasskSwitchMixin, PPOTrainerSeparateAsync):
-    """verl's ``separate_async`` trainer with rlec metrics, RLVE and the Pass@k switch (E3 refuses this mode)."""
+class RLECSeparateAsyncTrainer(CheckpointIntegrityMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerSeparateAsync):
+    """verl's ``separate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
 
     base_trainer_mode = "separate_async"

@@ -70,10 +70,10 @@ def test_help_lists_every_setting_with_its_value() -> None:
 def test_help_names_the_algorithm_overlays_in_effect(overlays, expected) -> None:
     """--help shows the overlays in effect, not verl's whole algorithm section (a wall of nested dicts)."""
     from rlec.local.config import load_config, settings_help
-    from rlec.local.hooks import enabled_algorithms
+    from rlec.algorithms.registry import enabled
 
     cfg = load_config(list(overlays), env={})
-    assert [name for name, _, _ in enabled_algorithms(cfg)] == expected
+    assert [cls.name for cls in enabled(cfg)] == expected
     text = settings_help(cfg)
     line = next(line for line in text.splitlines() if line.startswith("  algorithm = "))
     assert line == f"  algorithm = {expected!r}"

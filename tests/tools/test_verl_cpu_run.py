@@ -9,6 +9,7 @@ rollout, validation, verl's checkpoint, and a resume that continues from it. One
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -105,4 +106,5 @@ def test_e3_passk_and_rlve_run_inside_verls_loop_on_cpu(tmp_path, tiny_moe_dir):
     assert max(m[3][f"rlve/{env}/difficulty"] for env in ("arithmetic", "sorting")) >= 1
     # the algorithms' state is in verl's checkpoint, covered by the manifest
     step2 = out / "global_step_2"
-    assert (step2 / "rlec_e3.json").is_file() and (step2 / "rlec_manifest.json").is_file()
+    assert (step2 / "rlec_algorithms.json").is_file() and (step2 / "rlec_manifest.json").is_file()
+    assert set(json.loads((step2 / "rlec_algorithms.json").read_text())) == {"e3", "passk", "rlve"}

@@ -1,10 +1,11 @@
 """Store E3 training responses in TransferQueue the way verl's agent loop does, and read them back
-through ``E3TrainerMixin._e3_step_records`` (run by test_e3_plugin.py in a fresh process)::
+through the trainer's one per-step reader, ``RLECMetricsMixin._rlec_step_record``
+(:func:`rlec.verl_plugin.trainers.read_step_record`; run by test_e3_plugin.py in a fresh process)::
 
     python tests/verl_plugin/e3_tq_job.py
 
 Each response's fields are the prompt's fields (``field.update(kwargs)`` in verl's
-AgentLoopWorkerTQ: here ``rlec_e3_prompt`` and ``rlec_e3_length_mu``) plus ``extra_fields`` with the
+AgentLoopWorkerTQ: here ``rlec_e3_prompt``, ``rlec_e3_length_mu`` and ``extra_info``) plus ``extra_fields`` with the
 reward manager's ``reward_extra_info``; one synthetic padding row is added as verl's
 ``upsample_batch_to_divisible_size`` does. Prints one JSON line.
 """
@@ -33,16 +34,18 @@ def main() -> dict:
     ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
     tq.init(cfg.transfer_queue)
     try:
-        rows = [{PROMPT_KEY: key, LENGTH_MU_KEY: 0.001, "extra_fields": {"reward_extra_info": {"correct": ok, "e3_length_bias": 1.0}}}
-                for _, _, key, ok in RESPONSES]
+        rows = [{PROMPT_KEY: key, LENGTH_MU_KEY: 0.001, "extra_info": {"environment": "maze", "difficulty": i},
+                 "extra_fields": {"reward_extra_info": {"correct": ok, "e3_length_bias": 1.0}}}
+                for i, (_, _, key, ok) in enumerate(RESPONSES)]
         keys = [f"{uid}_{session}_0" for uid, session, _, _ in RESPONSES]
         rows.append(dict(rows[0]))  # padding: a copy of the first sample, tagged
         keys.append("padabc_0_0")
         tags = [{"status": "success"} for _ in RESPONSES] + [{"status": "success", "is_padding": True}]
         tq.kv_batch_put(keys=keys, partition_id="train", tags=tags, fields=list_of_dict_to_tensordict(rows))
         trainer = RLECSyncTrainer.__new__(RLECSyncTrainer)  # the reader uses no trainer state
-        records = trainer._e3_step_records(KVBatchMeta(keys=keys, tags=tags, partition_id="train"))
-        return {"records": [[key, info] for key, info in records]}
+        record = trainer._rlec_step_record(KVBatchMeta(keys=keys, tags=tags, partition_id="train"), (PROMPT_KEY, "extra_info"))
+        return {"records": [[f[PROMPT_KEY], info] for f, info in zip(record.fields, record.reward_info)],
+                "extra_info": record.extra_info}
     finally:
         tq.close()
         ray.shutdown()

@@ -1,4 +1,5 @@
-"""Drift guard for E3 and Pass@k Training: every verl 0.9.1 method rlec's mixins override or call,
+"""Drift guard for rlec's algorithms in verl: every verl 0.9.1 method the generic AlgorithmsMixin (and the
+metrics mixin whose per-step record it shares) overrides or calls,
 its signature, and the behaviour they rely on (the pattern of test_drift.py). Each assertion names
 what rlec uses it for."""
 
@@ -30,10 +31,24 @@ TRAINER = "verl.trainer.ppo.v1.trainer_base"
 def test_signatures_of_overridden_trainer_methods():
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    assert params(PPOTrainer.step) == ["self", "metrics", "timing_raw"]  # E3 / switch mixins wrap the step
-    assert params(PPOTrainer._next_train_batch) == ["self", "num_prompts"]  # E3 plans each batch of prompts
+    assert params(PPOTrainer.step) == ["self", "metrics", "timing_raw"]  # overrides before, observe after the step
+    assert params(PPOTrainer._next_train_batch) == ["self", "num_prompts"]  # plan_rollout on each batch of prompts
     assert params(PPOTrainer._save_checkpoint) == ["self"]  # state beside verl's checkpoint
     assert params(PPOTrainer._load_checkpoint) == ["self"]
+    assert params(PPOTrainer.on_init_end) == ["self"]  # the algorithms are built there (datasets exist)
+
+
+def test_every_verl_method_the_algorithms_mixin_overrides_is_pinned_here():
+    """A new override of a verl method must be added to the pinned set (and its hook point tested above)."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from rlec.verl_plugin.trainers import AlgorithmsMixin, RLECMetricsMixin
+
+    pinned = {"__init__", "step", "_next_train_batch", "_save_checkpoint", "_load_checkpoint", "on_init_end"}
+    overridden = {name for name in vars(AlgorithmsMixin) if callable(getattr(PPOTrainer, name, None))}
+    assert overridden == pinned
+    assert {name for name in vars(RLECMetricsMixin) if callable(getattr(PPOTrainer, name, None))} == {
+        "__init__", "_compute_metrics", "_val_metrics_update"}  # signatures pinned in test_drift.py
 
 
 def test_signatures_of_registries_and_the_agent_loop():
@@ -51,6 +66,9 @@ def test_step_order_the_mixins_rely_on():
     fit = source(TRAINER, "PPOTrainer.fit")
     # the step (with its batch plan, actor/entropy and graded outcomes) comes before the checkpoint of that step
     assert fit.index("batch = self.step(metrics, self.timing_raw)") < fit.index("self._save_checkpoint()")
+    # the step's record, read once at the end of step(), is reused by the metrics of the same batch
+    assert fit.index("self._save_checkpoint()") < fit.index("self._compute_metrics(batch, metrics")
+    assert fit.index("self._compute_metrics(batch, metrics") < fit.index("tq.kv_clear(keys=batch.keys")
     step = source(TRAINER, "PPOTrainer.step")
     assert "prepare_metrics = self.prepare_step()" in step  # prompts are fetched inside step()
     batches = source(TRAINER, "PPOTrainer._add_batch_to_generate") + source(TRAINER, "PPOTrainer._add_prompts_to_generate")

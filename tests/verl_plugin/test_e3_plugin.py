@@ -1,7 +1,7 @@
 """E3 on verl's V1 trainer, tested as far as CPU allows: the agent loop's sampling params (through
 verl's own instantiation and SingleTurnAgentLoop.run), the reward manager's length bias on real
-graded samples, and the trainer mixin on a real RLECSyncTrainer (verl's GPU-bound step and
-checkpoint I/O replaced by recorders that emulate their contract)."""
+graded samples, and the generic algorithms mixin driving E3 on a real RLECSyncTrainer (verl's GPU-bound
+step and checkpoint I/O replaced by recorders that emulate their contract)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ import pytest
 pytest.importorskip("verl")
 
 from rlec.verl_plugin import RLECColocateAsyncTrainer, RLECSyncTrainer  # noqa: E402
+from rlec.algorithms.base import StepRecord  # noqa: E402
 from rlec.verl_plugin.e3 import (  # noqa: E402
     LENGTH_MU_KEY,
     PROMPT_KEY,
-    ROLLOUT_N_KEY,
-    STATE_FILE,
     TEMPERATURE_KEY,
     e3_sampling_params,
     prompt_key_of,
 )
+from rlec.verl_plugin.trainers import ROLLOUT_N_KEY, STATE_FILE  # noqa: E402
 
 QWEN_TINY_BASE = ("layout=tiny_1gpu", "algorithm=e3")
 
@@ -153,14 +153,15 @@ def e3_env(compose_rlec, tiny_moe_dir, monkeypatch, tmp_path):
         metrics["actor/entropy"] = entropy_of["value"](log["actor_temperature"][-1])
         return batch
 
-    def fake_records(self, batch):  # what TransferQueue returns after rollout + reward (the reward manager's fields)
+    def fake_records(self, batch, fields=(), metrics=None):  # what TransferQueue returns after rollout + reward
         rows = []
         for key, n, mu in zip(batch[PROMPT_KEY], batch[ROLLOUT_N_KEY], batch[LENGTH_MU_KEY]):
             solved = round(SOLVE_RATE[key.split(":")[1]] * n)
             for j in range(n):
                 ok = float(j < solved)
                 rows.append((key, {"correct": ok, "e3_length_mu": mu, "e3_length_bias": 0.5 if ok and mu > 0 else 1.0}))
-        return rows
+        assert PROMPT_KEY in fields  # E3 reads its prompt key back with the responses
+        return StepRecord([{PROMPT_KEY: k} for k, _ in rows], [{} for _ in rows], [i for _, i in rows], metrics or {})
 
     def fake_save(self):
         folder = tmp_path / f"global_step_{self.global_steps}"
@@ -168,7 +169,7 @@ def e3_env(compose_rlec, tiny_moe_dir, monkeypatch, tmp_path):
         log["saved"].append(self.global_steps)
 
     monkeypatch.setattr(PPOTrainer, "step", fake_step)
-    monkeypatch.setattr(RLECSyncTrainer, "_e3_step_records", fake_records)
+    monkeypatch.setattr(RLECSyncTrainer, "_rlec_step_record", fake_records)
     monkeypatch.setattr(PPOTrainer, "_save_checkpoint", fake_save)
     monkeypatch.setattr(PPOTrainer, "_load_checkpoint", lambda self: setattr(self, "global_steps", self._resume_to))
 
@@ -181,6 +182,12 @@ def e3_env(compose_rlec, tiny_moe_dir, monkeypatch, tmp_path):
         return trainer
 
     return make, log, entropy_of
+
+
+def e3_of(trainer):
+    """The trainer's E3 controller (the only enabled algorithm of these tests)."""
+    (e3,) = trainer._algorithms()
+    return e3.controller
 
 
 def trainer_model_dir(trainer):
@@ -201,19 +208,19 @@ def run_steps(trainer, steps):
 
 def test_e3_is_refused_in_async_modes_and_without_its_agent_loop(compose_rlec, tiny_moe_dir):
     base = (*QWEN_TINY_BASE, f"actor_rollout_ref.model.path={tiny_moe_dir}")
-    with pytest.raises(ValueError, match="needs trainer.v1.trainer_mode rlec_sync"):
+    with pytest.raises(ValueError, match=r"\[trainer.v1.trainer_mode\] rlec.e3 needs rlec_sync"):
         RLECColocateAsyncTrainer(compose_rlec(*base, "trainer.v1.trainer_mode=rlec_colocate_async"))
-    with pytest.raises(ValueError, match="default_agent_loop=rlec_e3_agent"):
+    with pytest.raises(ValueError, match="default_agent_loop.*rlec.e3.temperature needs rlec_e3_agent"):
         RLECSyncTrainer(compose_rlec(*base, "actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent"))
     off = RLECSyncTrainer(compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}"))
-    assert off.e3 is None
+    assert off._algorithms() == []
 
 
 def test_batches_carry_exact_budgets_temperature_and_length_bias(e3_env):
     make, log, entropy_of = e3_env
     entropy_of["value"] = lambda t: 0.5
     trainer = make()
-    assert trainer.e3.scheduler.vocab_size == json.loads((trainer_model_dir(trainer) / "config.json").read_text())["vocab_size"]
+    assert e3_of(trainer).scheduler.vocab_size == json.loads((trainer_model_dir(trainer) / "config.json").read_text())["vocab_size"]
     metrics = run_steps(trainer, [1, 2])
     first, second = log["batches"]
     n = trainer.config.actor_rollout_ref.rollout.n
@@ -254,16 +261,16 @@ def test_checkpoint_holds_e3_state_and_resume_equals_uninterrupted(e3_env, tmp_p
     first = make()
     run_steps(first, range(1, 4))
     first._save_checkpoint()
-    saved = json.loads((tmp_path / "global_step_3" / STATE_FILE).read_text())
+    saved = json.loads((tmp_path / "global_step_3" / STATE_FILE).read_text())["e3"]
     assert set(saved) == {"temperature", "history"} and len(saved["history"]["counts"]) == 8
     resumed = make()
     resumed._resume_to = 3
     resumed._load_checkpoint()
-    assert resumed.e3.state_dict() == first.e3.state_dict()
+    assert e3_of(resumed).state_dict() == e3_of(first).state_dict()
     run_steps(resumed, range(4, 7))
     assert log["actor_temperature"] == expected_temps
     assert [list(b[ROLLOUT_N_KEY]) for b in log["batches"]] == expected_counts
-    assert math.isclose(resumed.e3.temperature, whole.e3.temperature)
+    assert math.isclose(e3_of(resumed).temperature, e3_of(whole).temperature)
 
 
 @pytest.mark.slow
@@ -279,6 +286,8 @@ def test_step_records_round_trip_through_transfer_queue(repo_root):
                           capture_output=True, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    records = json.loads(lines[-1][len("RESULT "):])["records"]
+    result = json.loads(lines[-1][len("RESULT "):])
+    records = result["records"]
     assert [key for key, _ in records] == ["question_id:q-1"] * 2 + ["question_id:q-2"] * 3
     assert [info["correct"] for _, info in records] == [1.0, 0.0, 0.0, 1.0, 1.0]
+    assert [info["difficulty"] for info in result["extra_info"]] == [0, 1, 2, 3, 4]  # RLVE's fields, same read

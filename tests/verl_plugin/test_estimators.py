@@ -137,7 +137,7 @@ def passk_trainer(compose_rlec, tiny_moe_dir, monkeypatch, tmp_path):
     return cfg, seen_k
 
 
-def test_entropy_switch_mixin_sets_next_k_logs_and_resumes(passk_trainer):
+def test_entropy_switch_sets_next_k_logs_and_resumes(passk_trainer):
     cfg, seen_k = passk_trainer
     trainer = RLECSyncTrainer(cfg)
     logged = []
@@ -152,7 +152,8 @@ def test_entropy_switch_mixin_sets_next_k_logs_and_resumes(passk_trainer):
     resumed = RLECSyncTrainer(cfg)
     resumed._resume_to = 2
     resumed._load_checkpoint()
-    assert resumed.config.algorithm.passk.active_k == 2 and resumed.passk_switch == trainer.passk_switch
+    (switch,) = trainer.rlec_algorithms
+    assert resumed.config.algorithm.passk.active_k == 2 and resumed.rlec_algorithms[0].entropy_switch == switch.entropy_switch
     for t in (resumed, trainer):
         t.global_steps = 3
         t.step({}, {})
@@ -167,7 +168,7 @@ def test_switch_off_logs_k_every_step(compose_rlec, tiny_moe_dir, monkeypatch):
                                            "algorithm=passk", "algorithm.passk.k=3"))
     metrics = {}
     trainer.step(metrics, {})
-    assert trainer.passk_switch is None and metrics["passk/active_k"] == 3.0
+    assert trainer.rlec_algorithms[0].entropy_switch is None and metrics["passk/active_k"] == 3.0
     plain = RLECSyncTrainer(compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}"))
     metrics = {}
     plain.step(metrics, {})

@@ -1,4 +1,4 @@
-"""The RLVE trainer mixin on rlec's verl trainers, the RLVE overlay through DRY_RUN's checks, and
+"""RLVE driven by the generic algorithms mixin of rlec's verl trainers, the RLVE overlay through DRY_RUN's checks, and
 drift guards for the verl 0.9.1 behaviour the RLVE path relies on."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from rlec.cluster.config_check import run_checks  # noqa: E402
 from rlec.cluster.rules import rlve_rules  # noqa: E402
 from rlec.config import CONFIG_DIR, cluster_layouts, gpu_precisions  # noqa: E402
 from rlec.environments import EnvironmentSource  # noqa: E402
-from rlec.verl_plugin import RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer, RLECSyncTrainer, RLVEMixin  # noqa: E402
+from rlec.algorithms.rlve.algorithm import RLVE as RLVEAlgorithm  # noqa: E402
+from rlec.verl_plugin import AlgorithmsMixin, RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer, RLECSyncTrainer  # noqa: E402
 
 # the override that selects megatron_configs/algorithm/rlve.yaml (appended to the defaults list)
 RLVE = "algorithm=rlve"
@@ -60,13 +61,15 @@ def trainer_with(source, monkeypatch, rows, outcomes, padding=()):
     monkeypatch.setattr(tq, "kv_batch_get", fake_get)
     trainer = RLECSyncTrainer.__new__(RLECSyncTrainer)  # step() and the mixin use no other trainer state
     trainer.train_dataset = FakeDataset(source)
+    trainer.rlec_algorithms = [RLVEAlgorithm(source)] if source is not None else []  # what on_init_end builds
     return trainer, batch, calls
 
 
 def test_every_rlec_trainer_carries_the_mixin():
     for cls in (RLECSyncTrainer, RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer):
         mro = cls.__mro__
-        assert RLVEMixin in mro and mro.index(RLVEMixin) < mro.index(next(c for c in mro if c.__name__.startswith("PPOTrainer")))
+        assert AlgorithmsMixin in mro
+        assert mro.index(AlgorithmsMixin) < mro.index(next(c for c in mro if c.__name__.startswith("PPOTrainer")))
 
 
 def test_step_feeds_every_sample_to_the_controllers_and_logs_rlve_metrics(monkeypatch):
@@ -100,15 +103,16 @@ def test_enabled_without_the_dataset_is_refused_at_init(compose_rlec, monkeypatc
     synced = []
     monkeypatch.setattr(PPOTrainerSync, "on_init_end", lambda self: synced.append(True))  # verl's weight sync
     trainer = RLECSyncTrainer.__new__(RLECSyncTrainer)
-    trainer.config = compose_rlec(RLVE)
-    trainer.train_dataset = object()
+    def fresh(config, dataset):
+        trainer.config, trainer.train_dataset, trainer.rlec_algorithms = config, dataset, None
+
+    fresh(compose_rlec(RLVE), object())
     with pytest.raises(ValueError, match="data.custom_cls.path=pkg://rlec.verl_plugin.rlve_dataset"):
         trainer.on_init_end()
     assert synced == []  # refused before verl starts syncing weights
-    trainer.config = compose_rlec()
+    fresh(compose_rlec(), object())
     trainer.on_init_end()  # not enabled: nothing to check, verl's hook runs
-    trainer.config = compose_rlec(RLVE)
-    trainer.train_dataset = FakeDataset(EnvironmentSource({"samples_per_prompt": 1}))
+    fresh(compose_rlec(RLVE), FakeDataset(EnvironmentSource({"samples_per_prompt": 1})))
     trainer.on_init_end()
     assert synced == [True, True]
 

@@ -4,8 +4,8 @@ Source: Liao et al., "Enhancing Efficiency and Exploration in Reinforcement Lear
 (E3), arXiv 2505.18573, EMNLP 2025: Sec. 3.1 (dynamic rollout budget by question difficulty,
 with a length penalty on easy questions) and Sec. 3.2 (temperature scheduler that keeps the
 policy entropy at a target, with annealing of the target). Each piece below is a pure function
-or a small object with ``state_dict``; :mod:`rlec.verl_plugin.e3` (cluster) and the local run
-call them.
+or a small object with ``state_dict``; :class:`rlec.algorithms.e3.algorithm.E3` is what both
+training loops drive (verl's only E3-specific registration is the agent loop of :mod:`rlec.verl_plugin.e3`).
 
 1. Temperature (:class:`TemperatureScheduler`). After step t, with H_t the policy entropy of
    that step (verl's ``actor/entropy``: exact, full vocabulary, at the step's temperature), V
@@ -50,7 +50,8 @@ How this differs from the public E3 code (FSDP only):
   the abstention reward 0.
 
 Modules: :mod:`.temperature` (1), :mod:`.budget` (2-4), :mod:`.settings` (``rlec.e3`` of the config),
-:mod:`.controller` (the per-step plan / observe / state both trainers call).
+:mod:`.controller` (the per-step plan / observe / state), :mod:`.algorithm` (the
+:class:`rlec.algorithms.base.Algorithm` both loops drive).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ A trainer calls, each step t (verl counts from 1)::
     controller.state_dict()                    # saved with every checkpoint
 
 :meth:`E3Controller.observe` updates the per-prompt history (the ranks of step t + 1) and the
-temperature (T_{t+1}) and returns the ``e3/...`` metrics of step t. Pure Python: the verl
-adapter is :mod:`rlec.verl_plugin.e3`.
+temperature (T_{t+1}) and returns the ``e3/...`` metrics of step t. Pure Python: both loops
+drive it through :class:`rlec.algorithms.e3.algorithm.E3`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,16 @@
-"""``rlec.e3`` of the config: E3's settings, read and checked in one place (both trainers use it)."""
+"""``rlec.e3`` of the config: E3's settings, read and checked in one place (:class:`E3Settings`).
+
+:meth:`E3Settings.check` is the only validator of the ``rlec.e3`` values; the cross-key rules
+(rollout.n, trainer mode, agent loop, T_0) are :meth:`rlec.algorithms.e3.algorithm.E3.check`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from rlec.config import select
+from rlec.algorithms.base import wrong_type
+from rlec.config import Finding, select
 
 # the agent loop rlec registers in verl to sample at the step's temperature (rollout.agent.default_agent_loop)
 E3_AGENT_LOOP = "rlec_e3_agent"
@@ -66,7 +71,8 @@ class E3Settings:
         """Read ``rlec.e3.*`` from a composed config or nested dict (missing keys take the defaults above).
 
         Raises:
-            ValueError: a value outside its range, or not of its type (the message names the key).
+            ValueError: a value outside its range (:meth:`check`), or not of its type: a bool that is
+                not true/false, a non-whole int, a non-finite float (the message names the key).
         """
         values = {}
         for name, (key, kind) in cls.KEYS.items():
@@ -75,20 +81,21 @@ class E3Settings:
                 if name in cls.NULLABLE and _is_explicit_null(cfg, f"rlec.e3.{key}"):
                     values[name] = None
                 continue
-            try:
-                values[name] = kind(raw)
-            except (TypeError, ValueError):
-                raise ValueError(f"rlec.e3.{key}: expected {kind.__name__}, got {raw!r}") from None
+            problem = wrong_type(raw, kind)
+            if problem is not None:
+                raise ValueError(f"rlec.e3.{key}: {problem}")
+            values[name] = kind(float(raw)) if kind is int else kind(raw)
         settings = cls(**values)
-        settings.check()
+        for finding in settings.check():
+            raise ValueError(finding.message)
         return settings
 
     def temperature_in_bounds(self, temperature: float) -> bool:
         """Whether T lies in the safety bound [``temperature.min``, ``temperature.max``] (a null side is open)."""
         return (self.t_min is None or temperature >= self.t_min) and (self.t_max is None or temperature <= self.t_max)
 
-    def check(self) -> None:
-        """Raises ValueError naming the ``rlec.e3`` key of the first value out of range."""
+    def check(self) -> list[Finding]:
+        """One error per ``rlec.e3`` value out of range (key ``rlec.e3``; the message names the full key)."""
         checks = [
             (all(t is None or t > 0 for t in (self.t_min, self.t_max))
              and (self.t_min is None or self.t_max is None or self.t_min <= self.t_max),
@@ -103,9 +110,7 @@ class E3Settings:
             (self.mu >= 0, "length_bias.mu", f"must be >= 0, got {self.mu}"),
             (0 <= self.penalty_threshold <= 1, "length_bias.penalty_threshold", f"must be in [0, 1], got {self.penalty_threshold}"),
         ]
-        for ok, key, message in checks:
-            if not ok:
-                raise ValueError(f"rlec.e3.{key}: {message}")
+        return [Finding("error", "rlec.e3", f"rlec.e3.{key}: {message}") for ok, key, message in checks if not ok]
 
 
 def _is_explicit_null(cfg: Any, dotted: str) -> bool:

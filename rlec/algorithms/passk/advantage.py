@@ -1,4 +1,4 @@
-"""Pass@k Training: the analytic pass@k group advantage, the entropy switch, and the pass@k estimator.
+"""Pass@k Training's math: the analytic pass@k group advantage, the entropy switch, the pass@k estimator.
 
 Source: Chen et al., "Pass@k Training for Adaptively Balancing Exploration and Exploitation of
 Large Reasoning Models", arXiv 2508.10751, Sec. 3 (analytic derivation of the pass@k advantage).

@@ -1,0 +1,215 @@
+"""The one interface of an algorithm rlec adds to RLEC training, driven the same way by both loops.
+
+An algorithm (E3, Pass@k Training, RLVE: :mod:`rlec.algorithms.registry`) is a subclass of
+:class:`Algorithm`. Its class methods read the config: :meth:`Algorithm.enabled` (its switch),
+:meth:`Algorithm.check` (the only validator of its settings, cross-key rules included, called by
+DRY_RUN, by the local run before anything is written and by verl's trainer at construction) and
+:meth:`Algorithm.from_config`. An instance holds the algorithm's state across steps. verl's trainer
+(:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`) and the local run (:mod:`rlec.local.runner`)
+call, at each step t (counted from 1), for every enabled algorithm in registry order::
+
+    plan = RolloutPlan(temperature=rollout.temperature, n_per_prompt=[rollout.n] * prompts)
+    algorithm.plan_rollout(t, extra_infos, plan)       # temperature, per-prompt n, per-prompt fields
+    ... rollout; grading; R_p^(b) ...
+    score = type(algorithm).adjust_reward(score, info, fields, length)   # per response, stateless
+    overrides = algorithm.step_overrides(t)            # dotted keys the advantage / update must see
+    ... advantage, log-probs (actor/entropy), update ...
+    metrics |= algorithm.observe(t, total_steps, StepRecord(...))
+    state = algorithm.state_dict()                     # saved with every checkpoint
+
+:meth:`Algorithm.adjust_reward` is a class method of the response alone: verl runs it in the
+reward workers, which hold no trainer state; what it needs travels with the prompt
+(:attr:`RolloutPlan.prompt_fields`). Pure Python (no verl, no torch.distributed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Sequence
+
+from rlec.config import Finding, select
+
+__all__ = ["Algorithm", "AlgorithmContext", "Finding", "RolloutPlan", "StepRecord", "first_error", "trainer_mode", "wrong_type"]
+
+
+@dataclass
+class RolloutPlan:
+    """How one step rolls out; algorithms adjust it in place in :meth:`Algorithm.plan_rollout`.
+
+    Attributes:
+        temperature: the sampling temperature (> 0); the step's log-probs divide the logits by
+            it too (an algorithm that changes it also returns it from :meth:`Algorithm.step_overrides`).
+        n_per_prompt: responses per prompt (each >= 2 for a group baseline); their sum must stay
+            ``rollout.n x prompts`` (verl sizes mini-batches by it).
+        prompt_fields: ``{name: one value per prompt}``: fields that travel with the prompt to the
+            agent loop, the reward manager (``fields`` of :meth:`Algorithm.adjust_reward`) and back
+            in the step's record (:attr:`StepRecord.fields`).
+        batch_fields: ``{name: value}`` for every prompt of the batch (e.g. E3's temperature for
+            its agent loop).
+    """
+
+    temperature: float
+    n_per_prompt: list[int]
+    prompt_fields: dict[str, list[Any]] = field(default_factory=dict)
+    batch_fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A training step's responses, read once per step, and the step's metrics.
+
+    Attributes:
+        fields: per response, the planned fields of its prompt (:attr:`RolloutPlan.prompt_fields`).
+        extra_info: per response, its prompt row's ``extra_info`` ({} when absent).
+        reward_info: per response, the reward manager's ``reward_extra_info`` (``correct``: the
+            graded outcome, 1.0 or 0.0; abstentions are not correct; plus what
+            :meth:`Algorithm.adjust_reward` added).
+        metrics: the step's metrics so far (``actor/entropy``: the policy's mean token entropy in
+            nats at the step's temperature; absent when the step had no actor update).
+    """
+
+    fields: list[dict[str, Any]]
+    extra_info: list[dict[str, Any]]
+    reward_info: list[dict[str, Any]]
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not len(self.fields) == len(self.extra_info) == len(self.reward_info):
+            raise ValueError(f"StepRecord: fields, extra_info and reward_info need one entry per response, got "
+                             f"{len(self.fields)}, {len(self.extra_info)}, {len(self.reward_info)}")
+
+    @property
+    def correct(self) -> list[float]:
+        """The graded outcome of each response (1.0 correct, else 0.0)."""
+        return [float(info.get("correct", 0.0)) for info in self.reward_info]
+
+    @property
+    def entropy(self) -> float | None:
+        """The step's ``actor/entropy`` (None when absent)."""
+        value = self.metrics.get("actor/entropy")
+        return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class AlgorithmContext:
+    """What the loop knows beyond the config when it builds the algorithms.
+
+    Attributes:
+        vocab_size: the policy's vocabulary size V (E3's temperature update), None when unknown.
+        source: the training dataset's environment source (:class:`rlec.environments.EnvironmentSource`;
+            RLVE), None without one.
+    """
+
+    vocab_size: int | None = None
+    source: Any = None
+
+
+def first_error(findings: Sequence[Finding]) -> Finding | None:
+    """The first finding of level "error", or None."""
+    return next((f for f in findings if f.level == "error"), None)
+
+
+def wrong_type(value: Any, kind: type) -> str | None:
+    """The rule a raw config value breaks as a ``kind`` (bool, int or float), or None when it is one.
+
+    Booleans must be true/false; ints whole numbers (not bools); floats finite numbers.
+    """
+    if kind is bool:
+        return None if isinstance(value, bool) else f"expected true or false, got {value!r}"
+    if isinstance(value, bool):
+        return f"expected {kind.__name__}, got {value!r}"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return f"expected {kind.__name__}, got {value!r}"
+    if not math.isfinite(number):
+        return f"expected a finite {kind.__name__}, got {value!r}"
+    if kind is int and number != int(number):
+        return f"expected int, got {value!r}"
+    return None
+
+
+class Algorithm:
+    """An algorithm that plugs into RLEC training (module docstring); every per-step method is a no-op by default.
+
+    Class attributes:
+        name: the registry name (the hydra overlay ``algorithm=<name>``; the key of its state).
+        section: the dotted config key holding its settings.
+        switch: the dotted config key (and value) that turns it on, for docs and ``--help``.
+        doc: its page under ``docs/``.
+        record_fields: the prompt fields :meth:`observe` reads back with the step's responses
+            (``extra_info`` fills :attr:`StepRecord.extra_info`, planned fields :attr:`StepRecord.fields`;
+            the reward info always comes with them); None: :meth:`observe` reads only the step's
+            metrics, so verl's trainer reads no responses for it.
+        registration: the :mod:`rlec.verl_plugin` module holding what verl needs registered for it
+            to run outside verl's trainer (the local run imports it; "" = nothing).
+    """
+
+    name: ClassVar[str] = ""
+    section: ClassVar[str] = ""
+    switch: ClassVar[str] = ""
+    doc: ClassVar[str] = ""
+    record_fields: ClassVar[tuple[str, ...] | None] = None
+    registration: ClassVar[str] = ""
+
+    @classmethod
+    def enabled(cls, cfg: Any) -> bool:
+        """Whether the composed config turns this algorithm on."""
+        raise NotImplementedError
+
+    @classmethod
+    def check(cls, cfg: Any) -> list[Finding]:
+        """Every finding about this algorithm's settings in ``cfg`` (empty when disabled)."""
+        return []
+
+    @classmethod
+    def from_config(cls, cfg: Any, context: AlgorithmContext) -> "Algorithm":
+        """Build the algorithm of an enabled config.
+
+        Raises:
+            ValueError: :meth:`check` reports an error (the message is its first error).
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def raise_first_error(cls, cfg: Any) -> None:
+        """Raise ValueError with :meth:`check`'s first error, if any."""
+        error = first_error(cls.check(cfg))
+        if error is not None:
+            raise ValueError(str(error))
+
+    def plan_rollout(self, step: int, prompts: Sequence[Mapping[str, Any] | None], plan: RolloutPlan) -> None:
+        """Adjust ``plan`` in place before the rollout of ``step``; ``prompts``: each prompt's ``extra_info``."""
+
+    def step_overrides(self, step: int) -> dict[str, Any]:
+        """``{dotted config key: value}`` the advantage and the update of ``step`` must see."""
+        return {}
+
+    @classmethod
+    def adjust_reward(cls, score: float, info: dict[str, Any], fields: Mapping[str, Any], response_length: int) -> float:
+        """The reward of one graded response; may add keys to ``info`` (its ``reward_extra_info``).
+
+        Args:
+            score: the reward so far.
+            info: the response's ``reward_extra_info`` (``correct``: the graded outcome).
+            fields: its prompt's planned fields (:attr:`RolloutPlan.prompt_fields`; absent in validation).
+            response_length: response tokens.
+        """
+        return score
+
+    def observe(self, step: int, total_steps: int, record: StepRecord) -> dict[str, float]:
+        """Update the state after ``step``; returns metrics to log."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe state saved with every checkpoint."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output on resume."""
+
+
+def trainer_mode(cfg: Any) -> str:
+    """``trainer.v1.trainer_mode`` ("" when absent)."""
+    return str(select(cfg, "trainer.v1.trainer_mode", ""))

@@ -1,0 +1,155 @@
+"""E3 as an :class:`rlec.algorithms.base.Algorithm`: the per-step behaviour both loops drive.
+
+Switched on by ``rlec.e3.enable`` (``megatron_configs/algorithm/e3.yaml``); settings ``rlec.e3``
+(:class:`rlec.algorithms.e3.settings.E3Settings`). Per step t (formulas: :mod:`rlec.algorithms.e3`):
+
+- :meth:`E3.plan_rollout`: the controller's per-prompt budget n_i and the step's temperature
+  T_t; each prompt carries its history key (``rlec_e3_prompt``) and length-bias coefficient
+  (``rlec_e3_length_mu``), the batch carries T_t (``rlec_e3_temperature``, read by the
+  ``rlec_e3_agent`` agent loop, because every verl rollout worker samples with its own config copy);
+- :meth:`E3.step_overrides`: ``actor_rollout_ref.rollout.temperature`` = T_t, so the old,
+  reference and new log-probs divide the logits by the T the sampler used;
+- :meth:`E3.adjust_reward`: the length bias of a correct response of an easy prompt, chosen by the
+  graded outcome, never by the reward's sign;
+- :meth:`E3.observe`: the step's ``actor/entropy`` and outcomes update the prompt history and the
+  temperature (``e3/...`` metrics).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Mapping, Sequence
+
+from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, RolloutPlan, StepRecord, trainer_mode
+from rlec.algorithms.e3.budget import length_bias_factor
+from rlec.algorithms.e3.controller import E3Controller
+from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
+from rlec.config import select
+
+ROLLOUT = "actor_rollout_ref.rollout"
+TEMPERATURE_KEY = "rlec_e3_temperature"
+PROMPT_KEY = "rlec_e3_prompt"
+LENGTH_MU_KEY = "rlec_e3_length_mu"
+
+__all__ = ["E3", "LENGTH_MU_KEY", "PROMPT_KEY", "TEMPERATURE_KEY", "prompt_key_of"]
+
+
+def prompt_key_of(extra_info: Mapping[str, Any] | None, fallback: Hashable) -> str:
+    """The stable id E3's history keys a prompt by: ``extra_info.question_id``, else ``extra_info.index``, else ``fallback``.
+
+    rlec's data gives every copy of a question (one per target p) the same ``question_id``, so
+    the copies share one difficulty.
+    """
+    info = extra_info or {}
+    for key in ("question_id", "index"):
+        if info.get(key) is not None:
+            return f"{key}:{info[key]}"
+    return f"row:{fallback}"
+
+
+class E3(Algorithm):
+    """E3 (arXiv 2505.18573) driven through :class:`rlec.algorithms.e3.E3Controller` (module docstring).
+
+    Args:
+        settings: ``rlec.e3``.
+        controller: the controller built from them.
+    """
+
+    name = "e3"
+    section = "rlec.e3"
+    switch = "rlec.e3.enable=true"
+    doc = "e3.md"
+    record_fields = (PROMPT_KEY,)
+
+    def __init__(self, settings: E3Settings, controller: E3Controller) -> None:
+        self.settings, self.controller = settings, controller
+
+    @classmethod
+    def enabled(cls, cfg: Any) -> bool:
+        return bool(select(cfg, "rlec.e3.enable", False))
+
+    @classmethod
+    def check(cls, cfg: Any) -> list[Finding]:
+        """Errors: an ``rlec.e3`` value of the wrong type or out of range; a trainer mode other than
+        ``rlec_sync`` (the async modes sample ahead with an older temperature; verl's own modes lack
+        rlec's trainer); with the temperature part, an agent loop other than ``rlec_e3_agent`` or
+        T_0 outside [min, max]; with the budget part, not n_min <= rollout.n <= n_max (the sums stay
+        rollout.n x prompts)."""
+        if not cls.enabled(cfg):
+            return []
+        try:
+            e3 = E3Settings.from_config(cfg)
+        except ValueError as exc:
+            return [Finding("error", "rlec.e3", str(exc))]
+        out = []
+        mode = trainer_mode(cfg)
+        if mode != "rlec_sync":
+            out.append(Finding("error", "trainer.v1.trainer_mode", f"rlec.e3 needs rlec_sync, got {mode!r}: the async "
+                               "modes generate ahead with an older temperature, and verl's own modes lack rlec's E3 trainer mixin"))
+        n = select(cfg, f"{ROLLOUT}.n", 1)
+        if e3.temperature_enable:
+            loop = select(cfg, f"{ROLLOUT}.agent.default_agent_loop")
+            if loop != E3_AGENT_LOOP:
+                out.append(Finding("error", f"{ROLLOUT}.agent.default_agent_loop", f"is {loop!r}; rlec.e3.temperature needs "
+                                   f"{E3_AGENT_LOOP} (the only agent loop that passes the step's temperature to vLLM)"))
+            t0 = select(cfg, f"{ROLLOUT}.temperature", 1.0)
+            if isinstance(t0, (int, float)) and not isinstance(t0, bool) and not e3.temperature_in_bounds(float(t0)):
+                out.append(Finding("error", f"{ROLLOUT}.temperature",
+                                   f"{t0} is outside rlec.e3.temperature [min, max] = [{e3.t_min}, {e3.t_max}]"))
+        if e3.budget_enable and isinstance(n, int) and not e3.n_min <= n <= e3.n_max:
+            out.append(Finding("error", "rlec.e3.budget", f"need n_min <= rollout.n <= n_max so every batch gets exactly "
+                               f"rollout.n x prompts responses, got {e3.n_min} <= {n} <= {e3.n_max}"))
+        return out
+
+    @classmethod
+    def from_config(cls, cfg: Any, context: AlgorithmContext) -> "E3":
+        """Raises ValueError: :meth:`check` fails, or the temperature part has no vocabulary size
+        (``rlec.e3.temperature.vocab_size`` or ``context.vocab_size``)."""
+        cls.raise_first_error(cfg)
+        settings = E3Settings.from_config(cfg)
+        rollout = select(cfg, ROLLOUT)
+        controller = E3Controller(settings, n=int(rollout["n"]), temperature=float(rollout["temperature"]),
+                                  vocab_size=settings.vocab_size or context.vocab_size)
+        return cls(settings, controller)
+
+    def plan_rollout(self, step: int, prompts: Sequence[Mapping[str, Any] | None], plan: RolloutPlan) -> None:
+        keys = [prompt_key_of(info, f"{step}:{i}") for i, info in enumerate(prompts)]
+        e3 = self.controller.plan(keys)
+        plan.temperature, plan.n_per_prompt = e3.temperature, list(e3.rollout_n)
+        plan.prompt_fields[PROMPT_KEY] = keys
+        plan.prompt_fields[LENGTH_MU_KEY] = list(e3.length_mu)
+        plan.batch_fields[TEMPERATURE_KEY] = e3.temperature
+
+    def step_overrides(self, step: int) -> dict[str, Any]:
+        return {f"{ROLLOUT}.temperature": self.controller.temperature}
+
+    @classmethod
+    def adjust_reward(cls, score: float, info: dict[str, Any], fields: Mapping[str, Any], response_length: int) -> float:
+        """The length bias (:func:`rlec.algorithms.e3.length_bias_factor`) on one graded response.
+
+        Returns ``score`` unchanged when the prompt carries no ``rlec_e3_length_mu`` (E3 off,
+        validation); else ``score`` x 1 / (1 + mu l) for a correct response of an easy prompt
+        (mu > 0), with ``info["score"]`` set to it and ``e3_length_mu`` / ``e3_length_bias``
+        (the factor, 1.0 when not applied) added to ``info``.
+        """
+        mu = fields.get(LENGTH_MU_KEY)
+        if mu is None:
+            return score
+        mu = float(mu)
+        factor = length_bias_factor(int(response_length), mu) if mu > 0 and float(info.get("correct", 0.0)) > 0 else 1.0
+        score = float(score) * factor
+        info["score"] = score
+        info["e3_length_mu"], info["e3_length_bias"] = mu, factor
+        return score
+
+    def observe(self, step: int, total_steps: int, record: StepRecord) -> dict[str, float]:
+        infos = record.reward_info
+        return self.controller.observe(
+            step, total_steps, record.entropy, [f.get(PROMPT_KEY) for f in record.fields], record.correct,
+            [float(i.get("e3_length_mu", 0.0)) for i in infos], [float(i.get("e3_length_bias", 1.0)) for i in infos])
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.controller.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state:
+            self.controller.load_state_dict(state)

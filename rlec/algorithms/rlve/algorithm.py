@@ -1,0 +1,98 @@
+"""RLVE as an :class:`rlec.algorithms.base.Algorithm`: the difficulty controllers both loops update.
+
+Switched on by ``data.rlve.enable`` (``megatron_configs/algorithm/rlve.yaml`` sets it through
+``rlec.rlve.enable``: verl hands a dataset only the ``data`` section, so the switch lives there).
+The training dataset (:class:`rlec.verl_plugin.rlve_dataset.RLVEDataset`, verl's
+``data.custom_cls``) owns the :class:`rlec.environments.EnvironmentSource`; its state (row counter,
+controllers) travels in the dataloader's checkpoint, so :meth:`RLVE.state_dict` is empty.
+:meth:`RLVE.observe` feeds every response's ``extra_info.environment``, ``extra_info.difficulty``
+and graded outcome to the controllers and returns the ``rlve/...`` metrics. In verl's async modes
+prompts are fetched ahead of the update: samples generated at an older h are not counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, trainer_mode
+from rlec.algorithms.rlve.settings import RLVE_DATASET, RLVESettings
+from rlec.config import select
+
+__all__ = ["RLVE"]
+
+
+class RLVE(Algorithm):
+    """RLVE's per-step update (module docstring).
+
+    Args:
+        source: the training dataset's :class:`rlec.environments.EnvironmentSource`.
+    """
+
+    name = "rlve"
+    section = "rlec.rlve"
+    switch = "data.rlve.enable=true"
+    doc = "environments.md"
+    record_fields = ("extra_info",)
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    @classmethod
+    def enabled(cls, cfg: Any) -> bool:
+        return bool(select(cfg, "data.rlve.enable", False))
+
+    @classmethod
+    def check(cls, cfg: Any) -> list[Finding]:
+        """Errors: ``data.dataloader_num_workers`` != 0 (a worker process would keep its own copy of
+        the controllers, never updated); ``data.custom_cls`` not the RLVE dataset; settings
+        :class:`RLVESettings` refuses; ``data.train_files`` equal to ``data.val_files``; a trainer
+        mode without rlec's trainer. Warning: an async rlec mode (prompts generated ahead of the
+        controller update, so resume is no longer exact)."""
+        if not cls.enabled(cfg):
+            return []
+        out = []
+        workers = select(cfg, "data.dataloader_num_workers", 0)
+        if workers != 0:
+            out.append(Finding("error", "data.dataloader_num_workers", f"is {workers}; RLVE needs 0: the difficulty "
+                               "controllers live in the dataset object the trainer updates, which dataloader worker "
+                               "processes would copy"))
+        path, name = select(cfg, "data.custom_cls.path"), select(cfg, "data.custom_cls.name")
+        if (path, name) != RLVE_DATASET:
+            out.append(Finding("error", "data.custom_cls", f"is path={path!r} name={name!r}; RLVE needs "
+                               f"path={RLVE_DATASET[0]!r} name={RLVE_DATASET[1]!r} (megatron_configs/algorithm/rlve.yaml)"))
+        try:
+            RLVESettings.from_config(cfg)
+        except Exception as exc:  # any failure to build the settings is a finding, never a crash
+            out.append(Finding("error", "rlec.rlve", f"{type(exc).__name__}: {exc}"))
+        if _files(cfg, "data.train_files") == _files(cfg, "data.val_files"):
+            out.append(Finding("error", "data.val_files", "must differ from data.train_files: the RLVE dataset tells the "
+                               "training set (environment rows) from the validation set (static) by its files"))
+        mode = trainer_mode(cfg)
+        if not mode.startswith("rlec_"):
+            out.append(Finding("error", "trainer.v1.trainer_mode", f"is {mode!r}; only rlec's trainers (rlec_sync, ...) "
+                               "update the RLVE difficulty controllers after each step"))
+        elif mode != "rlec_sync":
+            out.append(Finding("warning", "trainer.v1.trainer_mode", f"{mode}: prompts are generated ahead of the "
+                               "controller update, so samples at an older difficulty are not counted and a resumed run "
+                               "is not exactly an uninterrupted one (exact in rlec_sync)"))
+        return out
+
+    @classmethod
+    def from_config(cls, cfg: Any, context: AlgorithmContext) -> "RLVE":
+        """Raises ValueError: :meth:`check` fails, or the training dataset has no environment source."""
+        cls.raise_first_error(cfg)
+        if context.source is None:
+            raise ValueError("data.rlve.enable is true but the training dataset has no environment source: set "
+                             f"data.custom_cls.path={RLVE_DATASET[0]} and data.custom_cls.name={RLVE_DATASET[1]} "
+                             "(megatron_configs/algorithm/rlve.yaml does)")
+        return cls(context.source)
+
+    def observe(self, step: int, total_steps: int, record: StepRecord) -> dict[str, float]:
+        samples = [{"environment": info.get("environment"), "difficulty": info.get("difficulty"), "correct": ok}
+                   for info, ok in zip(record.extra_info, record.correct)]
+        return self.source.update(samples)
+
+
+def _files(cfg: Any, key: str) -> list[str]:
+    value = select(cfg, key, [])
+    return [value] if isinstance(value, str) else [str(v) for v in value]

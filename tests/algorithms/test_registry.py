@@ -1,0 +1,143 @@
+"""The algorithm registry: one switch, one overlay, one check per algorithm; every settings field refuses nonsense."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from omegaconf import OmegaConf
+
+from rlec.algorithms.base import Algorithm, RolloutPlan, StepRecord
+from rlec.algorithms.e3 import E3Settings
+from rlec.algorithms.e3.algorithm import E3
+from rlec.algorithms.passk import PasskSettings
+from rlec.algorithms.passk.algorithm import PassK
+from rlec.algorithms.registry import ALGORITHMS, check_all, enabled
+from rlec.algorithms.rlve import RLVESettings
+from rlec.algorithms.rlve.algorithm import RLVE
+from rlec.config import CONFIG_DIR, REPO_ROOT, compose
+from rlec.environments import SourceConfig
+
+# per algorithm: its settings class and, per field, (config key, a nonsense value of the right type)
+NONSENSE = {
+    E3: (E3Settings, {
+        "enable": ("rlec.e3.enable", "yes"),
+        "temperature_enable": ("rlec.e3.temperature.enable", "yes"),
+        "t_min": ("rlec.e3.temperature.min", -0.5),
+        "t_max": ("rlec.e3.temperature.max", 0.0),
+        "init_steps": ("rlec.e3.temperature.init_steps", 0),
+        "target_entropy": ("rlec.e3.temperature.target_entropy", -1.0),
+        "vocab_size": ("rlec.e3.temperature.vocab_size", 2),
+        "anneal": ("rlec.e3.temperature.anneal.enable", "yes"),
+        "anneal_start": ("rlec.e3.temperature.anneal.start", 1.5),
+        "anneal_final": ("rlec.e3.temperature.anneal.final_factor", 0.0),
+        "budget_enable": ("rlec.e3.budget.enable", "yes"),
+        "n_min": ("rlec.e3.budget.n_min", 1),
+        "n_max": ("rlec.e3.budget.n_max", 1),
+        "length_bias_enable": ("rlec.e3.length_bias.enable", "yes"),
+        "mu": ("rlec.e3.length_bias.mu", -0.1),
+        "penalty_threshold": ("rlec.e3.length_bias.penalty_threshold", 1.5),
+    }),
+    PassK: (PasskSettings, {
+        "k": ("algorithm.passk.k", 1),
+        "switch_enable": ("algorithm.passk.switch.enable", "yes"),
+        "entropy_threshold": ("algorithm.passk.switch.entropy_threshold", -0.1),
+    }),
+    RLVE: (RLVESettings, {
+        "enable": ("rlec.rlve.enable", "yes"),
+        "rows_per_epoch": ("rlec.rlve.rows_per_epoch", 0),
+        # source: the environment source's settings (SourceConfig), one key each under rlec.rlve
+        "source.environments": ("rlec.rlve.environments", ["nope"]),
+        "source.weights": ("rlec.rlve.weights", [-1.0]),
+        "source.seed": ("rlec.rlve.seed", -1),
+        "source.samples_per_prompt": ("rlec.rlve.samples_per_prompt", 0),
+        "source.min_samples_factor": ("rlec.rlve.min_samples_factor", 0),
+        "source.window": ("rlec.rlve.window", 0),
+        "source.threshold": ("rlec.rlve.threshold", 1.5),
+        "source.initial_difficulty": ("rlec.rlve.initial_difficulty", -1),
+        "source.difficulty": ("rlec.rlve.difficulty", {"nope": {"initial": 1}}),
+        "source.binary_fraction": ("rlec.rlve.binary_fraction", 1.5),
+        "source.target_min": ("rlec.rlve.target_min", -0.5),
+        "source.target_max": ("rlec.rlve.target_max", 1.5),
+        "source.max_prompt_tokens": ("rlec.rlve.max_prompt_tokens", -5),
+    }),
+}
+
+
+def _fields(settings: type, prefix: str = "") -> set[str]:
+    """Every field of a settings dataclass, a nested one (RLVE's ``source``) as ``source.<field>``."""
+    out = set()
+    for f in dataclasses.fields(settings):
+        if f.name == "source":
+            out |= _fields(SourceConfig, "source.")
+        else:
+            out.add(prefix + f.name)
+    return out
+
+
+def _cases():
+    for cls, (settings, table) in NONSENSE.items():
+        for field, (key, value) in table.items():
+            yield pytest.param(cls, key, value, id=f"{cls.name}-{field}")
+            if settings is not RLVESettings or not field.startswith("source."):
+                yield pytest.param(cls, key, "abc", id=f"{cls.name}-{field}-string")
+            if isinstance(value, float):
+                yield pytest.param(cls, key, math.nan, id=f"{cls.name}-{field}-nan")
+
+
+def test_the_table_names_every_settings_field():
+    """A field added to a settings class must get a nonsense value here (and so be proven refused)."""
+    assert set(NONSENSE) == set(ALGORITHMS)
+    for cls, (settings, table) in NONSENSE.items():
+        assert set(table) == _fields(settings), cls.name
+
+
+@pytest.mark.parametrize(("cls", "key", "value"), list(_cases()))
+def test_every_settings_field_refuses_a_nonsense_value(compose_rlec, cls, key, value):
+    cfg = compose_rlec(f"algorithm={cls.name}")
+    assert [str(f) for f in cls.check(cfg) if f.level == "error"] == []  # the overlay as committed passes
+    OmegaConf.update(cfg, key, value, merge=False)
+    errors = [f for f in check_all(cfg) if f.level == "error"]
+    assert errors, f"{key}={value!r} was not refused"
+    assert any(key.split(".")[-1] in (f.key + f.message) or f.key in key for f in errors), [str(f) for f in errors]
+
+
+@pytest.mark.parametrize("cls", ALGORITHMS, ids=[c.name for c in ALGORITHMS])
+def test_each_algorithm_has_one_switch_its_overlay_sets_and_a_doc_page(cls: type[Algorithm]):
+    assert cls.name and cls.section and cls.switch and cls.doc
+    assert (CONFIG_DIR / "algorithm" / f"{cls.name}.yaml").is_file()
+    assert (REPO_ROOT / "docs" / cls.doc).is_file()
+    assert [c.name for c in enabled(compose([f"algorithm={cls.name}"]))] == [cls.name]
+    key, _, value = cls.switch.partition("=")
+    assert str(OmegaConf.select(compose([f"algorithm={cls.name}"]), key)).lower() == value
+    assert enabled(compose([])) == []
+
+
+def test_from_config_raises_the_checks_first_error(compose_rlec):
+    from rlec.algorithms.base import AlgorithmContext
+
+    cfg = compose_rlec("algorithm=passk", "algorithm.passk.k=8")
+    (first,) = [f for f in PassK.check(cfg) if f.level == "error"]
+    with pytest.raises(ValueError) as info:
+        PassK.from_config(cfg, AlgorithmContext())
+    assert str(info.value) == str(first)
+
+
+def test_base_algorithm_defaults_change_nothing():
+    class Toy(Algorithm):
+        name = "toy"
+
+    plan = RolloutPlan(1.0, [4, 4])
+    toy = Toy()
+    toy.plan_rollout(1, [None, None], plan)
+    assert plan == RolloutPlan(1.0, [4, 4]) and toy.step_overrides(1) == {}
+    assert Toy.adjust_reward(0.5, {"correct": 1.0}, {}, 10) == 0.5
+    assert toy.observe(1, 10, StepRecord([], [], [], {})) == {} and toy.state_dict() == {}
+
+
+def test_step_record_needs_one_entry_per_response():
+    with pytest.raises(ValueError, match="one entry per response"):
+        StepRecord([{}], [], [{}], {})
+    record = StepRecord([{}, {}], [{}, {}], [{"correct": 1.0}, {}], {"actor/entropy": 2.0})
+    assert record.correct == [1.0, 0.0] and record.entropy == 2.0
