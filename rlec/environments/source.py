@@ -34,7 +34,6 @@ The rows follow rlec's data contract (``rlec.data.contract``, docs/data.md) with
 from __future__ import annotations
 
 import dataclasses
-import logging
 import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -50,7 +49,6 @@ from rlec.reward.formula import check_target
 ABILITY = "rlve"
 DEFAULT_LOOKAHEAD = 256  # rows submitted together (rlec's cluster batch: 256 prompts)
 MAX_REDRAWS = 16  # problems drawn for one row before giving up (only RLVE-Gym's can fail to generate)
-logger = logging.getLogger(__name__)
 METRIC_PREFIX = "rlve"
 IGNORED_KEYS = ("enable", "rows_per_epoch")
 
