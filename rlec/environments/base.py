@@ -24,6 +24,7 @@ algorithmically, so the supply of training problems is unbounded and every verdi
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import random
 import re
@@ -184,6 +185,9 @@ class Environment(ABC):
     name: ClassVar[str]
     difficulty_scale: ClassVar[str]
     max_difficulty: ClassVar[int | None] = None
+    #: generation runs in other processes and :meth:`submit` returns before it ends (RLVE-Gym's pool), so
+    #: the prompt source submits the next rows' problems ahead (:class:`rlec.environments.source.EnvironmentSource`)
+    generates_elsewhere: ClassVar[bool] = False
     eval_difficulties: ClassVar[tuple[int, ...]] = (0, 1, 2, 3, 4, 5, 6, 7)
 
     def generate(self, seed: int, difficulty: int) -> Problem:
@@ -199,6 +203,19 @@ class Environment(ABC):
         self.check_arguments(seed, difficulty)
         prompt, answer, data = self._generate(problem_rng(self.name, seed, difficulty), difficulty)
         return Problem(self.name, seed, difficulty, prompt, answer, data)
+
+    def submit(self, seed: int, difficulty: int) -> concurrent.futures.Future:
+        """Start generating a problem; a future of what :meth:`generate` returns (or raises).
+
+        Here the problem is generated before returning; environments that generate elsewhere
+        (:attr:`generates_elsewhere`, RLVE-Gym's) return at once, so problems submitted together overlap.
+        """
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        try:
+            future.set_result(self.generate(seed, difficulty))
+        except Exception as exc:  # noqa: BLE001 - handed to the caller through the future
+            future.set_exception(exc)
+        return future
 
     def generate_many(self, jobs: Sequence[tuple[int, int]], *, raise_failed: bool = True) -> list[Problem | Exception]:
         """Problems for ``(seed, difficulty)`` pairs, in order (:meth:`generate` each; environments

@@ -10,7 +10,9 @@ time limit measured from its start in the worker; a worker past it is killed and
 Generation is retried deterministically: attempt k of problem (environment, seed, difficulty)
 uses the k-th Gym seed of that problem's own generator (:func:`rlec.environments.gym_worker.draw`);
 after :attr:`GymPool.attempts` failed or timed-out attempts the problem is refused with
-:class:`GenerationFailed` (the caller skips it). Counted per environment (:meth:`GymPool.metrics`,
+:class:`GenerationFailed` (the caller skips it). :meth:`GymPool.submit` returns at once with a
+future per problem, whose attempts chain in the pool (the next attempt is scheduled when the last
+one fails), so problems submitted together overlap and one slow problem delays only its own future. Counted per environment (:meth:`GymPool.metrics`,
 ``rlve_gym/<Env>/<counter>``): ``generated``, ``gen_failures`` (attempts that raised),
 ``gen_timeouts``, ``retries``, ``skipped`` (problems given up), ``verified``, ``verify_timeouts``,
 ``verify_errors``.
@@ -27,7 +29,7 @@ import multiprocessing
 import os
 import threading
 from collections import Counter, defaultdict
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rlec.environments import gym_worker
 
@@ -63,6 +65,11 @@ class GymPool:
         max_workers: worker processes (default ``min(4, os.cpu_count())``).
         timeout_s: per task, seconds from its start in a worker (> 0).
         attempts: generation attempts per problem (>= 1).
+        generate_task: the worker-side generator, ``(identifier, seed, difficulty, attempt) -> dict``
+            (default :func:`rlec.environments.gym_worker.generate_task`; a module-level function, it is
+            pickled by name; tests pass a deliberately slow one).
+        initializer: run once per worker before its first task (default
+            :func:`rlec.environments.gym_worker.worker_init`, which imports Gym; None: nothing).
 
     Raises:
         ValueError: a non-positive ``timeout_s`` or ``attempts``.
@@ -71,10 +78,12 @@ class GymPool:
     """
 
     def __init__(self, max_workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 attempts: int = DEFAULT_ATTEMPTS) -> None:
+                 attempts: int = DEFAULT_ATTEMPTS, *, generate_task: Callable[..., dict[str, Any]] = gym_worker.generate_task,
+                 initializer: Callable[[], None] | None = gym_worker.worker_init) -> None:
         if timeout_s <= 0 or attempts < 1:
             raise ValueError(f"timeout_s must be > 0 and attempts >= 1, got {timeout_s!r}, {attempts!r}")
         self.timeout_s, self.attempts = float(timeout_s), int(attempts)
+        self._generate_task, self._initializer = generate_task, initializer
         self.max_workers = max_workers or min(4, os.cpu_count() or 1)
         self.counts: dict[str, Counter] = defaultdict(Counter)
         self._lock = threading.Lock()
@@ -87,7 +96,7 @@ class GymPool:
     def _new_pool(self) -> Any:
         import pebble
 
-        return pebble.ProcessPool(max_workers=self.max_workers, initializer=gym_worker.worker_init,
+        return pebble.ProcessPool(max_workers=self.max_workers, initializer=self._initializer,
                                   context=multiprocessing.get_context("spawn"))
 
     def _schedule(self, fn: Any, args: tuple, timeout_s: float | None = None) -> concurrent.futures.Future:
@@ -103,9 +112,60 @@ class GymPool:
         with self._lock:
             self.counts[name][key] += n
 
+    def submit(self, name: str, seed: int, difficulty: int, *,
+               timeout_s: float | None = None) -> concurrent.futures.Future:
+        """Start generating problem ``(Gym identifier, rlec seed, difficulty)``; return at once.
+
+        Attempt k + 1 is scheduled as soon as attempt k fails or times out (never waited for
+        here), so what the future holds depends on (identifier, seed, difficulty) and on which
+        attempts ran past their limit, never on the order in which problems finish.
+
+        Args:
+            timeout_s: overrides the pool's limit per attempt for this problem.
+
+        Returns:
+            A future of :func:`rlec.environments.gym_worker.generate_task`'s dict; its ``result()``
+            raises :class:`GenerationFailed` when no attempt generated.
+
+        Raises:
+            RuntimeError: the pool is closed.
+        """
+        outer: concurrent.futures.Future = concurrent.futures.Future()
+        reasons: list[str] = []
+        limit = timeout_s or self.timeout_s
+
+        def start(attempt: int) -> None:
+            inner = self._schedule(self._generate_task, (name, seed, difficulty, attempt), timeout_s)
+            inner.add_done_callback(lambda future: done(future, attempt))
+
+        def done(inner: concurrent.futures.Future, attempt: int) -> None:  # runs in pebble's manager thread
+            try:
+                result = inner.result()
+            except Exception as exc:  # noqa: BLE001 - anything the environment raises, or a killed worker
+                text, timed_out = _reason(exc, limit)
+                self._count(name, "gen_timeouts" if timed_out else "gen_failures")
+                reasons.append(text)
+                if attempt + 1 < self.attempts:
+                    self._count(name, "retries")
+                    try:
+                        start(attempt + 1)
+                    except Exception as again:  # noqa: BLE001 - the pool was closed meanwhile
+                        outer.set_exception(again)
+                    return
+                self._count(name, "skipped")
+                failed = GenerationFailed(name, seed, difficulty, reasons)
+                logger.warning("%s", failed)
+                outer.set_exception(failed)
+                return
+            self._count(name, "generated")
+            outer.set_result(result)
+
+        start(0)
+        return outer
+
     def generate_many(self, jobs: Sequence[tuple[str, int, int]], *,
                       timeout_s: float | None = None) -> list[dict[str, Any] | GenerationFailed]:
-        """Generate problems ``(Gym identifier, rlec seed, difficulty)``, in order, all at once.
+        """Generate problems ``(Gym identifier, rlec seed, difficulty)``, in order, all at once (:meth:`submit` each).
 
         ``timeout_s`` overrides the pool's limit per attempt for this call.
 
@@ -113,29 +173,13 @@ class GymPool:
             Per job, :func:`rlec.environments.gym_worker.generate_task`'s dict, or the
             :class:`GenerationFailed` that ended it (returned, not raised).
         """
-        results: list[Any] = [None] * len(jobs)
-        reasons: list[list[str]] = [[] for _ in jobs]
-        todo = list(range(len(jobs)))
-        for attempt in range(self.attempts):
-            futures = {i: self._schedule(gym_worker.generate_task, (*jobs[i], attempt), timeout_s) for i in todo}
-            todo = []
-            for i, future in futures.items():
-                name = jobs[i][0]
-                try:
-                    results[i] = future.result()
-                    self._count(name, "generated")
-                except Exception as exc:  # noqa: BLE001 - anything the environment raises, or a killed worker
-                    text, timed_out = _reason(exc, timeout_s or self.timeout_s)
-                    self._count(name, "gen_timeouts" if timed_out else "gen_failures")
-                    reasons[i].append(text)
-                    if attempt + 1 < self.attempts:
-                        self._count(name, "retries")
-                    todo.append(i)
-            if not todo:
-                break
-        for i in todo:
-            self._count(jobs[i][0], "skipped")
-            results[i] = GenerationFailed(*jobs[i], reasons[i])
+        futures = [self.submit(*job, timeout_s=timeout_s) for job in jobs]
+        results: list[dict[str, Any] | GenerationFailed] = []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except GenerationFailed as failed:
+                results.append(failed)
         return results
 
     def generate(self, name: str, seed: int, difficulty: int) -> dict[str, Any]:

@@ -26,6 +26,7 @@ and loads torch), and every generation and verification runs in the worker proce
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import functools
 import importlib.util
 import json
@@ -106,18 +107,21 @@ class GymEnvironment(Environment):
 
     Args:
         identifier: RLVE-Gym's identifier (``Maze``).
+        pool: the pool that generates and verifies (None: :func:`rlec.environments.gym_pool.shared_gym_pool`).
 
     Raises:
         ValueError: ``identifier`` is not an RLVE-Gym environment, or is refused (:func:`refusal`).
     """
 
     difficulty_scale = "RLVE-Gym's parameter controller stepped d times"
+    generates_elsewhere = True
 
-    def __init__(self, identifier: str) -> None:
+    def __init__(self, identifier: str, pool: Any = None) -> None:
         reason = refusal(identifier)
         if reason is not None:
             raise ValueError(f"environment {PREFIX}{identifier} is refused: {reason}")
         self.identifier = identifier
+        self._pool = pool
         self.name = PREFIX + identifier  # type: ignore[misc]
         # the highest measured level: generate() refuses anything above; the budget's cap is cap()
         self.max_difficulty = len(levels()["environments"][identifier]["tokens"]) - 1  # type: ignore[misc]
@@ -129,6 +133,15 @@ class GymEnvironment(Environment):
         None: :data:`DEFAULT_PROMPT_TOKENS`), at most :attr:`max_difficulty`; -1 when none fits."""
         return cap_for(self.identifier, DEFAULT_PROMPT_TOKENS if max_prompt_tokens is None else max_prompt_tokens)
 
+    @property
+    def pool(self) -> Any:
+        """The :class:`rlec.environments.gym_pool.GymPool` this environment runs in."""
+        if self._pool is not None:
+            return self._pool
+        from rlec.environments.gym_pool import shared_gym_pool
+
+        return shared_gym_pool()
+
     def generate(self, seed: int, difficulty: int) -> Problem:
         """A problem, deterministic in (seed, difficulty), generated in the RLVE-Gym pool.
 
@@ -138,6 +151,28 @@ class GymEnvironment(Environment):
         """
         return self.generate_many([(seed, difficulty)])[0]  # type: ignore[return-value]
 
+    def submit(self, seed: int, difficulty: int) -> concurrent.futures.Future:
+        """Start generating a problem in the pool and return at once (validated as for :meth:`generate`).
+
+        Returns:
+            A future of the :class:`Problem`; ``result()`` raises
+            :class:`rlec.environments.gym_pool.GenerationFailed` when no attempt generated.
+        """
+        self.check_arguments(seed, difficulty)
+        problem: concurrent.futures.Future = concurrent.futures.Future()
+
+        def convert(future: concurrent.futures.Future) -> None:
+            try:
+                r = future.result()
+            except Exception as exc:  # noqa: BLE001 - GenerationFailed, or a pool closed meanwhile
+                problem.set_exception(exc)
+                return
+            data = {k: r[k] for k in ("index", "gym_seed", "attempt", "threshold", "config")}
+            problem.set_result(Problem(self.name, seed, difficulty, r["prompt"], r["answer"], data))
+
+        self.pool.submit(self.identifier, seed, difficulty).add_done_callback(convert)
+        return problem
+
     def generate_many(self, jobs: Sequence[tuple[int, int]], *, raise_failed: bool = True) -> list[Problem | Exception]:
         """Problems for ``(seed, difficulty)`` pairs, generated in parallel in the pool.
 
@@ -145,20 +180,19 @@ class GymEnvironment(Environment):
             jobs: (seed, difficulty) pairs, each validated as for :meth:`generate`.
             raise_failed: raise the first ``GenerationFailed``; else return it in its place.
         """
-        from rlec.environments.gym_pool import GenerationFailed, shared_gym_pool
+        from rlec.environments.gym_pool import GenerationFailed
 
         for seed, difficulty in jobs:
             self.check_arguments(seed, difficulty)
-        results = shared_gym_pool().generate_many([(self.identifier, s, d) for s, d in jobs])
+        futures = [self.submit(seed, difficulty) for seed, difficulty in jobs]
         out: list[Problem | Exception] = []
-        for (seed, difficulty), r in zip(jobs, results):
-            if isinstance(r, GenerationFailed):
+        for future in futures:
+            try:
+                out.append(future.result())
+            except GenerationFailed as failed:
                 if raise_failed:
-                    raise r
-                out.append(r)
-                continue
-            data = {k: r[k] for k in ("index", "gym_seed", "attempt", "threshold", "config")}
-            out.append(Problem(self.name, seed, difficulty, r["prompt"], r["answer"], data))
+                    raise
+                out.append(failed)
         return out
 
     def _generate(self, rng: Any, difficulty: int) -> tuple[str, str, dict[str, Any]]:
@@ -171,9 +205,7 @@ class GymEnvironment(Environment):
 
     def score(self, answer: str, problem: Problem) -> tuple[bool, float, str]:
         """(correct, shaped score in [-1, 1], reason) of one extracted answer; never raises on it."""
-        from rlec.environments.gym_pool import shared_gym_pool
-
-        result = shared_gym_pool().score_many([(self.identifier, problem.difficulty, problem.data, answer)])[0]
+        result = self.pool.score_many([(self.identifier, problem.difficulty, problem.data, answer)])[0]
         if isinstance(result, str):
             return False, -1.0, "verifier_timeout" if result.startswith("timeout") else "verifier_error"
         shaped, threshold, _ = result

@@ -10,6 +10,15 @@ Row k of a run is a pure function of (the config, k, the controllers' current up
                  p ~ U{0.01, ..., 0.90}                                    # like the static data (rlec.data.mix)
     row        = verl's row for env.generate(seed, difficulty) at that target
 
+Environments that generate elsewhere (RLVE-Gym's, in :mod:`rlec.environments.gym_pool`) are
+generated ahead: when row k is asked for and was not planned, the first draws of rows
+k, ..., k + ``lookahead`` - 1 are computed at the controllers' current h and their problems submitted
+to the pool together, so they generate in parallel and one slow problem delays only its own row.
+A row taken later looks its draw up among the submitted problems by (environment, seed,
+difficulty); a draw that changed meanwhile (h rose) or a problem that did not generate is drawn
+and generated as without look-ahead. So the rows are the same with and without look-ahead, in
+every order the problems finish.
+
 Evaluation sets use odd seeds (:mod:`rlec.data.environments`), so no test problem is ever a
 training problem. After each training step :meth:`EnvironmentSource.update` feeds every sample's
 (environment, difficulty, correct) to the environment's controller and returns the step's
@@ -25,7 +34,6 @@ The rows follow rlec's data contract (``rlec.data.contract``, docs/data.md) with
 from __future__ import annotations
 
 import dataclasses
-import logging
 import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -39,8 +47,8 @@ from rlec.prompts import build_messages
 from rlec.reward.formula import check_target
 
 ABILITY = "rlve"
+DEFAULT_LOOKAHEAD = 256  # rows submitted together (rlec's cluster batch: 256 prompts)
 MAX_REDRAWS = 16  # problems drawn for one row before giving up (only RLVE-Gym's can fail to generate)
-logger = logging.getLogger(__name__)
 METRIC_PREFIX = "rlve"
 IGNORED_KEYS = ("enable", "rows_per_epoch")
 
@@ -67,6 +75,8 @@ class SourceConfig:
         max_prompt_tokens: the prompt-token budget (verl's ``data.max_prompt_length``): an
             environment's cap is the highest difficulty whose prompts fit it
             (:meth:`Environment.cap`; RLVE-Gym's from its level table); None: the environments' own caps.
+        lookahead: rows whose problems are submitted together to environments that generate
+            elsewhere (RLVE-Gym's), about one training batch; 0 or 1: one row at a time.
     """
 
     environments: tuple[str, ...] = ()
@@ -82,6 +92,7 @@ class SourceConfig:
     target_min: float = 0.0
     target_max: float = 0.9
     max_prompt_tokens: int | None = None
+    lookahead: int = DEFAULT_LOOKAHEAD
 
     def __post_init__(self) -> None:
         names = tuple(parse_environment_names(self.environments or "all"))
@@ -98,9 +109,9 @@ class SourceConfig:
                 raise ValueError(f"rlve weights must be {len(names)} non-negative numbers with a positive sum "
                                  f"(one per environment {list(names)}), got {list(weights)}")
         object.__setattr__(self, "weights", weights)
-        for key in ("seed", "samples_per_prompt", "min_samples_factor", "window", "initial_difficulty"):
+        for key in ("seed", "samples_per_prompt", "min_samples_factor", "window", "initial_difficulty", "lookahead"):
             value = getattr(self, key)
-            low = 0 if key in ("seed", "initial_difficulty") else 1
+            low = 0 if key in ("seed", "initial_difficulty", "lookahead") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"rlve {key} must be an int >= {low}, got {value!r}")
         unknown = sorted(set(self.difficulty) - set(names))
@@ -226,21 +237,54 @@ class EnvironmentSource:
         self.skipped: dict[str, int] = {}  # problems skipped because they did not generate, per environment
         lo, hi = target_grid(self.config.target_min, self.config.target_max)
         self._grid = (lo, hi)
+        # look-ahead: rows planned up to (excluded), and the submitted problems by (environment, seed, difficulty)
+        self._planned_until = 0
+        self._ahead: dict[tuple[str, int, int], Any] = {}
+        self._ahead_on = any(env.generates_elsewhere for env in self.environments.values())
+
+    def _rng(self, index: int) -> random.Random:
+        return random.Random(f"rlec.environments.source/{self.config.seed}/{index}")
+
+    def _draw(self, rng: random.Random) -> tuple[str, int, int]:
+        """(environment, seed, difficulty) of the next problem drawn from a row's ``rng``."""
+        name = rng.choices(self.config.environments, weights=self.config.weights)[0]
+        difficulty = self.controllers[name].sample(rng)
+        return name, 2 * rng.getrandbits(47), difficulty
+
+    def _submit_ahead(self, index: int) -> None:
+        """Submit the first problems of rows [index, index + lookahead) that generate elsewhere (module docstring)."""
+        end = index + max(1, self.config.lookahead)
+        ahead: dict[tuple[str, int, int], Any] = {}
+        for k in range(index, end):
+            name, seed, difficulty = key = self._draw(self._rng(k))
+            env = self.environments[name]
+            if env.generates_elsewhere:  # an earlier plan's problem is reused; those no longer drawn are dropped
+                ahead[key] = self._ahead.get(key) or env.submit(seed, difficulty)
+        self._ahead, self._planned_until = ahead, end
+
+    @property
+    def pending(self) -> int:
+        """Problems submitted ahead (look-ahead) and not taken by a row yet."""
+        return len(self._ahead)
+
+    def _problem(self, name: str, seed: int, difficulty: int) -> Problem:
+        """The problem of a draw: its submitted future's when there is one, else generated now."""
+        future = self._ahead.pop((name, seed, difficulty), None)
+        if future is None:
+            return self.environments[name].generate(seed, difficulty)
+        return future.result()
 
     def row(self, index: int) -> dict[str, Any]:
         """Row ``index`` at the controllers' current state (does not advance the counter)."""
         cfg = self.config
-        rng = random.Random(f"rlec.environments.source/{cfg.seed}/{index}")
+        rng = self._rng(index)
         for _ in range(MAX_REDRAWS):
-            name = rng.choices(cfg.environments, weights=cfg.weights)[0]
-            difficulty = self.controllers[name].sample(rng)
-            seed = 2 * rng.getrandbits(47)
+            name, seed, difficulty = self._draw(rng)
             try:
-                problem = self.environments[name].generate(seed, difficulty)
+                problem = self._problem(name, seed, difficulty)
                 break
-            except GenerationFailed as exc:  # RLVE-Gym: counted by the pool; draw another problem from the same rng
+            except GenerationFailed:  # RLVE-Gym: counted and logged by the pool; draw another problem from the same rng
                 self.skipped[name] = self.skipped.get(name, 0) + 1
-                logger.warning("skipping a problem that did not generate: %s", exc)
         else:
             raise RuntimeError(f"rlve row {index}: {MAX_REDRAWS} drawn problems in a row did not generate")
         if rng.random() < cfg.binary_fraction:
@@ -249,7 +293,10 @@ class EnvironmentSource:
         return problem_row(problem, index=index, split="train", objective=RLEC, target_p=p)
 
     def next_row(self) -> dict[str, Any]:
-        """The next row (row :attr:`counter`), advancing the counter."""
+        """The next row (row :attr:`counter`), advancing the counter; submits the next ``lookahead``
+        rows' problems first when this row was not planned yet (module docstring)."""
+        if self._ahead_on and not self.counter < self._planned_until:
+            self._submit_ahead(self.counter)
         row = self.row(self.counter)
         self.counter += 1
         return row
@@ -282,15 +329,16 @@ class EnvironmentSource:
         metrics: dict[str, float] = {}
         for name, outcomes in per_env.items():
             result = self.controllers[name].update(outcomes)
+            if result.raised:
+                self._planned_until = 0  # the next row plans again at the new h
             metrics[f"{METRIC_PREFIX}/{name}/difficulty"] = float(result.h)
             if result.accuracy_at_h is not None:
                 metrics[f"{METRIC_PREFIX}/{name}/accuracy_at_h"] = result.accuracy_at_h
             metrics[f"{METRIC_PREFIX}/{name}/share"] = len(outcomes) / total if total else 0.0
         metrics[f"{METRIC_PREFIX}/share"] = sum(len(o) for o in per_env.values()) / total if total else 0.0
-        if any(":" in name for name in self.controllers):  # RLVE-Gym's: the pool's counters
-            from rlec.environments.gym_pool import shared_gym_pool
-
-            metrics.update(shared_gym_pool().metrics(f"{METRIC_PREFIX}/gym"))
+        pools = {id(p): p for p in (getattr(env, "pool", None) for env in self.environments.values()) if p is not None}
+        for pool in pools.values():  # RLVE-Gym's: the counters of the pool(s) its environments run in
+            metrics.update(pool.metrics(f"{METRIC_PREFIX}/gym"))
         return metrics
 
     def difficulties(self) -> dict[str, int]:
@@ -318,6 +366,7 @@ class EnvironmentSource:
             if name in self.controllers:
                 self.controllers[name].load_state_dict(controller_state)
         self.counter = counter
+        self._planned_until = 0  # plan again from the restored counter and h
 
     def __repr__(self) -> str:
         return f"EnvironmentSource(counter={self.counter}, h={self.difficulties()})"

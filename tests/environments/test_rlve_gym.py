@@ -158,3 +158,46 @@ def test_local_run_evaluation_set_and_metric_groups_take_rlve_gym_names(pool):
     assert [r["extra_info"]["source"] for r in rows] == [f"{MAZE}/d0"] * 2 + [f"{MAZE}/d3"] * 2
     assert all(r["extra_info"]["env_seed"] % 2 == 1 and r["data_source"] == "rlve/" + MAZE for r in rows)
     assert source_groups(sorted({r["extra_info"]["source"] for r in rows}))[MAZE] == [f"{MAZE}/d0", f"{MAZE}/d3"]
+
+
+def test_evaluation_set_records_and_metrics_by_rlve_gym_environment(pool, tmp_path, capsys):
+    """``rlec.data.prepare --environments`` -> evaluation records -> ``rlec.eval.metrics``: a scripted model
+    right at d = 0 and wrong (binary) or abstaining (p = 0.5) at d = 1, graded by RLVE-Gym's verifiers."""
+    import json
+
+    from rlec.data.prepare import main as prepare
+    from rlec.eval.dataset import load_eval_items
+    from rlec.eval.metrics import main as metrics
+    from rlec.eval.records import target_label
+
+    names = ["rlve_gym:Division", "rlve_gym:Multiplication"]
+    data = tmp_path / "environments"
+    assert prepare(["--environments", ",".join(names), "--env-difficulties", "0-1", "--env-per-difficulty", "2",
+                    "--env-output-dir", str(data), "--no-progress"]) == 0
+    items = load_eval_items(data / "test.parquet")
+    assert sorted({it.source for it in items}) == [f"{n}/d{d}" for n in names for d in (0, 1)] and len(items) == 8
+    records = []
+    for it in items:
+        problem = Problem.from_json(it.ground_truth)
+        for p in (None, 0.5):
+            response = (f"\\boxed{{{problem.answer}}}" if problem.difficulty == 0
+                        else "\\boxed{I don't know}" if p else f"\\boxed{{{problem.answer}1}}")
+            records.append({"question_id": it.question_id, "source": it.source, "data_source": it.data_source,
+                            "target": target_label(p), "target_p": p, "sample_index": 0,
+                            "ground_truth": it.ground_truth, "response": response})
+    path = tmp_path / "env.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "metrics"
+    assert metrics([str(path), "--out-dir", str(out), "--targets", "binary,0.5", "--bootstrap", "0", "--no-plots",
+                    "--quiet"]) == 0, capsys.readouterr().err
+    run = json.loads((out / "metrics.json").read_text())["runs"]["env"]
+    groups = run["groups"]
+    assert [g for g in groups if g.startswith("rlve_gym:")] == [f"{n}{s}" for n in names for s in ("", "/d0", "/d1")]
+    for name in names:
+        binary, at_half = (groups[name]["per_target"][k] for k in (0, 1))
+        assert groups[name]["n_questions"] == 4 and binary["accuracy"] == 0.5 and at_half["coverage"] == 0.5
+        assert groups[f"{name}/d0"]["per_target"][0]["accuracy"] == 1.0
+        assert groups[f"{name}/d1"]["per_target"][0]["accuracy"] == 0.0
+    graded = [json.loads(line) for line in (out / "graded-env.jsonl").read_text().splitlines()]
+    assert {g["grade"]["detail"] for g in graded} == {"env:correct", "env:wrong", "env:abstain"}
+    assert all(g["grade"]["env_score"] is not None for g in graded if g["grade"]["detail"] != "env:abstain")

@@ -210,6 +210,7 @@ def test_overlay_values_are_the_python_defaults(compose_rlec):
     defaults["difficulty"] = {}
     defaults["samples_per_prompt"] = 8  # the interpolation of actor_rollout_ref.rollout.n in rlec.yaml
     defaults["max_prompt_tokens"] = 2048  # the interpolation of data.max_prompt_length (recipe.yaml)
+    defaults["lookahead"] = 256  # the interpolation of data.train_batch_size (recipe.yaml)
     assert settings == defaults
 
 
