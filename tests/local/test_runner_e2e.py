@@ -77,8 +77,8 @@ def world1_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
 def split_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path, list[dict]]:
     """One step, then a launch with 2 steps that resumes from its checkpoint (RESUME=auto: the default).
 
-    Its folder (checkpoints of steps 1 and 2) is then damaged by the fallback test below, which reads
-    only what this fixture returns: it saves that test its own two-step launch."""
+    The fallback test below then damages its folder (checkpoints of steps 1 and 2), which saves that test
+    a two-step launch of its own; the resume test reads only the returned stderr and records."""
     split = tmp_path_factory.mktemp("split") / "run"
     first = launch(split, data_dir, *SMALL, "trainer.total_training_steps=1", NO_EVAL)
     _check_run(first, split, 1)
