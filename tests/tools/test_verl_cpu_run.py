@@ -58,11 +58,11 @@ def _step_metrics(log: str) -> dict[int, dict[str, float]]:
 # sorting's prompts reach 412 tokens at difficulty 12 and 1,002 at its maximum, 25 (the run refuses
 # environments whose prompts could outgrow data.max_prompt_length)
 SETTINGS = ("data.max_prompt_length=512", "algorithm=[rlve,e3,passk]", "rlec.rlve.environments=[arithmetic,sorting]",
-              "++rlec.rlve.difficulty.sorting.maximum=12",
-              "rlec.e3.temperature.init_steps=1", "rlec.e3.temperature.target_entropy=1.0",
-              # scripted answers (the gold or I don't know) for 3 of 4 samples: the random model is never right,
-              # and RLVE raises a difficulty once accuracy at h reaches 0.1 over 4 samples
-              "rlec.cpu.scripted_fraction=0.75", "rlec.rlve.threshold=0.1", "rlec.rlve.min_samples_factor=1")
+            "++rlec.rlve.difficulty.sorting.maximum=12",
+            "rlec.e3.temperature.init_steps=1", "rlec.e3.temperature.target_entropy=1.0",
+            # scripted answers (the gold or I don't know) for 3 of 4 samples: the random model is never right,
+            # and RLVE raises a difficulty once accuracy at h reaches 0.1 over 4 samples
+            "rlec.cpu.scripted_fraction=0.75", "rlec.rlve.threshold=0.1", "rlec.rlve.min_samples_factor=1")
 
 
 def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_cpu(tmp_path, tiny_moe_dir):
