@@ -73,8 +73,21 @@ def world1_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
     return proc, full, _check_run(proc, full, 2)
 
 
+@pytest.fixture(scope="module")
+def split_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path, list[dict]]:
+    """One step, then a launch with 2 steps that resumes from its checkpoint (RESUME=auto: the default).
+
+    The fallback test below then damages its folder (checkpoints of steps 1 and 2), which saves that test
+    a two-step launch of its own; the resume test reads only the returned stderr and records."""
+    split = tmp_path_factory.mktemp("split") / "run"
+    first = launch(split, data_dir, *SMALL, "trainer.total_training_steps=1", NO_EVAL)
+    _check_run(first, split, 1)
+    resumed = launch(split, data_dir, *SMALL, "trainer.total_training_steps=2", NO_EVAL)
+    return resumed, split, _check_run(resumed, split, 2)
+
+
 @pytest.mark.slow
-def test_two_steps_at_world_size_1_and_resume_reproduces_them(world1_run, data_dir: Path, tmp_path: Path) -> None:
+def test_two_steps_at_world_size_1_and_resume_reproduces_them(world1_run, split_run) -> None:
     proc, full, records = world1_run
     assert [r["rlec/b"] for r in records] == [0.0, 1.0]
     assert all(r["actor/optimizer_steps"] == 2.0 for r in records)  # two PPO mini-batches per step
@@ -83,11 +96,7 @@ def test_two_steps_at_world_size_1_and_resume_reproduces_them(world1_run, data_d
     assert (full / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
     assert (full / "hf_final" / "config.json").is_file() and (full / "training_curves.png").stat().st_size > 0
 
-    split = tmp_path / "split"
-    first = launch(split, data_dir, *SMALL, "trainer.total_training_steps=1", NO_EVAL)
-    _check_run(first, split, 1)
-    resumed = launch(split, data_dir, *SMALL, "trainer.total_training_steps=2", NO_EVAL)  # RESUME=auto: the default
-    again = _check_run(resumed, split, 2)
+    resumed, _, again = split_run
     assert "resumed from" in resumed.stderr
     for got, want in zip(again, records):
         diff = {k: (got.get(k), want.get(k)) for k in set(_stable(got)) | set(_stable(want)) if got.get(k) != want.get(k)}
@@ -221,16 +230,16 @@ def test_environments_only_with_e3_below_its_target(data_dir: Path, tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_a_shard_overwritten_on_disk_is_not_resumed_from_and_the_run_falls_back_loudly(world1_run, data_dir: Path,
-                                                                                       tmp_path: Path) -> None:
+def test_a_shard_overwritten_on_disk_is_not_resumed_from_and_the_run_falls_back_loudly(world1_run, split_run,
+                                                                                       data_dir: Path) -> None:
     """Issue 26, item 1: 1 MiB overwritten in the middle of the newest checkpoint's shard, then a longer run.
 
     Without the manifest the run resumed silently and trained on NaN; now the damaged checkpoint is named
-    with the file, the previous one is resumed, and the replayed step equals the uninterrupted run's."""
+    with the file, the previous one is resumed, and the replayed step equals the uninterrupted run's.
+    The run damaged is split_run's (steps 1 and 2 checkpointed, as the test's own first launch did before)."""
     records = world1_run[2]
-    out = tmp_path / "run"
-    first = launch(out, data_dir, *SMALL, "trainer.total_training_steps=2", "trainer.save_freq=1", NO_EVAL)
-    _check_run(first, out, 2)
+    out = split_run[1]
+    assert {"global_step_1", "global_step_2"} <= {p.name for p in (out / "checkpoints").iterdir()}
     shard = out / "checkpoints" / "global_step_2" / "__0_0.distcp"
     size = shard.stat().st_size
     assert size > 3 * 2**20

@@ -3,8 +3,12 @@
 The same entry point, config tree and rlec plugins as the cluster (``python -m verl.trainer.main_ppo
 --config-name rlec``), on the ``cpu`` layout: the rlec_hf rollout behind verl's agent loop, rlec's reward
 manager in verl's reward loop, verl's advantage and Megatron update over gloo, the weight sync to the
-rollout, validation, verl's checkpoint, and a resume that continues from it. One scenario per run
-(each run pays ~90 s of Ray, TransferQueue and Megatron start-up, then ~1-2 min per step on 2 cores).
+rollout, verl's checkpoint, and a resume that continues from it. Each launch pays ~1 min of Ray,
+TransferQueue and Megatron start-up, so every scenario shares two launches (issue 27): one run with E3,
+Pass@k and RLVE together that checkpoints, and one that resumes from it. Prompts are padded to
+``data.max_prompt_length`` for the log-prob and update passes, most of a step: 512 (the sample data's
+longest prompt is 425 tokens) instead of the layout's 1024 took each pass from 19-24 s to 13-18 s
+(2026-12-01, 2 cores; README "Test budget").
 """
 
 from __future__ import annotations
@@ -52,45 +56,51 @@ def _step_metrics(log: str) -> dict[int, dict[str, float]]:
     return steps
 
 
-def test_verl_main_ppo_trains_checkpoints_and_resumes_on_cpu(tmp_path, tiny_moe_dir):
+# sorting's prompts reach 412 tokens at difficulty 12 and 1,002 at its maximum, 25 (the run refuses
+# environments whose prompts could outgrow data.max_prompt_length)
+SETTINGS = ("data.max_prompt_length=512", "algorithm=[rlve,e3,passk]", "rlec.rlve.environments=[arithmetic,sorting]",
+            "++rlec.rlve.difficulty.sorting.maximum=12",
+            "rlec.e3.temperature.init_steps=1", "rlec.e3.temperature.target_entropy=1.0",
+            # scripted answers (the gold or I don't know) for 3 of 4 samples: the random model is never right,
+            # and RLVE raises a difficulty once accuracy at h reaches 0.1 over 4 samples
+            "rlec.cpu.scripted_fraction=0.75", "rlec.rlve.threshold=0.1", "rlec.rlve.min_samples_factor=1")
+
+
+def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_cpu(tmp_path, tiny_moe_dir):
+    """Two launches of verl's ``main_ppo`` (each pays the start-up): 2 steps with E3 (temperature from the
+    actor's entropy, per-prompt n), Pass@k (estimator ``rlec_passk``) and RLVE (environment rows, difficulty
+    rising on scripted answers), checkpointed with the algorithms' state and the manifest; then a rerun with
+    ``STEPS=3`` that resumes at step 3 and continues E3's temperature and RLVE's difficulties from the
+    checkpoint. verl's own estimator (``grpo``, the plain RLEC run) is checked through verl's functions in
+    tests/verl_plugin/test_advantage.py and tests/verl_plugin/test_estimators.py."""
     out, data = tmp_path / "run", tmp_path / "data"
-    first = _run(out, data, tiny_moe_dir, steps=2)
+    first = _run(out, data, tiny_moe_dir, 2, *SETTINGS)
     log = first.stdout + first.stderr
     assert first.returncode == 0, log[-6000:]
-    metrics = _step_metrics(log)
-    assert sorted(metrics) == [1, 2], sorted(metrics)
+    m = _step_metrics(log)
+    assert sorted(m) == [1, 2], sorted(m)
     for step in (1, 2):
         for key in ("timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor", "timing_s/update_weights",
                     "actor/entropy", "actor/grad_norm", "critic/score/mean", "response_length/mean"):
-            assert key in metrics[step], (step, key)
-        assert metrics[step]["actor/grad_norm"] > 0  # a real Megatron update ran
-    assert any(k.startswith("rlec/") for k in metrics[2]), "rlec's training metrics are missing"
+            assert key in m[step], (step, key)
+        assert m[step]["actor/grad_norm"] > 0  # a real Megatron update ran
+    assert any(k.startswith("rlec/") for k in m[2]), "rlec's training metrics are missing"
+    # the checkpoint: verl's actor state, the tracker, rlec's algorithm state covered by the manifest
     assert (out / "global_step_2" / "actor").is_dir()
     assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert (out / "global_step_2" / "rlec_algorithms.json").is_file() and (out / "global_step_2" / "rlec_manifest.json").is_file()
     assert list((out / "launches").glob("*/config.yaml"))  # the resolved config beside the checkpoints
 
-    second = _run(out, data, tiny_moe_dir, steps=3)
+    second = _run(out, data, tiny_moe_dir, 3, *SETTINGS)
     log2 = second.stdout + second.stderr
     assert second.returncode == 0, log2[-6000:]
-    assert sorted(_step_metrics(log2)) == [3], "the rerun must continue at step 3, not train steps 1-2 again"
+    resumed = _step_metrics(log2)
+    assert sorted(resumed) == [3], "the rerun must continue at step 3, not train steps 1-2 again"
+    m.update(resumed)
     assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert (out / "global_step_3" / "actor").is_dir()
-
-
-def test_e3_passk_and_rlve_run_inside_verls_loop_on_cpu(tmp_path, tiny_moe_dir):
-    """E3 (temperature from the actor's entropy, per-prompt n), Pass@k (estimator rlec_passk) and RLVE
-    (environment rows, controller fed by the step's outcomes), together in one verl run of 3 steps."""
-    out, data = tmp_path / "run", tmp_path / "data"
-    run = _run(out, data, tiny_moe_dir, 3, "algorithm=[rlve,e3,passk]", "rlec.rlve.environments=[arithmetic,sorting]",
-               "rlec.e3.temperature.init_steps=1", "rlec.e3.temperature.target_entropy=1.0", "trainer.save_freq=2",
-               # scripted answers (the gold or I don't know) for 3 of 4 samples: the random model is never right,
-               # and RLVE raises a difficulty once accuracy at h reaches 0.1 over 4 samples
-               "rlec.cpu.scripted_fraction=0.75", "rlec.rlve.threshold=0.1", "rlec.rlve.min_samples_factor=1")
-    log = run.stdout + run.stderr
-    assert run.returncode == 0, log[-6000:]
-    m = _step_metrics(log)
-    assert sorted(m) == [1, 2, 3]
-    # E3: the entropy target (1 nat) is far below the random model's ~11.9: the temperature falls every step
+    # E3: the entropy target (1 nat) is far below the random model's ~11.9: the temperature falls every step,
+    # across the resume too (a fresh controller would start step 3 at 1.0 again)
     temps = [m[s]["e3/temperature"] for s in (1, 2, 3)]
     assert temps[0] == pytest.approx(1.0) and temps[2] < temps[1] < temps[0], temps
     assert all(m[s]["e3/rollout_n/mean"] == pytest.approx(4.0) for s in (1, 2, 3))  # sum(n_i) = n x prompts
@@ -99,7 +109,7 @@ def test_e3_passk_and_rlve_run_inside_verls_loop_on_cpu(tmp_path, tiny_moe_dir):
     # RLVE: both environments served rows and their controllers counted the step's outcomes
     for env in ("arithmetic", "sorting"):
         assert any(m[s].get(f"rlve/{env}/share", 0) > 0 for s in (1, 2, 3)), env
-        assert f"rlve/{env}/difficulty" in m[3]
+        assert m[3][f"rlve/{env}/difficulty"] >= m[2][f"rlve/{env}/difficulty"], env  # restored, never lowered
     # the scripted gold answers are graded right, so groups have reward variance and RLVE raises h
     assert max(m[s]["rlec/accuracy"] for s in (1, 2, 3)) > 0
     assert max(m[s]["critic/advantages/max"] for s in (1, 2, 3)) > 0
