@@ -177,7 +177,7 @@ def run_checks(
     """
     early = settings_rules(cfg)
     if early:
-        return early, None, {"paths": [], "settings_refused": True}
+        return early, None, {"paths": []}
     settings = RlecSettings.from_config(cfg)
     path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
     path_errors += layout_change_findings(cfg, layout)

@@ -121,7 +121,7 @@ BAD_INPUT = [
     ({}, ["rlec.local.prepare_data_if_missing=false", "data.train_files=/nonexistent/rlec-data/train.parquet"],
      "data.train_files=/nonexistent/rlec-data/train.parquet is missing"),
     ({"OUTPUT_DIR": "/proc/rlec-cannot-write/run"}, [], "is not writable"),
-    ({}, ["rlec.local.threads=-1"], "rlec.local.threads must be an integer >= 0"),
+    ({}, ["rlec.local.threads=-1"], "ERROR [rlec.local.threads] -1 must be an integer >= 0"),
 ]
 
 
