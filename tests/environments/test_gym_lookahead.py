@@ -2,8 +2,9 @@
 the RLVE-Gym pool together, and the rows are those of the one-row-at-a-time path.
 
 The environments here are stand-ins run in a real :class:`~rlec.environments.gym_pool.GymPool`
-(``gym_fakes.generate_task`` in spawned workers, 1 s limit, 2 attempts): ``slow_gym:Slow`` takes
-50 ms per problem, ``slow_gym:Hang`` hangs or raises for some seeds (``gym_fakes.behaviour``)."""
+(``gym_fakes.generate_task`` in spawned workers, 2 attempts, a 2 s limit: 40 x the stand-ins' 50 ms,
+so only the hangs time out, on a loaded box too): ``slow_gym:Slow`` takes 50 ms per problem,
+``slow_gym:Hang`` hangs or raises for some seeds (``gym_fakes.behaviour``)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def fake_pools(monkeypatch: pytest.MonkeyPatch):
     pools: list[GymPool] = []
 
     def make() -> GymPool:
-        pool = GymPool(max_workers=2, timeout_s=1.0, attempts=2, generate_task=gym_fakes.generate_task, initializer=None)
+        pool = GymPool(max_workers=2, timeout_s=2.0, attempts=2, generate_task=gym_fakes.generate_task, initializer=None)
         pools.append(pool)
         for identifier in ("Slow", "Hang"):
             monkeypatch.setitem(ENVIRONMENTS, f"slow_gym:{identifier}", FakeGym(identifier, pool))

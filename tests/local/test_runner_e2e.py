@@ -213,20 +213,59 @@ def test_e3_and_passk_in_the_local_run(data_dir: Path, tmp_path: Path) -> None:
         assert r["passk/active_k"] == 2.0 and r["e3/target_entropy"] == 20.0
 
 
+def _rlve_state(checkpoint: Path) -> dict:
+    """The environment source's state (row counter, controllers) saved in a local checkpoint's dataloader state."""
+    import torch
+
+    def find(node):
+        if isinstance(node, dict):
+            if "rlve" in node and isinstance(node["rlve"], dict) and "controllers" in node["rlve"]:
+                return node["rlve"]
+            for value in node.values():
+                found = find(value)
+                if found is not None:
+                    return found
+        return None
+
+    common = torch.load(checkpoint / "common.pt", map_location="cpu", weights_only=False)
+    state = find(common["rlec"]["user_state"]["loader"])
+    assert state is not None, common["rlec"]["user_state"]
+    return state
+
+
 @pytest.mark.slow
-def test_environments_only_with_e3_below_its_target(data_dir: Path, tmp_path: Path) -> None:
-    """RLVE environments as the only prompt source (ENVIRONMENTS=...), E3 cooling toward a low target entropy."""
+def test_rlve_gym_environments_only_with_e3_below_its_target_and_resume(data_dir: Path, tmp_path: Path) -> None:
+    """Two RLVE-Gym environments as the only prompt source (ENVIRONMENTS=rlve_gym:...), E3 cooling toward a
+    low target entropy; step 1, then step 2 resumed from its checkpoint with the same controller state."""
     out = tmp_path / "rlve"
-    # 24 tokens: a scripted reference answer (a sorted list) or I don't know must fit, or it is cut and graded wrong
-    proc = launch(out, data_dir, *SMALL, "data.max_response_length=24", "trainer.total_training_steps=2", NO_EVAL,
-                  "algorithm=[rlve,e3]",
-                  "rlec.e3.temperature.target_entropy=2.0", "rlec.e3.budget.n_min=2",
-                  extra_env={"ENVIRONMENTS": "arithmetic,sorting"})
+    gym = ("Division", "Multiplication")  # generation < 1 ms, integer answers that fit 24 response tokens
+    # 24 tokens: a scripted reference answer or I don't know must fit, or it is cut and graded wrong
+    run = [*SMALL, "data.max_response_length=24", NO_EVAL, "algorithm=[rlve,e3]", "trainer.save_freq=1",
+           "rlec.rlve.seed=2",  # rows 0-3: Multiplication, Division | Division, Division
+           "rlec.e3.temperature.target_entropy=2.0", "rlec.e3.budget.n_min=2"]
+    extra_env = {"ENVIRONMENTS": ",".join(f"rlve_gym:{g}" for g in gym), "RLEC_GYM_WORKERS": "2"}
+    first = launch(out, data_dir, *run, "trainer.total_training_steps=1", extra_env=extra_env)
+    _check_run(first, out, 1)
+    proc = launch(out, data_dir, *run, "trainer.total_training_steps=2", extra_env=extra_env)
     records = _check_run(proc, out, 2)
+    assert f"resumed from {out / 'checkpoints' / 'global_step_1'} (step 1)" in proc.stderr
     assert records[1]["e3/temperature"] < records[0]["e3/temperature"] == 1.0
-    for r in records:
-        assert {"rlve/arithmetic/difficulty", "rlve/sorting/difficulty"} <= set(r) and r["rlve/share"] == 1.0
-        assert r["rlve/arithmetic/share"] + r["rlve/sorting/share"] == pytest.approx(1.0)
+    for r in records:  # rows from RLVE-Gym, generated and verified in its pool (rlec's grading), counted per step
+        assert r["rlve/share"] == 1.0 and sum(r[f"rlve/rlve_gym:{g}/share"] for g in gym) == pytest.approx(1.0)
+        assert sum(r.get(f"rlve/gym/{g}/generated", 0) for g in gym) >= 2  # counters of the run's process, per environment seen
+        assert all(r.get(f"rlve/gym/{g}/{c}", 0) == 0 for g in gym for c in ("gen_timeouts", "gen_failures", "skipped"))
+    assert records[0]["rlve/rlve_gym:Division/share"] == records[0]["rlve/rlve_gym:Multiplication/share"] == 0.5
+    assert sum(r.get(f"rlve/gym/{g}/verified", 0) for r in records for g in gym) >= 1  # the scripted gold answers at least
+    # the resumed run continued the saved source: rows 2-3 after rows 0-1, the samples counted at h = 0 added up
+    saved, resumed = (_rlve_state(out / "checkpoints" / f"global_step_{k}") for k in (1, 2))
+    assert (saved["counter"], resumed["counter"]) == (2, 4)
+    for g in gym:
+        before, after = saved["controllers"][f"rlve_gym:{g}"], resumed["controllers"][f"rlve_gym:{g}"]
+        assert before["h"] == after["h"] == 0 and records[1][f"rlve/rlve_gym:{g}/difficulty"] == 0.0
+        step2 = round(records[1][f"rlve/rlve_gym:{g}/share"] * 8)  # 2 prompts x 4 responses, all at d = 0
+        assert after["total_at_h"] == before["total_at_h"] + step2
+        if after["total_at_h"]:
+            assert records[1][f"rlve/rlve_gym:{g}/accuracy_at_h"] == pytest.approx(after["correct_at_h"] / after["total_at_h"])
 
 
 @pytest.mark.slow
