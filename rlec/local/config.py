@@ -251,14 +251,6 @@ def check(cfg: Any) -> None:
                                "supported by the local run (constant after the warm-up)")
     if not float(select(cfg, f"{ACTOR}.clip_ratio_c", 3.0)) > 1:
         raise LocalConfigError(f"{ACTOR}.clip_ratio_c must be > 1 (verl's dual clip), got {select(cfg, f'{ACTOR}.clip_ratio_c')}")
-    names = select(cfg, "rlec.rlve.environments") if select(cfg, "data.rlve.enable", False) else None
-    if names is not None:
-        from rlec.environments import parse_environment_names
-
-        try:
-            parse_environment_names(names if isinstance(names, str) else [str(n) for n in names])
-        except ValueError as exc:
-            raise LocalConfigError(f"rlec.rlve.environments: {exc}") from None
     if str(select(cfg, "trainer.resume_mode")) not in ("auto", "disable"):
         raise LocalConfigError(f"trainer.resume_mode must be 'auto' or 'disable' in the local run, got {select(cfg, 'trainer.resume_mode')!r}")
     loggers = set(select(cfg, "trainer.logger", []) or [])

@@ -32,17 +32,17 @@ from typing import Any, Mapping
 
 import datasets
 import torch
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import ListConfig
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from rlec.environments import EnvironmentSource, SourceConfig
+from rlec.algorithms.rlve.settings import RLVESettings
+from rlec.environments import EnvironmentSource
 from rlec.prompts import build_messages
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RLVEDataset", "rlve_settings"]
+__all__ = ["RLVEDataset"]
 
-DEFAULT_ROWS_PER_EPOCH = 65_536
 PROBE_SEEDS = (1, 3, 5)  # odd: evaluation-style seeds, never training problems
 
 
@@ -52,16 +52,6 @@ def _file_list(files: Any) -> list[str]:
     if isinstance(files, (list, tuple, ListConfig)):
         return [str(f) for f in files]
     return [str(files)]
-
-
-def rlve_settings(data_config: Any) -> dict[str, Any]:
-    """``data.rlve`` as a plain dict (interpolations resolved); ``{}`` when absent."""
-    node = data_config.get("rlve") if data_config is not None else None
-    if node is None:
-        return {}
-    if isinstance(node, DictConfig):
-        return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
-    return dict(node)
 
 
 class RLVEDataset(RLHFDataset):
@@ -84,9 +74,9 @@ class RLVEDataset(RLHFDataset):
     """
 
     def __init__(self, data_files, tokenizer, config, processor=None, max_samples: int = -1):
-        settings = rlve_settings(config)
+        settings = RLVESettings.from_config({"data": config})  # the one reader and check of data.rlve
         train_files, val_files = _file_list(config.get("train_files")), _file_list(config.get("val_files"))
-        enabled = bool(settings.get("enable", False))
+        enabled = settings.enable
         if enabled and train_files == val_files:
             raise ValueError("data.rlve.enable: data.train_files and data.val_files are the same list "
                              f"({train_files}); RLVEDataset tells the training set from the validation set by its files")
@@ -97,10 +87,8 @@ class RLVEDataset(RLHFDataset):
                          max_samples=max_samples)
         if not is_train:
             return
-        self.rlve_source = EnvironmentSource(SourceConfig.from_mapping(settings))
-        self.rows_per_epoch = int(settings.get("rows_per_epoch") or DEFAULT_ROWS_PER_EPOCH)
-        if self.rows_per_epoch < 1:
-            raise ValueError(f"data.rlve.rows_per_epoch must be >= 1, got {self.rows_per_epoch}")
+        self.rlve_source = EnvironmentSource(settings.source)
+        self.rows_per_epoch = settings.rows_per_epoch
         self._check_prompt_lengths()
         logger.info("RLVE training set: %d static rows + %d environment rows per epoch; environments %s",
                     self.static_rows, self.rows_per_epoch, list(self.rlve_source.environments))

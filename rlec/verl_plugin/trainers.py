@@ -154,7 +154,10 @@ class AlgorithmsMixin:
         rlec_algorithms: the built algorithms in registry order (None until first needed).
 
     Raises (at construction):
-        ValueError: an enabled algorithm's check reports an error (the first one).
+        ValueError: the first error of the early rule set (:func:`rlec.cluster.settings_rules.settings_rules`:
+            rlec's settings schema and verl's estimator / loss / seed / unknown-key rules), then of an
+            enabled algorithm's check, so a ``main_ppo`` launched without the launcher is refused by the same
+            rules as DRY_RUN and the local run.
     """
 
     rlec_algorithms: list[Algorithm] | None = None
@@ -164,7 +167,10 @@ class AlgorithmsMixin:
         mode = str(config.trainer.v1.trainer_mode)
         # a config already handed to an rlec trainer holds verl's base mode (RLECMetricsMixin): rlec's is rlec_<base>
         self._rlec_mode = f"rlec_{mode}" if mode == getattr(self, "base_trainer_mode", None) else mode
-        error = first_error(registry.check_all(self._rlec_config(config)))
+        from rlec.cluster.settings_rules import settings_rules  # the rules DRY_RUN and the local run apply first
+
+        rlec_config = self._rlec_config(config)
+        error = first_error(settings_rules(rlec_config)) or first_error(registry.check_all(rlec_config))
         if error is not None:
             raise ValueError(str(error))
         self.rlec_algorithms = None

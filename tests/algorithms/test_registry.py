@@ -61,6 +61,7 @@ NONSENSE = {
         "source.target_min": ("rlec.rlve.target_min", -0.5),
         "source.target_max": ("rlec.rlve.target_max", 1.5),
         "source.max_prompt_tokens": ("rlec.rlve.max_prompt_tokens", -5),
+        "source.lookahead": ("rlec.rlve.lookahead", -1),
     }),
 }
 

@@ -201,7 +201,7 @@ def test_overlay_values_are_the_python_defaults(compose_rlec):
     from omegaconf import OmegaConf
 
     from rlec.environments import SourceConfig
-    from rlec.verl_plugin.rlve_dataset import DEFAULT_ROWS_PER_EPOCH
+    from rlec.algorithms.rlve.settings import DEFAULT_ROWS_PER_EPOCH
 
     settings = OmegaConf.to_container(compose_rlec(RLVE).rlec.rlve, resolve=True)
     assert settings.pop("enable") is True and settings.pop("rows_per_epoch") == DEFAULT_ROWS_PER_EPOCH
