@@ -52,18 +52,3 @@ def check_row(row: dict[str, Any], where: str) -> dict[str, Any]:
         raise ValueError(f"{where}: {exc}") from None
     return row
 
-
-def reference_answer(data_source: str, ground_truth: str) -> str:
-    """What a correct ``\\boxed{}`` answer to a row holds: its ``reward_model.ground_truth``, or for an
-    environment row (``rlve/<name>``, whose ground truth is the problem as JSON, :mod:`rlec.environments`)
-    the problem's reference answer.
-
-    Raises:
-        ValueError: an environment row whose ground truth is not a problem of that environment.
-    """
-    if str(data_source).startswith("rlve/"):
-        from rlec.environments import Problem
-
-        return Problem.from_json(ground_truth).answer
-    return ground_truth
-

@@ -7,7 +7,7 @@ atomic step. With nothing set it runs on the shipped samples and the bundled Qwe
 Documentation: ``docs/data.md``.
 
 With ``--environments NAMES`` it writes the fixed evaluation set of the verifiable environments
-instead (``rlec.data.environments``; docs/environments.md).
+instead (``rlec.environments.testset``; docs/environments.md).
 
 An input that yields nothing is an error naming it, never an empty or lopsided output: an empty
 file (``[]``, zero bytes) of a source the mix asks for, a file whose every row was skipped as
@@ -32,7 +32,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from rlec.data import environments as env_data
+from rlec.environments import testset as env_data
 from rlec.data.dedup import dedupe_within, remove_overlap
 from rlec.data.hotpot_modify import DEFAULT_WEIGHTS, SCHEMES, check_weights, modify
 from rlec.data.lengths import PromptLengthCounter
@@ -379,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main_environments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """``--environments``: write the environments' evaluation set (rlec.data.environments)."""
+    """``--environments``: write the environments' evaluation set (rlec.environments.testset)."""
     try:
         cfg = env_data.EnvTestConfig(environments=tuple(args.environments.split(",")),
                                      difficulties=env_data.parse_difficulties(args.env_difficulties),

@@ -30,6 +30,7 @@ from rlec.environments.registry import (
     expand_environment_name,
     namespace_names,
     parse_environment_names,
+    reference_answer,
     register_environment,
     register_namespace,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "environment_of",
     "get_environment",
     "parse_environment_names",
+    "reference_answer",
     "parse_int",
     "parse_int_list",
     "problem_row",

@@ -90,7 +90,7 @@ def _builtin_json(name: str, seed: int, difficulty: int) -> str:
 
 
 def _difficulties(env: Any, spec: str) -> tuple[list[int], list[str]]:
-    from rlec.data.environments import parse_difficulties
+    from rlec.environments.testset import parse_difficulties
 
     cap = env.cap(None)  # at the default prompt budget
     wanted = sorted({0} | ({cap} if cap is not None else set())) if spec == "cap" else list(parse_difficulties(spec) or [0])

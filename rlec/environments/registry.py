@@ -30,7 +30,7 @@ _NAMESPACES: dict[str, tuple[Callable[[], Sequence[str]], Callable[[str], Enviro
 
 __all__ = ["ALL", "DATA_SOURCE_PREFIX", "ENVIRONMENTS", "builtin_names", "data_source_of", "environment_of",
            "expand_environment_name", "get_environment", "namespace_names", "parse_environment_names",
-           "register_environment", "register_namespace", "verify_row"]
+           "reference_answer", "register_environment", "register_namespace", "verify_row"]
 
 
 def data_source_of(name: str) -> str:
@@ -183,3 +183,16 @@ def parse_environment_names(spec: str | Sequence[str]) -> list[str]:
     if not names:
         raise ValueError(f"no environment named in {spec!r}; {_known_hint()}")
     return names
+
+
+def reference_answer(data_source: str, ground_truth: str) -> str:
+    """What a correct ``\\boxed{}`` answer to a row holds: its ``reward_model.ground_truth``, or for an
+    environment row (``rlve/<name>``, whose ground truth is the problem as JSON, :class:`~rlec.environments.base.Problem`)
+    the problem's reference answer.
+
+    Raises:
+        ValueError: an environment row whose ground truth is not a problem of that environment.
+    """
+    if str(data_source).startswith(DATA_SOURCE_PREFIX):
+        return Problem.from_json(ground_truth).answer
+    return ground_truth

@@ -19,7 +19,7 @@ difficulty); a draw that changed meanwhile (h rose) or a problem that did not ge
 and generated as without look-ahead. So the rows are the same with and without look-ahead, in
 every order the problems finish.
 
-Evaluation sets use odd seeds (:mod:`rlec.data.environments`), so no test problem is ever a
+Evaluation sets use odd seeds (:mod:`rlec.environments.testset`), so no test problem is ever a
 training problem. After each training step :meth:`EnvironmentSource.update` feeds every sample's
 (environment, difficulty, correct) to the environment's controller and returns the step's
 ``rlve/<env>/difficulty``, ``rlve/<env>/accuracy_at_h`` and ``rlve/<env>/share`` metrics.

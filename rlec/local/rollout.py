@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from rlec.data.contract import reference_answer
+from rlec.environments import reference_answer
 from rlec.prompts import render
 
 

@@ -315,7 +315,7 @@ class ScriptedAnswersMixin:
             return None
         import random
 
-        from rlec.data.contract import reference_answer
+        from rlec.environments import reference_answer
 
         gold = reference_answer(kwargs.get("data_source", ""), kwargs["reward_model"]["ground_truth"])
         coin = random.Random(f"{kwargs['reward_model']['ground_truth']}/{session}").random()  # same problem, same script

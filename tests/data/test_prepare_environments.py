@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from rlec.data import environments as env_data
+from rlec.environments import testset as env_data
 from rlec.data.prepare import main
 from rlec.data.writer import SCHEMA
 from rlec.environments import Problem, get_environment

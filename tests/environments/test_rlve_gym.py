@@ -146,7 +146,7 @@ def test_source_rows_and_pool_metrics(pool):
 
 
 def test_local_run_evaluation_set_and_metric_groups_take_rlve_gym_names(pool):
-    from rlec.data.environments import EnvTestConfig, build_rows
+    from rlec.environments.testset import EnvTestConfig, build_rows
     from rlec.eval.metrics import source_groups
     from rlec.local.config import LocalConfigError, load_config
 

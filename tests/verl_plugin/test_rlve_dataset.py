@@ -151,7 +151,7 @@ def test_disabled_or_validation_behaves_as_rlhf_dataset(files, qwen_tokenizer):
 
 
 def test_environments_only_and_static_plus_environment_validation(files, qwen_tokenizer, tmp_path):
-    from rlec.data.environments import EnvTestConfig, prepare_environments
+    from rlec.environments.testset import EnvTestConfig, prepare_environments
 
     prepare_environments(tmp_path / "env", EnvTestConfig(environments=("maze",), difficulties=(0,), per_difficulty=2),
                          tokenizer=qwen_tokenizer, progress=False)

@@ -100,6 +100,7 @@ class EnvTestConfig:
 
 def test_seeds(seed: int, environment: str, difficulty: int, count: int) -> list[int]:
     """``count`` distinct odd problem seeds for one (environment, difficulty), from their own generator."""
+    # the stream keeps the name of this module before it moved here, so the same problems are drawn
     rng = random.Random(f"rlec.data.environments/{seed}/{environment}/{difficulty}")
     seeds: list[int] = []
     while len(seeds) < count:
