@@ -13,7 +13,8 @@ as verl turns its ``algorithm`` section into ``AlgoConfig`` with ``omega_conf_to
 (:class:`SettingError`): a key the schema does not know (``+rlec.grading.timout_s=1``), an
 unknown ``rlec.<section>``, a value of the wrong type (``rlec.grading.timeout_s=abc``, a string
 for a switch) and a value out of range (each dataclass's ``check()``). The algorithms' sections
-(:data:`ALGORITHM_SECTIONS`: E3, Pass@k, RLVE) are read and checked by the algorithms themselves.
+(``rlec.e3``, ``rlec.rlve``, any registered algorithm's ``rlec.<name>``) are read and checked by the algorithms
+themselves; a section neither owns is refused by :func:`rlec.cluster.settings_rules.settings_rules`.
 This module imports neither verl nor torch; verl's own keys are checked by
 :mod:`rlec.cluster.settings_rules`.
 """
@@ -30,12 +31,10 @@ from typing import Any, Mapping
 from rlec.config import CONFIG_DIR
 
 __all__ = [
-    "ALGORITHM_SECTIONS", "CheckSettings", "CheckpointSettings", "CpuSettings", "GradingSettings", "LocalEvalSettings",
+    "CheckSettings", "CheckpointSettings", "CpuSettings", "GradingSettings", "LocalEvalSettings",
     "LocalSettings", "MetricsSettings", "RlecSettings", "ScheduleSettings", "SettingError", "compute_capability",
 ]
 
-# rlec.<section>s owned by an algorithm (read and checked by rlec.algorithms), not by this schema
-ALGORITHM_SECTIONS = ("e3", "passk", "rlve")
 
 
 class SettingError(ValueError):
@@ -240,12 +239,15 @@ class RlecSettings:
         section = _plain((cfg or {}).get("rlec") if hasattr(cfg, "get") else None) or {}
         if not isinstance(section, Mapping):
             raise SettingError("rlec", section, "must be a mapping of rlec's settings")
-        known = {_key(f) for f in dataclasses.fields(cls)}
-        for name in section:
-            if name not in known and name not in ALGORITHM_SECTIONS:
-                raise SettingError(f"rlec.{name}", section[name], f"is not an rlec section (known: {sorted(known | set(ALGORITHM_SECTIONS))})")
+        known = cls.sections()
         settings = _read(cls, {k: v for k, v in section.items() if k in known}, "rlec")
         return settings
+
+    @classmethod
+    def sections(cls) -> frozenset[str]:
+        """The ``rlec.<name>`` sections this schema owns; any other is an algorithm's or unknown
+        (:func:`rlec.cluster.settings_rules.settings_rules` tells them apart with the algorithm registry)."""
+        return frozenset(_key(f) for f in dataclasses.fields(cls))
 
     def check(self, prefix: str = "rlec") -> None:
         """Check every section (:meth:`from_config` already did); raises :class:`SettingError`."""

@@ -117,7 +117,6 @@ def test_a_string_where_a_number_or_switch_is_expected_is_refused(key: str) -> N
 
 @pytest.mark.parametrize(("rlec", "key"), [
     ({"grading": {"timout_s": 1}}, "rlec.grading.timout_s"),    # a typo under a known section
-    ({"grader": {"timeout_s": 1}}, "rlec.grader"),              # an unknown section
     ({"local": {"eval": {"at_start": True}}}, "rlec.local.eval.at_start"),
 ])
 def test_unknown_keys_under_rlec_are_refused(rlec: dict, key: str) -> None:
@@ -125,9 +124,22 @@ def test_unknown_keys_under_rlec_are_refused(rlec: dict, key: str) -> None:
         RlecSettings.from_config({"rlec": rlec})
 
 
+def test_an_unknown_rlec_section_is_refused_by_the_early_rules_not_an_algorithms_section() -> None:
+    """The schema reads only its own sections; the early rule set refuses a section that neither it nor a
+    registered algorithm owns (``rlec.grader``), and accepts the algorithms' (``rlec.e3``, ``rlec.rlve``)."""
+    from rlec.cluster.settings_rules import settings_rules
+
+    def rlec_findings(rlec: dict) -> list[tuple[str, bool]]:
+        return [(f.key, "is not an rlec section" in f.message) for f in settings_rules({"rlec": rlec})
+                if f.key.startswith("rlec")]
+
+    assert rlec_findings({"grader": {"timeout_s": 1}}) == [("rlec.grader", True)]
+    assert rlec_findings({"e3": {}, "rlve": {}}) == []
+
+
 def test_missing_sections_take_the_defaults_and_algorithm_sections_are_left_to_the_algorithms() -> None:
     assert RlecSettings.from_config({}) == RlecSettings()
-    assert RlecSettings.from_config({"rlec": {"e3": {"whatever": 1}, "rlve": {}, "passk": {}}}) == RlecSettings()
+    assert RlecSettings.from_config({"rlec": {"e3": {"whatever": 1}, "rlve": {}}}) == RlecSettings()
     assert RlecSettings.from_config({"rlec": {"metrics": {"target_bucket_edges": [0, 0.5, 1]}}}).metrics.target_bucket_edges == (0.0, 0.5, 1.0)
 
 

@@ -2,11 +2,12 @@
 
 One rule set, called by ``DRY_RUN`` and the launcher (:func:`rlec.cluster.config_check.main`, exit 2
 before anything is written), by the local run (:func:`rlec.local.config.check`, before anything is
-written) and by verl's side when the reward manager starts (:class:`rlec.settings.RlecSettings`).
+written) and by verl's trainer at construction (:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`).
 Each finding names the full key, the value and the rule:
 
 - rlec's own non-algorithm settings (:meth:`rlec.settings.RlecSettings.from_config`: types, ranges,
-  unknown keys under ``rlec``);
+  unknown keys in its sections) and unknown ``rlec.<section>`` names (neither the schema's nor a
+  registered algorithm's);
 - an unknown top-level key (``+foo.bar=1``), which verl would silently ignore: the known ones are
   those of verl's own trainer config (``verl/trainer/config/_generated_ppo*_trainer.yaml``), the
   ``model_engine`` group and ``rlec``;
@@ -17,6 +18,8 @@ Each finding names the full key, the value and the rule:
   and ``actor_rollout_ref.actor.loss_agg_mode`` is accepted by verl's ``ActorConfig`` (its list is
   verl's, asked, not copied);
 - ``actor_rollout_ref.actor.optim.clip_grad`` is a finite number > 0 and ``data.seed`` an integer or null.
+- the b schedule spans more than one step: its end (``rlec.schedule.end_step``, else
+  ``trainer.total_training_steps``) is after ``rlec.schedule.start_step`` (one rule for every path).
 """
 
 from __future__ import annotations
@@ -114,7 +117,40 @@ def settings_rules(cfg: Any) -> list[Finding]:
     """
     out: list[Finding] = []
     try:
-        RlecSettings.from_config(cfg)
+        settings = RlecSettings.from_config(cfg)
     except SettingError as exc:
         out.append(Finding("error", exc.key, f"{exc.value!r} {exc.rule}"))
-    return out + _verl_rules(cfg)
+    else:
+        out += _schedule_rules(cfg, settings)
+    return out + _section_rules(cfg) + _verl_rules(cfg)
+
+
+def _schedule_rules(cfg: Any, settings: RlecSettings) -> list[Finding]:
+    """The b schedule (``rlec.schedule``) spans more than one step: its end (``end_step``, else
+    ``trainer.total_training_steps``) is after ``start_step`` (the schema checks an explicit end alone)."""
+    schedule = settings.schedule
+    total = cfg.get("trainer", {}).get("total_training_steps") if hasattr(cfg, "get") else None
+    end = schedule.end_step if schedule.end_step is not None else total
+    if end is None or isinstance(end, bool) or not isinstance(end, int) or end > schedule.start_step:
+        return []
+    if schedule.end_step is None and end < 1:
+        return []  # a step count < 1 is refused as such by the run's own checks
+    return [Finding("error", "rlec.schedule.end_step",
+                    f"{end!r} the b schedule needs more than one step, but it would end at step {end} <= start_step "
+                    f"{schedule.start_step}: with trainer.total_training_steps={total} set rlec.schedule.end_step >= "
+                    f"{schedule.start_step + 1}")]
+
+
+def _section_rules(cfg: Any) -> list[Finding]:
+    """An ``rlec.<name>`` section that neither the schema nor a registered algorithm owns (a typo such as
+    ``rlec.schedul``); an algorithm's section (its ``section``, e.g. ``rlec.e3``) is accepted without a
+    change here (docs/adding_an_algorithm.md)."""
+    from rlec.algorithms.registry import ALGORITHMS
+
+    section = cfg.get("rlec") if hasattr(cfg, "get") else None
+    if not hasattr(section, "keys"):
+        return []
+    owned = {cls.section.removeprefix("rlec.").split(".")[0] for cls in ALGORITHMS if cls.section.startswith("rlec.")}
+    known = RlecSettings.sections() | owned
+    return [Finding("error", f"rlec.{name}", f"{section[name]!r} is not an rlec section (known: {sorted(known)})")
+            for name in section.keys() if name not in known]

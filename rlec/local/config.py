@@ -219,7 +219,6 @@ def check(cfg: Any) -> None:
 
     for finding in settings_rules(cfg):
         raise LocalConfigError(str(finding))
-    settings = RlecSettings.from_config(cfg)
     positive = ["data.train_batch_size", f"{ROLLOUT}.n", "data.max_response_length", "trainer.total_training_steps",
                 "trainer.save_freq", f"{ACTOR}.ppo_mini_batch_size", f"{ACTOR}.ppo_micro_batch_size_per_gpu",
                 f"{MEGATRON}.tensor_model_parallel_size", f"{MEGATRON}.expert_model_parallel_size",
@@ -256,10 +255,6 @@ def check(cfg: Any) -> None:
     loggers = set(select(cfg, "trainer.logger", []) or [])
     if loggers - {"console", "tensorboard", "file"}:
         raise LocalConfigError(f"trainer.logger: the local run writes console, tensorboard (and always metrics.jsonl), got {sorted(loggers)}")
-    end = settings.schedule.end_step or select(cfg, "trainer.total_training_steps")
-    if int(end) <= settings.schedule.start_step:
-        raise LocalConfigError(f"the b schedule needs at least two steps, but it would end at step {end}: with "
-                               "trainer.total_training_steps=1 set rlec.schedule.end_step >= 2")
     if select(cfg, "data.train_files") is None:
         raise LocalConfigError("data.train_files must name the prepared train parquet (or be [] with algorithm=rlve)")
     if not train_files(cfg) and not select(cfg, "data.rlve.enable", False):

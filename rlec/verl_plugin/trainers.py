@@ -17,10 +17,11 @@ Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async
 Where :class:`AlgorithmsMixin` hooks into verl 0.9.1's V1 trainer (``verl/trainer/ppo/v1/trainer_base.py``;
 each hook point pinned by tests/verl_plugin/test_drift_algorithms.py):
 
-- ``__init__``: every enabled algorithm's ``check`` on the config as given (before
-  :class:`RLECMetricsMixin` writes verl's base mode into it): the first error is raised;
-- ``on_init_end`` (after the datasets, before verl syncs the rollout weights): the algorithms are
-  built (:func:`rlec.algorithms.registry.build`) with the model's vocabulary size and the training
+- ``__init__``: the early rule set and every enabled algorithm's ``check`` on the config as given
+  (before :class:`RLECMetricsMixin` writes verl's base mode into it): the first error is raised;
+- first use, after the datasets exist: ``_load_checkpoint`` (which verl's set-up calls before
+  ``on_init_end``) or, at the latest, ``on_init_end`` (before verl syncs the rollout weights) builds the
+  algorithms (:func:`rlec.algorithms.registry.build`) with the model's vocabulary size and the training
   dataset's environment source;
 - ``_next_train_batch``: :meth:`~rlec.algorithms.base.Algorithm.plan_rollout` on the prompts'
   ``extra_info``; the plan goes into the batch as ``__rollout_n__`` (verl's per-prompt n; sum =
@@ -58,6 +59,8 @@ logger = logging.getLogger(__name__)
 
 ROLLOUT_N_KEY = "__rollout_n__"  # verl's per-prompt n (AgentLoopWorkerTQ._run_prompt)
 STATE_FILE = "rlec_algorithms.json"
+# the per-algorithm state files of verl checkpoints written before STATE_FILE (still resumed)
+LEGACY_STATE_FILES = {"e3": "rlec_e3.json", "passk": "rlec_passk.json"}
 
 __all__ = ["AlgorithmsMixin", "RLECColocateAsyncTrainer", "RLECMetricsMixin", "RLECSeparateAsyncTrainer", "RLECSyncTrainer",
            "STATE_FILE", "read_step_record"]
@@ -265,8 +268,15 @@ class AlgorithmsMixin:
     def _load_checkpoint(self):
         out = super()._load_checkpoint()
         if self._algorithms():
-            state = load_state(resumed_folder(self.config, self.global_steps), STATE_FILE) or {}
+            folder = resumed_folder(self.config, self.global_steps)
+            state = load_state(folder, STATE_FILE) or {}
+            if not state:  # a checkpoint of an rlec before the one state file: one file per algorithm
+                state = {name: legacy for name, file in LEGACY_STATE_FILES.items()
+                         if (legacy := load_state(folder, file)) is not None}
             for algorithm in self.rlec_algorithms:
+                if folder is not None and algorithm.name not in state and algorithm.state_dict():
+                    logger.warning("resuming from %s without %s's state (%s missing): it starts afresh",
+                                   folder, algorithm.name, STATE_FILE)
                 algorithm.load_state_dict(state.get(algorithm.name, {}))
             self._apply_overrides(self.global_steps + 1)
             if state:

@@ -63,3 +63,20 @@ def test_the_example_refuses_nonsense_settings(example, compose_rlec, key, value
     assert [f for f in cls.check(cfg) if f.level == "error"]
     with pytest.raises(ValueError, match="rlec.length_decay"):
         cls.from_config(cfg, AlgorithmContext())
+
+
+def test_the_examples_section_passes_the_early_rules_once_registered(example, compose_rlec, monkeypatch):
+    """The schema does not own ``rlec.length_decay``: the early rule set refuses it as an unknown section
+    until the algorithm is in the registry, and accepts it after the registry line alone (no change to
+    rlec/settings.py or the rules: the "3 production files" of the page)."""
+    from rlec.algorithms import registry
+    from rlec.cluster.settings_rules import settings_rules
+
+    cls, overlay = example
+    cfg = _config(compose_rlec, overlay)
+    assert [f.key for f in settings_rules(cfg)] == ["rlec.length_decay"]
+    monkeypatch.setattr(registry, "ALGORITHMS", (*registry.ALGORITHMS, cls))
+    assert settings_rules(cfg) == []
+    with open_dict(cfg):
+        cfg.rlec.schedul = {"end_step": 3}  # a typo of a schema section stays refused
+    assert [f.key for f in settings_rules(cfg)] == ["rlec.schedul"]

@@ -142,3 +142,16 @@ def test_step_record_needs_one_entry_per_response():
         StepRecord([{}], [], [{}], {})
     record = StepRecord([{}, {}], [{}, {}], [{"correct": 1.0}, {}], {"actor/entropy": 2.0})
     assert record.correct == [1.0, 0.0] and record.entropy == 2.0
+
+
+def test_the_e3_dataclass_defaults_are_the_composed_yaml_defaults(compose_rlec):
+    """E3's defaults are written in recipe.yaml (what users read) and in E3Settings (what a config without
+    the section gets): they must agree, field by field (RLVE's: tests/verl_plugin/test_rlve_trainer.py;
+    Pass@k's live only in its overlay)."""
+    import dataclasses
+
+    from rlec.algorithms.e3 import E3Settings
+
+    composed = E3Settings.from_config(compose_rlec())
+    for f in dataclasses.fields(E3Settings):
+        assert getattr(composed, f.name) == f.default, (f.name, getattr(composed, f.name), f.default)
