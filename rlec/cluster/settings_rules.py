@@ -142,8 +142,8 @@ def _schedule_rules(cfg: Any, settings: RlecSettings) -> list[Finding]:
 
 
 def _section_rules(cfg: Any) -> list[Finding]:
-    """An ``rlec.<name>`` section that neither the schema nor a registered algorithm owns (a typo such as
-    ``rlec.schedul``); an algorithm's section (its ``section``, e.g. ``rlec.e3``) is accepted without a
+    """An ``rlec.<name>`` section that neither the schema nor a registered algorithm owns (a typo of a section
+    name); an algorithm's section (its ``section``, e.g. ``rlec.e3``) is accepted without a
     change here (docs/adding_an_algorithm.md)."""
     from rlec.algorithms.registry import ALGORITHMS
 
