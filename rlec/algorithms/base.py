@@ -25,6 +25,7 @@ reward workers, which hold no trainer state; what it needs travels with the prom
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -130,7 +131,7 @@ def wrong_type(value: Any, kind: type) -> str | None:
     return None
 
 
-class Algorithm:
+class Algorithm(ABC):
     """An algorithm that plugs into RLEC training (module docstring); every per-step method is a no-op by default.
 
     Class attributes:
@@ -154,9 +155,9 @@ class Algorithm:
     registration: ClassVar[str] = ""
 
     @classmethod
+    @abstractmethod
     def enabled(cls, cfg: Any) -> bool:
-        """Whether the composed config turns this algorithm on."""
-        raise NotImplementedError
+        """Whether the composed config turns this algorithm on (its :attr:`switch`); every algorithm defines it."""
 
     @classmethod
     def check(cls, cfg: Any) -> list[Finding]:
@@ -164,13 +165,13 @@ class Algorithm:
         return []
 
     @classmethod
+    @abstractmethod
     def from_config(cls, cfg: Any, context: AlgorithmContext) -> "Algorithm":
-        """Build the algorithm of an enabled config.
+        """Build the algorithm of an enabled config; every algorithm defines it.
 
         Raises:
             ValueError: :meth:`check` reports an error (the message is its first error).
         """
-        raise NotImplementedError
 
     @classmethod
     def raise_first_error(cls, cfg: Any) -> None:

@@ -126,8 +126,16 @@ def test_from_config_raises_the_checks_first_error(compose_rlec):
 
 
 def test_base_algorithm_defaults_change_nothing():
-    class Toy(Algorithm):
+    class Toy(Algorithm):  # only what every algorithm must define (Algorithm is abstract)
         name = "toy"
+
+        @classmethod
+        def enabled(cls, cfg):
+            return True
+
+        @classmethod
+        def from_config(cls, cfg, context):
+            return cls()
 
     plan = RolloutPlan(1.0, [4, 4])
     toy = Toy()
