@@ -65,6 +65,7 @@ class E3(Algorithm):
 
     @classmethod
     def enabled(cls, cfg: Any) -> bool:
+        """``rlec.e3.enable`` (the ``algorithm=e3`` overlay sets it)."""
         return bool(select(cfg, "rlec.e3.enable", False))
 
     @classmethod
@@ -112,6 +113,7 @@ class E3(Algorithm):
         return cls(settings, controller)
 
     def plan_rollout(self, step: int, prompts: Sequence[Mapping[str, Any] | None], plan: RolloutPlan) -> None:
+        """The step's temperature T_t, each prompt's rollout n (sum kept at n x prompts) and length-bias mu."""
         keys = [prompt_key_of(info, f"{step}:{i}") for i, info in enumerate(prompts)]
         e3 = self.controller.plan(keys)
         plan.temperature, plan.n_per_prompt = e3.temperature, list(e3.rollout_n)
@@ -120,6 +122,7 @@ class E3(Algorithm):
         plan.batch_fields[TEMPERATURE_KEY] = e3.temperature
 
     def step_overrides(self, step: int) -> dict[str, Any]:
+        """``actor_rollout_ref.rollout.temperature`` = T_t, so the log-probs divide the logits by the sampling temperature."""
         return {f"{ROLLOUT}.temperature": self.controller.temperature}
 
     @classmethod
@@ -142,14 +145,17 @@ class E3(Algorithm):
         return score
 
     def observe(self, step: int, total_steps: int, record: StepRecord) -> dict[str, float]:
+        """Update the temperature from ``actor/entropy`` and the prompt history from the outcomes; ``e3/...`` metrics."""
         infos = record.reward_info
         return self.controller.observe(
             step, total_steps, record.entropy, [f.get(PROMPT_KEY) for f in record.fields], record.correct,
             [float(i.get("e3_length_mu", 0.0)) for i in infos], [float(i.get("e3_length_bias", 1.0)) for i in infos])
 
     def state_dict(self) -> dict[str, Any]:
+        """The controller's temperature and prompt history (JSON-friendly)."""
         return self.controller.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output ({} leaves a fresh controller)."""
         if state:
             self.controller.load_state_dict(state)

@@ -49,6 +49,7 @@ class PassK(Algorithm):
 
     @classmethod
     def enabled(cls, cfg: Any) -> bool:
+        """``algorithm.adv_estimator == "rlec_passk"`` (verl picks estimators by name; ``algorithm=passk`` sets it)."""
         return select(cfg, "algorithm.adv_estimator") == PASSK_ESTIMATOR
 
     @classmethod
@@ -83,12 +84,14 @@ class PassK(Algorithm):
 
     @classmethod
     def from_config(cls, cfg: Any, context: AlgorithmContext) -> "PassK":
+        """Raises ValueError: :meth:`check` fails."""
         cls.raise_first_error(cfg)
         s = PasskSettings.from_config(cfg)
         switch = EntropySwitch(k=int(s.k), threshold=float(s.entropy_threshold)) if s.switch_enable else None
         return cls(int(s.k), switch)
 
     def step_overrides(self, step: int) -> dict[str, Any]:
+        """``algorithm.passk.active_k``: the k the ``rlec_passk`` estimator uses this step (1 in the switch's pass@1 regime)."""
         return {ACTIVE_K_KEY: self.active_k}
 
     def observe(self, step: int, total_steps: int, record: StepRecord) -> dict[str, float]:
@@ -99,9 +102,11 @@ class PassK(Algorithm):
         return {"passk/active_k": float(used)}
 
     def state_dict(self) -> dict[str, Any]:
+        """The entropy switch's state ({} without a switch)."""
         return self.entropy_switch.state_dict() if self.entropy_switch is not None else {}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output ({} leaves the switch as built)."""
         if state and self.entropy_switch is not None:
             self.entropy_switch.load_state_dict(dict(state))
 

@@ -39,6 +39,7 @@ class RLVE(Algorithm):
 
     @classmethod
     def enabled(cls, cfg: Any) -> bool:
+        """``data.rlve.enable`` (verl hands the dataset only ``data``; ``algorithm=rlve`` sets it)."""
         return bool(select(cfg, "data.rlve.enable", False))
 
     @classmethod
@@ -88,6 +89,7 @@ class RLVE(Algorithm):
         return cls(context.source)
 
     def observe(self, step: int, total_steps: int, record: StepRecord) -> dict[str, float]:
+        """Feed each response's (environment, difficulty, correct) to the difficulty controllers; ``rlve/...`` metrics."""
         samples = [{"environment": info.get("environment"), "difficulty": info.get("difficulty"), "correct": ok}
                    for info, ok in zip(record.extra_info, record.correct)]
         return self.source.update(samples)
