@@ -37,23 +37,32 @@ def _has_cuda() -> bool:
 
 
 # --- the test budget (README "Test budget") ------------------------------------------------------
-# A test not marked `slow` must not pay for a heavy child process: a Python that imports torch costs
-# ~3.5 CPU-seconds, one that imports verl or Megatron 5-10, torchrun and the local trainer minutes.
-# Measured CPU time of the (waited-for) children, unlike wall time, hardly moves when the machine is
-# shared, so it is the check: the unmarked tests that start processes use <= 2 CPU-s (stdlib or
-# rlec.io children: lock holders, forked writers, --help), every test measured above 3 is marked
-# slow, and the limit sits between. Wall time over WALL_NOTE_S is only listed at the end of the run.
-CHILD_CPU_LIMIT_S = 5.0
+# A test not marked `slow` should not pay for a heavy child process: a Python that imports torch costs
+# ~3.5 CPU-seconds, one that imports verl or Megatron 5-10, torchrun and a training run minutes. The
+# CPU time of a test's (waited-for) children is measured and REPORTED: every unmarked test over
+# CHILD_CPU_BUDGET_S is listed at the end of the run with its figure (mark it slow or share its set-up).
+# It is not a pass/fail criterion at that level, because CPU time grows with contention (issue 36: on a
+# quiet 2-core box 5 tests measured 5.2-6.9 CPU-s against a limit of 5; at load 5-27 six measured up to
+# 10.1), so a limit near the cost would make the verdict depend on the machine. What fails is only what
+# load alone cannot cause: an unmarked test that starts Ray (a count, not a time), or one whose children
+# use more than CHILD_CPU_FAIL_S = 120 CPU-s, about 12x the worst figure measured under load 27 (10.1 CPU-s)
+# and 24x the budget, while one launch of a training run costs 25-150 CPU-s and torchrun more.
+CHILD_CPU_BUDGET_S = 5.0
+CHILD_CPU_FAIL_S = 120.0
 WALL_NOTE_S = 15.0
 _RAY_FIXTURES = {"ray_local"}
 _COST_START = pytest.StashKey[tuple]()
 _OVER_WALL = pytest.StashKey[list]()
+_OVER_BUDGET = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--child-cpu-limit", type=float, default=CHILD_CPU_LIMIT_S, metavar="S",
+    parser.addoption("--child-cpu-budget", type=float, default=CHILD_CPU_BUDGET_S, metavar="S",
+                     help="list, at the end of the run, every test not marked slow whose child processes used "
+                          f"more than S CPU-seconds (a report, never a failure; default {CHILD_CPU_BUDGET_S:g})")
+    parser.addoption("--child-cpu-limit", type=float, default=CHILD_CPU_FAIL_S, metavar="S",
                      help="fail a test not marked slow whose child processes used more than S CPU-seconds "
-                          f"(default {CHILD_CPU_LIMIT_S}; 0 turns the check off)")
+                          f"(default {CHILD_CPU_FAIL_S:g}: far above what load can do to a fast test; 0 turns it off)")
 
 
 def _children_cpu_s() -> float:
@@ -82,6 +91,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     child_cpu, wall = _children_cpu_s() - cpu0, time.perf_counter() - wall0
     if wall > WALL_NOTE_S:
         item.config.stash.setdefault(_OVER_WALL, []).append((wall, child_cpu, item.nodeid))
+    budget = item.config.getoption("--child-cpu-budget")
+    if budget and child_cpu > budget:
+        item.config.stash.setdefault(_OVER_BUDGET, []).append((child_cpu, wall, item.nodeid))
     limit = item.config.getoption("--child-cpu-limit")
     problem = None
     if limit and child_cpu > limit:
@@ -100,6 +112,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.section(f"tests not marked slow that took over {WALL_NOTE_S:g} s (set-up + call + teardown)")
         for wall, child_cpu, nodeid in over:
             terminalreporter.write_line(f"{wall:7.1f} s wall  {child_cpu:6.1f} CPU-s in children  {nodeid}")
+    budget = config.getoption("--child-cpu-budget")
+    heavy = sorted(config.stash.get(_OVER_BUDGET, []), reverse=True)
+    if heavy:
+        terminalreporter.section(f"tests not marked slow whose children used over {budget:g} CPU-s "
+                                 "(a report, not a failure: mark them slow or share their set-up)")
+        for child_cpu, wall, nodeid in heavy:
+            terminalreporter.write_line(f"{child_cpu:6.1f} CPU-s in children  {wall:7.1f} s wall  {nodeid}")
 
 
 @pytest.hookimpl(tryfirst=True)

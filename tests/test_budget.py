@@ -1,9 +1,17 @@
-"""The test budget check of tests/conftest.py (README "Test budget"): a test not marked `slow` whose
-child processes use more than --child-cpu-limit CPU-seconds fails at teardown; a `slow` one passes."""
+"""The test budget of tests/conftest.py (README "Test budget", issue 36).
+
+A test not marked `slow` whose children use more than --child-cpu-budget CPU-seconds is listed at
+the end of the run and still passes (CPU time grows with machine load, so a verdict on it would
+depend on the machine); only above --child-cpu-limit, far above what load can do to a fast test,
+or when it starts Ray, does it fail. A `slow` test is never checked.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+
+import pytest
 
 pytest_plugins = ["pytester"]
 
@@ -25,13 +33,37 @@ def test_no_child():
 '''
 
 
-def test_a_child_over_the_cpu_limit_fails_only_an_unmarked_test(pytester) -> None:
+@pytest.fixture
+def child_suite(pytester):
     pytester.makeconftest((Path(__file__).with_name("conftest.py")).read_text())
     pytester.makepyfile(test_child=CHILD)
     pytester.makeini("[pytest]\nmarkers =\n    slow: end-to-end\n    gpu: needs a GPU\n")
-    result = pytester.runpytest_inprocess("--child-cpu-limit=0.2", "-p", "no:cacheprovider")
+    return pytester
+
+
+def test_a_child_over_the_budget_is_reported_and_passes(child_suite) -> None:
+    """The default verdict cannot depend on load: over the budget is a line in the report, not a failure."""
+    result = child_suite.runpytest_inprocess("--child-cpu-budget=0.2", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*tests not marked slow whose children used over 0.2 CPU-s*",
+                                 "*CPU-s in children*test_child.py::test_unmarked"])
+    report = result.stdout.str().split("whose children used over", 1)[1]
+    assert "test_marked" not in report and "test_no_child" not in report
+
+
+def test_the_default_fail_limit_is_far_above_the_budget() -> None:
+    """The fail limit keeps its stated margin: over 10x the worst child-CPU figure measured under load 27 (10.1)."""
+    spec = importlib.util.spec_from_file_location("_rlec_conftest", Path(__file__).with_name("conftest.py"))
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    assert conftest.CHILD_CPU_FAIL_S >= 10 * 10.1
+    assert conftest.CHILD_CPU_FAIL_S > 20 * conftest.CHILD_CPU_BUDGET_S
+
+
+def test_a_child_over_the_fail_limit_fails_only_an_unmarked_test(child_suite) -> None:
+    result = child_suite.runpytest_inprocess("--child-cpu-limit=0.2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_unmarked*", "*test budget: its child processes used * CPU-s (limit 0.2*"])
     assert "test_marked" not in "\n".join(line for line in result.outlines if "ERROR" in line)
-    off = pytester.runpytest_inprocess("--child-cpu-limit=0", "-p", "no:cacheprovider")
+    off = child_suite.runpytest_inprocess("--child-cpu-limit=0", "-p", "no:cacheprovider")
     off.assert_outcomes(passed=3)
