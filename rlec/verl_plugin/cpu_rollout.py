@@ -18,15 +18,18 @@ rollout's ``update_weights``, backend ``naive``) run unchanged on CPU:
   trainer's exported Hugging Face weights and loads them into the server's model
   (:func:`rlec.megatron.hf_sync.load_into_hf_model`: per-expert hub names -> transformers' fused experts).
 
+As vLLM's server, it returns on request the sampled tokens' log-probs (``rollout.calculate_log_probs``,
+for rollout correction) and the routed experts (``rollout.enable_rollout_routing_replay``, for routing
+replay R3), both from one teacher-forced pass of the rollout's model
+(:func:`rlec.verl_plugin.rollout_scores.score_tokens`).
+
 What it does **not** cover that vLLM does on GPUs (``tests/verl_plugin/test_cpu_rollout.py`` pins each):
 
 - per-request seeds: one seed per generated batch (derived from ``rollout.seed``, the replica and a
   batch counter), so a sample's draws depend on the batch it lands in (vLLM: per-request generators);
-- log-probs of the sampled tokens (``rollout.calculate_log_probs``, used by rollout correction /
-  TIS): refused, the server returns none;
 - tensor / pipeline / expert parallel rollout (one process per replica), prefix caching, continuous
   batching (a batch runs to its longest response), chunked prefill, sleep mode (weights stay in memory),
-  multi-modal inputs, routed-expert replay, partial rollout (abort is a no-op: a batch always finishes),
+  multi-modal inputs, partial rollout (abort is a no-op: a batch always finishes),
   FP8 rollout quantization and ``repetition_penalty`` != 1.
 """
 
@@ -42,6 +45,8 @@ import ray
 import torch
 
 ROLLOUT_NAME = "rlec_hf"
+# generate() kwarg: return these response tokens (scored like a sample) instead of sampling
+FORCED_TOKENS = "rlec_forced_tokens"
 # requests arriving within this window of each other are generated as one batch
 BATCH_WINDOW_S = 0.05
 
@@ -110,19 +115,24 @@ class HFRolloutServer:
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str, **kwargs: Any) -> Any:
         """Token in, token out: the response ids of one sampled continuation (verl's ``TokenOutput``).
 
-        Raises:
-            ValueError: log-probs requested, a repetition penalty other than 1, or multi-modal data.
-        """
-        from verl.workers.rollout.replica import TokenOutput
+        ``sampling_params["logprobs"]`` (verl sets it from ``rollout.calculate_log_probs``) adds the
+        sampled tokens' log-probs, ``rollout.enable_rollout_routing_replay`` the routed experts
+        (:mod:`rlec.verl_plugin.rollout_scores`). ``rlec_forced_tokens`` (a kwarg) returns those tokens,
+        scored, instead of sampling (the scripted answers of :class:`ScriptedAnswersMixin`).
 
+        Raises:
+            ValueError: a repetition penalty other than 1, or multi-modal data.
+        """
         params = dict(sampling_params)
-        if params.pop("logprobs", False):
-            raise ValueError(f"rollout {ROLLOUT_NAME} returns no log-probs: set actor_rollout_ref.rollout.calculate_log_probs=false")
+        want_log_probs = bool(params.pop("logprobs", False))
+        forced = kwargs.pop(FORCED_TOKENS, None)
         if float(params.pop("repetition_penalty", 1.0)) != 1.0:
             raise ValueError(f"rollout {ROLLOUT_NAME} supports repetition_penalty=1.0 only")
         if any(kwargs.get(k) is not None for k in ("image_data", "video_data", "audio_data")):
             raise ValueError(f"rollout {ROLLOUT_NAME} is text-only")
         ids = [int(t) for t in prompt_ids]
+        if forced is not None:  # a scripted answer (ScriptedAnswersMixin): scored, not sampled
+            return await self._output(ids, [int(t) for t in forced], "stop", params, want_log_probs)
         budget = max_new_tokens(len(ids), params, int(self.config.response_length), int(self.config.prompt_length))
         key = (float(params.get("temperature", 1.0)), float(params.get("top_p", 1.0)), int(params.get("top_k", -1) or -1), budget)
         future = asyncio.get_running_loop().create_future()
@@ -130,7 +140,23 @@ class HFRolloutServer:
         if self._drain is None or self._drain.done():
             self._drain = asyncio.create_task(self._drain_pending())
         tokens, reason = await future
-        return TokenOutput(token_ids=tokens, log_probs=None, stop_reason="completed" if reason in ("stop", "length") else reason,
+        return await self._output(ids, tokens, reason, params, want_log_probs)
+
+    async def _output(self, ids: list[int], tokens: list[int], reason: str, params: dict[str, Any], want_log_probs: bool) -> Any:
+        """The ``TokenOutput`` of one response, with its log-probs and routed experts when asked for (as vLLM's server)."""
+        from verl.workers.rollout.replica import TokenOutput
+
+        from rlec.verl_plugin.rollout_scores import score_tokens
+
+        routes = bool(getattr(self.config, "enable_rollout_routing_replay", False))
+        log_probs = experts = None
+        if want_log_probs or routes:
+            scores = await asyncio.to_thread(score_tokens, self.engine.model, ids, tokens,
+                                             temperature=float(params.get("temperature", 1.0)), top_p=float(params.get("top_p", 1.0)),
+                                             top_k=int(params.get("top_k", -1) or -1), log_probs=want_log_probs, routes=routes)
+            log_probs, experts = scores.log_probs, scores.routed_experts
+        return TokenOutput(token_ids=tokens, log_probs=log_probs, routed_experts=experts,
+                           stop_reason="completed" if reason in ("stop", "length") else reason,
                            extra_fields={"global_steps": self.global_steps})
 
     async def _drain_pending(self) -> None:
@@ -335,8 +361,8 @@ class ScriptedAnswersMixin:
 
         class _Scripted:  # the rollout's answer (its weights version and stop fields) with the scripted tokens
             async def generate(self, request_id: str, **kw: Any) -> TokenOutput:
-                out = await real.generate(request_id, **kw)
-                return out.model_copy(update={"token_ids": ids, "log_probs": None, "stop_reason": "completed"})
+                # the server scores the scripted tokens (log-probs, routes) as it would a sample of its own
+                return await real.generate(request_id, **kw, **{FORCED_TOKENS: ids})
 
         self.server_manager = _Scripted()
         try:

@@ -25,6 +25,13 @@ def server(tiny_moe_dir):
     return cr.HFRolloutServer(_config(), SimpleNamespace(local_path=str(tiny_moe_dir)), replica_rank=0)
 
 
+@pytest.fixture(scope="module")
+def scoring_server(tiny_moe_dir):
+    """A server of its own (``server``'s weights are zeroed by the weight-update test), routes on."""
+    config = SimpleNamespace(response_length=8, prompt_length=32, seed=0, enable_rollout_routing_replay=True)
+    return cr.HFRolloutServer(config, SimpleNamespace(local_path=str(tiny_moe_dir)), replica_rank=0)
+
+
 def _generate_all(server, requests):
     async def run():
         return await asyncio.gather(*[server.generate(prompt_ids=ids, sampling_params=dict(sp), request_id=str(i))
@@ -59,7 +66,6 @@ def test_greedy_requests_are_deterministic_and_prompt_specific(server):
 
 
 @pytest.mark.parametrize(("params", "message"), [
-    ({"logprobs": True}, "log-probs"),
     ({"repetition_penalty": 1.2}, "repetition_penalty"),
 ])
 def test_what_vllm_does_and_this_rollout_does_not_is_refused(server, params, message):
@@ -104,3 +110,105 @@ def test_scripted_answers_take_the_last_share_of_each_group_and_are_reproducible
     assert texts == [loop._scripted_text({**row, "session_id": i}) for i in range(4)]  # same problem, same script
     loop.config = OmegaConf.create({"rlec": {"cpu": {"scripted_fraction": 0.0}}})
     assert all(loop._scripted_text({**row, "session_id": i}) is None for i in range(4))  # off: real training
+
+
+def _trainer_log_probs(model, rows, temperature):
+    """The trainer's old log-probs, recomputed independently: one left-padded batch with verl's attention mask
+    and position ids (prompt left-padded, response right-padded), logits / T, verl's ``logprobs_from_logits``."""
+    from verl.utils.torch_functional import logprobs_from_logits
+
+    P = max(len(p) for p, _ in rows)
+    R = max(len(r) for _, r in rows)
+    ids = torch.zeros((len(rows), P + R), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, (p, r) in enumerate(rows):
+        ids[i, P - len(p):P], mask[i, P - len(p):P] = torch.tensor(p), 1
+        ids[i, P:P + len(r)], mask[i, P:P + len(r)] = torch.tensor(r), 1
+    positions = (mask.cumsum(1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+    lp = logprobs_from_logits(logits[:, P - 1:-1].float() / temperature, ids[:, P:])
+    return [lp[i, :len(r)].tolist() for i, (_, r) in enumerate(rows)]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_log_probs_of_the_sampled_tokens_equal_the_trainers_at_the_sampling_temperature(scoring_server, temperature):
+    """``rollout.calculate_log_probs`` (verl sends ``logprobs``): one log-prob per response token, equal to the
+    trainer's recomputation for the same weights within fp32 tolerance; at another temperature they differ."""
+    prompts = [[151644, 872, 198, 30 + i] + [100 + i] * i for i in range(4)]  # different lengths: padding in the recomputation
+    outs = _generate_all(scoring_server, [(ids, {"temperature": temperature, "top_p": 1.0, "top_k": -1, "logprobs": True}) for ids in prompts])
+    rows = [(p, o.token_ids) for p, o in zip(prompts, outs, strict=True)]
+    expected = _trainer_log_probs(scoring_server.engine.model, rows, temperature)
+    other = _trainer_log_probs(scoring_server.engine.model, rows, 2.0 * temperature)
+    for out, want, wrong in zip(outs, expected, other, strict=True):
+        assert out.log_probs is not None and len(out.log_probs) == len(out.token_ids)
+        assert out.log_probs == pytest.approx(want, abs=2e-5)
+        assert max(abs(a - b) for a, b in zip(out.log_probs, wrong)) > 1e-3  # the temperature reaches them
+
+
+def test_log_probs_follow_top_k_like_the_sampler(scoring_server):
+    """With top-k the tokens were drawn from the renormalised top-k distribution (vLLM's ``processed_logprobs``):
+    every log-prob is >= the full-vocabulary one."""
+    prompt = [151644, 872, 198, 42]
+    out = _generate_all(scoring_server, [(prompt, {"temperature": 1.0, "top_k": 5, "logprobs": True})])[0]
+    full = _trainer_log_probs(scoring_server.engine.model, [(prompt, out.token_ids)], 1.0)[0]
+    assert all(a >= b - 1e-6 for a, b in zip(out.log_probs, full, strict=True))
+    assert any(a > b + 1e-4 for a, b in zip(out.log_probs, full, strict=True))
+
+
+def _hf_router_choices(model, ids):
+    """The indices each ``Qwen3MoeTopKRouter`` itself returned (its third output), recorded by hooks in a fresh forward."""
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeTopKRouter
+
+    recorded = []
+    hooks = [m.register_forward_hook(lambda _m, _a, out: recorded.append(out[2].clone()))
+             for m in model.modules() if isinstance(m, Qwen3MoeTopKRouter)]
+    try:
+        with torch.inference_mode():
+            model(input_ids=torch.tensor([ids]))
+    finally:
+        for h in hooks:
+            h.remove()
+    assert len(recorded) == model.config.num_hidden_layers
+    return torch.stack(recorded, dim=1).long()
+
+
+def test_routed_experts_are_the_routers_top_k_of_every_token_in_verls_format(scoring_server):
+    """``rollout.enable_rollout_routing_replay``: ``routed_experts`` (tokens = prompt + response, layers, top_k), as
+    vLLM returns it and verl's agent loop reads it, equal to the HF router's choices recomputed for the same tokens."""
+    srv = scoring_server
+    prompts = [[151644, 872, 198, 50], [151644, 872, 198, 51, 52, 53]]
+    outs = _generate_all(srv, [(ids, {"temperature": 1.0}) for ids in prompts])
+    cfg = srv.engine.model.config
+    for prompt, out in zip(prompts, outs, strict=True):
+        seq = prompt + out.token_ids
+        assert out.log_probs is None  # not asked for
+        routes = out.routed_experts
+        assert routes.shape == (len(seq), cfg.num_hidden_layers, cfg.num_experts_per_tok)
+        assert routes.min() >= 0 and routes.max() < cfg.num_experts
+        assert torch.equal(torch.from_numpy(routes).long(), _hf_router_choices(srv.engine.model, seq))
+
+
+def test_forced_tokens_are_returned_scored_not_sampled(scoring_server):
+    """The scripted answers' path: the given tokens come back with their log-probs, nothing is generated."""
+    before = scoring_server.get_stats()["batches"]
+    prompt, forced = [151644, 872, 198, 60], [16, 17, 18]
+
+    async def run():
+        return await scoring_server.generate(prompt_ids=prompt, sampling_params={"temperature": 1.0, "logprobs": True},
+                                     request_id="x", **{cr.FORCED_TOKENS: forced})
+    out = asyncio.run(run())
+    assert out.token_ids == forced and scoring_server.get_stats()["batches"] == before
+    assert out.log_probs == pytest.approx(_trainer_log_probs(scoring_server.engine.model, [(prompt, forced)], 1.0)[0], abs=2e-5)
+
+
+def test_score_tokens_refuses_routes_of_a_dense_model(tiny_dense_dir):
+    from transformers import AutoModelForCausalLM
+
+    from rlec.verl_plugin.rollout_scores import score_tokens
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dense_dir, dtype=torch.float32).eval()
+    with pytest.raises(ValueError, match="not an MoE model"):
+        score_tokens(model, [1, 2], [3], routes=True)
+    with pytest.raises(ValueError, match="non-empty prompt"):
+        score_tokens(model, [], [3])
