@@ -136,6 +136,9 @@ class CheckSettings:
         gpu_arch: compute capability of the GPUs (``sm_90``; :func:`compute_capability` reads it).
         memory_fraction: share of GPU memory the update phase may fill, in (0, 1].
         cpus_per_node: logical CPUs Ray has on the head node (None: not checked), >= 1.
+        mismatch_kl_alarm: train-inference KL (verl's ``rollout_corr/k3_kl``) above which a step warns
+            (:mod:`rlec.verl_plugin.mismatch`), a finite number > 0; NeMo-RL's alarm level 0.004.
+        mismatch_kl_stop: such a step stops the run before its update instead of only warning.
     """
 
     model_shape: str = "qwen3_30b_a3b"
@@ -143,9 +146,12 @@ class CheckSettings:
     gpu_arch: str = "sm_90"
     memory_fraction: float = 0.9
     cpus_per_node: int | None = None
+    mismatch_kl_alarm: float = 0.004
+    mismatch_kl_stop: bool = False
 
     def check(self, prefix: str = "rlec.check") -> None:
-        """Raises :class:`SettingError` for an uncommitted shape, memory <= 0, an unreadable arch, a fraction outside (0, 1]."""
+        """Raises :class:`SettingError` for an uncommitted shape, memory <= 0, an unreadable arch, a fraction outside (0, 1],
+        a mismatch alarm level that is not a finite number > 0."""
         shapes = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.json"))
         if self.model_shape not in shapes:
             raise SettingError(f"{prefix}.model_shape", self.model_shape, f"must name megatron_configs/model/<name>.json: one of {shapes}")
@@ -157,6 +163,8 @@ class CheckSettings:
             raise SettingError(f"{prefix}.memory_fraction", self.memory_fraction, "must be in (0, 1]")
         if self.cpus_per_node is not None and self.cpus_per_node < 1:
             raise SettingError(f"{prefix}.cpus_per_node", self.cpus_per_node, "must be >= 1 (or null: not checked)")
+        if not (_finite(self.mismatch_kl_alarm) and self.mismatch_kl_alarm > 0):
+            raise SettingError(f"{prefix}.mismatch_kl_alarm", self.mismatch_kl_alarm, "must be a finite KL > 0 (nats per token)")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ NONSENSE: dict[str, typing.Any] = {
     "rlec.check.gpu_arch": "blackwell",                # not a compute capability
     "rlec.check.memory_fraction": 1.5,
     "rlec.check.cpus_per_node": 0,
+    "rlec.check.mismatch_kl_alarm": -0.004,            # a KL level <= 0 alarms on every step
+    "rlec.check.mismatch_kl_stop": "halt",             # a string, not a switch
     "rlec.cpu.scripted_fraction": 1.0,                 # a whole group scripted: no rollout left
     "rlec.local.tiny_seed": -1,
     "rlec.local.prepare_data_if_missing": "maybe",

@@ -62,21 +62,37 @@ fi
 ROWS=()
 FAILED=0
 
-# run_step NAME LIMIT_S COMMAND...: time a step, keep its log, record one summary row.
+# mismatch_of LOG: the train-inference mismatch of the last training step verl logged in LOG (its console
+# line `step:N - key:value - ...`): rollout_corr/kl, rollout_corr/k3_kl and training/rollout_probs_diff_max
+# (rollout vs. trainer log-probs of the same tokens, before the update), or "-" (no step, e.g. DRY_RUN).
+mismatch_of() {
+  local line out="" key value
+  line=$(grep -E 'step:[0-9]+ - ' "$1" 2>/dev/null | tail -n 1)
+  [[ -n "$line" ]] || { echo "-"; return 0; }
+  for key in rollout_corr/kl rollout_corr/k3_kl training/rollout_probs_diff_max; do
+    value=$(grep -oE "(^| )${key}:[^ ]+" <<<"$line" | head -n 1 | sed -E 's/^ ?[^:]+:(np\.float[0-9]+\()?([^)]*)\)?$/\2/')
+    [[ -n "$value" ]] && out+="${key##*/} $value, "
+  done
+  if [[ -n "$out" ]]; then echo "${out%, }"; else echo "-"; fi
+}
+
+# run_step NAME LIMIT_S COMMAND...: time a step, keep its log, record one summary row (training steps: with
+# the mismatch metrics of their last step).
 run_step() {
   local name=$1 limit=$2 start=$SECONDS rc=0
   shift 2
-  [[ ",$SMOKE_STEPS," == *",$name,"* ]] || { ROWS+=("$name|not selected|-|-"); return 0; }
+  [[ ",$SMOKE_STEPS," == *",$name,"* ]] || { ROWS+=("$name|not selected|-|-|-"); return 0; }
   echo "[gpu_smoke] $name: $*" >&2
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1 || rc=$?
-  local secs=$((SECONDS - start)) result=ok
+  local secs=$((SECONDS - start)) result=ok mismatch=-
   if (( rc == 124 )); then result="FAILED (over ${limit}s)"; FAILED=1
   elif (( rc != 0 )); then result="FAILED (exit $rc)"; FAILED=1; fi
-  ROWS+=("$name|$result|$secs|$OUT/$name.log")
+  [[ "$name" == train-* ]] && mismatch=$(mismatch_of "$OUT/$name.log")
+  ROWS+=("$name|$result|$secs|$mismatch|$OUT/$name.log")
   [[ "$result" == ok ]] || tail -n 15 "$OUT/$name.log" >&2
 }
 
-skip_step() { ROWS+=("$1|skipped: $2|-|-"); }
+skip_step() { ROWS+=("$1|skipped: $2|-|-|-"); }
 
 # TRAIN: the training command of one precision (the launcher with the tiny layout, 2 steps, no
 # validation); DRY_RUN=1 as the first argument makes it the launcher's check of that command.
@@ -174,8 +190,8 @@ else
 fi
 
 echo
-echo "| step | result | seconds | log |"
-echo "|---|---|---|---|"
+echo "| step | result | seconds | mismatch (last step) | log |"
+echo "|---|---|---|---|---|"
 for row in "${ROWS[@]}"; do echo "| ${row//|/ | } |"; done
 echo "total $SECONDS s; outputs in $OUT"
 exit "$FAILED"

@@ -35,6 +35,7 @@ from rlec.cluster.layout import (
     size_findings,
 )
 from rlec.cluster.memory import GIB, MemoryEstimate, estimate_memory
+from rlec.cluster.moe_rules import moe_stability_rules
 from rlec.cluster.resources import cpu_demand
 from rlec.cluster.shape import ModelShape
 from rlec.cluster.verl_keys import (
@@ -341,6 +342,7 @@ def check_layout(
     findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg) + _moe_router_rules(cfg, shape) + _startup_rules(cfg)
     findings += algorithm_overlay_rules(cfg)
     findings += known_issue_rules(cfg, shape, lay)
+    findings += moe_stability_rules(cfg, shape.num_experts)
     if parallel:
         return list(findings), None
     est = estimate_memory(shape, lay, training_settings_of(cfg), gpu_memory_gib * GIB)

@@ -9,6 +9,8 @@ Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async
 - :class:`AlgorithmsMixin`: drives every enabled algorithm of :mod:`rlec.algorithms.registry`
   (E3, Pass@k Training, RLVE) through the one interface of :mod:`rlec.algorithms.base`, with the
   step's record read once from TransferQueue; a no-op when none is enabled;
+- :class:`rlec.verl_plugin.mismatch.MismatchAlarmMixin`: the train-inference mismatch alarm
+  (``rlec.check.mismatch_kl_alarm``), checked before every actor update;
 - :class:`RLECMetricsMixin`: verl 0.9.1 logs ``reward_extra_info`` only in validation
   (``val-core/<data_source>/<key>/mean@N``); its training steps log just ``critic/score/*``, so
   it adds ``rlec/...`` (training) and ``val-rlec/...`` (validation) metrics from
@@ -53,6 +55,7 @@ from rlec.algorithms import registry
 from rlec.algorithms.base import Algorithm, AlgorithmContext, RolloutPlan, StepRecord, first_error
 from rlec.config import select
 from rlec.reward.metrics import reward_metrics, rows_from_columns
+from rlec.verl_plugin.mismatch import MismatchAlarmMixin
 from rlec.verl_plugin.state import CheckpointIntegrityMixin, load_state, resumed_folder, save_state, saving_folder
 
 logger = logging.getLogger(__name__)
@@ -285,21 +288,21 @@ class AlgorithmsMixin:
 
 
 @register_trainer("rlec_sync")
-class RLECSyncTrainer(CheckpointIntegrityMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerSync):
+class RLECSyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerSync):
     """verl's ``sync`` trainer with rlec's algorithms and metrics."""
 
     base_trainer_mode = "sync"
 
 
 @register_trainer("rlec_colocate_async")
-class RLECColocateAsyncTrainer(CheckpointIntegrityMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerColocateAsync):
+class RLECColocateAsyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerColocateAsync):
     """verl's ``colocate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
 
     base_trainer_mode = "colocate_async"
 
 
 @register_trainer("rlec_separate_async")
-class RLECSeparateAsyncTrainer(CheckpointIntegrityMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerSeparateAsync):
+class RLECSeparateAsyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerSeparateAsync):
     """verl's ``separate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
 
     base_trainer_mode = "separate_async"

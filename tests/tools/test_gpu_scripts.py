@@ -148,3 +148,24 @@ def test_smoke_check_with_8_gpus_validates_the_1x8_commands(tmp_path):
         assert "total_training_steps: 2" in config and "n_gpus_per_node: 8" in config and "sequence_parallel: true" in config
     fp8 = (tmp_path / "smoke" / "train-1x8-fp8.config.yaml").read_text()
     assert "quantization: fp8" in fp8 and "fp8_recipe: blockwise" in fp8 and "expert_parallel_size: 4" in fp8
+
+
+def _mismatch_of(log: Path) -> str:
+    """gpu_smoke.sh's ``mismatch_of`` on ``log`` (the function alone, sourced from the script)."""
+    proc = subprocess.run(["bash", "-c", f'source <(sed -n "/^mismatch_of()/,/^}}/p" {SMOKE}); mismatch_of "$1"', "_", str(log)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_smoke_table_records_the_last_steps_mismatch_metrics(tmp_path):
+    """The training rows of the summary table carry verl's mismatch metrics of the run's last step (issue 32)."""
+    log = tmp_path / "train-bf16.log"
+    log.write_text("(TaskRunner pid=1) step:1 - actor/entropy:11.9 - rollout_corr/kl:np.float64(1.2e-07) - "
+                   "rollout_corr/k3_kl:3.4e-09 - training/rollout_probs_diff_max:0.0001\n"
+                   "(TaskRunner pid=1) step:2 - rollout_corr/k3_kl:np.float64(5e-09) - rollout_corr/kl:-2.5e-07 - "
+                   "training/rollout_probs_diff_max:0.0002 - actor/pg_loss:0.1\nTraining finished\n")
+    assert _mismatch_of(log) == "kl -2.5e-07, k3_kl 5e-09, rollout_probs_diff_max 0.0002"
+    log.write_text("result  OK\n")  # DRY_RUN (--check): no training step
+    assert _mismatch_of(log) == "-"
+    assert "| step | result | seconds | mismatch (last step) | log |" in SMOKE.read_text()

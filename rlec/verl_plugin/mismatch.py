@@ -1,0 +1,74 @@
+"""The train-inference mismatch alarm of rlec's verl trainers (``rlec.check.mismatch_kl_alarm`` / ``mismatch_kl_stop``).
+
+verl 0.9.1's trainer computes the mismatch between the rollout's log-probs and the trainer's old log-probs
+before the update (``verl/trainer/ppo/rollout_corr_helper.py``, with ``rollout.calculate_log_probs``):
+``rollout_corr/kl`` (mean of log pi_rollout - log pi_old), ``rollout_corr/k3_kl`` (the non-negative k3
+estimate), ``rollout_corr/chi2_token``, ``training/rollout_probs_diff_max`` and more, logged with every
+step's metrics (console and tensorboard). :class:`MismatchAlarmMixin` reads ``rollout_corr/k3_kl`` just
+before the actor update: above ``rlec.check.mismatch_kl_alarm`` (default 0.004, NeMo-RL's nightly alarm
+level for the train-vs-generation KL) it logs a warning naming the step and the value and counts it in
+``rlec/mismatch_alarm`` (1 that step, else 0); with ``rlec.check.mismatch_kl_stop=true`` it raises before
+the update, so the weights of the alarmed step are never changed. Every step also logs one line of the
+mismatch metrics (:data:`SUMMARY_KEYS`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+__all__ = ["ALARM_KEY", "MismatchAlarmMixin", "MismatchError", "SUMMARY_KEYS", "check_mismatch"]
+
+logger = logging.getLogger(__name__)
+
+ALARM_KEY = "rollout_corr/k3_kl"
+SUMMARY_KEYS = ("rollout_corr/kl", "rollout_corr/k3_kl", "rollout_corr/chi2_token", "training/rollout_probs_diff_max",
+                "training/rollout_probs_diff_mean")
+
+
+class MismatchError(RuntimeError):
+    """A step's train-inference KL is above ``rlec.check.mismatch_kl_alarm`` with ``mismatch_kl_stop=true``."""
+
+
+def check_mismatch(step: int, metrics: Mapping[str, Any], alarm: float, stop: bool) -> dict[str, float]:
+    """The alarm of one step: warn (or raise) when ``metrics[ALARM_KEY] > alarm``.
+
+    Args:
+        step: the training step (named in the warning).
+        metrics: the step's metrics so far (verl's, before the update).
+        alarm: the KL level (``rlec.check.mismatch_kl_alarm``).
+        stop: raise instead of only warning (``rlec.check.mismatch_kl_stop``).
+
+    Returns:
+        ``{"rlec/mismatch_alarm": 0.0 or 1.0}``; empty when the step has no mismatch metric
+        (``rollout.calculate_log_probs=false``).
+
+    Raises:
+        MismatchError: above the level with ``stop``.
+    """
+    if ALARM_KEY not in metrics:
+        return {}
+    value = float(metrics[ALARM_KEY])
+    present = {k: float(metrics[k]) for k in SUMMARY_KEYS if k in metrics}
+    logger.info("step %d train-inference mismatch: %s", step, ", ".join(f"{k}={v:.3g}" for k, v in present.items()))
+    if not value > alarm:
+        return {"rlec/mismatch_alarm": 0.0}
+    message = (f"step {step}: train-inference mismatch {ALARM_KEY}={value:.6g} > rlec.check.mismatch_kl_alarm={alarm:g} "
+               "(rollout vs. trainer log-probs of the same tokens, before the update)")
+    if stop:
+        raise MismatchError(f"{message}; stopped before the update (rlec.check.mismatch_kl_stop=true)")
+    logger.warning("%s; training continues (rlec.check.mismatch_kl_stop=true stops here)", message)
+    return {"rlec/mismatch_alarm": 1.0}
+
+
+class MismatchAlarmMixin:
+    """For a verl V1 trainer: :func:`check_mismatch` on every step's metrics before ``_update_actor``."""
+
+    def _update_actor(self, batch: Any, metrics: dict) -> Any:
+        from rlec.settings import RlecSettings
+
+        settings = getattr(self, "_rlec_check_settings", None)
+        if settings is None:
+            settings = self._rlec_check_settings = RlecSettings.from_config(self.config).check_
+        metrics.update(check_mismatch(int(self.global_steps), metrics, settings.mismatch_kl_alarm, settings.mismatch_kl_stop))
+        return super()._update_actor(batch, metrics)
