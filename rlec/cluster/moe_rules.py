@@ -15,6 +15,9 @@ Errors:
   silently (it runs only when ``rollout_log_probs`` is in the batch);
 - ``actor_rollout_ref.actor.megatron.router_replay.mode`` not ``disabled`` / ``R2`` / ``R3``, or
   routing replay on a dense model;
+- routing replay with ``actor_rollout_ref.actor.megatron.use_remove_padding=false`` (padded batches, the CPU
+  layout): verl 0.9.1 packs the replay targets without padding, Megatron routes the padded positions too,
+  and the first replayed forward raises ``Router replay tensors are not aligned``;
 - R2 with ``bypass_mode=true`` (R2 records the routes of the old-log-prob pass, which bypass mode skips);
 - R3 without ``actor_rollout_ref.rollout.enable_rollout_routing_replay=true``, or with a rollout that
   returns no routes (:data:`ROUTE_ROLLOUTS`).
@@ -97,6 +100,12 @@ def _replay_rules(cfg: Any, num_experts: int, out: list[Finding]) -> str:
         return mode
     if not num_experts:
         out.append(Finding("error", REPLAY_MODE, f"{mode} replays MoE routes, but the model is dense"))
+    if not select(cfg, f"{MEGATRON}.use_remove_padding", True):
+        out.append(Finding("error", f"{MEGATRON}.use_remove_padding", f"false with router_replay {mode}: verl 0.9.1 packs the "
+                           "replay targets without padding (set_router_replay_data) while Megatron routes every padded "
+                           "position, so the first replayed forward fails ('Router replay tensors are not aligned: "
+                           "scores=(1972, 8), targets=(1215, 2)' on layout=cpu); routing replay needs packed (THD) "
+                           "sequences, which need Transformer Engine's attention (a GPU)"))
     if mode == "R2" and select(cfg, f"{CORRECTION}.bypass_mode", False) is True:
         out.append(Finding("error", f"{CORRECTION}.bypass_mode", "true with router_replay R2: R2 records the routes of the "
                            "old-log-prob pass, which bypass mode skips; set bypass_mode=false or use R3"))
