@@ -113,6 +113,10 @@ UNSUPPORTED: dict[str, tuple[Any, str]] = {
     f"{ACTOR}.shuffle": (False, "mini-batches are taken in order"),
     f"{MEGATRON}.context_parallel_size": (1, "no context parallel on CPU"),
     f"{MEGATRON}.virtual_pipeline_model_parallel_size": (None, "no virtual pipeline stages on CPU"),
+    "algorithm.rollout_correction.rollout_is": (None, "the local rollout returns no log-probs to correct with "
+                                                "(TRAINER=verl runs verl's rollout correction on CPU)"),
+    "algorithm.rollout_correction.rollout_rs": (None, "the local rollout returns no log-probs to correct with"),
+    "algorithm.rollout_correction.bypass_mode": (False, "the local update always recomputes the old log-probs"),
 }
 
 
@@ -128,6 +132,8 @@ SCALE_KEYS: tuple[str, ...] = (
     "actor_rollout_ref.rollout.name", "actor_rollout_ref.actor.megatron.", "trainer.nnodes", "trainer.n_gpus_per_node",
     "trainer.total_training_steps", "trainer.save_freq", "trainer.max_actor_ckpt_to_keep", "trainer.default_local_dir",
     "trainer.experiment_name", "rlec.local.", "rlec.check.",
+    # rollout correction: the local rollout returns no log-probs (UNSUPPORTED refuses the correction)
+    "algorithm.rollout_correction.rollout_is", "actor_rollout_ref.rollout.calculate_log_probs",
     # verl's interpolations of the keys above (rollout_n, response_length, token budgets, ...)
     "actor_rollout_ref.actor.rollout_n", "actor_rollout_ref.ref.", "critic.", "distillation.",
     "actor_rollout_ref.rollout.response_length", "actor_rollout_ref.rollout.n_gpus_per_node",

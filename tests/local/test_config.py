@@ -31,6 +31,7 @@ def test_resume_accepts_both_conventions(value: str, mode: str) -> None:
         (["actor_rollout_ref.rollout.top_k=-2"], {}, "top_k must be -1"),
         (["actor_rollout_ref.actor.ppo_epochs=2"], {}, "ppo_epochs=2 is not supported by the local run"),
         (["actor_rollout_ref.actor.use_kl_loss=true"], {}, "no reference model"),
+        (["algorithm.rollout_correction.rollout_is=token"], {}, "rollout_is='token' is not supported by the local run"),
         (["rlec.local.threads=-1"], {}, r"\[rlec.local.threads\] -1 must be an integer >= 0"),
         (["rlec.local.scripted_fraction=1.5"], {}, r"\[rlec.local.scripted_fraction\] 1.5 must be in \[0, 1\)"),
         ([f"{MG}.tensor_model_parallel_size=2"], {}, "sequence_parallel=False with tensor_model_parallel_size=2"),

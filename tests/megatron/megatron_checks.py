@@ -8,7 +8,8 @@ Steps run in order in the same processes (one Megatron import per process instea
 step: on 2 shared cores the imports dominate the test time) and rank 0 prints one line
 ``RESULT_JSON [result of each step]``. ``convert`` runs ``tools/convert_hf_to_mcore.py``'s
 ``main(argv)`` (the command line without the final ``sys.exit``) and reports its exit status;
-``distopt`` compares one step of Megatron's distributed optimizer with the plain one.
+``distopt`` compares one step of Megatron's distributed optimizer with the plain one; ``routes``
+compares Megatron's router choices with the CPU rollout's ``routed_experts`` for the same tokens.
 
 ``controls``: the checkpoint (written at another layout) loads at TP1 through verl's
 ``load_mcore_dist_weights`` and verifies (on a GPU: into the TE model); then two
@@ -212,6 +213,47 @@ def distopt(args: argparse.Namespace) -> dict | None:
             "weight_max_diff": max(float((w_plain[k] - w_dist[k]).abs().max()) for k in w_plain)}
 
 
+def routes(args: argparse.Namespace) -> dict:
+    """Megatron's router choices for a few sequences against the CPU rollout's ``routed_experts`` (issue 32).
+
+    The HF folder's weights load into Megatron (TP 1, local spec on CPU); a forward hook on every
+    ``TopKRouter`` records its ``routing_map`` (tokens x experts); the rollout side is
+    :func:`rlec.verl_plugin.rollout_scores.score_tokens` on the Hugging Face model of the same folder.
+    Returns, per sequence, the tokens and how many of them route differently (sets of experts).
+    """
+    import torch
+    from megatron.core.transformer.moe.router import TopKRouter
+    from transformers import AutoModelForCausalLM
+
+    from rlec.megatron.logprobs import compute_logits
+    from rlec.megatron.model import build_model
+    from rlec.megatron.parallel import ParallelLayout, init_parallel
+    from rlec.verl_plugin.rollout_scores import score_tokens
+
+    layout = ParallelLayout(world_size=int(os.environ.get("WORLD_SIZE", "1")))
+    init_parallel(layout)
+    policy = build_model(args.hf, layout, load_weights=True)
+    hf = AutoModelForCausalLM.from_pretrained(args.hf, dtype=torch.float32).eval()
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for length in (7, 19, 33):
+        ids = torch.randint(0, hf.config.vocab_size, (1, length), generator=gen)
+        maps: list[torch.Tensor] = []
+        hooks = [m.register_forward_hook(lambda _m, _a, o: maps.append(o[1].detach().cpu()))
+                 for chunk in policy.unwrapped for m in chunk.modules() if isinstance(m, TopKRouter)]
+        try:
+            compute_logits(policy, ids)
+        finally:
+            for h in hooks:
+                h.remove()
+        megatron_sets = torch.stack([m.reshape(-1, m.shape[-1])[:length].bool() for m in maps], dim=1)  # (tokens, layers, E)
+        rollout = torch.from_numpy(score_tokens(hf, ids[0, :1].tolist(), ids[0, 1:].tolist(), log_probs=False, routes=True).routed_experts)
+        rollout_sets = torch.zeros_like(megatron_sets).scatter_(-1, rollout.long(), True)
+        out.append({"tokens": length, "layers": len(maps), "differ": int((megatron_sets != rollout_sets).any(-1).sum()),
+                    "experts_per_token": int(megatron_sets.sum(-1).max())})
+    return {"sequences": out}
+
+
 def convert(argv: list[str]) -> dict:
     import importlib.util
 
@@ -233,7 +275,7 @@ def main() -> None:
             results.append(convert(params))
         else:
             args = argparse.Namespace(**{"out": None, "tp": 1, "ep": 1, **params})
-            results.append({"controls": controls, "train": train, "distopt": distopt}[kind](args))
+            results.append({"controls": controls, "train": train, "distopt": distopt, "routes": routes}[kind](args))
     import torch
 
     from rlec.megatron.parallel import destroy_parallel
