@@ -9,7 +9,7 @@ before the actor update: above ``rlec.check.mismatch_kl_alarm`` (default 0.004, 
 level for the train-vs-generation KL) it logs a warning naming the step and the value and counts it in
 ``rlec/mismatch_alarm`` (1 that step, else 0); with ``rlec.check.mismatch_kl_stop=true`` it raises before
 the update, so the weights of the alarmed step are never changed. Every step also logs one line of the
-mismatch metrics (:data:`SUMMARY_KEYS`).
+mismatch metrics (:data:`SUMMARY_KEYS`) on the console.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def check_mismatch(step: int, metrics: Mapping[str, Any], alarm: float, stop: bo
         return {}
     value = float(metrics[ALARM_KEY])
     present = {k: float(metrics[k]) for k in SUMMARY_KEYS if k in metrics}
-    logger.info("step %d train-inference mismatch: %s", step, ", ".join(f"{k}={v:.3g}" for k, v in present.items()))
+    # printed, as verl's console logger prints each step's metrics (a logger's INFO is not shown in Ray workers)
+    print(f"rlec step {step} train-inference mismatch: " + ", ".join(f"{k}={v:.3g}" for k, v in present.items()), flush=True)
     if not value > alarm:
         return {"rlec/mismatch_alarm": 0.0}
     message = (f"step {step}: train-inference mismatch {ALARM_KEY}={value:.6g} > rlec.check.mismatch_kl_alarm={alarm:g} "

@@ -9,12 +9,12 @@ import pytest
 from rlec.verl_plugin import mismatch as mm
 
 
-def test_below_the_level_no_warning_and_the_alarm_metric_is_zero(caplog):
+def test_below_the_level_no_warning_and_the_alarm_metric_is_zero(caplog, capsys):
     with caplog.at_level(logging.INFO, logger=mm.__name__):
         out = mm.check_mismatch(3, {"rollout_corr/k3_kl": 0.001, "rollout_corr/kl": 0.0009}, alarm=0.004, stop=True)
     assert out == {"rlec/mismatch_alarm": 0.0}
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert "step 3 train-inference mismatch: rollout_corr/kl=0.0009, rollout_corr/k3_kl=0.001" in caplog.text
+    assert "rlec step 3 train-inference mismatch: rollout_corr/kl=0.0009, rollout_corr/k3_kl=0.001" in capsys.readouterr().out
 
 
 def test_above_the_level_warns_naming_step_and_value(caplog):
