@@ -84,6 +84,10 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
                     "actor/entropy", "actor/grad_norm", "critic/score/mean", "response_length/mean"):
             assert key in m[step], (step, key)
         assert m[step]["actor/grad_norm"] > 0  # a real Megatron update ran
+        # rollout correction (token TIS, recipe): rlec_hf's log-probs of the sampled (and scripted) tokens at the
+        # step's temperature equal the trainer's old log-probs (fp32 both; measured 7e-9 / 2e-11 on a plain run)
+        assert abs(m[step]["rollout_corr/kl"]) < 1e-5 and m[step]["training/rollout_probs_diff_max"] < 1e-4, step
+        assert m[step]["rlec/mismatch_alarm"] == 0.0
     assert any(k.startswith("rlec/") for k in m[2]), "rlec's training metrics are missing"
     # the checkpoint: verl's actor state, the tracker, rlec's algorithm state covered by the manifest
     assert (out / "global_step_2" / "actor").is_dir()
