@@ -240,7 +240,7 @@ def routes(args: argparse.Namespace) -> dict:
         ids = torch.randint(0, hf.config.vocab_size, (1, length), generator=gen)
         maps: list[torch.Tensor] = []
         hooks = [m.register_forward_hook(lambda _m, _a, o, maps=maps: maps.append(o[1].detach().cpu()))
-                 for chunk in policy.unwrapped for m in chunk.modules() if isinstance(m, TopKRouter)]
+                 for chunk in policy.unwrapped() for m in chunk.modules() if isinstance(m, TopKRouter)]
         try:
             compute_logits(policy, ids)
         finally:
