@@ -80,16 +80,19 @@ def score_tokens(model: torch.nn.Module, prompt_ids: Sequence[int], response_ids
     if routes and top_k_experts < 1:
         raise ValueError(f"routed experts asked of {type(model).__name__}, whose config has no num_experts_per_tok (not an MoE model)")
     ids = torch.tensor([[*map(int, prompt_ids), *map(int, response_ids)]], dtype=torch.long, device=model.device)
+    n_resp = len(response_ids)
+    # the vocabulary projection at the response positions only (the token at t is predicted at t - 1):
+    # the last n_resp + 1 positions; the full sequence would cost (prompt + response) x vocabulary floats
+    keep = {"logits_to_keep": n_resp + 1} if log_probs else {"logits_to_keep": 1}
     with torch.inference_mode():
-        out = model(input_ids=ids, output_router_logits=True) if routes else model(input_ids=ids)
+        out = model(input_ids=ids, output_router_logits=True, **keep) if routes else model(input_ids=ids, **keep)
     logits = out.logits[0]
     if routes and not getattr(out, "router_logits", None):
         raise ValueError(f"routed experts asked of {type(model).__name__}, which returns no router logits (not an MoE model)")
     lp = None
     if log_probs:
         n = len(prompt_ids)
-        # the token at position t is predicted by the logits at t - 1
-        scores = _processed_logits(logits[n - 1: ids.shape[1] - 1], temperature, top_p, top_k)
+        scores = _processed_logits(logits[:n_resp], temperature, top_p, top_k)  # positions n - 1 ... L - 2
         target = ids[0, n:].to(scores.device)
         lp = torch.log_softmax(scores, dim=-1).gather(-1, target[:, None])[:, 0].tolist()
     experts = None
