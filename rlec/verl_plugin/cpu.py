@@ -435,7 +435,6 @@ def response_logit_index(batch: Any, window: int | None = None) -> Optional[torc
 
 def _window_applies(engine: Any, batch: Any) -> bool:
     """Whether the response-only window is exact for this forward (else verl's full logits run)."""
-    from megatron.core import parallel_state as mpu
     from verl.utils import tensordict_utils as tu
 
     cfg = engine.engine_config
@@ -444,7 +443,7 @@ def _window_applies(engine: Any, batch: Any) -> bool:
         cfg.use_remove_padding  # packed (THD) rows: positions are not per-row
         or cfg.use_fused_kernels
         or getattr(cfg, "dynamic_context_parallel", False)
-        or mpu.get_context_parallel_world_size() > 1
+        or int(getattr(cfg, "context_parallel_size", 1) or 1) > 1  # each rank holds a slice of every row
         or (tf is not None and tf.sequence_parallel)  # the output layer's input is split over the sequence
         or engine.model_config.mtp.enable
         or hasattr(engine.model_config.hf_config, "vision_config")

@@ -26,7 +26,8 @@ def engine(policy, fields):
 
     eng = object.__new__(MegatronEngineWithLMHead)  # only what forward_step reads
     eng.engine_config = SimpleNamespace(use_fused_kernels=False, pad_to_length=False, use_remove_padding=False,
-                                        dynamic_context_parallel=False, entropy_from_logits_with_chunking=False)
+                                        dynamic_context_parallel=False, entropy_from_logits_with_chunking=False,
+                                        context_parallel_size=1)
     eng.model_config = SimpleNamespace(hf_config=SimpleNamespace(architectures=[policy.hf_config.architectures[0]]),
                                        tokenizer=SimpleNamespace(pad_token_id=0),
                                        mtp=SimpleNamespace(enable=False, enable_train=False))
