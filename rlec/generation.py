@@ -132,7 +132,8 @@ class InverseCDFSampler:
 
     Called by ``generate`` with ``input_ids`` (B, L) and ``scores`` (B, V) in any float dtype;
     returns (B, V) float32 scores, 0 at the drawn token and -inf elsewhere. The draws use torch's
-    global generator (seeded by the engine).
+    global generator (seeded by the engine), or with ``generators`` one ``torch.Generator`` per row
+    (per-request seeds: a row's tokens do not depend on the batch it is generated in).
 
     Args:
         temperature: > 0; applied before top-k and top-p, as transformers does.
@@ -144,7 +145,7 @@ class InverseCDFSampler:
         ValueError: ``temperature <= 0``, ``top_p`` outside (0, 1] or ``top_k < -1``.
     """
 
-    def __init__(self, temperature: float = 1.0, top_p: float = 1.0, top_k: int = -1) -> None:
+    def __init__(self, temperature: float = 1.0, top_p: float = 1.0, top_k: int = -1, generators: Sequence[Any] | None = None) -> None:
         from transformers import TopKLogitsWarper, TopPLogitsWarper
 
         if not temperature > 0:
@@ -156,6 +157,7 @@ class InverseCDFSampler:
         self.temperature = float(temperature)
         self.top_k = TopKLogitsWarper(int(top_k)) if int(top_k) > 0 else None
         self.top_p = TopPLogitsWarper(top_p) if top_p < 1.0 else None
+        self.generators = list(generators) if generators is not None else None
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
@@ -167,7 +169,13 @@ class InverseCDFSampler:
             scores = self.top_p(input_ids, scores)
         cdf = torch.softmax(scores, dim=-1).double().cumsum_(dim=-1)
         # u in (0, total]: the first index with cdf >= u never lands on a zero-probability token
-        u = (1.0 - torch.rand(scores.shape[0], 1, dtype=torch.float64, device=scores.device)) * cdf[:, -1:]
+        if self.generators is None:
+            draws = torch.rand(scores.shape[0], 1, dtype=torch.float64, device=scores.device)
+        else:  # one generator per row: a row's draws do not depend on the rows beside it
+            if len(self.generators) != scores.shape[0]:
+                raise ValueError(f"{len(self.generators)} row generators for {scores.shape[0]} rows")
+            draws = torch.cat([torch.rand(1, 1, dtype=torch.float64, generator=g) for g in self.generators]).to(scores.device)
+        u = (1.0 - draws) * cdf[:, -1:]
         tokens = torch.searchsorted(cdf, u).clamp_(max=scores.shape[-1] - 1)
         out = torch.full_like(scores, float("-inf"))
         return out.scatter_(1, tokens, 0.0)
@@ -252,6 +260,7 @@ class HFEngine:
         top_p: float = 1.0,
         seed: int = 0,
         top_k: int = -1,
+        row_seeds: Sequence[int] | None = None,
     ) -> SampledBatch:
         """Generate ``n`` responses for each prompt (rows ``i * n ... i * n + n - 1`` for prompt i).
 
@@ -263,6 +272,8 @@ class HFEngine:
             top_p: nucleus mass in (0, 1].
             top_k: sample among the k most likely tokens; -1 = all (:class:`InverseCDFSampler`).
             seed: seeds torch's generator right before generating.
+            row_seeds: one seed per row (``len(prompt_ids) * n``): each row samples from its own
+                generator, so its tokens do not depend on the other rows (``seed`` is then unused).
 
         Returns:
             A :class:`SampledBatch` with ``len(prompt_ids) * n`` rows.
@@ -293,7 +304,12 @@ class HFEngine:
             do_sample=False, max_new_tokens=int(max_new_tokens), pad_token_id=self.pad_id, eos_token_id=self.stop_ids,
             repetition_penalty=1.0, no_repeat_ngram_size=0, top_k=None, top_p=None, temperature=None,
         )  # fmt: skip
-        processors = LogitsProcessorList([InverseCDFSampler(temperature, top_p, top_k)] if temperature > 0 else [])
+        generators = None
+        if row_seeds is not None:
+            if len(row_seeds) != prompts.shape[0]:
+                raise ValueError(f"row_seeds: {len(row_seeds)} seeds for {prompts.shape[0]} rows (prompts x n)")
+            generators = [torch.Generator().manual_seed(int(s) % 2**63) for s in row_seeds]
+        processors = LogitsProcessorList([InverseCDFSampler(temperature, top_p, top_k, generators)] if temperature > 0 else [])
         torch.manual_seed(int(seed))
         start = time.perf_counter()
         with torch.inference_mode():

@@ -13,9 +13,10 @@
    wiring, per-GPU memory;
 4. checks the paths the run reads and writes (:mod:`rlec.cluster.paths`: model folder, train
    and validation parquet files, checkpoint folder) unless ``--skip-path-checks``;
-5. refuses resuming checkpoints written under another layout (:mod:`rlec.cluster.resume`), and
-   with ``--record-layout`` (the launcher, after every check passed) records this launch's
-   layout beside the checkpoints.
+5. refuses resuming checkpoints written under another layout or with settings that change what
+   the run optimises (:mod:`rlec.cluster.resume`), and with ``--record-layout`` (the launcher,
+   after every check passed) records this launch's layout, and the settings of a launch that starts
+   a run, beside the checkpoints.
 
 It prints a short verdict (model, layout, memory of both phases, paths, verl's checks, result);
 verl's own console output is kept back unless ``--verbose``. The resolved config is written to
@@ -45,7 +46,7 @@ from typing import Any, Callable, Sequence
 from rlec.cluster.layout import Finding
 from rlec.cluster.memory import MemoryEstimate
 from rlec.cluster.paths import path_findings
-from rlec.cluster.resume import layout_change_findings, record_layout
+from rlec.cluster.resume import layout_change_findings, record_layout, record_run, resume_setting_findings
 from rlec.cluster.rules import check_layout, verl_algorithm_section
 from rlec.cluster.settings_rules import settings_rules
 from rlec.cluster.shape import ModelShape
@@ -180,7 +181,7 @@ def run_checks(
         return early, None, {"paths": []}
     settings = RlecSettings.from_config(cfg)
     path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
-    path_errors += layout_change_findings(cfg, layout)
+    path_errors += layout_change_findings(cfg, layout) + resume_setting_findings(cfg)
     try:
         hf_config, source, is_model = load_model_config(cfg)
         shape = ModelShape.from_hf_config(hf_config, source)
@@ -321,6 +322,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.record_layout and not failed:
         recorded = record_layout(cfg, name)
         note = (note + "; " if note else "") + f"layout {name} recorded in {recorded}"
+        run_record = record_run(cfg)  # the settings the run starts with (a resume keeps the first launch's)
+        if run_record is not None:
+            note += f"; the run's settings in {run_record}"
     if note and not args.print:
         note += "; --print (PRINT_CONFIG=1) shows it"
     print(report(findings, est, context, cfg, note), file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The layout a cluster run's checkpoints were written under, recorded at launch and compared at the next.
+"""What a cluster run's checkpoints were written under (layout, settings), recorded at launch and compared at the next.
 
 verl 0.9.1 resumes from ``<trainer.default_local_dir>/global_step_<k>/`` with
 ``trainer.resume_mode=auto`` (the launcher's default): the Megatron engine reloads the model and
@@ -7,6 +7,14 @@ EP, ETP, number of GPUs, or optimizer sharding) fails inside the workers or resu
 resharded optimizer. A launch that passes its checks records the layout beside the checkpoints
 (:func:`record_layout`, ``rlec_layout.json``); the next launch, and ``DRY_RUN=1`` on a machine that
 sees the folder, refuse a different one naming both (:func:`layout_change_findings`).
+
+The settings follow the same rule as the local run's (:func:`rlec.config.resume_differences`): the
+launch that starts a run (no checkpoint to resume) records its resolved config beside the
+checkpoints (:func:`record_run`, ``rlec_run.json``, kept by every resume); a launch that resumes is
+refused, before Ray starts, when a setting that changes what the run optimises differs from it
+(:func:`resume_setting_findings`, one error per key); and verl's trainer keeps the b schedule the
+run started with when only the step count changed (:func:`apply_resume_rules`, called by
+:class:`rlec.verl_plugin.trainers.AlgorithmsMixin` before verl starts its reward workers).
 """
 
 from __future__ import annotations
@@ -18,16 +26,19 @@ from typing import Any
 
 from rlec.cluster.layout import Finding
 from rlec.cluster.verl_keys import layout_of
-from rlec.config import select
+from rlec.config import pinned_schedule_end, resume_differences, select
 from rlec.io import atomic_write_text
 
 LAYOUT_RECORD = "rlec_layout.json"
+RUN_RECORD = "rlec_run.json"  # the resolved config of the launch that started the run
+SCHEDULE_KEY = "rlec.schedule.end_step"
 TRACKER = "latest_checkpointed_iteration.txt"  # verl's tracker of the newest checkpoint
 CHECKPOINT_KEY = "trainer.default_local_dir"
 # what decides how a checkpoint is sharded (the rollout side is rebuilt from the weights each launch)
 SHARDING_FIELDS = ("world_size", "tp", "pp", "cp", "ep", "etp", "vpp", "distributed_optimizer")
 
-__all__ = ["LAYOUT_RECORD", "checkpoint_layout", "describe", "layout_change_findings", "record_layout"]
+__all__ = ["LAYOUT_RECORD", "RUN_RECORD", "apply_resume_rules", "checkpoint_layout", "describe", "layout_change_findings",
+           "record_layout", "record_run", "resume_setting_findings", "resumes", "saved_run_config"]
 
 
 def checkpoint_layout(cfg: Any, name: str) -> dict[str, Any]:
@@ -97,3 +108,102 @@ def record_layout(cfg: Any, name: str) -> Path:
     """
     path = _folder(cfg) / LAYOUT_RECORD
     return atomic_write_text(path, json.dumps(checkpoint_layout(cfg, name), indent=2, sort_keys=True) + "\n")
+
+
+def resumes(cfg: Any) -> bool:
+    """Whether this launch resumes a checkpoint: ``trainer.resume_mode`` is not ``disable`` and the
+    checkpoint folder holds verl's tracker (``latest_checkpointed_iteration.txt``)."""
+    return str(select(cfg, "trainer.resume_mode", "auto")) != "disable" and (_folder(cfg) / TRACKER).is_file()
+
+
+def saved_run_config(cfg: Any) -> dict[str, Any] | None:
+    """The resolved config the run in ``trainer.default_local_dir`` started with (:data:`RUN_RECORD`), or None.
+
+    Raises:
+        ValueError: the record exists but is not a JSON object (names the file).
+    """
+    path = _folder(cfg) / RUN_RECORD
+    try:
+        saved = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: unreadable ({exc}); restore it, or remove it to resume without the resume rules") from exc
+    if not isinstance(saved, dict):
+        raise ValueError(f"{path}: expected a JSON object (the run's resolved config), got {type(saved).__name__}")
+    return saved
+
+
+def resume_setting_findings(cfg: Any) -> list[Finding]:
+    """Refuse a resume whose settings change what the run optimises; reads only.
+
+    Applies when this launch resumes (:func:`resumes`). Each setting of
+    :data:`rlec.config.RESUME_REFUSED` that differs from the record is one error naming the key,
+    the saved and the new value and the rule; a missing record (checkpoints written before rlec
+    recorded settings) is a warning.
+    """
+    if not resumes(cfg):
+        return []
+    folder = _folder(cfg)
+    try:
+        saved = saved_run_config(cfg)
+    except ValueError as exc:
+        return [Finding("error", CHECKPOINT_KEY, str(exc))]
+    if saved is None:
+        return [Finding("warning", CHECKPOINT_KEY, f"{folder} holds checkpoints without {RUN_RECORD}: the settings they "
+                        "were trained with are unknown, so a changed algorithm, data or loss cannot be refused")]
+    refused, _ = resume_differences(saved, cfg)
+    return [Finding("error", line.split(": ", 1)[0],
+                    f"{line.split(': ', 1)[1]}: the checkpoints in {folder} were trained with the first value and this "
+                    "setting changes what the run optimises (rlec.config.RESUME_REFUSED), so a resume must keep it; "
+                    "restore it, or start fresh with RESUME=disable and another CHECKPOINT_DIR") for line in refused]
+
+
+def record_run(cfg: Any) -> Path | None:
+    """Record the launch's resolved config as the run's (:data:`RUN_RECORD`) when it starts the run.
+
+    A launch that resumes keeps the record of the launch that started the run (the settings and the
+    b schedule the checkpoints were trained with); returns None then. Called with
+    :func:`record_layout` only after every check passed, so a refused launch writes nothing.
+
+    Raises:
+        OSError: the folder cannot be created or written (the error names the file).
+    """
+    if resumes(cfg):
+        return None
+    from omegaconf import OmegaConf
+
+    tree = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
+    return atomic_write_text(_folder(cfg) / RUN_RECORD, json.dumps(tree, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def apply_resume_rules(cfg: Any) -> int | None:
+    """verl's trainer side of the rules, on the config it is built with (before any worker starts).
+
+    When the run resumes and its record exists: the first refused setting raises (the launcher
+    refused it already; this covers a ``main_ppo`` started without it), and when only the step count
+    changed, ``rlec.schedule.end_step`` is set to the step count the run started with
+    (:func:`rlec.config.pinned_schedule_end`), so b reaches 1 where the original plan said.
+
+    Returns:
+        The pinned end step, or None when nothing was pinned.
+
+    Raises:
+        ValueError: a refused setting (:func:`resume_setting_findings`) or an unreadable record.
+    """
+    if not resumes(cfg):
+        return None
+    saved = saved_run_config(cfg)
+    if saved is None:
+        return None
+    errors = [f for f in resume_setting_findings(cfg) if f.level == "error"]
+    if errors:
+        raise ValueError(str(errors[0]))
+    end = pinned_schedule_end(saved, cfg)
+    if end is not None:
+        from omegaconf import open_dict
+
+        with open_dict(cfg):
+            cfg.rlec.schedule.end_step = end
+    return end
+

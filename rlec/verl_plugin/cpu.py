@@ -18,8 +18,9 @@ What it does, in order:
    still schedules workers on a logical ``GPU`` resource, which ``ray_init.num_gpus`` declares);
 2. registers verl's Megatron engine classes for device ``cpu`` in ``EngineRegistry``;
 3. the shims of :data:`VERL_SHIMS` (the duplicate ``cpu:gloo,cpu:gloo`` backend string, mbridge's
-   ``.cuda()`` and Transformer Engine parameter names, fp32 Megatron parameters, Megatron-core's own
-   CPU shims).
+   ``.cuda()`` and Transformer Engine parameter names, fp32 Megatron parameters, response-only
+   logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
+   positions that predict response tokens only, as the local run), Megatron-core's own CPU shims).
 """
 
 from __future__ import annotations
@@ -392,7 +393,117 @@ def _rng_seed_apply() -> None:
     utils.is_device_available = True
 
 
-# --- 7. megatron-core's own CPU shims, in every worker ----------------------------------------
+# --- 7. response-only logits in verl's Megatron LM-head forward --------------------------------
+def _response_logits_needed() -> bool:
+    from verl.workers.engine.megatron.transformer_impl import MegatronEngineWithLMHead
+
+    # verl projects every position onto the vocabulary and takes log-probs / entropy there
+    processor = inspect.getsource(MegatronEngineWithLMHead._lm_head_logits_processor)
+    step = inspect.getsource(MegatronEngineWithLMHead.forward_step)
+    return "assert logits.shape[:2] == label.shape[:2]" in processor and "self._lm_head_logits_processor" in step
+
+
+def response_logit_index(batch: Any, window: int | None = None) -> Optional[torch.Tensor]:
+    """Positions whose logits predict each row's last ``window`` tokens, in verl's padded (BSHD) layout.
+
+    verl's BSHD forward right-pads row i's ``L_i`` tokens to the batch's longest; the log-prob of
+    token t comes from the logits at t - 1, and verl keeps (``no_padding_2_padding``,
+    ``response_from_nested``) only those of the response. The window is the response's longest
+    length (``loss_mask``: nested per-sample response masks, or padded ``(b, R)``).
+
+    Args:
+        batch: verl's micro-batch (``input_ids`` nested, ``loss_mask``).
+        window: K; default the longest response.
+
+    Returns:
+        ``(b, K)`` long (:func:`rlec.megatron.logprobs.window_index`; -1 marks unused slots), or
+        None when ``input_ids`` is not a nested tensor (the layout is then not known).
+    """
+    from rlec.megatron.logprobs import window_index
+
+    input_ids = batch["input_ids"]
+    if not getattr(input_ids, "is_nested", False):
+        return None
+    lengths = input_ids.offsets().diff().to(torch.long)
+    if window is None:
+        mask = batch["loss_mask"]
+        window = int(mask.offsets().diff().max()) if getattr(mask, "is_nested", False) else int(mask.shape[-1])
+    window = max(1, min(int(window), int(lengths.max())))
+    valid = torch.arange(int(lengths.max()))[None, :] < lengths[:, None].cpu()
+    return window_index(valid, window)
+
+
+def _window_applies(engine: Any, batch: Any) -> bool:
+    """Whether the response-only window is exact for this forward (else verl's full logits run)."""
+    from verl.utils import tensordict_utils as tu
+
+    cfg = engine.engine_config
+    tf = getattr(engine, "tf_config", None)
+    return not (
+        cfg.use_remove_padding  # packed (THD) rows: positions are not per-row
+        or cfg.use_fused_kernels
+        or getattr(cfg, "dynamic_context_parallel", False)
+        or int(getattr(cfg, "context_parallel_size", 1) or 1) > 1  # each rank holds a slice of every row
+        or (tf is not None and tf.sequence_parallel)  # the output layer's input is split over the sequence
+        or engine.model_config.mtp.enable
+        or hasattr(engine.model_config.hf_config, "vision_config")
+        or tu.get_non_tensor_data(batch, key="distillation_use_topk", default=False)  # reads every position
+    )
+
+
+def _scatter_window(value: torch.Tensor, index: torch.Tensor, seq: int) -> torch.Tensor:
+    """``(b, K)`` per-slot values -> ``(b, seq)``, at ``index`` (0 elsewhere and for unused slots)."""
+    used = (index >= 0).to(value.device)
+    slot = index.clamp(min=0).to(value.device)
+    picked = torch.where(used, value, torch.zeros_like(value))
+    out = torch.zeros((value.shape[0], seq), dtype=value.dtype, device=value.device)
+    return out.scatter_add(1, slot, picked)  # unused slots add 0; used positions are distinct
+
+
+def _response_logits_apply() -> None:
+    from verl.workers.engine.megatron.transformer_impl import MegatronEngineWithLMHead
+
+    from rlec.megatron.logprobs import windowed_output
+
+    forward_step = MegatronEngineWithLMHead.forward_step
+    if getattr(forward_step, "_rlec_window", False):
+        return
+    processor = MegatronEngineWithLMHead._lm_head_logits_processor
+
+    @functools.wraps(forward_step)
+    def windowed_forward_step(self: Any, batch_iter: Any, model: Any, logits_processor_func: Any,
+                              postprocess_micro_batch_func: Any) -> Any:
+        batch = next(batch_iter)
+        index = response_logit_index(batch) if _window_applies(self, batch) else None
+        if index is None:
+            return forward_step(self, iter([batch]), model, logits_processor_func, postprocess_micro_batch_func)
+        self._rlec_logit_index = index
+        try:
+            with windowed_output(model, index):
+                return forward_step(self, iter([batch]), model, logits_processor_func, postprocess_micro_batch_func)
+        finally:
+            self._rlec_logit_index = None
+
+    @functools.wraps(processor)
+    def windowed_processor(self: Any, logits: torch.Tensor, label: torch.Tensor, temperature: torch.Tensor,
+                           **kwargs: Any) -> dict[str, torch.Tensor]:
+        index = getattr(self, "_rlec_logit_index", None)
+        if index is None:
+            return processor(self, logits, label, temperature, **kwargs)
+        if logits.shape[1] != index.shape[1]:
+            raise RuntimeError(f"response-only logits: {logits.shape[1]} positions from the output layer, "
+                               f"{index.shape[1]} expected (is another hook on the output layer?)")
+        slot = index.clamp(min=0).to(label.device)
+        out = processor(self, logits, torch.gather(label, 1, slot), torch.gather(temperature, 1, slot), **kwargs)
+        return {k: _scatter_window(v, index, label.shape[1]) if torch.is_tensor(v) and v.dim() == 2 else v
+                for k, v in out.items()}
+
+    windowed_forward_step._rlec_window = True  # type: ignore[attr-defined]
+    MegatronEngineWithLMHead.forward_step = windowed_forward_step
+    MegatronEngineWithLMHead._lm_head_logits_processor = windowed_processor
+
+
+# --- 8. megatron-core's own CPU shims, in every worker ----------------------------------------
 def _megatron_needed() -> bool:
     return not torch.cuda.is_available()
 
@@ -417,6 +528,10 @@ VERL_SHIMS: tuple[Shim, ...] = (
          "DotProductAttention needs (batch, 1, seq, seq))", _bshd_mask_needed, _bshd_mask_apply),
     Shim("megatron_rng_seed", "Exception: cuda rng state model-parallel-rng is not added (verl's set_random_seed skips "
          "model_parallel_cuda_manual_seed without an accelerator)", _rng_seed_needed, _rng_seed_apply),
+    Shim("response_only_logits", "74-90 s per step: verl's Megatron LM head projects every prompt and response position "
+         "onto the 151,936-token vocabulary and takes log-probs / entropy there, though only the response's are used "
+         "(the local run: response positions only, rlec.megatron.logprobs.windowed_output)",
+         _response_logits_needed, _response_logits_apply),
     Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.megatron.compat.SHIMS)", _megatron_needed, _megatron_apply),
 )
 

@@ -13,7 +13,10 @@ rollout's ``update_weights``, backend ``naive``) run unchanged on CPU:
   ``TokenOutput`` like vLLM's server. Requests that arrive together are generated as one batch per
   distinct (temperature, top-p, top-k, max tokens) through rlec's one generation engine
   (:class:`rlec.generation.HFEngine`, exact inverse-CDF sampling), so E3's per-prompt temperature
-  and verl's per-prompt ``__rollout_n__`` (each sample is one request) work as with vLLM;
+  and verl's per-prompt ``__rollout_n__`` (each sample is one request) work as with vLLM; a request's
+  ``sampling_params["seed"]`` seeds its own generator (as vLLM's per-request seed), so the same
+  request gets the same tokens whatever batch it is generated in and a resumed run samples
+  what an uninterrupted one did;
 - :class:`HFServerAdapter` (verl's ``BaseRollout``, built inside each trainer worker) receives the
   trainer's exported Hugging Face weights and loads them into the server's model
   (:func:`rlec.megatron.hf_sync.load_into_hf_model`: per-expert hub names -> transformers' fused experts).
@@ -25,8 +28,10 @@ replay R3), both from one teacher-forced pass of the rollout's model
 
 What it does **not** cover that vLLM does on GPUs (``tests/verl_plugin/test_cpu_rollout.py`` pins each):
 
-- per-request seeds: one seed per generated batch (derived from ``rollout.seed``, the replica and a
-  batch counter), so a sample's draws depend on the batch it lands in (vLLM: per-request generators);
+- per-request seeds only through rlec's agent loops (:class:`ScriptedAnswersMixin` puts
+  :func:`request_seed` of the data seed, the global step, the prompt's index and the sample's
+  session into each request): a request without ``seed`` is drawn from a batch seed (``rollout.seed``,
+  the replica and a batch counter), so its draws depend on the batch it lands in;
 - tensor / pipeline / expert parallel rollout (one process per replica), prefix caching, continuous
   batching (a batch runs to its longest response), chunked prefill, sleep mode (weights stay in memory),
   multi-modal inputs, partial rollout (abort is a no-op: a batch always finishes),
@@ -53,12 +58,25 @@ BATCH_WINDOW_S = 0.05
 logger = logging.getLogger(__name__)
 
 __all__ = ["HFRolloutReplica", "HFRolloutServer", "HFServerAdapter", "ROLLOUT_NAME", "SCRIPTED_AGENT_LOOP",
-           "ScriptedAnswersMixin", "register_rollout", "server_name"]
+           "ScriptedAnswersMixin", "register_rollout", "request_seed", "server_name"]
 
 
 def server_name(replica_rank: int) -> str:
     """Ray actor name of replica ``replica_rank``'s server (how the trainer workers find it)."""
     return f"rlec_hf_server_{replica_rank}"
+
+
+def request_seed(data_seed: Any, global_steps: Any, sample: Any, session: Any) -> int:
+    """The sampling seed of one request: a hash of (data seed, global step, the prompt's sample index, session).
+
+    The same sample of the same step gets the same seed in every run (a resumed one included), whatever
+    the order the requests arrive in or the batch they are generated in; two samples never share one
+    unless all four agree. A value in [0, 2**63).
+    """
+    import hashlib
+
+    text = f"{data_seed}/{global_steps}/{sample}/{session}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
 
 
 def max_new_tokens(prompt_len: int, sampling_params: dict[str, Any], response_length: int, prompt_length: int) -> int:
@@ -131,12 +149,13 @@ class HFRolloutServer:
         if any(kwargs.get(k) is not None for k in ("image_data", "video_data", "audio_data")):
             raise ValueError(f"rollout {ROLLOUT_NAME} is text-only")
         ids = [int(t) for t in prompt_ids]
+        seed = params.pop("seed", None)  # per-request (rlec's agent loops); None: the batch's seed
         if forced is not None:  # a scripted answer (ScriptedAnswersMixin): scored, not sampled
             return await self._output(ids, [int(t) for t in forced], "stop", params, want_log_probs)
         budget = max_new_tokens(len(ids), params, int(self.config.response_length), int(self.config.prompt_length))
         key = (float(params.get("temperature", 1.0)), float(params.get("top_p", 1.0)), int(params.get("top_k", -1) or -1), budget)
         future = asyncio.get_running_loop().create_future()
-        self._pending.append(({"ids": ids, "key": key}, future))
+        self._pending.append(({"ids": ids, "key": key, "seed": None if seed is None else int(seed)}, future))
         if self._drain is None or self._drain.done():
             self._drain = asyncio.create_task(self._drain_pending())
         tokens, reason = await future
@@ -172,7 +191,8 @@ class HFRolloutServer:
                 groups.setdefault(item[0]["key"], []).append(item)
             for key, items in groups.items():
                 try:
-                    results = await asyncio.to_thread(self._sample, [req["ids"] for req, _ in items], key)
+                    results = await asyncio.to_thread(self._sample, [req["ids"] for req, _ in items], key,
+                                                      [req.get("seed") for req, _ in items])
                 except Exception as exc:  # every waiting request sees the failure
                     for _, fut in items:
                         if not fut.done():
@@ -184,13 +204,16 @@ class HFRolloutServer:
         if self._pending:  # arrived while generating
             self._drain = asyncio.create_task(self._drain_pending())
 
-    def _sample(self, prompt_ids: list[list[int]], key: tuple) -> list[tuple[list[int], str]]:
+    def _sample(self, prompt_ids: list[list[int]], key: tuple, seeds: list[int | None] | None = None) -> list[tuple[list[int], str]]:
         temperature, top_p, top_k, budget = key
-        self.stats["batches"] += 1  # the batch counter also seeds the batch (one seed per generated batch)
+        self.stats["batches"] += 1  # the batch counter also seeds the batch (requests without a seed of their own)
         seed = (self.seed * 1_000_003 + self.replica_rank * 10_007 + self.stats["batches"]) % (2**31)
+        row_seeds = None
+        if seeds is not None and any(s is not None for s in seeds):
+            row_seeds = [s if s is not None else request_seed(seed, "batch", i, 0) for i, s in enumerate(seeds)]
         start = time.perf_counter()
         out = self.engine.sample(prompt_ids, n=1, max_new_tokens=budget, temperature=max(temperature, 0.0), top_p=top_p,
-                                 top_k=top_k, seed=seed)
+                                 top_k=top_k, seed=seed, row_seeds=row_seeds)
         lengths = out.response_mask.sum(dim=1).tolist()
         self.stats["requests"] += len(prompt_ids)
         self.stats["generated_tokens"] += int(sum(lengths))
@@ -325,7 +348,25 @@ class ScriptedAnswersMixin:
     are equal, every mean-only advantage is 0 and nothing downstream (the update, RLVE's difficulty
     controller) sees a correct answer. Off-policy demonstrations: 0 (the default) for real training.
     Validation (one sample per prompt) is never scripted.
+
+    On the CPU rollout (``rlec_hf``) it also gives every request its own sampling seed
+    (:func:`request_seed` of ``data.seed``, the global step, the prompt's ``index`` and the sample's
+    ``session_id``), so sampling is reproducible per sample: a resumed run draws what an
+    uninterrupted one drew.
     """
+
+    def _with_request_seed(self, sampling_params: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``sampling_params`` plus this sample's ``seed`` on the CPU rollout; unchanged on any other rollout."""
+        if str(getattr(self.rollout_config, "name", "")) != ROLLOUT_NAME or "seed" in sampling_params:
+            return sampling_params
+        from rlec.config import select
+
+        sample = kwargs.get("index")
+        if sample is None:  # a prompt source without an index: the prompt itself names the sample
+            sample = repr(kwargs.get("raw_prompt"))
+        seed = request_seed(select(self.config, "data.seed", 0), kwargs.get("global_steps"), sample,
+                            kwargs.get("session_id", 0))
+        return {**sampling_params, "seed": seed}
 
     def _scripted_text(self, kwargs: dict[str, Any]) -> str | None:
         read = getattr(self, "_rlec_cpu", None)
@@ -348,6 +389,7 @@ class ScriptedAnswersMixin:
         return f"\\boxed{{{gold}}}" if coin < 0.5 else "\\boxed{I don't know}"
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+        sampling_params = self._with_request_seed(sampling_params, kwargs)
         text = self._scripted_text(kwargs)
         if text is None:
             return await super().run(sampling_params, **kwargs)

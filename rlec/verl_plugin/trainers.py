@@ -19,7 +19,9 @@ Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async
 Where :class:`AlgorithmsMixin` hooks into verl 0.9.1's V1 trainer (``verl/trainer/ppo/v1/trainer_base.py``;
 each hook point pinned by tests/verl_plugin/test_drift_algorithms.py):
 
-- ``__init__``: the early rule set and every enabled algorithm's ``check`` on the config as given
+- ``__init__``: the resume rules (:func:`rlec.cluster.resume.apply_resume_rules`: a refused setting
+  raises, a resumed longer run keeps its b schedule), then the early rule set and every enabled
+  algorithm's ``check`` on the config as given
   (before :class:`RLECMetricsMixin` writes verl's base mode into it): the first error is raised;
 - first use, after the datasets exist: ``_load_checkpoint`` (which verl's set-up calls before
   ``on_init_end``) or, at the latest, ``on_init_end`` (before verl syncs the rollout weights) builds the
@@ -160,7 +162,8 @@ class AlgorithmsMixin:
         rlec_algorithms: the built algorithms in registry order (None until first needed).
 
     Raises (at construction):
-        ValueError: the first error of the early rule set (:func:`rlec.cluster.settings_rules.settings_rules`:
+        ValueError: a resume that changes what the run optimises (:func:`rlec.cluster.resume.apply_resume_rules`);
+            the first error of the early rule set (:func:`rlec.cluster.settings_rules.settings_rules`:
             rlec's settings schema and verl's estimator / loss / seed / unknown-key rules), then of an
             enabled algorithm's check, so a ``main_ppo`` launched without the launcher is refused by the same
             rules as DRY_RUN and the local run.
@@ -173,8 +176,10 @@ class AlgorithmsMixin:
         mode = str(config.trainer.v1.trainer_mode)
         # a config already handed to an rlec trainer holds verl's base mode (RLECMetricsMixin): rlec's is rlec_<base>
         self._rlec_mode = f"rlec_{mode}" if mode == getattr(self, "base_trainer_mode", None) else mode
+        from rlec.cluster.resume import apply_resume_rules
         from rlec.cluster.settings_rules import settings_rules  # the rules DRY_RUN and the local run apply first
 
+        apply_resume_rules(config)  # a resume keeps the run's settings and b schedule (before any worker reads them)
         rlec_config = self._rlec_config(config)
         error = first_error(settings_rules(rlec_config)) or first_error(registry.check_all(rlec_config))
         if error is not None:

@@ -5,10 +5,10 @@ The same entry point, config tree and rlec plugins as the cluster (``python -m v
 manager in verl's reward loop, verl's advantage and Megatron update over gloo, the weight sync to the
 rollout, verl's checkpoint, and a resume that continues from it. Each launch pays ~1 min of Ray,
 TransferQueue and Megatron start-up, so every scenario shares two launches (issue 27): one run with E3,
-Pass@k and RLVE together that checkpoints, and one that resumes from it. Prompts are padded to
-``data.max_prompt_length`` for the log-prob and update passes, most of a step: 512 (the sample data's
-longest prompt is 425 tokens) instead of the layout's 1024 took each pass from 19-24 s to 13-18 s
-(2026-12-01, 2 cores; README "Test budget").
+Pass@k and RLVE together that checkpoints, and one that resumes from it. ``data.max_prompt_length=512``
+(the sample data's longest prompt is 425 tokens) only caps the prompts: verl's TransferQueue trainer hands
+the worker unpadded rows, which the Megatron forward pads to its micro-batch's longest row (layout=cpu),
+and the LM head computes the response positions only (``rlec.verl_plugin.cpu``, ``response_only_logits``).
 """
 
 from __future__ import annotations

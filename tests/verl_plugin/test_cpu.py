@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -85,3 +88,51 @@ def test_backend_wrapper_passes_every_calling_form_through(monkeypatch):
     torch.distributed.init_process_group(backend="cpu:gloo,cpu:gloo", rank=0)
     torch.distributed.init_process_group()
     assert seen == [(("gloo",), {"rank": 0, "world_size": 1}), (("gloo",), {"rank": 0}), ((None,), {})]
+
+
+def test_response_logit_index_covers_the_positions_that_predict_response_tokens():
+    """Row i's L_i tokens sit at 0..L_i-1 (verl's right-padded BSHD); token t's log-prob comes from the logits
+    at t-1, so a response of R tokens needs L_i-1-R .. L_i-2; the window is the longest response."""
+    nested = lambda xs: torch.nested.as_nested_tensor([torch.ones(n, dtype=torch.long) for n in xs], layout=torch.jagged)  # noqa: E731
+    batch = {"input_ids": nested([15, 7, 18]), "loss_mask": nested([6, 3, 5])}
+    index = cpu.response_logit_index(batch)
+    assert index.tolist() == [[8, 9, 10, 11, 12, 13], [0, 1, 2, 3, 4, 5], [11, 12, 13, 14, 15, 16]]
+    # the padded trainer's loss mask is (b, R): the same window
+    assert cpu.response_logit_index({"input_ids": batch["input_ids"], "loss_mask": torch.ones(3, 6)}).tolist() == index.tolist()
+    # a row shorter than the window: slots before its first token are unused (-1)
+    assert cpu.response_logit_index({"input_ids": nested([3, 9]), "loss_mask": nested([2, 5])}).tolist() == [
+        [-1, -1, -1, 0, 1], [3, 4, 5, 6, 7]]
+    assert cpu.response_logit_index({"input_ids": torch.ones(2, 4), "loss_mask": torch.ones(2, 2)}) is None
+
+
+def test_scatter_window_places_slot_values_and_zeroes_the_rest():
+    index = torch.tensor([[-1, 0, 1], [2, 3, 4]])
+    value = torch.tensor([[9.0, 1.0, 2.0], [3.0, 4.0, 5.0]], requires_grad=True)
+    out = cpu._scatter_window(value, index, 6)
+    assert out.tolist() == [[1.0, 2.0, 0, 0, 0, 0], [0, 0, 3.0, 4.0, 5.0, 0]]
+    out.sum().backward()  # the loss's gradient reaches every used slot, none the unused one
+    assert value.grad.tolist() == [[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+
+
+CHECK_RESPONSE_LOGITS = Path(__file__).with_name("check_response_logits.py")
+
+
+@pytest.mark.slow  # a child process importing verl and Megatron and building the tiny model: ~30 CPU-seconds
+def test_response_only_logits_equal_verls_full_computation(tiny_moe_dir: Path):
+    """verl's own forward_step, unpatched vs patched, on rows of different prompt and response lengths, in both
+    batch layouts verl's trainers hand the worker: response log-probs, entropies and every gradient of a weighted
+    response loss agree within 1e-6 (the output layer's gradient included: it is where the window cuts)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "VERL_PLATFORM": "cpu"}
+    env.pop("WORLD_SIZE", None)
+    proc = subprocess.run([sys.executable, str(CHECK_RESPONSE_LOGITS), str(tiny_moe_dir)], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT_JSON "))[12:])
+    assert set(result) == {"tq", "padded"}
+    for layout, r in result.items():
+        assert r["same_params"], layout
+        # the window ran: 18 positions (the longest row) in verl's forward, 6 (the longest response) in rlec's
+        assert r["positions_full"] == [18] and r["positions_windowed"] == [6], (layout, r)
+        assert r["lp_scale"] > 1.0 and r["grad_scale"] > 0 and r["output_layer_grad"] > 0, (layout, r)
+        assert r["lp_diff"] <= 1e-6 and r["entropy_diff"] <= 1e-6, (layout, r)
+        assert r["grad_diff"] <= 1e-6 * max(1.0, r["grad_scale"]), (layout, r)

@@ -212,3 +212,41 @@ def test_score_tokens_refuses_routes_of_a_dense_model(tiny_dense_dir):
         score_tokens(model, [1, 2], [3], routes=True)
     with pytest.raises(ValueError, match="non-empty prompt"):
         score_tokens(model, [], [3])
+
+
+def test_request_seed_depends_on_the_sample_and_the_step_only():
+    seed = cr.request_seed(1, 3, 17, 2)
+    assert seed == cr.request_seed(1, 3, 17, 2) and 0 <= seed < 2**63
+    others = {cr.request_seed(*args) for args in [(2, 3, 17, 2), (1, 4, 17, 2), (1, 3, 18, 2), (1, 3, 17, 3)]}
+    assert len(others) == 4 and seed not in others
+
+
+def test_seeded_requests_get_the_same_tokens_whatever_batch_they_land_in(server):
+    """A sampled request (temperature 1) with its own seed: the same tokens alone, first or last in a batch, beside
+    other requests; another seed gives other tokens. Without a seed the batch's seed decides (the old behaviour)."""
+    sp = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}
+    a = ([151644, 872, 198, 30], {**sp, "seed": cr.request_seed(0, 1, 5, 0)})
+    others = [([151644, 872, 198, 31 + i, 40], {**sp, "seed": cr.request_seed(0, 1, 6 + i, 0)}) for i in range(3)]
+    alone = _generate_all(server, [a])[0].token_ids
+    first = _generate_all(server, [a, *others])[0].token_ids
+    last = _generate_all(server, [*others[::-1], a])[-1].token_ids
+    assert alone == first == last and len(alone) > 1
+    other_seed = _generate_all(server, [(a[0], {**sp, "seed": cr.request_seed(0, 2, 5, 0)})])[0].token_ids
+    assert other_seed != alone
+
+
+def test_rlecs_agent_loops_give_each_sample_its_seed_on_the_cpu_rollout():
+    from omegaconf import OmegaConf
+
+    loop = object.__new__(cr.ScriptedAnswersMixin)
+    loop.config = OmegaConf.create({"data": {"seed": 7}})
+    loop.rollout_config = OmegaConf.create({"name": cr.ROLLOUT_NAME, "n": 4})
+    sample = {"index": 12, "global_steps": 3, "raw_prompt": [{"role": "user", "content": "q"}]}
+    params = loop._with_request_seed({"temperature": 1.0}, {**sample, "session_id": 1})
+    assert params == {"temperature": 1.0, "seed": cr.request_seed(7, 3, 12, 1)}
+    assert loop._with_request_seed({}, {**sample, "session_id": 2})["seed"] != params["seed"]
+    # a prompt source without an index: the prompt names the sample
+    no_index = {**sample, "index": None, "session_id": 1}
+    assert loop._with_request_seed({}, no_index)["seed"] == cr.request_seed(7, 3, repr(sample["raw_prompt"]), 1)
+    loop.rollout_config = OmegaConf.create({"name": "vllm", "n": 4})  # vLLM's own seeding stays as verl sets it
+    assert loop._with_request_seed({"temperature": 1.0}, {**sample, "session_id": 1}) == {"temperature": 1.0}

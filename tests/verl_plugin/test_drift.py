@@ -54,6 +54,34 @@ def test_signatures_rlec_overrides_or_calls():
         "self", "data_sources", "sample_uids", "reward_extra_infos_dict", "sample_turns"]
 
 
+def test_megatron_lm_head_methods_rlec_cpu_wraps():
+    """rlec.verl_plugin.cpu's response_only_logits shim wraps MegatronEngineWithLMHead.forward_step and replaces
+    the private _lm_head_logits_processor for the duration of a windowed forward: their signatures, and that the
+    forward runs the model and the processor inside forward_step (where the window is set), must stay."""
+    from verl.workers.engine.megatron.transformer_impl import MegatronEngineWithLMHead
+
+    from rlec.verl_plugin.cpu import _response_logits_apply  # noqa: F401  (what the pins below serve)
+
+    def unwrapped(func):
+        return getattr(func, "__wrapped__", func)
+
+    assert params(unwrapped(MegatronEngineWithLMHead.forward_step)) == [
+        "self", "batch_iter", "model", "logits_processor_func", "postprocess_micro_batch_func"]
+    assert params(unwrapped(MegatronEngineWithLMHead._lm_head_logits_processor)) == [
+        "self", "logits", "label", "temperature", "calculate_sum_pi_squared", "calculate_entropy",
+        "distillation_use_topk", "distillation_only", "logits_processor_func", "batch", "data_format"]
+    step = inspect.getsource(unwrapped(MegatronEngineWithLMHead.forward_step))
+    assert "batch: TensorDict = next(batch_iter)" in step  # one micro-batch per call: the wrapper reads it first
+    assert "self._lm_head_logits_processor," in step and "output = forward_fn(" in step
+    engine_forward = source("verl.models.mcore.model_forward", "gptmodel_forward_model_engine")
+    # BSHD rows right-padded from position 0; label and temperature padded like them, the processor's
+    # outputs (b, s) mapped back per row: the window's positions and the scatter rely on this layout
+    assert "output_dict = logits_processor(output_orig, **args)" in engine_forward
+    assert "postprocess_bshd_engine(v, attention_mask_bshd, post_process=post_process)" in engine_forward
+    bshd = source("verl.models.mcore.util", "preprocess_bshd_engine")
+    assert "attention_mask[i, :seqlen_i] = True" in bshd and "input_ids_bshd[i, :seqlen_i] = input_ids[i]" in bshd
+
+
 def source(module, attr=None):
     obj = importlib.import_module(module)
     return inspect.getsource(getattr(obj, attr) if attr else obj)

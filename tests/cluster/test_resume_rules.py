@@ -1,0 +1,94 @@
+"""Resume rules on verl's trainer (rlec.cluster.resume): the settings a run started with, recorded beside its
+checkpoints, refuse a resume that changes what the run optimises (before Ray: the launcher's config check) and
+keep the b schedule of a resumed longer run (verl's trainer: apply_resume_rules, before its workers start)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlec.cluster.config_check import main
+from rlec.cluster.resume import RUN_RECORD, apply_resume_rules, record_run, resume_setting_findings, resumes
+from rlec.reward.schedule import schedule_from_config
+
+TRACKER = "latest_checkpointed_iteration.txt"
+
+
+def launch(compose_rlec, folder, *overrides):
+    return compose_rlec("layout=cpu", "precision=fp32", f"trainer.default_local_dir={folder}", *overrides)
+
+
+def test_a_resumed_longer_run_keeps_the_b_schedule_it_started_with(compose_rlec, tmp_path):
+    """A 2-step run resumed to 4 steps: b = 1.0 at step 3 (the schedule ended at step 2), not 2/3."""
+    two = launch(compose_rlec, tmp_path, "trainer.total_training_steps=2")
+    assert record_run(two) == tmp_path / RUN_RECORD  # the launch that starts the run records its settings
+    assert apply_resume_rules(two) is None  # nothing to resume yet: nothing pinned
+    assert schedule_from_config(two)(2) == 1.0
+    (tmp_path / TRACKER).write_text("2")  # verl's tracker: step 2 is checkpointed
+    four = launch(compose_rlec, tmp_path, "trainer.total_training_steps=4")
+    assert schedule_from_config(four)(3) == pytest.approx(2 / 3)  # what verl's trainer did before
+    assert record_run(four) is None  # a resume keeps the first launch's record
+    assert json.loads((tmp_path / RUN_RECORD).read_text())["trainer"]["total_training_steps"] == 2
+    assert resume_setting_findings(four) == []  # the step count may change
+    assert apply_resume_rules(four) == 2
+    assert four.rlec.schedule.end_step == 2
+    assert schedule_from_config(four)(3) == 1.0
+    # an explicit end step re-plans the schedule; a fresh start (resume disabled) plans over its own length
+    explicit = launch(compose_rlec, tmp_path, "trainer.total_training_steps=4", "rlec.schedule.end_step=4")
+    assert apply_resume_rules(explicit) is None and schedule_from_config(explicit)(3) == pytest.approx(2 / 3)
+    fresh = launch(compose_rlec, tmp_path, "trainer.total_training_steps=4", "trainer.resume_mode=disable")
+    assert not resumes(fresh) and apply_resume_rules(fresh) is None
+
+
+def test_a_resume_that_changes_what_the_run_optimises_is_refused_naming_each_key(compose_rlec, tmp_path):
+    record_run(launch(compose_rlec, tmp_path))
+    (tmp_path / TRACKER).write_text("5")
+    changed = launch(compose_rlec, tmp_path, "algorithm=e3", "actor_rollout_ref.actor.optim.lr=0.5",
+                     "trainer.total_training_steps=20", "trainer.save_freq=1")
+    findings = resume_setting_findings(changed)
+    keys = [f.key for f in findings]
+    assert all(f.level == "error" for f in findings)
+    assert "actor_rollout_ref.actor.optim.lr" in keys and "rlec.e3.enable" in keys
+    # the step count and the checkpoint cadence are not what the run optimises
+    assert not any(k.startswith(("trainer.", "rlec.schedule.")) for k in keys), keys
+    lr = next(f for f in findings if f.key == "actor_rollout_ref.actor.optim.lr")
+    assert "1e-05 -> 0.5" in lr.message and "changes what the run optimises" in lr.message
+    assert str(tmp_path) in lr.message and "RESUME=disable" in lr.message
+    with pytest.raises(ValueError, match=r"actor_rollout_ref\.actor\.optim\.lr"):
+        apply_resume_rules(changed)  # verl's trainer refuses it too (a main_ppo started without the launcher)
+    assert resume_setting_findings(launch(compose_rlec, tmp_path, "algorithm=e3", "trainer.resume_mode=disable")) == []
+
+
+def test_missing_or_damaged_record(compose_rlec, tmp_path):
+    cfg = launch(compose_rlec, tmp_path)
+    (tmp_path / TRACKER).write_text("5")
+    (warning,) = resume_setting_findings(cfg)  # checkpoints from before the record: a warning, nothing pinned
+    assert warning.level == "warning" and RUN_RECORD in warning.message
+    assert apply_resume_rules(cfg) is None
+    (tmp_path / RUN_RECORD).write_text("{not json")
+    (error,) = resume_setting_findings(cfg)
+    assert error.level == "error" and error.key == "trainer.default_local_dir" and "unreadable" in error.message
+    with pytest.raises(ValueError, match="unreadable"):
+        apply_resume_rules(cfg)
+
+
+def test_launcher_check_refuses_before_any_write_and_records_only_a_fresh_run(tmp_path, capsys, monkeypatch):
+    """config_check --record-layout is what the launcher runs before Ray: exit 1 naming the key, nothing written."""
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
+    from rlec.verl_plugin.cpu import enable_cpu
+
+    enable_cpu(force=True)  # what the plugin does in every process of a TRAINER=verl run (fp32 Megatron parameters)
+    folder = tmp_path / "run"
+    base = ["layout=cpu", "precision=fp32", f"trainer.default_local_dir={folder}", "--skip-path-checks", "--record-layout"]
+    assert main([*base, "--output", str(tmp_path / "first.yaml")]) == 0
+    saved = (folder / RUN_RECORD).read_text()
+    (folder / TRACKER).write_text("5")
+    capsys.readouterr()
+    out = tmp_path / "second.yaml"
+    assert main([*base, "data.train_batch_size=16", "--output", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "data.train_batch_size" in err and "8 -> 16" in err and "changes what the run optimises" in err
+    assert not out.exists() and (folder / RUN_RECORD).read_text() == saved  # nothing written
+    assert main([*base, "trainer.total_training_steps=20", "--output", str(out)]) == 0  # a longer run resumes
+    assert (folder / RUN_RECORD).read_text() == saved  # and keeps the record of the launch that started it
