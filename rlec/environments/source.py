@@ -123,11 +123,15 @@ class SourceConfig:
                 raise ValueError(f"rlve difficulty.{name}: unknown keys {extra} (allowed: initial, maximum)")
         if not 0.0 <= self.binary_fraction <= 1.0:
             raise ValueError(f"rlve binary_fraction must be in [0, 1], got {self.binary_fraction}")
-        check_target(self.target_min)
-        check_target(self.target_max)
+        for key in ("target_min", "target_max"):
+            try:
+                check_target(getattr(self, key))
+            except ValueError as exc:
+                raise ValueError(f"rlve {key}: {exc}") from None
         lo, hi = target_grid(self.target_min, self.target_max)
         if lo > hi and self.binary_fraction < 1.0:
-            raise ValueError(f"rlve: no target on the 0.01 grid of [{self.target_min}, {self.target_max}] other than 0")
+            raise ValueError(f"rlve target_min, target_max = [{self.target_min}, {self.target_max}]: no target on the "
+                             "0.01 grid of that range other than 0")
         for name in names:
             self.controller(name)  # validates initial / maximum against the environment's cap
 

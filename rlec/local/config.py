@@ -191,6 +191,10 @@ def load_config(overrides: Sequence[str] = (), env: Mapping[str, str] | None = N
     """
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
     from_env = [o for o in env_overrides(env) if o.split("=", 1)[0] not in given]  # an argument wins over the environment
+    from rlec.cluster.settings_rules import override_rules  # algorithm=[e3,e3]: what only the overrides show
+
+    for finding in override_rules([*from_env, *overrides]):
+        raise LocalConfigError(str(finding))
     try:
         cfg = compose([*from_env, *overrides], config_name=LOCAL_CONFIG)
     except LocalConfigError:
@@ -236,20 +240,10 @@ def check(cfg: Any) -> None:
         raise LocalConfigError(f"{MEGATRON}.sequence_parallel={sp} with tensor_model_parallel_size={tp}: mbridge builds the "
                                "model sequence parallel exactly when TP > 1 (Megatron requires it for MoE); set it to "
                                f"{str(tp > 1).lower()} (the TP environment variable does)")
-    temperature, top_p = float(select(cfg, f"{ROLLOUT}.temperature")), float(select(cfg, f"{ROLLOUT}.top_p"))
-    if not temperature > 0 or not 0 < top_p <= 1:
-        raise LocalConfigError(f"{ROLLOUT}.temperature must be > 0 and {ROLLOUT}.top_p in (0, 1], got {temperature}, {top_p}")
-    if int(select(cfg, f"{ROLLOUT}.top_k", -1)) < -1:
-        raise LocalConfigError(f"{ROLLOUT}.top_k must be -1 (all tokens) or >= 0, got {select(cfg, f'{ROLLOUT}.top_k')}")
-    if int(select(cfg, f"{ROLLOUT}.n")) < 2:
-        raise LocalConfigError(f"{ROLLOUT}.n must be >= 2: a group of one has no baseline (its advantage is its raw reward)")
-    if not float(select(cfg, f"{ACTOR}.optim.lr")) > 0:
-        raise LocalConfigError(f"{ACTOR}.optim.lr must be > 0, got {select(cfg, f'{ACTOR}.optim.lr')}")
+    # temperature, top_p, top_k, rollout.n, lr, clip ratios ...: the early rule set's NUMBER_RULES (above)
     if str(select(cfg, f"{ACTOR}.optim.lr_decay_style", "constant")) != "constant":
         raise LocalConfigError(f"{ACTOR}.optim.lr_decay_style={select(cfg, f'{ACTOR}.optim.lr_decay_style')!r} is not "
                                "supported by the local run (constant after the warm-up)")
-    if not float(select(cfg, f"{ACTOR}.clip_ratio_c", 3.0)) > 1:
-        raise LocalConfigError(f"{ACTOR}.clip_ratio_c must be > 1 (verl's dual clip), got {select(cfg, f'{ACTOR}.clip_ratio_c')}")
     if str(select(cfg, "trainer.resume_mode")) not in ("auto", "disable"):
         raise LocalConfigError(f"trainer.resume_mode must be 'auto' or 'disable' in the local run, got {select(cfg, 'trainer.resume_mode')!r}")
     loggers = set(select(cfg, "trainer.logger", []) or [])
