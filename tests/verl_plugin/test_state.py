@@ -71,3 +71,60 @@ def test_checkpoint_without_manifest_is_not_resumed_and_none_intact_is_refused(t
     with pytest.raises(ManifestError, match="global_step_1"):
         intact_checkpoint(str(tmp_path))
     assert intact_checkpoint(str(tmp_path / "fresh")) is None  # no tracker: a fresh run
+
+
+@pytest.mark.parametrize("tracker", ["two", "", "7", "-1", "\x00\x00"])
+def test_a_damaged_tracker_falls_back_to_the_newest_intact_step_with_a_warning(tmp_path, caplog, tracker):
+    from rlec.verl_plugin.state import intact_checkpoint
+
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 4)
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text(tracker)  # verl writes it in place: a kill leaves this
+    with caplog.at_level(logging.WARNING):
+        assert intact_checkpoint(str(tmp_path)) == 4
+    assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "4"
+    assert "resuming from" in caplog.text and "global_step_4" in caplog.text
+
+
+def test_a_damaged_tracker_skips_a_damaged_newest_step_and_is_refused_without_checkpoints(tmp_path):
+    from rlec.io import ManifestError
+    from rlec.verl_plugin.state import intact_checkpoint
+
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 3)
+    (tmp_path / "global_step_3" / "rlec_manifest.json").unlink()  # its save did not finish
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("two")
+    assert intact_checkpoint(str(tmp_path)) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "latest_checkpointed_iteration.txt").write_text("")
+    with pytest.raises(ManifestError, match="the tracker holds ''"):
+        intact_checkpoint(str(empty))
+
+
+def test_verls_resume_finds_the_fallback_step_with_the_manifest_off(tmp_path):
+    """verl's own find_latest_ckpt_path raises on ``two`` and gives up (step 0) on a missing folder; after the
+    mixin's repair it finds the newest checkpoint, also with rlec.checkpoint.manifest=false."""
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    from rlec.verl_plugin.state import CheckpointIntegrityMixin
+
+    found = []
+
+    class Base:
+        def _load_checkpoint(self):
+            found.append(find_latest_ckpt_path(self.config.trainer.default_local_dir))
+
+    class Trainer(CheckpointIntegrityMixin, Base):
+        config = OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path), "resume_mode": "auto"},
+                                   "rlec": {"checkpoint": {"manifest": False}}, "actor_rollout_ref": {"actor": {}}})
+
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 5)
+    for tracker in ("two", "9"):
+        (tmp_path / "latest_checkpointed_iteration.txt").write_text(tracker)
+        if tracker == "two":
+            with pytest.raises(ValueError):
+                find_latest_ckpt_path(str(tmp_path))  # verl alone
+        Trainer()._load_checkpoint()
+    assert found == [str(tmp_path / "global_step_5")] * 2
