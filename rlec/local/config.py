@@ -171,6 +171,8 @@ def _env_value(var: str, key: str, value: str) -> str:
         raise LocalConfigError(f"RESUME={value!r}: expected 1/true/auto (resume a compatible run) or 0/false/disable (start fresh)")
     if var == "ENVIRONMENTS":
         names = [n.strip() for n in value.split(",") if n.strip()]
+        if not names:
+            raise LocalConfigError(f"ENVIRONMENTS={value!r} names no environment: list them (maze,sorting) or all")
         return {"algorithm": "rlve", "rlec.rlve.environments": "[" + ",".join(names) + "]", "data.train_files": "[]"}[key]
     if var == "DATA_DIR":
         name = "train.parquet" if key == "data.train_files" else "test.parquet"

@@ -38,6 +38,8 @@ def test_resume_accepts_both_conventions(value: str, mode: str) -> None:
         (["trainer.total_training_steps=1"], {}, "set rlec.schedule.end_step"),
         (["no.such.key=1"], {}, "bad setting"),
         ([], {"RESUME": "maybe"}, "RESUME='maybe'"),
+        ([], {"ENVIRONMENTS": ","}, "ENVIRONMENTS=',' names no environment"),
+        (["algorithm=rlve", "rlec.rlve.environments=[]"], {}, "names no environment"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_key(overrides: list[str], env: dict, match: str) -> None:
