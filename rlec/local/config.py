@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from rlec.config import LOCAL_CONFIG, compose, select
+from rlec.flags import FALSE, TRUE, parse_flag
 from rlec.settings import RlecSettings
 
 ACTOR = "actor_rollout_ref.actor"
@@ -54,6 +55,9 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     # comma-separated RLVE environments (or "all"): train on them only (algorithm=rlve, no static rows)
     "ENVIRONMENTS": ("algorithm", "rlec.rlve.environments", "data.train_files"),
 }
+
+# on/off variables: the spellings of rlec.flags (as RESUME's boolean ones)
+BOOLEAN_VARS = ("EVAL_AT_END",)
 
 # Every key the local run reads, with what it means there (shown by --help). The meaning is the
 # cluster's; "local" marks the rlec.local settings the cluster does not have.
@@ -145,7 +149,8 @@ def env_overrides(env: Mapping[str, str] | None = None) -> list[str]:
     """Hydra overrides from the environment variables of :data:`ENV_OVERRIDES` that are set.
 
     Raises:
-        LocalConfigError: ``RESUME`` is not one of the accepted spellings.
+        LocalConfigError: ``RESUME`` or a boolean variable (:data:`BOOLEAN_VARS`, :mod:`rlec.flags`) is not one
+            of the accepted spellings.
     """
     env = os.environ if env is None else env
     out = []
@@ -162,13 +167,20 @@ def env_overrides(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 def _env_value(var: str, key: str, value: str) -> str:
-    if var == "RESUME":
+    if var == "RESUME":  # the boolean spellings of rlec.flags, and verl's own auto / disable
         low = value.strip().lower()
-        if low in ("1", "true", "yes", "auto"):
-            return "auto"
-        if low in ("0", "false", "no", "disable", "never"):
-            return "disable"
-        raise LocalConfigError(f"RESUME={value!r}: expected 1/true/auto (resume a compatible run) or 0/false/disable (start fresh)")
+        if low in ("auto", "disable", "never"):
+            return "auto" if low == "auto" else "disable"
+        try:
+            return "auto" if parse_flag(var, value) else "disable"
+        except ValueError:
+            raise LocalConfigError(f"RESUME={value!r}: expected {'/'.join(TRUE)}/auto (resume a compatible run) or "
+                                   f"{'/'.join(FALSE)}/disable (start fresh)") from None
+    if var in BOOLEAN_VARS:
+        try:
+            return str(parse_flag(var, value)).lower()
+        except ValueError as exc:
+            raise LocalConfigError(str(exc)) from None
     if var == "ENVIRONMENTS":
         names = [n.strip() for n in value.split(",") if n.strip()]
         if not names:
