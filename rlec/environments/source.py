@@ -344,7 +344,7 @@ class EnvironmentSource:
             while none), ``rlve/<env>/share`` (the environment's share of all the step's samples)
             for every configured environment, ``rlve/share`` (all environments together), and with
             RLVE-Gym environments the pool's counters since start, ``rlve/gym/<Identifier>/<counter>``
-            (generated, gen_failures, gen_timeouts, retries, skipped, verified, verify_timeouts,
+            (generated, gen_failures, gen_timeouts, slow_retries, retries, skipped, verified, verify_timeouts,
             verify_errors; :mod:`rlec.environments.gym_pool`).
         """
         per_env: dict[str, list[tuple[int, bool]]] = {name: [] for name in self.controllers}

@@ -31,8 +31,8 @@ def pool():
 
 @pytest.fixture(scope="session")
 def short_pool():
-    """A second pool: 1 worker, a 1 s limit, 2 attempts."""
-    p = GymPool(max_workers=1, timeout_s=1.0, attempts=2)
+    """A second pool: 1 worker, a 1 s limit, 2 attempts, no same-seed rerun."""
+    p = GymPool(max_workers=1, timeout_s=1.0, attempts=2, slow_factor=1.0)  # the next-seed retry at once
     yield p
     p.close()
 
