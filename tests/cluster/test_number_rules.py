@@ -196,3 +196,19 @@ def test_an_algorithm_named_twice_is_refused_by_dry_run_and_the_local_run(capsys
     assert "ERROR [algorithm] '[e3,e3]' names e3 more than once" in capsys.readouterr().err
     with pytest.raises(LocalConfigError, match=r"^ERROR \[algorithm\] .* names e3 more than once"):
         load_config(["algorithm=[e3,e3]"], env={})
+
+
+@pytest.mark.parametrize(("key", "override"), ISSUE_34[:2] + [ISSUE_34[9], ISSUE_34[14]])
+def test_verls_trainer_refuses_them_at_construction_before_verl_starts(compose_rlec, monkeypatch, key, override):
+    """``main_ppo`` started without the launcher: rlec's trainer applies the same rule set before verl's init."""
+    from verl.trainer.ppo.v1 import PPOTrainerSync
+
+    from rlec.verl_plugin import RLECSyncTrainer
+
+    started = []
+    monkeypatch.setattr(PPOTrainerSync, "__init__", lambda self, *a, **k: started.append(True))
+    with pytest.raises(ValueError, match=rf"^ERROR \[{key}\] "):
+        RLECSyncTrainer(compose_rlec("layout=tiny_1gpu", override))
+    assert started == []
+    RLECSyncTrainer(compose_rlec("layout=tiny_1gpu"))
+    assert started == [True]
