@@ -15,7 +15,7 @@ import logging
 import os
 from typing import Any
 
-from rlec.io import ManifestError, atomic_write_text, verify_manifest, write_manifest
+from rlec.io import ManifestError, atomic_write_text, free_bytes, no_space_error, verify_manifest, write_manifest
 from rlec.settings import RlecSettings
 
 logger = logging.getLogger(__name__)
@@ -132,9 +132,26 @@ def intact_checkpoint(root: str, verify: bool = True) -> int | None:
                                                       "global_step_<N> is there to resume"])
 
 
+def _previous_checkpoint_bytes(folder: str) -> int | None:
+    """The size of the newest ``global_step_<N>`` beside ``folder`` (what the next save needs, about), or None."""
+    root = os.path.dirname(folder)
+    for _, previous in _step_folders(root):
+        if os.path.abspath(previous) != os.path.abspath(folder):
+            try:
+                return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(previous) for f in files)
+            except OSError:
+                return None
+    return None
+
+
 class CheckpointIntegrityMixin:
     """A manifest (size + SHA-256 of every file, :func:`rlec.io.write_manifest`) in every verl checkpoint,
     checked before resuming (:func:`intact_checkpoint`): a damaged checkpoint is never trained on.
+
+    A save that fails on a full disk is one ``OSError`` (``ENOSPC``, naming the step's folder,
+    :func:`rlec.io.no_space_error`, also when the writer lost the errno or freed its partial shard);
+    verl moves its tracker only after a complete save, so the partial folder is never resumed (it is
+    newer than the tracker) and a rerun after freeing space resumes the previous checkpoint.
 
     verl 0.9.1's ``_save_checkpoint`` writes the tracker itself before returning, so the manifest is
     written right after it (synchronous saves; verl's ``async_save`` is refused): a crash in between
@@ -147,7 +164,15 @@ class CheckpointIntegrityMixin:
         return RlecSettings.from_config(self.config).checkpoint.manifest
 
     def _save_checkpoint(self):
-        out = super()._save_checkpoint()
+        folder = saving_folder(self.config, self.global_steps)
+        needed, free_before = _previous_checkpoint_bytes(folder), free_bytes(os.path.dirname(folder) or ".")
+        try:
+            out = super()._save_checkpoint()
+        except Exception as exc:  # a full disk: one error naming ENOSPC and the folder; verl's tracker is unmoved
+            full = no_space_error(exc, folder, needed=needed, free_before=free_before)
+            if full is not None:
+                raise full from exc
+            raise
         if not self._manifest_on():
             return out
         if self.config.actor_rollout_ref.actor.get("checkpoint", {}).get("async_save", False):

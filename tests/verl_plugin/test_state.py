@@ -128,3 +128,40 @@ def test_verls_resume_finds_the_fallback_step_with_the_manifest_off(tmp_path):
                 find_latest_ckpt_path(str(tmp_path))  # verl alone
         Trainer()._load_checkpoint()
     assert found == [str(tmp_path / "global_step_5")] * 2
+
+
+def test_a_full_disk_during_verls_save_is_one_enospc_error_and_the_rerun_resumes_the_previous_step(tmp_path, monkeypatch):
+    """Issue 34 item 2 on verl's path (a faked ENOSPC at the writer): torch's zip writer loses the errno; the
+    previous checkpoint is bigger than the space left, so the error is ENOSPC naming the folder; the tracker
+    stays on the previous step and the partial folder (newer than the tracker) is never resumed."""
+    import errno
+
+    from rlec import io as rio
+    from rlec.verl_plugin.state import CheckpointIntegrityMixin, intact_checkpoint
+
+    _checkpoint(tmp_path, 2)
+    with open(tmp_path / "global_step_2" / "actor" / "optim.pt", "wb") as f:
+        f.truncate(300 * 2**20)  # sparse: 300 MiB by size
+    from rlec.io import write_manifest
+
+    write_manifest(tmp_path / "global_step_2")
+
+    class Base:
+        def _save_checkpoint(self):
+            partial = tmp_path / f"global_step_{self.global_steps}" / "actor"
+            partial.mkdir(parents=True)
+            (partial / "__0_0.distcp").write_bytes(b"x" * 100)  # what the writer left before it failed
+            raise RuntimeError("Worker failure: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    class Trainer(CheckpointIntegrityMixin, Base):
+        config = OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path), "resume_mode": "auto"},
+                                   "rlec": {"checkpoint": {"manifest": True}}, "actor_rollout_ref": {"actor": {}}})
+        global_steps = 3
+
+    monkeypatch.setattr(rio, "_free_bytes", lambda path: 135 * 2**20)  # the writer freed its shard: room, it seems
+    with pytest.raises(OSError) as info:
+        Trainer()._save_checkpoint()
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(tmp_path / "global_step_3")
+    assert "No space left on device" in str(info.value) and not (tmp_path / "global_step_3" / "rlec_manifest.json").exists()
+    assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "2"
+    assert intact_checkpoint(str(tmp_path)) == 2  # the rerun resumes step 2, not the partial step 3
