@@ -160,6 +160,23 @@ class CheckpointIntegrityMixin:
     ``rlec.checkpoint.manifest=false`` turns both off (one read of the checkpoint per save and resume).
     """
 
+    _rlec_step_metrics: dict | None = None
+
+    def step(self, metrics: dict, timing_raw: dict):
+        """verl's step; keeps its ``metrics`` dict (verl's ``fit`` logs it only after the save) for a failed save."""
+        self._rlec_step_metrics = metrics
+        return super().step(metrics, timing_raw)
+
+    def _log_finished_step(self) -> None:
+        """Log the step's metrics so far (a save failed before verl's ``fit`` logs them); best effort on a full disk."""
+        logger_ = getattr(self, "logger", None)
+        if self._rlec_step_metrics is None or logger_ is None:
+            return
+        try:
+            logger_.log(data=dict(self._rlec_step_metrics), step=self.global_steps)
+        except Exception as exc:  # noqa: BLE001 - the same full disk may refuse the log too
+            logger.warning("step %s: its metrics could not be logged either (%s)", self.global_steps, exc)
+
     def _manifest_on(self) -> bool:
         return RlecSettings.from_config(self.config).checkpoint.manifest
 
@@ -171,6 +188,7 @@ class CheckpointIntegrityMixin:
         except Exception as exc:  # a full disk: one error naming ENOSPC and the folder; verl's tracker is unmoved
             full = no_space_error(exc, folder, needed=needed, free_before=free_before)
             if full is not None:
+                self._log_finished_step()
                 raise full from exc
             raise
         if not self._manifest_on():

@@ -151,3 +151,12 @@ def test_resume_reads_the_tracker_rlec_repairs():
     assert "global_step_folder = find_latest_ckpt_path(checkpoint_folder)" in trainer
     assert get_checkpoint_tracker_filename("/r") == f"/r/{TRACKER}"
     assert 'directory_format="global_step_{}"' in source("verl.utils.checkpoint.checkpoint_manager")
+
+
+def test_fit_logs_the_metrics_dict_step_fills_after_the_save():
+    """CheckpointIntegrityMixin keeps the dict verl's fit hands to step() and logs it when the save fails on a full
+    disk: fit must pass that dict to step, save, then log it."""
+    fit = source("verl.trainer.ppo.v1.trainer_base", "PPOTrainer")
+    at_step = fit.index("batch = self.step(metrics, self.timing_raw)")
+    at_save = fit.index("self._save_checkpoint()", at_step)
+    assert at_step < at_save < fit.index("self.logger.log(data=metrics, step=self.global_steps)", at_save)

@@ -146,7 +146,19 @@ def test_a_full_disk_during_verls_save_is_one_enospc_error_and_the_rerun_resumes
 
     write_manifest(tmp_path / "global_step_2")
 
+    logged = []
+
+    class Logger:
+        def log(self, data, step):
+            logged.append((step, data))
+
     class Base:
+        logger = Logger()
+
+        def step(self, metrics, timing_raw):
+            metrics["actor/pg_loss"] = 0.5  # what verl's step fills; fit logs it after the save
+            return "batch"
+
         def _save_checkpoint(self):
             partial = tmp_path / f"global_step_{self.global_steps}" / "actor"
             partial.mkdir(parents=True)
@@ -159,8 +171,11 @@ def test_a_full_disk_during_verls_save_is_one_enospc_error_and_the_rerun_resumes
         global_steps = 3
 
     monkeypatch.setattr(rio, "_free_bytes", lambda path: 135 * 2**20)  # the writer freed its shard: room, it seems
+    trainer = Trainer()
+    assert trainer.step({}, {}) == "batch"
     with pytest.raises(OSError) as info:
-        Trainer()._save_checkpoint()
+        trainer._save_checkpoint()
+    assert logged == [(3, {"actor/pg_loss": 0.5})]  # the finished step's metrics, before the error
     assert info.value.errno == errno.ENOSPC and info.value.filename == str(tmp_path / "global_step_3")
     assert "No space left on device" in str(info.value) and not (tmp_path / "global_step_3" / "rlec_manifest.json").exists()
     assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "2"
