@@ -45,7 +45,7 @@ from typing import Any, Callable, Sequence
 from rlec.cluster.layout import Finding
 from rlec.cluster.memory import MemoryEstimate
 from rlec.cluster.paths import path_findings
-from rlec.cluster.resume import layout_change_findings, record_layout
+from rlec.cluster.resume import layout_change_findings, live_writer_findings, record_layout
 from rlec.cluster.rules import check_layout, verl_algorithm_section
 from rlec.cluster.settings_rules import override_rules, settings_rules
 from rlec.cluster.shape import ModelShape
@@ -180,7 +180,7 @@ def run_checks(
         return early, None, {"paths": []}
     settings = RlecSettings.from_config(cfg)
     path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
-    path_errors += layout_change_findings(cfg, layout)
+    path_errors += layout_change_findings(cfg, layout) + live_writer_findings(cfg)
     try:
         hf_config, source, is_model = load_model_config(cfg)
         shape = ModelShape.from_hf_config(hf_config, source)
