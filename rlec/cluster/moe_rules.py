@@ -46,7 +46,7 @@ R3_EVIDENCE = ("R3 paper (arXiv 2510.11370): on Qwen3-30B-A3B about 10% of route
                "inference; GRPO with 8 mini-steps per rollout collapsed near step 120, with R3 it did not")
 
 
-def _threshold_error(value: Any) -> str | None:
+def threshold_error(value: Any) -> str | None:
     """Why ``rollout_is_threshold`` is refused, or None (a float > 1, or ``"lower_upper"`` with 0 < lower < 1 < upper)."""
     if isinstance(value, bool):
         return "must be a number > 1 (TIS cap) or a 'lower_upper' string (IcePop), not a bool"
@@ -72,11 +72,7 @@ def _correction_rules(cfg: Any, out: list[Finding]) -> bool:
     is_level = select(cfg, f"{CORRECTION}.rollout_is", None)
     if is_level not in (None, "token", "sequence"):
         out.append(Finding("error", f"{CORRECTION}.rollout_is", f"{is_level!r} must be null (metrics only), 'token' or 'sequence'"))
-    if is_level is not None:
-        why = _threshold_error(select(cfg, f"{CORRECTION}.rollout_is_threshold", 2.0))
-        if why:
-            out.append(Finding("error", f"{CORRECTION}.rollout_is_threshold",
-                               f"{select(cfg, f'{CORRECTION}.rollout_is_threshold')!r} {why}"))
+    # rollout_is_threshold: refused by the early rule set (rlec.cluster.settings_rules, threshold_error)
     bypass = select(cfg, f"{CORRECTION}.bypass_mode", False)
     if not isinstance(bypass, bool):
         out.append(Finding("error", f"{CORRECTION}.bypass_mode", f"{bypass!r} must be true or false"))

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlec.cluster.layout import Finding
+from rlec.cluster.moe_rules import CORRECTION, threshold_error
 from rlec.cluster.verl_keys import ACTOR
 from rlec.config import select
 from rlec.settings import RlecSettings, SettingError
@@ -192,8 +193,6 @@ NUMBER_RULES: dict[str, NumberRule] = {
                                                                      why="RoPE's base frequency"),
     f"{MEGATRON}.override_transformer_config.moe_aux_loss_coeff": NumberRule(float, low=0.0,
                                                                              why="the MoE load-balancing loss's weight"),
-    "algorithm.rollout_correction.rollout_is_threshold": NumberRule(float, low=0.0, low_open=True, nullable=True,
-                                                                    text=True, why="the importance weights' upper bound"),
     "data.train_batch_size": _count("prompts per step"),
     "data.max_prompt_length": _count("prompt tokens"),
     "data.max_response_length": _count("response tokens"),
@@ -341,7 +340,16 @@ def settings_rules(cfg: Any) -> list[Finding]:
         out.append(Finding("error", exc.key, f"{exc.value!r} {exc.rule}"))
     else:
         out += _schedule_rules(cfg, settings)
-    return out + _section_rules(cfg) + _verl_rules(cfg) + _number_rules(cfg)
+    return out + _section_rules(cfg) + _verl_rules(cfg) + _number_rules(cfg) + _threshold_rules(cfg)
+
+
+def _threshold_rules(cfg: Any) -> list[Finding]:
+    """``rollout_is_threshold`` where importance sampling is on (its one rule: :func:`rlec.cluster.moe_rules.threshold_error`)."""
+    if select(cfg, f"{CORRECTION}.rollout_is", None) is None:
+        return []
+    value = select(cfg, f"{CORRECTION}.rollout_is_threshold", 2.0)
+    why = threshold_error(value)
+    return [Finding("error", f"{CORRECTION}.rollout_is_threshold", f"{value!r} {why}")] if why else []
 
 
 def _schedule_rules(cfg: Any, settings: RlecSettings) -> list[Finding]:
