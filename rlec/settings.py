@@ -28,7 +28,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from rlec.config import CONFIG_DIR
+from rlec.config_base import CONFIG_DIR
 
 __all__ = [
     "CheckSettings", "CheckpointSettings", "CpuSettings", "GradingSettings", "LocalEvalSettings",

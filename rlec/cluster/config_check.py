@@ -42,6 +42,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from rlec.algorithms import registry
 from rlec.cluster.layout import Finding
 from rlec.cluster.memory import MemoryEstimate
 from rlec.cluster.paths import path_findings
@@ -199,9 +200,8 @@ def run_checks(
 def algorithms_line(cfg: Any) -> str:
     """The algorithms the config enables, with their main figures (the verdict's ``algo`` line).
 
-    RLEC always (advantage estimator, the b schedule); E3 when ``rlec.e3.enable`` (temperature bounds,
-    rollout budget, length-bias share); Pass@k when ``algorithm.adv_estimator=rlec_passk`` (k, switch);
-    RLVE when ``data.rlve.enable`` (environments, controller threshold).
+    RLEC always (advantage estimator, the b schedule), then each enabled algorithm's own part
+    (:func:`rlec.algorithms.registry.verdicts`), in registry order.
     """
     est = str(select(cfg, "algorithm.adv_estimator", "grpo"))
     norm = "" if select(cfg, "algorithm.norm_adv_by_std_in_grpo", False) else ", mean-only"
@@ -209,19 +209,7 @@ def algorithms_line(cfg: Any) -> str:
     end = schedule.end_step
     parts = [f"RLEC (b {schedule.start_value} -> {schedule.end_value} "
              f"by step {end if end is not None else 'the last'}; advantage {est}{norm})"]
-    if select(cfg, "rlec.e3.enable", False):
-        parts.append(f"E3 (temperature {select(cfg, 'rlec.e3.temperature.min', None)}..{select(cfg, 'rlec.e3.temperature.max', None)}"
-                     f" from T0 {select(cfg, 'actor_rollout_ref.rollout.temperature', 1.0)}; n {select(cfg, 'rlec.e3.budget.n_min', '')}.."
-                     f"{select(cfg, 'rlec.e3.budget.n_max', '')}; length bias on the easiest "
-                     f"{select(cfg, 'rlec.e3.length_bias.penalty_threshold', '')} of prompts)")
-    if est == "rlec_passk":
-        switch = " with the entropy switch" if select(cfg, "algorithm.passk.switch.enable", False) else ""
-        parts.append(f"Pass@k (k {select(cfg, 'algorithm.passk.k', '')}{switch})")
-    if select(cfg, "data.rlve.enable", False):
-        envs = select(cfg, "rlec.rlve.environments", [])
-        envs = list(envs) if not isinstance(envs, str) else [envs]
-        parts.append(f"RLVE ({', '.join(map(str, envs))}; difficulty up at accuracy >= {select(cfg, 'rlec.rlve.threshold', '')})")
-    return "algo    " + " | ".join(parts)
+    return "algo    " + " | ".join(parts + registry.verdicts(cfg))
 
 
 def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, cfg: Any,

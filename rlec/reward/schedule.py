@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlec.config import select
+from rlec.config_base import select
 from rlec.reward.formula import check_b
 from rlec.settings import RlecSettings
 

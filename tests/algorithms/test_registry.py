@@ -163,3 +163,19 @@ def test_the_e3_dataclass_defaults_are_the_composed_yaml_defaults(compose_rlec):
     composed = E3Settings.from_config(compose_rlec())
     for f in dataclasses.fields(E3Settings):
         assert getattr(composed, f.name) == f.default, (f.name, getattr(composed, f.name), f.default)
+
+
+def test_the_pipeline_reads_what_it_shows_and_protects_from_the_registry(compose_rlec) -> None:
+    """The verdict parts, step-table columns, resume prefixes and verl keys are each algorithm's own (no pipeline
+    module names an algorithm)."""
+    from rlec.algorithms import registry
+
+    assert registry.verl_keys() == ("algorithm.passk", "data.rlve") and registry.verl_algorithm_keys() == ("passk",)
+    assert registry.resume_refused() == ("rlec.e3.", "algorithm.passk.", "rlec.rlve.", "data.rlve.")
+    cfg = compose_rlec("layout=tiny_1gpu", "precision=bf16", "algorithm=[rlve,e3,passk]")
+    parts = registry.verdicts(cfg)
+    assert [p.split(" (")[0] for p in parts] == ["E3", "Pass@k", "RLVE"]
+    assert parts[0] == "E3 (temperature 0.5..1.5 from T0 1.0; n 4..16; length bias on the easiest 0.1 of prompts)"
+    keys = {"e3/temperature", "passk/active_k", "rlve/maze/difficulty", "rlve/sorting/difficulty", "rlec/b"}
+    assert [c[0] for c in registry.table_columns(keys)] == ["E3 T", "pass@k k", "maze d", "sorting d"]
+    assert registry.table_columns({"rlec/b"}) == []

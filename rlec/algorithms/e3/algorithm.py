@@ -17,13 +17,13 @@ Switched on by ``rlec.e3.enable`` (``megatron_configs/algorithm/e3.yaml``); sett
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any, Collection, Hashable, Mapping, Sequence
 
 from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, RolloutPlan, StepRecord, trainer_mode
 from rlec.algorithms.e3.budget import length_bias_factor
 from rlec.algorithms.e3.controller import E3Controller
 from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
-from rlec.config import select
+from rlec.config_base import select
 
 ROLLOUT = "actor_rollout_ref.rollout"
 TEMPERATURE_KEY = "rlec_e3_temperature"
@@ -100,6 +100,19 @@ class E3(Algorithm):
             out.append(Finding("error", "rlec.e3.budget", f"need n_min <= rollout.n <= n_max so every batch gets exactly "
                                f"rollout.n x prompts responses, got {e3.n_min} <= {n} <= {e3.n_max}"))
         return out
+
+    @classmethod
+    def verdict(cls, cfg: Any) -> str:
+        """``E3 (temperature min..max from T0 T_0; n n_min..n_max; length bias on the easiest share of prompts)``."""
+        e3 = E3Settings.from_config(cfg)
+        return (f"E3 (temperature {e3.t_min}..{e3.t_max} from T0 {select(cfg, f'{ROLLOUT}.temperature', 1.0)}; "
+                f"n {e3.n_min}..{e3.n_max}; length bias on the easiest {e3.penalty_threshold} of prompts)")
+
+    @classmethod
+    def table_columns(cls, metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
+        """The temperature, the mean rollout budget and the mean length-bias factor."""
+        return [("E3 T", "e3/temperature", "{:.3f}"), ("E3 n mean", "e3/rollout_n/mean", "{:.1f}"),
+                ("E3 bias", "e3/length_bias/mean", "{:.3f}")]
 
     @classmethod
     def from_config(cls, cfg: Any, context: AlgorithmContext) -> "E3":

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlec.algorithms.base import wrong_type
-from rlec.config import Finding, select
+from rlec.config_base import Finding, select
 
 # the agent loop rlec registers in verl to sample at the step's temperature (rollout.agent.default_agent_loop)
 E3_AGENT_LOOP = "rlec_e3_agent"

@@ -12,12 +12,12 @@ uses this step (k, or 1 in the switch's pass@1 regime); :meth:`PassK.observe` lo
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, trainer_mode
 from rlec.algorithms.passk.advantage import PASSK_ESTIMATOR, EntropySwitch
 from rlec.algorithms.passk.settings import SECTION, PasskSettings
-from rlec.config import select
+from rlec.config_base import select
 
 ACTIVE_K_KEY = f"{SECTION}.active_k"
 
@@ -37,6 +37,7 @@ class PassK(Algorithm):
     switch = f"algorithm.adv_estimator={PASSK_ESTIMATOR}"
     doc = "passk.md"
     registration = "rlec.verl_plugin.estimators"  # the rlec_passk estimator verl's compute_advantage calls
+    verl_keys = (SECTION,)  # verl's AlgoConfig has no passk field
 
     def __init__(self, k: int, switch: EntropySwitch | None) -> None:
         self.k, self.entropy_switch = int(k), switch
@@ -81,6 +82,17 @@ class PassK(Algorithm):
             out.append(Finding("error", "trainer.v1.trainer_mode",
                                f"the entropy switch runs in rlec's trainers (rlec_sync, ...), got {mode!r}"))
         return out
+
+    @classmethod
+    def verdict(cls, cfg: Any) -> str:
+        """``Pass@k (k K[ with the entropy switch])``."""
+        s = PasskSettings.from_config(cfg)
+        return f"Pass@k (k {s.k}{' with the entropy switch' if s.switch_enable else ''})"
+
+    @classmethod
+    def table_columns(cls, metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
+        """The k the estimator used."""
+        return [("pass@k k", "passk/active_k", "{:d}")]
 
     @classmethod
     def from_config(cls, cfg: Any, context: AlgorithmContext) -> "PassK":

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlec.algorithms.base import wrong_type
-from rlec.config import Finding, select
+from rlec.config_base import Finding, select
 
 SECTION = "algorithm.passk"
 

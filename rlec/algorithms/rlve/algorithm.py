@@ -12,11 +12,11 @@ prompts are fetched ahead of the update: samples generated at an older h are not
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, trainer_mode
 from rlec.algorithms.rlve.settings import RLVE_DATASET, RLVESettings
-from rlec.config import select
+from rlec.config_base import select
 
 __all__ = ["RLVE"]
 
@@ -33,6 +33,7 @@ class RLVE(Algorithm):
     switch = "data.rlve.enable=true"
     doc = "environments.md"
     record_fields = ("extra_info",)
+    verl_keys = ("data.rlve",)  # verl hands the dataset only `data`: the settings are mirrored there
 
     def __init__(self, source: Any) -> None:
         self.source = source
@@ -77,6 +78,20 @@ class RLVE(Algorithm):
                                "controller update, so samples at an older difficulty are not counted and a resumed run "
                                "is not exactly an uninterrupted one (exact in rlec_sync)"))
         return out
+
+    @classmethod
+    def verdict(cls, cfg: Any) -> str:
+        """``RLVE (environments; difficulty up at accuracy >= threshold)`` (over 8 environments: their count)."""
+        source = RLVESettings.from_config(cfg).source
+        names = list(source.environments)
+        shown = ", ".join(names) if len(names) <= 8 else f"{len(names)} environments ({', '.join(names[:3])}, ...)"
+        return f"RLVE ({shown}; difficulty up at accuracy >= {source.threshold})"
+
+    @classmethod
+    def table_columns(cls, metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
+        """The difficulty h of every environment the run logged (``rlve/<env>/difficulty``)."""
+        envs = sorted({k.split("/")[1] for k in metric_keys if k.startswith("rlve/") and k.endswith("/difficulty")})
+        return [(f"{env} d", f"rlve/{env}/difficulty", "{:d}") for env in envs]
 
     @classmethod
     def from_config(cls, cfg: Any, context: AlgorithmContext) -> "RLVE":

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlec.algorithms.base import wrong_type
-from rlec.config import Finding, select
+from rlec.config_base import Finding, select
 
 SECTION = "data.rlve"
 DEFAULT_ROWS_PER_EPOCH = 65_536
