@@ -26,13 +26,16 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
-from rlec.config_base import CONFIG_DIR
+from rlec.config_base import CONFIG_DIR, select
+
+T = TypeVar("T")
 
 __all__ = [
     "CheckSettings", "CheckpointSettings", "CpuSettings", "GradingSettings", "LocalEvalSettings",
     "LocalSettings", "MetricsSettings", "RlecSettings", "ScheduleSettings", "SettingError", "compute_capability",
+    "read_section",
 ]
 
 
@@ -269,8 +272,29 @@ def _plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
-def _read(cls: type, section: Mapping[str, Any], prefix: str) -> Any:
-    """An instance of the settings dataclass ``cls`` from ``section``, each value type-checked, then ``check()``-ed."""
+def read_section(cls: type[T], cfg: Any, section: str) -> T:
+    """The generic typed reader: ``section`` of ``cfg`` (dotted, e.g. ``rlec.e3``) as the frozen settings
+    dataclass ``cls``, a nested dataclass field reading the sub-section of its name.
+
+    Every value is type-checked against its field's type (bool, int, float, str, a tuple, a settings
+    dataclass, or X | None: an explicit null is None, a missing key the field's default); no range
+    checks (a float must be finite): the algorithms' settings classes return those from ``check()`` as findings.
+
+    Args:
+        cls: the settings dataclass.
+        cfg: a composed ``DictConfig`` or nested dict (interpolations resolved); an absent section is ``{}``.
+        section: the dotted key of the section (the prefix of every key in an error).
+
+    Raises:
+        SettingError: a key ``cls`` does not know, or a value of the wrong type (naming the full key).
+    """
+    node = _plain(select(cfg, section, {}))
+    return _read(cls, node, section, validate=False)
+
+
+def _read(cls: type, section: Mapping[str, Any], prefix: str, validate: bool = True) -> Any:
+    """An instance of the settings dataclass ``cls`` from ``section``, each value type-checked, then
+    (``validate``) ``check()``-ed."""
     if not isinstance(section, Mapping):
         raise SettingError(prefix, section, "must be a mapping")
     fields = {_key(f): f for f in dataclasses.fields(cls)}
@@ -280,14 +304,14 @@ def _read(cls: type, section: Mapping[str, Any], prefix: str) -> Any:
         if key not in fields:
             raise SettingError(f"{prefix}.{key}", value, f"is not a setting of {prefix} (known: {sorted(fields)})")
         f = fields[key]
-        values[f.name] = _convert(hints[f.name], value, f"{prefix}.{key}")
+        values[f.name] = _convert(hints[f.name], value, f"{prefix}.{key}", validate)
     settings = cls(**values)
-    if cls is not RlecSettings:
+    if validate and cls is not RlecSettings:
         settings.check(prefix)
     return settings
 
 
-def _convert(kind: Any, value: Any, key: str) -> Any:
+def _convert(kind: Any, value: Any, key: str, validate: bool = True) -> Any:
     """``value`` as the field type ``kind`` (bool, int, float, str, tuple[float, ...], a settings dataclass, or X | None)."""
     args = typing.get_args(kind)
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
@@ -295,11 +319,11 @@ def _convert(kind: Any, value: Any, key: str) -> Any:
             return None
         kind = next(a for a in args if a is not type(None))
     if dataclasses.is_dataclass(kind):
-        return _read(kind, value if value is not None else {}, key)
+        return _read(kind, value if value is not None else {}, key, validate)
     if typing.get_origin(kind) is tuple:
         if not isinstance(value, (list, tuple)):
             raise SettingError(key, value, "must be a list of numbers")
-        return tuple(_convert(typing.get_args(kind)[0], v, key) for v in value)
+        return tuple(_convert(typing.get_args(kind)[0], v, key, validate) for v in value)
     if kind is bool:
         if not isinstance(value, bool):
             raise SettingError(key, value, "must be true or false")
@@ -311,6 +335,8 @@ def _convert(kind: Any, value: Any, key: str) -> Any:
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SettingError(key, value, "must be a number")
+        if not validate and not math.isfinite(value):  # the algorithms' settings: their checks compare, NaN passes those
+            raise SettingError(key, value, "must be a finite number")
         return float(value)
     if kind is str:  # a number is read as its text: Hydra parses rlec.check.gpu_arch=9.0 as a float
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):

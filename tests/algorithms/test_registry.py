@@ -23,26 +23,27 @@ from rlec.environments import SourceConfig
 NONSENSE = {
     E3: (E3Settings, {
         "enable": ("rlec.e3.enable", "yes"),
-        "temperature_enable": ("rlec.e3.temperature.enable", "yes"),
-        "t_min": ("rlec.e3.temperature.min", -0.5),
-        "t_max": ("rlec.e3.temperature.max", 0.0),
-        "init_steps": ("rlec.e3.temperature.init_steps", 0),
-        "target_entropy": ("rlec.e3.temperature.target_entropy", -1.0),
-        "vocab_size": ("rlec.e3.temperature.vocab_size", 2),
-        "anneal": ("rlec.e3.temperature.anneal.enable", "yes"),
-        "anneal_start": ("rlec.e3.temperature.anneal.start", 1.5),
-        "anneal_final": ("rlec.e3.temperature.anneal.final_factor", 0.0),
-        "budget_enable": ("rlec.e3.budget.enable", "yes"),
-        "n_min": ("rlec.e3.budget.n_min", 1),
-        "n_max": ("rlec.e3.budget.n_max", 1),
-        "length_bias_enable": ("rlec.e3.length_bias.enable", "yes"),
-        "mu": ("rlec.e3.length_bias.mu", -0.1),
-        "penalty_threshold": ("rlec.e3.length_bias.penalty_threshold", 1.5),
+        "temperature.enable": ("rlec.e3.temperature.enable", "yes"),
+        "temperature.min": ("rlec.e3.temperature.min", -0.5),
+        "temperature.max": ("rlec.e3.temperature.max", 0.0),
+        "temperature.init_steps": ("rlec.e3.temperature.init_steps", 0),
+        "temperature.target_entropy": ("rlec.e3.temperature.target_entropy", -1.0),
+        "temperature.vocab_size": ("rlec.e3.temperature.vocab_size", 2),
+        "temperature.anneal.enable": ("rlec.e3.temperature.anneal.enable", "yes"),
+        "temperature.anneal.start": ("rlec.e3.temperature.anneal.start", 1.5),
+        "temperature.anneal.final_factor": ("rlec.e3.temperature.anneal.final_factor", 0.0),
+        "budget.enable": ("rlec.e3.budget.enable", "yes"),
+        "budget.n_min": ("rlec.e3.budget.n_min", 1),
+        "budget.n_max": ("rlec.e3.budget.n_max", 1),
+        "length_bias.enable": ("rlec.e3.length_bias.enable", "yes"),
+        "length_bias.mu": ("rlec.e3.length_bias.mu", -0.1),
+        "length_bias.penalty_threshold": ("rlec.e3.length_bias.penalty_threshold", 1.5),
     }),
     PassK: (PasskSettings, {
         "k": ("algorithm.passk.k", 1),
-        "switch_enable": ("algorithm.passk.switch.enable", "yes"),
-        "entropy_threshold": ("algorithm.passk.switch.entropy_threshold", -0.1),
+        "active_k": ("algorithm.passk.active_k", 0),
+        "switch.enable": ("algorithm.passk.switch.enable", "yes"),
+        "switch.entropy_threshold": ("algorithm.passk.switch.entropy_threshold", -0.1),
     }),
     RLVE: (RLVESettings, {
         "enable": ("rlec.rlve.enable", "yes"),
@@ -67,13 +68,14 @@ NONSENSE = {
 
 
 def _fields(settings: type, prefix: str = "") -> set[str]:
-    """Every field of a settings dataclass, a nested one (RLVE's ``source``) as ``source.<field>``."""
+    """Every leaf field of a settings dataclass tree, a nested one as ``<field>.<leaf>`` (RLVE's ``source``: SourceConfig)."""
+    import typing
+
+    hints = typing.get_type_hints(settings)
     out = set()
     for f in dataclasses.fields(settings):
-        if f.name == "source":
-            out |= _fields(SourceConfig, "source.")
-        else:
-            out.add(prefix + f.name)
+        kind = SourceConfig if f.name == "source" else hints[f.name]
+        out |= _fields(kind, f"{prefix}{f.name}.") if dataclasses.is_dataclass(kind) else {prefix + f.name}
     return out
 
 
@@ -160,9 +162,9 @@ def test_the_e3_dataclass_defaults_are_the_composed_yaml_defaults(compose_rlec):
 
     from rlec.algorithms.e3 import E3Settings
 
-    composed = E3Settings.from_config(compose_rlec())
-    for f in dataclasses.fields(E3Settings):
-        assert getattr(composed, f.name) == f.default, (f.name, getattr(composed, f.name), f.default)
+    composed, defaults = E3Settings.from_config(compose_rlec()), E3Settings()
+    for f in dataclasses.fields(E3Settings):  # each part, every leaf of it
+        assert getattr(composed, f.name) == getattr(defaults, f.name), (f.name, getattr(composed, f.name))
 
 
 def test_the_pipeline_reads_what_it_shows_and_protects_from_the_registry(compose_rlec) -> None:

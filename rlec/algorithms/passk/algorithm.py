@@ -18,6 +18,7 @@ from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecor
 from rlec.algorithms.passk.advantage import PASSK_ESTIMATOR, EntropySwitch
 from rlec.algorithms.passk.settings import SECTION, PasskSettings
 from rlec.config_base import select
+from rlec.settings import SettingError
 
 ACTIVE_K_KEY = f"{SECTION}.active_k"
 
@@ -63,9 +64,8 @@ class PassK(Algorithm):
             return []
         try:
             settings = PasskSettings.from_config(cfg)
-        except ValueError as exc:
-            key, _, message = str(exc).partition(": ")
-            return [Finding("error", key, message)]
+        except SettingError as exc:
+            return [Finding("error", exc.key, f"{exc.value!r}: {exc.rule}")]
         out = settings.check()
         n = select(cfg, "actor_rollout_ref.rollout.n", 1)
         k = settings.k
