@@ -194,7 +194,7 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
         if rank0:
             loader.load_state_dict(state["user_state"]["loader"])
             for algorithm in algorithms:
-                saved = state["user_state"].get("algorithms", state["user_state"].get("hooks", {}))  # "hooks": before 2026-12
+                saved = state["user_state"].get("algorithms", {})
                 algorithm.load_state_dict(saved.get(algorithm.name, {}))
         log0(f"resumed from {start.resume_from} (step {start_step})")
     rollout_model = engine = None

@@ -59,8 +59,6 @@ logger = logging.getLogger(__name__)
 
 ROLLOUT_N_KEY = "__rollout_n__"  # verl's per-prompt n (AgentLoopWorkerTQ._run_prompt)
 STATE_FILE = "rlec_algorithms.json"
-# the per-algorithm state files of verl checkpoints written before STATE_FILE (still resumed)
-LEGACY_STATE_FILES = {"e3": "rlec_e3.json", "passk": "rlec_passk.json"}
 
 __all__ = ["AlgorithmsMixin", "RLECColocateAsyncTrainer", "RLECMetricsMixin", "RLECSeparateAsyncTrainer", "RLECSyncTrainer",
            "STATE_FILE", "read_step_record"]
@@ -270,9 +268,6 @@ class AlgorithmsMixin:
         if self._algorithms():
             folder = resumed_folder(self.config, self.global_steps)
             state = load_state(folder, STATE_FILE) or {}
-            if not state:  # a checkpoint of an rlec before the one state file: one file per algorithm
-                state = {name: legacy for name, file in LEGACY_STATE_FILES.items()
-                         if (legacy := load_state(folder, file)) is not None}
             for algorithm in self.rlec_algorithms:
                 if folder is not None and algorithm.name not in state and algorithm.state_dict():
                     logger.warning("resuming from %s without %s's state (%s missing): it starts afresh",

@@ -156,7 +156,7 @@ def test_step_record_needs_one_entry_per_response():
 
 def test_the_e3_dataclass_defaults_are_the_composed_yaml_defaults(compose_rlec):
     """E3's defaults are written in recipe.yaml (what users read) and in E3Settings (what a config without
-    the section gets): they must agree, field by field (RLVE's: tests/verl_plugin/test_rlve_trainer.py;
+    the section gets): they must agree, field by field (RLVE's: tests/verl_plugin/test_trainers_rlve.py;
     Pass@k's live only in its overlay)."""
     import dataclasses
 
