@@ -35,7 +35,12 @@ from typing import Any, ClassVar, Collection, Mapping, Sequence
 
 from rlec.config_base import Finding, select
 
-__all__ = ["Algorithm", "AlgorithmContext", "Finding", "RolloutPlan", "StepRecord", "first_error", "trainer_mode", "wrong_type"]
+__all__ = ["TEMPERATURE_FIELD", "Algorithm", "AlgorithmContext", "Finding", "RolloutPlan", "StepRecord", "first_error",
+           "trainer_mode", "wrong_type"]
+
+# the batch field carrying the plan's temperature to verl's agent loop (each rollout worker samples with its own
+# config copy, which the trainer's config value never reaches; rlec.verl_plugin.e3's agent loop reads it)
+TEMPERATURE_FIELD = "rlec_temperature"
 
 
 @dataclass
@@ -43,15 +48,16 @@ class RolloutPlan:
     """How one step rolls out; algorithms adjust it in place in :meth:`Algorithm.plan_rollout`.
 
     Attributes:
-        temperature: the sampling temperature (> 0); the step's log-probs divide the logits by
-            it too (an algorithm that changes it also returns it from :meth:`Algorithm.step_overrides`).
+        temperature: the sampling temperature (> 0), its one carrier: the loop samples at it and the
+            step's log-probs divide the logits by it (verl's trainer writes it into its config's
+            ``actor_rollout_ref.rollout.temperature`` and the batch field :data:`TEMPERATURE_FIELD`
+            the agent loop samples at; the local run passes it to its sampler and log-probs).
         n_per_prompt: responses per prompt (each >= 2 for a group baseline); their sum must stay
             ``rollout.n x prompts`` (verl sizes mini-batches by it).
         prompt_fields: ``{name: one value per prompt}``: fields that travel with the prompt to the
             agent loop, the reward manager (``fields`` of :meth:`Algorithm.adjust_reward`) and back
             in the step's record (:attr:`StepRecord.fields`).
-        batch_fields: ``{name: value}`` for every prompt of the batch (e.g. E3's temperature for
-            its agent loop).
+        batch_fields: ``{name: value}`` for every prompt of the batch.
     """
 
     temperature: float

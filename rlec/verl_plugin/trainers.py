@@ -50,7 +50,7 @@ from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync
 from verl.utils import tensordict_utils as tu
 
 from rlec.algorithms import registry
-from rlec.algorithms.base import Algorithm, AlgorithmContext, RolloutPlan, StepRecord, first_error
+from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext, RolloutPlan, StepRecord, first_error
 from rlec.config import select
 from rlec.reward.metrics import reward_metrics, rows_from_columns
 from rlec.verl_plugin.state import CheckpointIntegrityMixin, load_state, resumed_folder, save_state, saving_folder
@@ -232,6 +232,10 @@ class AlgorithmsMixin:
         plan = RolloutPlan(float(rollout.temperature), [int(rollout.n)] * len(infos))
         for algorithm in algorithms:
             algorithm.plan_rollout(int(getattr(self, "global_steps", 0) or 0), infos, plan)
+        # the plan's temperature, its one carrier: the log-probs read the trainer's config, the agent loop the batch
+        with open_dict(self.config):
+            OmegaConf.update(self.config, "actor_rollout_ref.rollout.temperature", plan.temperature, merge=False)
+        tu.assign_non_tensor_data(batch, TEMPERATURE_FIELD, plan.temperature)
         tu.assign_non_tensor_stack(batch, ROLLOUT_N_KEY, plan.n_per_prompt)
         for name, values in plan.prompt_fields.items():
             tu.assign_non_tensor_stack(batch, name, values)
