@@ -161,3 +161,21 @@ def test_a_nonsense_value_of_every_field_is_refused_by_both_paths_before_any_wor
     assert est is None and "shape" not in context and "verl_passed" not in context  # nothing else was looked at
     with pytest.raises(LocalConfigError, match=rf"^ERROR \[{key}\] "):
         check(_with(composed["local"], key, NONSENSE[key]))
+
+
+def test_read_section_is_the_generic_typed_reader_of_the_algorithms_settings() -> None:
+    """``read_section`` reads a nested dataclass tree from any dotted section: missing keys take the defaults, an
+    explicit null is None, an unknown key, a wrong type or a non-finite number is refused naming the full key; ranges
+    are left to the settings' own ``check()`` (no range check here)."""
+    from rlec.algorithms.e3 import E3Settings
+    from rlec.settings import read_section
+
+    cfg = {"rlec": {"e3": {"budget": {"n_min": 1}, "temperature": {"min": None, "anneal": {"start": 0.3}}}}}
+    s = read_section(E3Settings, cfg, "rlec.e3")
+    assert (s.budget.n_min, s.budget.n_max, s.temperature.min, s.temperature.max, s.temperature.anneal.start) == (1, 16, None, 1.5, 0.3)
+    assert read_section(E3Settings, {}, "rlec.e3") == E3Settings()
+    for bad, key in (({"budget": {"n_mim": 2}}, "rlec.e3.budget.n_mim"), ({"budget": {"n_min": 2.5}}, "rlec.e3.budget.n_min"),
+                     ({"length_bias": {"mu": float("inf")}}, "rlec.e3.length_bias.mu"), ({"enable": "yes"}, "rlec.e3.enable")):
+        with pytest.raises(SettingError) as info:
+            read_section(E3Settings, {"rlec": {"e3": bad}}, "rlec.e3")
+        assert info.value.key == key, (bad, str(info.value))
