@@ -133,7 +133,8 @@ def _free_bytes(path: Path) -> int | None:
         return None
 
 
-def no_space_error(exc: BaseException, path: str | os.PathLike[str]) -> OSError | None:
+def no_space_error(exc: BaseException, path: str | os.PathLike[str], *, needed: int | None = None,
+                   free_before: int | None = None) -> OSError | None:
     """``OSError(ENOSPC, "No space left on device", path)`` when ``exc`` comes from a full disk, else None.
 
     A full disk is recognised from an ``ENOSPC`` ``OSError`` (or its text) anywhere in ``exc``'s
@@ -141,12 +142,17 @@ def no_space_error(exc: BaseException, path: str | os.PathLike[str]) -> OSError 
     ``RuntimeError: [enforce fail at inline_container.cc] . unexpected pos``, wrapped by
     Megatron's ``Worker failure``), from the filesystem of ``path`` having under
     :data:`LOW_SPACE_BYTES` (64 MiB) free when the error is caught: call it while the partial
-    output still holds its space. Raise the result ``from exc`` so the original error stays
-    in the chain.
+    output still holds its space. A writer that frees its partial output before the error
+    reaches the caller (one large shard that did not fit: the disk has room again by then) is
+    told by ``needed`` > ``free_before``: the output needs more than the filesystem had when
+    the write began. Raise the result ``from exc`` so the original error stays in the chain.
 
     Args:
         exc: the error a write raised.
         path: the output being written (file or folder; need not exist).
+        needed: bytes the output needs (an estimate that does not exceed it: e.g. the previous
+            checkpoint's size), or None.
+        free_before: the filesystem's free bytes when the write began (:func:`free_bytes`), or None.
 
     Returns:
         the error to raise (its message names ``path`` and the free space), or None.
@@ -162,10 +168,18 @@ def no_space_error(exc: BaseException, path: str | os.PathLike[str]) -> OSError 
             break
         error = error.__cause__ or error.__context__
     free = _free_bytes(path)
-    if not full and (free is None or free >= LOW_SPACE_BYTES):
+    short = needed is not None and free_before is not None and needed > free_before
+    if not full and not short and (free is None or free >= LOW_SPACE_BYTES):
         return None
     left = "" if free is None else f" ({free / 2**20:.1f} MiB free)"
+    if short and not full and (free is None or free >= LOW_SPACE_BYTES):
+        left = f" (the output needs ~{needed / 2**20:.1f} MiB; {free_before / 2**20:.1f} MiB were free when it began)"
     return OSError(errno.ENOSPC, f"No space left on device{left}", str(path))
+
+
+def free_bytes(path: str | os.PathLike[str]) -> int | None:
+    """Free bytes of the filesystem ``path`` is (or would be) on; None when it cannot be told."""
+    return _free_bytes(Path(path))
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:

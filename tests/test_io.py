@@ -275,3 +275,22 @@ def test_a_lock_that_cannot_be_written_on_a_full_disk_is_named_and_removed(tmp_p
         output_lock(out).acquire()
     assert info.value.errno == errno.ENOSPC and info.value.filename == str(lock_path(out))
     assert list(tmp_path.iterdir()) == []  # no 0-byte lock file
+
+
+def test_no_space_error_tells_a_write_bigger_than_the_free_space_after_the_writer_freed_it(tmp_path: Path) -> None:
+    """Issue 34 item 2: on a 300 MB tmpfs torch's writer failed, freed its partial shard, and 135 MB were free
+    when the error was caught: the free space alone said 'room'. The checkpoint's size against the free space
+    when the write began tells it."""
+    import errno
+
+    from rlec import io as rio
+
+    target = tmp_path / "global_step_2"
+    zip_error = RuntimeError("Worker failure: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+    free = rio.free_bytes(tmp_path)
+    assert free is not None and free > rio.LOW_SPACE_BYTES
+    assert rio.no_space_error(zip_error, target, needed=free // 2, free_before=free) is None  # it fitted: another error
+    found = rio.no_space_error(zip_error, target, needed=free + 2**20, free_before=free)
+    assert found is not None and found.errno == errno.ENOSPC and found.filename == str(target)
+    assert "No space left on device (the output needs ~" in str(found) and "MiB were free when it began" in str(found)
+    assert rio.no_space_error(zip_error, target, needed=None, free_before=free) is None

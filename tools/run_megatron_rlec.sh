@@ -41,6 +41,10 @@ PYTHON=${PYTHON:-python3}
 DRY_RUN=${DRY_RUN:-0}
 SKIP_PATH_CHECKS=${SKIP_PATH_CHECKS:-0}
 PRINT_CONFIG=${PRINT_CONFIG:-0}
+# on/off variables: the spellings of rlec.flags (1/true/yes/on, 0/false/no/off), the one parser of every
+# boolean variable of rlec (EVAL_AT_END, RESUME, ...); they read 1 or 0 from here on, a bad one exits 2
+FLAGS=$(PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m rlec.flags DRY_RUN SKIP_PATH_CHECKS PRINT_CONFIG) || exit 2
+eval "$FLAGS"
 NPROC=${NPROC:-1}
 TRAINER=${TRAINER:-local}
 has_cuda() { "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; }

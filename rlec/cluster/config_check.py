@@ -46,9 +46,9 @@ from rlec.algorithms import registry
 from rlec.cluster.layout import Finding
 from rlec.cluster.memory import MemoryEstimate
 from rlec.cluster.paths import path_findings
-from rlec.cluster.resume import layout_change_findings, record_layout
+from rlec.cluster.resume import layout_change_findings, live_writer_findings, record_layout
 from rlec.cluster.rules import check_layout, verl_algorithm_section
-from rlec.cluster.settings_rules import settings_rules
+from rlec.cluster.settings_rules import override_rules, settings_rules
 from rlec.cluster.shape import ModelShape
 from rlec.cluster.verl_keys import ENV_VARS, layout_of
 from rlec.config import CLUSTER_CONFIG, CONFIG_DIR, compose, select
@@ -181,7 +181,7 @@ def run_checks(
         return early, None, {"paths": []}
     settings = RlecSettings.from_config(cfg)
     path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
-    path_errors += layout_change_findings(cfg, layout)
+    path_errors += layout_change_findings(cfg, layout) + live_writer_findings(cfg)
     try:
         hf_config, source, is_model = load_model_config(cfg)
         shape = ModelShape.from_hf_config(hf_config, source)
@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rlec.cluster.config_check: cannot compose {args.config_dir / args.config_name}.yaml with "
               f"{list(args.overrides)}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    refused = settings_rules(cfg)
+    refused = override_rules(args.overrides) + settings_rules(cfg)
     if refused:  # before any other check, the model or a write: one line per setting, exit 2
         for finding in refused:
             print(f"rlec.cluster.config_check: refused: {finding}", file=sys.stderr)

@@ -97,3 +97,73 @@ def record_layout(cfg: Any, name: str) -> Path:
     """
     path = _folder(cfg) / LAYOUT_RECORD
     return atomic_write_text(path, json.dumps(checkpoint_layout(cfg, name), indent=2, sort_keys=True) + "\n")
+
+
+def _ancestors() -> set[int]:
+    """This process and its parents (their open files are this launch's own: a redirected stdout)."""
+    pids, pid = set(), os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            break
+        pid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), 0)
+    return pids
+
+
+def live_writers(folder: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
+    """Processes on this machine, other than this launch, with a file under ``folder`` open for writing.
+
+    Read from ``/proc`` (Linux; elsewhere nothing is found): each process's open descriptors, their
+    paths and their ``fdinfo`` flags (write-only or read-write).
+
+    Returns:
+        ``(pid, command line (cut), file)`` per process, the first such file of each.
+    """
+    root = os.path.realpath(folder) + os.sep
+    mine, out = _ancestors(), []
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return []
+    for name in entries:
+        pid = int(name)
+        if pid in mine:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if not target.startswith(root):
+                    continue
+                flags = next(int(line.split()[1], 8) for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines()
+                             if line.startswith("flags:"))
+            except (OSError, StopIteration, ValueError):
+                continue
+            if flags & (os.O_WRONLY | os.O_RDWR):
+                try:
+                    command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    command = "?"
+                out.append((pid, command.strip()[:120], target))
+                break
+    return sorted(out)
+
+
+def live_writer_findings(cfg: Any) -> list[Finding]:
+    """Refuse a launch while another process still writes into the checkpoint folder (on this machine).
+
+    A launcher killed mid-save leaves its Ray workers (outside its process group) writing their shards;
+    its output-folder lock is already free, so a rerun would race them. The error names each process
+    (pid, command, the file it writes): wait for it to finish, or stop it.
+    """
+    folder = _folder(cfg)
+    if not str(folder) or not folder.is_dir():
+        return []
+    return [Finding("error", CHECKPOINT_KEY, f"{folder}: process {pid} ({command}) still writes {path}: a previous run's "
+                    "worker outliving its launcher? wait for it to finish or stop it (kill "
+                    f"{pid}), then rerun") for pid, command, path in live_writers(folder)]

@@ -17,7 +17,14 @@ Each finding names the full key, the value and the rule:
 - ``actor_rollout_ref.actor.policy_loss.loss_mode`` is registered in verl's ``POLICY_LOSS_REGISTRY``
   and ``actor_rollout_ref.actor.loss_agg_mode`` is accepted by verl's ``ActorConfig`` (its list is
   verl's, asked, not copied);
-- ``actor_rollout_ref.actor.optim.clip_grad`` is a finite number > 0 and ``data.seed`` an integer or null.
+- ``actor_rollout_ref.actor.optim.clip_grad`` is a finite number > 0 and ``data.seed`` an integer or null;
+- every numeric setting of verl's that the recipe, a layout or an overlay sets, or that rlec reads
+  (:data:`NUMBER_RULES`: learning rate, weight decay, clip ratios, sampling temperature / top-p /
+  top-k, batch sizes, lengths, parallel sizes, step counts, seeds ...) is a number of its kind
+  (an integer, or a finite number) in its range; ``algorithm.passk.active_k`` is within
+  ``[1, actor_rollout_ref.rollout.n]``;
+- the overrides themselves (:func:`override_rules`, where a caller has them): an algorithm named
+  twice in ``algorithm=[...]``, which the composed config no longer shows.
 - the b schedule spans more than one step: its end (``rlec.schedule.end_step``, else
   ``trainer.total_training_steps``) is after ``rlec.schedule.start_step`` (one rule for every path).
 """
@@ -28,19 +35,234 @@ import contextlib
 import functools
 import io
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from rlec.cluster.layout import Finding
 from rlec.cluster.verl_keys import ACTOR
 from rlec.config import select
 from rlec.settings import RlecSettings, SettingError
 
-__all__ = ["known_top_level_keys", "settings_rules"]
+__all__ = ["NUMBER_RULES", "NumberRule", "known_top_level_keys", "override_rules", "settings_rules"]
 
 PLUGIN_MODULE = "rlec.verl_plugin"
 # top-level keys besides verl's trainer sections: the engine group choice and rlec's own settings
 EXTRA_TOP_LEVEL = ("model_engine", "rlec")
+
+
+ROLLOUT = "actor_rollout_ref.rollout"
+MEGATRON = f"{ACTOR}.megatron"
+SEED_LIMIT = 2**32  # numpy's and torch's generators take seeds in [0, 2**32)
+
+
+@dataclass(frozen=True)
+class NumberRule:
+    """The kind and range of one numeric setting.
+
+    Attributes:
+        kind: ``int`` (a whole number, not a bool, not a float) or ``float`` (any finite int or float).
+        low: the least value (None: unbounded); ``low_open`` excludes it.
+        high: the greatest value (None: unbounded); ``high_open`` excludes it.
+        nullable: null is accepted (verl's default, or "not set").
+        special: values legal outside the range, with their meaning (e.g. ``{-1: "all tokens"}``).
+        text: a string is accepted as such (verl's ``rollout_is_threshold`` takes ``"lower_upper"``).
+        why: what the setting is (ends the refusal).
+    """
+
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    nullable: bool = False
+    special: tuple[tuple[Any, str], ...] = ()
+    text: bool = False
+    why: str = ""
+
+    def describe(self) -> str:
+        """The rule in words, e.g. ``"must be a finite number in (0, 1]"``."""
+        what = "an integer" if self.kind is int else "a finite number"
+        if self.low is not None and self.high is not None:
+            rng = f" in {'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}{')' if self.high_open else ']'}"
+        elif self.low is not None:
+            rng = f" {'>' if self.low_open else '>='} {_num(self.low)}"
+        elif self.high is not None:
+            rng = f" {'<' if self.high_open else '<='} {_num(self.high)}"
+        else:
+            rng = ""
+        extra = "".join(f", or {v!r} ({meaning})" for v, meaning in self.special)
+        extra += ", or null" if self.nullable else ""
+        return f"must be {what}{rng}{extra}" + (f": {self.why}" if self.why else "")
+
+    def broken_by(self, value: Any) -> bool:
+        """Whether ``value`` breaks the rule."""
+        if value is None:
+            return not self.nullable
+        if self.text and isinstance(value, str):
+            return False
+        if any(value == v and type(value) is type(v) for v, _ in self.special):
+            return False
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return True
+        if self.kind is int and not isinstance(value, int):
+            return True
+        if not math.isfinite(value):
+            return True
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return True
+        return self.high is not None and (value > self.high or (self.high_open and value == self.high))
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(x)
+
+
+def _count(why: str, *, nullable: bool = False, low: int = 1) -> NumberRule:
+    return NumberRule(int, low=low, nullable=nullable, why=why)
+
+
+def _fraction(why: str, *, low_open: bool = False, high_open: bool = False, nullable: bool = False) -> NumberRule:
+    return NumberRule(float, low=0.0, high=1.0, low_open=low_open, high_open=high_open, nullable=nullable, why=why)
+
+
+_ALL_TOKENS = ((-1, "all tokens"),)
+_TOP_K = ("0 is refused as ambiguous: vLLM reads it as all tokens, a top-k sampler as none; -1 is all tokens, "
+          "k >= 1 the k most likely")
+_SEED = NumberRule(int, low=0, high=SEED_LIMIT, high_open=True, nullable=True,
+                   why="numpy's and torch's generators take seeds in [0, 2**32)")
+_PARALLEL = "a parallel size (processes per group)"
+
+# Every numeric verl setting that megatron_configs/ (recipe.yaml, rlec.yaml, local.yaml, the layout,
+# precision, moe and algorithm overlays) sets or that rlec reads: full key -> its rule. rlec's own
+# settings (rlec.*) are the settings schema's (rlec.settings) and each algorithm's check.
+NUMBER_RULES: dict[str, NumberRule] = {
+    f"{ACTOR}.optim.lr": NumberRule(float, low=0.0, high=1.0, low_open=True,
+                                    why="Adam's learning rate (1e-6 on the cluster, 1e-5 locally)"),
+    f"{ACTOR}.optim.weight_decay": _fraction("decoupled weight decay, a share of lr x weight per step"),
+    f"{ACTOR}.optim.lr_warmup_steps": NumberRule(int, low=0, nullable=True,
+                                                 special=((-1, "use lr_warmup_steps_ratio"),),
+                                                 why="linear warm-up steps"),
+    f"{ACTOR}.optim.lr_warmup_steps_ratio": _fraction("the warm-up's share of the run, which must end before it",
+                                                      high_open=True),
+    f"{ACTOR}.optim.lr_warmup_init": NumberRule(float, low=0.0, high=1.0, why="the learning rate the warm-up starts from"),
+    f"{ACTOR}.optim.min_lr": NumberRule(float, low=0.0, high=1.0, why="the learning rate's floor"),
+    f"{ACTOR}.clip_ratio": _fraction("PPO's clip epsilon: the ratio is clipped to [1 - eps, 1 + eps]", high_open=True),
+    f"{ACTOR}.clip_ratio_low": _fraction("PPO's lower clip: the ratio is clipped below at 1 - clip_ratio_low, "
+                                         "which must stay > 0", high_open=True),
+    f"{ACTOR}.clip_ratio_high": NumberRule(float, low=0.0, why="PPO's upper clip: the ratio is clipped above at "
+                                           "1 + clip_ratio_high"),
+    f"{ACTOR}.clip_ratio_c": NumberRule(float, low=1.0, low_open=True, why="verl's dual-clip bound for negative "
+                                        "advantages"),
+    f"{ACTOR}.entropy_coeff": NumberRule(float, why="the entropy term's weight in the loss (negative: an entropy "
+                                         "penalty)"),
+    f"{ACTOR}.kl_loss_coef": NumberRule(float, low=0.0, why="the KL loss's weight"),
+    "algorithm.kl_ctrl.kl_coef": NumberRule(float, low=0.0, why="the in-reward KL penalty's weight"),
+    f"{ACTOR}.ppo_epochs": _count("passes over each batch"),
+    f"{ACTOR}.ppo_mini_batch_size": _count("prompts per optimizer step"),
+    f"{ACTOR}.ppo_micro_batch_size_per_gpu": _count("rows per forward/backward", nullable=True),
+    f"{ACTOR}.ppo_max_token_len_per_gpu": _count("tokens per dynamic micro-batch", nullable=True),
+    f"{ROLLOUT}.temperature": NumberRule(float, low=0.0, low_open=True, why="the sampling temperature, which also "
+                                         "divides the logits of the log-probs"),
+    f"{ROLLOUT}.top_p": _fraction("nucleus sampling mass", low_open=True),
+    f"{ROLLOUT}.top_k": NumberRule(int, low=1, special=_ALL_TOKENS, why=_TOP_K),
+    f"{ROLLOUT}.n": _count("responses per prompt; a group of one has no baseline (its advantage is its raw reward)",
+                           low=2),
+    f"{ROLLOUT}.seed": _SEED,
+    f"{ROLLOUT}.val_kwargs.temperature": NumberRule(float, low=0.0, why="validation sampling temperature (0: greedy)"),
+    f"{ROLLOUT}.val_kwargs.top_p": _fraction("validation nucleus sampling mass", low_open=True),
+    f"{ROLLOUT}.val_kwargs.top_k": NumberRule(int, low=1, special=_ALL_TOKENS, why=_TOP_K),
+    f"{ROLLOUT}.val_kwargs.n": _count("validation samples per prompt"),
+    f"{ROLLOUT}.gpu_memory_utilization": _fraction("vLLM's share of GPU memory", low_open=True),
+    f"{ROLLOUT}.tensor_model_parallel_size": _count(_PARALLEL),
+    f"{ROLLOUT}.data_parallel_size": _count(_PARALLEL),
+    f"{ROLLOUT}.expert_parallel_size": _count(_PARALLEL),
+    f"{ROLLOUT}.pipeline_model_parallel_size": _count(_PARALLEL),
+    f"{ROLLOUT}.log_prob_max_token_len_per_gpu": _count("tokens per log-prob micro-batch", nullable=True),
+    f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu": _count("rows per log-prob forward", nullable=True),
+    f"{ROLLOUT}.max_num_batched_tokens": _count("vLLM's tokens per scheduler step", nullable=True),
+    f"{ROLLOUT}.agent.num_workers": _count("agent-loop workers"),
+    **{f"{owner}.megatron.{size}_parallel_size": _count(_PARALLEL, nullable=size in ("expert_tensor_model",
+                                                                                       "virtual_pipeline_model"))
+       for owner in (ACTOR, "actor_rollout_ref.ref")
+       for size in ("tensor_model", "pipeline_model", "expert_model", "context", "virtual_pipeline_model")},
+    **{f"{owner}.megatron.expert_tensor_parallel_size": _count(_PARALLEL, nullable=True)
+       for owner in (ACTOR, "actor_rollout_ref.ref")},
+    "actor_rollout_ref.model.override_config.rope_theta": NumberRule(float, low=0.0, low_open=True,
+                                                                     why="RoPE's base frequency"),
+    f"{MEGATRON}.override_transformer_config.moe_aux_loss_coeff": NumberRule(float, low=0.0,
+                                                                             why="the MoE load-balancing loss's weight"),
+    "algorithm.rollout_correction.rollout_is_threshold": NumberRule(float, low=0.0, low_open=True, nullable=True,
+                                                                    text=True, why="the importance weights' upper bound"),
+    "data.train_batch_size": _count("prompts per step"),
+    "data.max_prompt_length": _count("prompt tokens"),
+    "data.max_response_length": _count("response tokens"),
+    "data.seed": _SEED,
+    "data.dataloader_num_workers": _count("dataloader worker processes (0: in the trainer)", low=0),
+    "data.train_max_samples": NumberRule(int, low=1, special=((-1, "all"),), nullable=True, why="training rows used"),
+    "data.val_max_samples": NumberRule(int, low=1, special=((-1, "all"),), nullable=True, why="validation rows used"),
+    "trainer.total_training_steps": _count("steps (null: total_epochs of the data)", nullable=True),
+    "trainer.total_epochs": _count("passes over the training data"),
+    "trainer.save_freq": _count("a checkpoint every k steps (0 or -1: none)", low=-1),
+    "trainer.test_freq": _count("validation every k steps (0 or -1: none)", low=-1),
+    "trainer.max_actor_ckpt_to_keep": _count("checkpoints kept (null: all)", nullable=True),
+    "trainer.log_val_generations": _count("validation generations logged", low=0),
+    "trainer.nnodes": _count("nodes"),
+    "trainer.n_gpus_per_node": _count("GPUs per node"),
+    "ray_kwargs.ray_init.num_cpus": _count("Ray's logical CPUs (null: the machine's)", nullable=True),
+    "ray_kwargs.ray_init.num_gpus": _count("Ray's GPUs (null: the machine's)", nullable=True, low=0),
+    "reward.num_workers": _count("reward worker processes"),
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units": _count("TransferQueue storage units"),
+}
+
+
+def _number_rules(cfg: Any) -> list[Finding]:
+    """:data:`NUMBER_RULES` on the keys ``cfg`` has, and ``algorithm.passk.active_k`` in [1, rollout.n]."""
+    out = []
+    for key, rule in NUMBER_RULES.items():
+        value = _raw(cfg, key)
+        if value is not _ABSENT and rule.broken_by(value):
+            out.append(Finding("error", key, f"{value!r} {rule.describe()}"))
+    active, n = _raw(cfg, "algorithm.passk.active_k"), select(cfg, f"{ROLLOUT}.n")
+    if active is not _ABSENT and active is not None:
+        bad = isinstance(active, bool) or not isinstance(active, int) or active < 1
+        if bad or (isinstance(n, int) and not isinstance(n, bool) and active > n):
+            out.append(Finding("error", "algorithm.passk.active_k",
+                               f"{active!r} must be an integer in [1, actor_rollout_ref.rollout.n = {n}], or null (k): "
+                               "the k of pass@k this step, which a group of n responses bounds"))
+    return out
+
+
+_ABSENT = object()
+
+
+def _raw(cfg: Any, key: str) -> Any:
+    """The value at ``key`` (None kept as None), or :data:`_ABSENT` when a level is missing."""
+    node, parts = cfg, key.split(".")
+    for depth, part in enumerate(parts, 1):
+        try:
+            node = node[part]
+        except Exception:  # KeyError, TypeError, omegaconf's errors for a missing key
+            return _ABSENT
+        if node is None:
+            return None if depth == len(parts) else _ABSENT
+    return node
+
+
+def override_rules(overrides: Sequence[str]) -> list[Finding]:
+    """Findings only the overrides show: an algorithm named twice (``algorithm=[e3,e3]``: Hydra composes the
+    overlay twice into one config, so the composed config cannot tell it from ``algorithm=e3``)."""
+    out = []
+    for override in overrides:
+        key, sep, value = str(override).partition("=")
+        if not sep or key.lstrip("+~") != "algorithm":
+            continue
+        names = [n.strip().strip("'\"") for n in value.strip().strip("[]").split(",") if n.strip()]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            out.append(Finding("error", "algorithm", f"{value!r} names {', '.join(twice)} more than once: each "
+                               "algorithm is one overlay, enabled once (algorithm=[e3,passk])"))
+    return out
 
 
 @functools.lru_cache(maxsize=1)
@@ -100,9 +322,6 @@ def _verl_rules(cfg: Any) -> list[Finding]:
     clip = select(cfg, f"{ACTOR}.optim.clip_grad", 1.0)
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip) or clip <= 0:
         error(f"{ACTOR}.optim.clip_grad", clip, "must be a finite gradient-norm bound > 0")
-    seed = cfg.get("data", {}).get("seed") if hasattr(cfg, "get") else None
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        error("data.seed", seed, "must be an integer (or null)")
     return out
 
 
@@ -122,7 +341,7 @@ def settings_rules(cfg: Any) -> list[Finding]:
         out.append(Finding("error", exc.key, f"{exc.value!r} {exc.rule}"))
     else:
         out += _schedule_rules(cfg, settings)
-    return out + _section_rules(cfg) + _verl_rules(cfg)
+    return out + _section_rules(cfg) + _verl_rules(cfg) + _number_rules(cfg)
 
 
 def _schedule_rules(cfg: Any, settings: RlecSettings) -> list[Finding]:

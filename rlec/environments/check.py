@@ -166,6 +166,8 @@ def check_environments(names: Sequence[str], difficulties: str = "0", seeds: Seq
                     row.perturbed_ok += 1
                 else:
                     row.failures.append(f"{where}: perturbed answer accepted ({accepted[0][:60]!r})")
+            if row.problems == 0 and not row.failures:  # a check that checked nothing does not pass
+                row.failures.append("nothing checked: " + ("; ".join(row.skipped) or "no problem generated"))
             checked = row.problems - row.gold_none
             row.verify_ms = 1000 * verify_s / max(1, checked)
             row.costs = {d: (1000 * gen_s[d], 1000 * sum(v) / len(v) if v else float("nan")) for d, v in verify_d.items()}
@@ -223,6 +225,12 @@ def main_check(args: argparse.Namespace) -> int:
     try:
         names = parse_environment_names(args.environments)
         seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
+        if str(args.difficulties).strip() != "cap":
+            from rlec.environments.testset import parse_difficulties
+
+            parse_difficulties(str(args.difficulties))  # e.g. -1: one line, exit 2, before any work
+        if any(s < 0 for s in seeds):
+            raise ValueError(f"--seeds {args.seeds!r}: seeds must be integers >= 0")
     except ValueError as exc:
         print(f"error: {exc}")
         return 2

@@ -8,7 +8,12 @@ random state is never touched and no thread of theirs lives in the caller. Each 
 time limit measured from its start in the worker; a worker past it is killed and replaced.
 
 Generation is retried deterministically: attempt k of problem (environment, seed, difficulty)
-uses the k-th Gym seed of that problem's own generator (:func:`rlec.environments.gym_worker.draw`);
+uses the k-th Gym seed of that problem's own generator (:func:`rlec.environments.gym_worker.draw`).
+An attempt that runs past its limit is first run again with the same Gym seed under
+:attr:`GymPool.slow_factor` times the limit (counted as ``slow_retries``): a machine busy enough to
+slow a problem past the limit gets the same problem a quiet one does, unless it is that many times
+slower; only then is the next Gym seed tried. So which problems a seeded run trains on does not
+depend on the machine's load.
 after :attr:`GymPool.attempts` failed or timed-out attempts the problem is refused with
 :class:`GenerationFailed` (the caller skips it). :meth:`GymPool.submit` returns at once with a
 future per problem, whose attempts chain in the pool (the next attempt is scheduled when the last
@@ -37,7 +42,8 @@ __all__ = ["DEFAULT_ATTEMPTS", "DEFAULT_TIMEOUT_S", "GenerationFailed", "GymPool
 
 DEFAULT_TIMEOUT_S = 10.0  # per task (RLVE-Gym's own generation limit is 10 s)
 DEFAULT_ATTEMPTS = 3
-COUNTERS = ("generated", "gen_failures", "gen_timeouts", "retries", "skipped", "verified", "verify_timeouts",
+DEFAULT_SLOW_FACTOR = 6.0  # a timed-out attempt's same-seed rerun gets 6 x the limit (60 s by default)
+COUNTERS = ("generated", "gen_failures", "gen_timeouts", "slow_retries", "retries", "skipped", "verified", "verify_timeouts",
             "verify_errors")
 logger = logging.getLogger(__name__)
 
@@ -65,6 +71,8 @@ class GymPool:
         max_workers: worker processes (default ``min(4, os.cpu_count())``).
         timeout_s: per task, seconds from its start in a worker (> 0).
         attempts: generation attempts per problem (>= 1).
+        slow_factor: an attempt past its limit runs again with the same Gym seed under this many times
+            the limit before the next seed is tried (>= 1; 1: no such rerun) (module docstring).
         generate_task: the worker-side generator, ``(identifier, seed, difficulty, attempt) -> dict``
             (default :func:`rlec.environments.gym_worker.generate_task`; a module-level function, it is
             pickled by name; tests pass a deliberately slow one).
@@ -79,10 +87,12 @@ class GymPool:
 
     def __init__(self, max_workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                  attempts: int = DEFAULT_ATTEMPTS, *, generate_task: Callable[..., dict[str, Any]] = gym_worker.generate_task,
-                 initializer: Callable[[], None] | None = gym_worker.worker_init) -> None:
-        if timeout_s <= 0 or attempts < 1:
-            raise ValueError(f"timeout_s must be > 0 and attempts >= 1, got {timeout_s!r}, {attempts!r}")
-        self.timeout_s, self.attempts = float(timeout_s), int(attempts)
+                 initializer: Callable[[], None] | None = gym_worker.worker_init,
+                 slow_factor: float = DEFAULT_SLOW_FACTOR) -> None:
+        if timeout_s <= 0 or attempts < 1 or not slow_factor >= 1:
+            raise ValueError(f"timeout_s must be > 0, attempts >= 1 and slow_factor >= 1, got {timeout_s!r}, "
+                             f"{attempts!r}, {slow_factor!r}")
+        self.timeout_s, self.attempts, self.slow_factor = float(timeout_s), int(attempts), float(slow_factor)
         self._generate_task, self._initializer = generate_task, initializer
         self.max_workers = max_workers or min(4, os.cpu_count() or 1)
         self.counts: dict[str, Counter] = defaultdict(Counter)
@@ -134,17 +144,25 @@ class GymPool:
         reasons: list[str] = []
         limit = timeout_s or self.timeout_s
 
-        def start(attempt: int) -> None:
-            inner = self._schedule(self._generate_task, (name, seed, difficulty, attempt), timeout_s)
-            inner.add_done_callback(lambda future: done(future, attempt))
+        def start(attempt: int, slow: bool = False) -> None:
+            inner = self._schedule(self._generate_task, (name, seed, difficulty, attempt),
+                                   limit * self.slow_factor if slow else timeout_s)
+            inner.add_done_callback(lambda future: done(future, attempt, slow))
 
-        def done(inner: concurrent.futures.Future, attempt: int) -> None:  # runs in pebble's manager thread
+        def done(inner: concurrent.futures.Future, attempt: int, slow: bool) -> None:  # in pebble's manager thread
             try:
                 result = inner.result()
             except Exception as exc:  # noqa: BLE001 - anything the environment raises, or a killed worker
-                text, timed_out = _reason(exc, limit)
+                text, timed_out = _reason(exc, limit * self.slow_factor if slow else limit)
                 self._count(name, "gen_timeouts" if timed_out else "gen_failures")
                 reasons.append(text)
+                if timed_out and not slow and self.slow_factor > 1:  # the same Gym seed, with time to spare
+                    self._count(name, "slow_retries")
+                    try:
+                        start(attempt, slow=True)
+                    except Exception as again:  # noqa: BLE001 - the pool was closed meanwhile
+                        outer.set_exception(again)
+                    return
                 if attempt + 1 < self.attempts:
                     self._count(name, "retries")
                     try:

@@ -102,6 +102,28 @@ def cap_for(identifier: str, max_prompt_tokens: int) -> int:
     return cap
 
 
+FLOAT_EXACT_LIMIT = 2**53  # above it a float cannot tell n from n + 1
+
+
+def exact_integer_mismatch(answer: str, gold: str) -> bool:
+    """Whether ``answer`` and the reference ``gold`` are both integers, the gold beyond 2**53, and differ.
+
+    RLVE-Gym computes its scores in floating point, where an integer beyond 2**53 and its neighbour are
+    the same number, so an answer off by one can score exactly 1.0; such answers are compared as
+    integers. Smaller integers (exact in a float) and any other answer are left to the verifier.
+    """
+    a, g = str(answer).strip(), str(gold).strip()
+    if not (_is_integer(a) and _is_integer(g)) or max(len(a), len(g)) > 4000:  # int() refuses > 4300 digits
+        return False
+    gold_value = int(g)
+    return abs(gold_value) > FLOAT_EXACT_LIMIT and int(a) != gold_value
+
+
+def _is_integer(text: str) -> bool:
+    body = text[1:] if text[:1] in "+-" else text
+    return body.isascii() and body.isdigit()
+
+
 class GymEnvironment(Environment):
     """One RLVE-Gym environment (see the module docstring).
 
@@ -210,6 +232,8 @@ class GymEnvironment(Environment):
             return False, -1.0, "verifier_timeout" if result.startswith("timeout") else "verifier_error"
         shaped, threshold, _ = result
         correct = shaped >= threshold  # exactly: RLVE-Gym's own 1e-6 slack accepts n + 1 for n > ~1e7 (shaped (n/(n+1))^beta)
+        if correct and exact_integer_mismatch(answer, problem.answer):
+            return False, shaped, "wrong_integer"
         return correct, shaped, "correct" if correct else ("partial" if shaped > 0 else "wrong")
 
     def verify(self, response: Any, problem: Problem) -> Verdict:

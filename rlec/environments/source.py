@@ -48,6 +48,9 @@ from rlec.reward.formula import check_target
 
 ABILITY = "rlve"
 DEFAULT_LOOKAHEAD = 256  # rows submitted together (rlec's cluster batch: 256 prompts)
+# the most rows submitted ahead: 16 cluster batches. The rows ahead are generated and held before the first is
+# served (a lookahead of 1,000,000 held 330 MB after 40 s and served nothing)
+MAX_LOOKAHEAD = 4096
 MAX_REDRAWS = 16  # problems drawn for one row before giving up (only RLVE-Gym's can fail to generate)
 METRIC_PREFIX = "rlve"
 IGNORED_KEYS = ("enable", "rows_per_epoch")
@@ -95,6 +98,11 @@ class SourceConfig:
     lookahead: int = DEFAULT_LOOKAHEAD
 
     def __post_init__(self) -> None:
+        given = self.environments.split(",") if isinstance(self.environments, str) else list(self.environments)
+        given = [str(g).strip() for g in given]
+        twice = sorted({g for g in given if g and given.count(g) > 1})
+        if twice:
+            raise ValueError(f"rlve environments name {twice} more than once: list each environment once")
         names = tuple(parse_environment_names(self.environments or "all"))
         object.__setattr__(self, "environments", names)
         weights = self.weights
@@ -114,6 +122,9 @@ class SourceConfig:
             low = 0 if key in ("seed", "initial_difficulty", "lookahead") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"rlve {key} must be an int >= {low}, got {value!r}")
+        if self.lookahead > MAX_LOOKAHEAD:
+            raise ValueError(f"rlve lookahead must be <= {MAX_LOOKAHEAD} rows (about one training batch: the rows ahead "
+                             f"are generated and held before the first is served), got {self.lookahead}")
         unknown = sorted(set(self.difficulty) - set(names))
         if unknown:
             raise ValueError(f"rlve difficulty overrides name environments that are not configured: {unknown}")
@@ -121,13 +132,23 @@ class SourceConfig:
             extra = sorted(set(override) - {"initial", "maximum"})
             if extra:
                 raise ValueError(f"rlve difficulty.{name}: unknown keys {extra} (allowed: initial, maximum)")
+            for key, value in override.items():
+                if value is None and key == "maximum":
+                    continue
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"rlve difficulty.{name}.{key} must be an int >= 0, got {value!r} (a difficulty "
+                                     "is a level, never rounded)")
         if not 0.0 <= self.binary_fraction <= 1.0:
             raise ValueError(f"rlve binary_fraction must be in [0, 1], got {self.binary_fraction}")
-        check_target(self.target_min)
-        check_target(self.target_max)
+        for key in ("target_min", "target_max"):
+            try:
+                check_target(getattr(self, key))
+            except ValueError as exc:
+                raise ValueError(f"rlve {key}: {exc}") from None
         lo, hi = target_grid(self.target_min, self.target_max)
         if lo > hi and self.binary_fraction < 1.0:
-            raise ValueError(f"rlve: no target on the 0.01 grid of [{self.target_min}, {self.target_max}] other than 0")
+            raise ValueError(f"rlve target_min, target_max = [{self.target_min}, {self.target_max}]: no target on the "
+                             "0.01 grid of that range other than 0")
         for name in names:
             self.controller(name)  # validates initial / maximum against the environment's cap
 
@@ -150,6 +171,9 @@ class SourceConfig:
             raise ValueError(f"unknown rlve settings {unknown}; allowed: {sorted(allowed)}")
         if data.get("environments") is not None and not isinstance(data["environments"], str):
             data["environments"] = tuple(data["environments"])
+        if data.get("environments") is not None and not any(str(n).strip() for n in _items(data["environments"])):
+            raise ValueError(f"rlve environments {data['environments']!r} names no environment: list them, or [all] "
+                             "for the built-in ones (an empty list never means all)")
         if data.get("weights") is not None and not isinstance(data["weights"], Mapping):
             data["weights"] = tuple(data["weights"])
         data["difficulty"] = {str(k): dict(v) for k, v in dict(data.get("difficulty") or {}).items()}
@@ -177,6 +201,10 @@ class SourceConfig:
                                         maximum=None if maximum is None else int(maximum))
         except ValueError as exc:
             raise ValueError(f"rlve controller of {name!r}: {exc}") from None
+
+
+def _items(spec: Any) -> list[Any]:
+    return spec.split(",") if isinstance(spec, str) else list(spec)
 
 
 def question_id(problem: Problem) -> str:
@@ -316,7 +344,7 @@ class EnvironmentSource:
             while none), ``rlve/<env>/share`` (the environment's share of all the step's samples)
             for every configured environment, ``rlve/share`` (all environments together), and with
             RLVE-Gym environments the pool's counters since start, ``rlve/gym/<Identifier>/<counter>``
-            (generated, gen_failures, gen_timeouts, retries, skipped, verified, verify_timeouts,
+            (generated, gen_failures, gen_timeouts, slow_retries, retries, skipped, verified, verify_timeouts,
             verify_errors; :mod:`rlec.environments.gym_pool`).
         """
         per_env: dict[str, list[tuple[int, bool]]] = {name: [] for name in self.controllers}

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from rlec.config import LOCAL_CONFIG, compose, select
+from rlec.flags import FALSE, TRUE, parse_flag
 from rlec.settings import RlecSettings
 
 ACTOR = "actor_rollout_ref.actor"
@@ -54,6 +55,9 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     # comma-separated RLVE environments (or "all"): train on them only (algorithm=rlve, no static rows)
     "ENVIRONMENTS": ("algorithm", "rlec.rlve.environments", "data.train_files"),
 }
+
+# on/off variables: the spellings of rlec.flags (as RESUME's boolean ones)
+BOOLEAN_VARS = ("EVAL_AT_END",)
 
 # Every key the local run reads, with what it means there (shown by --help). The meaning is the
 # cluster's; "local" marks the rlec.local settings the cluster does not have.
@@ -145,7 +149,8 @@ def env_overrides(env: Mapping[str, str] | None = None) -> list[str]:
     """Hydra overrides from the environment variables of :data:`ENV_OVERRIDES` that are set.
 
     Raises:
-        LocalConfigError: ``RESUME`` is not one of the accepted spellings.
+        LocalConfigError: ``RESUME`` or a boolean variable (:data:`BOOLEAN_VARS`, :mod:`rlec.flags`) is not one
+            of the accepted spellings.
     """
     env = os.environ if env is None else env
     out = []
@@ -162,15 +167,24 @@ def env_overrides(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 def _env_value(var: str, key: str, value: str) -> str:
-    if var == "RESUME":
+    if var == "RESUME":  # the boolean spellings of rlec.flags, and verl's own auto / disable
         low = value.strip().lower()
-        if low in ("1", "true", "yes", "auto"):
-            return "auto"
-        if low in ("0", "false", "no", "disable", "never"):
-            return "disable"
-        raise LocalConfigError(f"RESUME={value!r}: expected 1/true/auto (resume a compatible run) or 0/false/disable (start fresh)")
+        if low in ("auto", "disable", "never"):
+            return "auto" if low == "auto" else "disable"
+        try:
+            return "auto" if parse_flag(var, value) else "disable"
+        except ValueError:
+            raise LocalConfigError(f"RESUME={value!r}: expected {'/'.join(TRUE)}/auto (resume a compatible run) or "
+                                   f"{'/'.join(FALSE)}/disable (start fresh)") from None
+    if var in BOOLEAN_VARS:
+        try:
+            return str(parse_flag(var, value)).lower()
+        except ValueError as exc:
+            raise LocalConfigError(str(exc)) from None
     if var == "ENVIRONMENTS":
         names = [n.strip() for n in value.split(",") if n.strip()]
+        if not names:
+            raise LocalConfigError(f"ENVIRONMENTS={value!r} names no environment: list them (maze,sorting) or all")
         return {"algorithm": "rlve", "rlec.rlve.environments": "[" + ",".join(names) + "]", "data.train_files": "[]"}[key]
     if var == "DATA_DIR":
         name = "train.parquet" if key == "data.train_files" else "test.parquet"
@@ -191,6 +205,10 @@ def load_config(overrides: Sequence[str] = (), env: Mapping[str, str] | None = N
     """
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
     from_env = [o for o in env_overrides(env) if o.split("=", 1)[0] not in given]  # an argument wins over the environment
+    from rlec.cluster.settings_rules import override_rules  # algorithm=[e3,e3]: what only the overrides show
+
+    for finding in override_rules([*from_env, *overrides]):
+        raise LocalConfigError(str(finding))
     try:
         cfg = compose([*from_env, *overrides], config_name=LOCAL_CONFIG)
     except LocalConfigError:
@@ -236,20 +254,10 @@ def check(cfg: Any) -> None:
         raise LocalConfigError(f"{MEGATRON}.sequence_parallel={sp} with tensor_model_parallel_size={tp}: mbridge builds the "
                                "model sequence parallel exactly when TP > 1 (Megatron requires it for MoE); set it to "
                                f"{str(tp > 1).lower()} (the TP environment variable does)")
-    temperature, top_p = float(select(cfg, f"{ROLLOUT}.temperature")), float(select(cfg, f"{ROLLOUT}.top_p"))
-    if not temperature > 0 or not 0 < top_p <= 1:
-        raise LocalConfigError(f"{ROLLOUT}.temperature must be > 0 and {ROLLOUT}.top_p in (0, 1], got {temperature}, {top_p}")
-    if int(select(cfg, f"{ROLLOUT}.top_k", -1)) < -1:
-        raise LocalConfigError(f"{ROLLOUT}.top_k must be -1 (all tokens) or >= 0, got {select(cfg, f'{ROLLOUT}.top_k')}")
-    if int(select(cfg, f"{ROLLOUT}.n")) < 2:
-        raise LocalConfigError(f"{ROLLOUT}.n must be >= 2: a group of one has no baseline (its advantage is its raw reward)")
-    if not float(select(cfg, f"{ACTOR}.optim.lr")) > 0:
-        raise LocalConfigError(f"{ACTOR}.optim.lr must be > 0, got {select(cfg, f'{ACTOR}.optim.lr')}")
+    # temperature, top_p, top_k, rollout.n, lr, clip ratios ...: the early rule set's NUMBER_RULES (above)
     if str(select(cfg, f"{ACTOR}.optim.lr_decay_style", "constant")) != "constant":
         raise LocalConfigError(f"{ACTOR}.optim.lr_decay_style={select(cfg, f'{ACTOR}.optim.lr_decay_style')!r} is not "
                                "supported by the local run (constant after the warm-up)")
-    if not float(select(cfg, f"{ACTOR}.clip_ratio_c", 3.0)) > 1:
-        raise LocalConfigError(f"{ACTOR}.clip_ratio_c must be > 1 (verl's dual clip), got {select(cfg, f'{ACTOR}.clip_ratio_c')}")
     if str(select(cfg, "trainer.resume_mode")) not in ("auto", "disable"):
         raise LocalConfigError(f"trainer.resume_mode must be 'auto' or 'disable' in the local run, got {select(cfg, 'trainer.resume_mode')!r}")
     loggers = set(select(cfg, "trainer.logger", []) or [])

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from rlec.flags import flag
 from rlec.io import atomic_write_text
 
 
@@ -34,8 +35,12 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 
 def verbose() -> bool:
-    """``RLEC_VERBOSE`` is set (not empty, not 0): keep third-party warnings, logs and prints."""
-    return os.environ.get("RLEC_VERBOSE", "") not in ("", "0")
+    """``RLEC_VERBOSE`` is on (:mod:`rlec.flags`): keep third-party warnings, logs and prints.
+
+    Raises:
+        ValueError: a spelling :mod:`rlec.flags` refuses (names the variable).
+    """
+    return flag("RLEC_VERBOSE")  # rlec.flags' spellings: RLEC_VERBOSE=false is off
 
 
 class MetricsLogger:

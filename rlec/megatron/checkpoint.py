@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
-from rlec.io import (MANIFEST_FILE, ManifestError, claim_temp_dir, no_space_error, remove_stale_temps, replace_dir, verify_manifest,
+from rlec.io import (MANIFEST_FILE, ManifestError, claim_temp_dir, free_bytes, no_space_error, remove_stale_temps, replace_dir, verify_manifest,
                      write_manifest)
 from rlec.megatron.compat import in_process_checkpoint_results, writers_die_with_parent
 from rlec.megatron.model import MegatronModel
@@ -163,6 +163,25 @@ def write_metadata(folder: str | Path, metadata: dict[str, Any]) -> None:
         (Path(folder) / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def checkpoint_bytes(policy: Any, optimizer: Any, path: str | Path) -> int | None:
+    """A lower bound of the bytes a checkpoint at ``path`` needs: the newest sibling ``global_step_<N>``'s
+    size (the same model and optimizer), else this rank's parameters (x 3 with an optimizer: Adam's two
+    moments); None when neither can be told."""
+    parent = Path(path).parent
+    siblings = sorted((int(p.name.rsplit("_", 1)[1]), p) for p in parent.glob("global_step_*")
+                      if p.is_dir() and p.name.rsplit("_", 1)[1].isdigit() and p != Path(path))
+    if siblings:
+        try:
+            return sum(f.stat().st_size for f in siblings[-1][1].rglob("*") if f.is_file())
+        except OSError:
+            pass
+    try:
+        params = sum(int(p.numel()) * int(p.element_size()) for p in policy.parameters())
+    except Exception:  # noqa: BLE001 - an estimate only
+        return None
+    return params * (3 if optimizer is not None else 1)
+
+
 def save_dist_checkpoint(
     policy: MegatronModel,
     path: str | Path,
@@ -198,6 +217,7 @@ def save_dist_checkpoint(
             is ``errno.ENOSPC`` naming ``path`` (:func:`rlec.io.no_space_error`), whatever
             torch's or Megatron's writer raised (kept as the cause).
     """
+    needed, free_before = checkpoint_bytes(policy, optimizer, path), free_bytes(Path(path).parent)
     with atomic_output(path, overwrite=overwrite) as tmp:
         try:
             write_dist_checkpoint(policy, tmp, optimizer=optimizer, step=step, user_state=user_state)
@@ -206,7 +226,7 @@ def save_dist_checkpoint(
             if rank() == 0:
                 write_manifest(tmp)
         except Exception as exc:  # noqa: BLE001 - a full disk is told apart while the partial folder still holds its space
-            full = no_space_error(exc, path)
+            full = no_space_error(exc, path, needed=needed, free_before=free_before)
             if full is not None:
                 raise full from exc
             raise

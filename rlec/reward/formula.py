@@ -43,11 +43,20 @@ def check_target(p: float) -> float:
     """
     try:
         value = float(p)
-    except (TypeError, ValueError):
-        raise ValueError(f"target p must be a number in [0, 1), got {p!r}") from None
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float (10**400)
+        raise ValueError(f"target p must be a number in [0, 1), got {_shown(p)}") from None
     if math.isnan(value) or not 0.0 <= value < 1.0:
-        raise ValueError(f"target p must be in [0, 1), got {p!r}")
+        raise ValueError(f"target p must be in [0, 1), got {_shown(p)}")
     return value
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` cut to 60 characters (an int of 10,000 digits has no repr at all)."""
+    try:
+        text = repr(value)
+    except ValueError:  # int repr beyond sys.get_int_max_str_digits
+        text = f"<{type(value).__name__} too large to print>"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_b(b: float) -> float:
@@ -58,10 +67,10 @@ def check_b(b: float) -> float:
     """
     try:
         value = float(b)
-    except (TypeError, ValueError):
-        raise ValueError(f"stability coefficient b must be a number in [0, 1], got {b!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"stability coefficient b must be a number in [0, 1], got {_shown(b)}") from None
     if math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"stability coefficient b must be in [0, 1], got {b!r}")
+        raise ValueError(f"stability coefficient b must be in [0, 1], got {_shown(b)}")
     return value
 
 

@@ -15,7 +15,7 @@ import logging
 import os
 from typing import Any
 
-from rlec.io import ManifestError, atomic_write_text, verify_manifest, write_manifest
+from rlec.io import ManifestError, atomic_write_text, free_bytes, no_space_error, verify_manifest, write_manifest
 from rlec.settings import RlecSettings
 
 logger = logging.getLogger(__name__)
@@ -76,14 +76,28 @@ def _step_folders(root: str) -> list[tuple[int, str]]:
     return sorted(out, reverse=True)
 
 
-def intact_checkpoint(root: str) -> int | None:
+def _tracked_step(tracker: str) -> tuple[int | None, str]:
+    """The step verl's tracker names (None when it holds no step: empty, ``two``, a partial write) and its text."""
+    try:
+        with open(tracker, "rb") as f:
+            text = f.read(64).decode("utf-8", "replace").strip()
+    except OSError as exc:
+        return None, f"<unreadable: {exc}>"
+    return (int(text) if text.isascii() and text.isdigit() else None), text
+
+
+def intact_checkpoint(root: str, verify: bool = True) -> int | None:
     """Make verl's resume pick the newest checkpoint under ``root`` whose files match its manifest.
 
     The folder ``latest_checkpointed_iteration.txt`` names is checked with
-    :func:`rlec.io.verify_manifest`; when it is damaged (a changed, truncated or missing file, or
-    no manifest because its save did not finish), each older ``global_step_<N>`` is tried, newest
-    first, and the tracker is rewritten (atomically) to the first intact one, with a warning naming
-    the damage. Returns the step resumed from, or None when there is no tracker (a fresh run).
+    :func:`rlec.io.verify_manifest` (``verify``; otherwise the folder only has to exist); when it is
+    damaged (a changed, truncated or missing file, or no manifest because its save did not finish)
+    or missing, each older ``global_step_<N>`` is tried, newest first, and the tracker is rewritten
+    (atomically) to the first intact one, with a warning naming the damage. A tracker that names no
+    step (empty, or ``two``: verl writes it in place, so a kill mid-write leaves it so) is damaged
+    too: every ``global_step_<N>`` is a candidate, newest first, with a warning. verl itself would
+    raise ``ValueError`` on it, or, for a missing folder, silently train from step 0. Returns the
+    step resumed from, or None when there is no tracker (a fresh run).
 
     Raises:
         ManifestError: no checkpoint under ``root`` is intact (names the newest one's damage).
@@ -91,28 +105,53 @@ def intact_checkpoint(root: str) -> int | None:
     tracker = os.path.join(root, TRACKER)
     if not os.path.exists(tracker):
         return None
-    with open(tracker) as f:
-        latest = int(f.read().strip() or 0)
+    latest, text = _tracked_step(tracker)
+    if latest is None:
+        logger.warning("%s holds %r, not a step (a save killed while verl wrote it): resuming from the newest intact "
+                       "global_step_<N> instead", tracker, text)
     first_error: ManifestError | None = None
     for step, folder in _step_folders(root):
-        if step > latest:
-            continue
+        if latest is not None and step > latest:
+            continue  # newer than the tracker: a save that did not finish
         try:
-            verify_manifest(folder)
+            if verify:
+                verify_manifest(folder)
         except ManifestError as exc:
             first_error = first_error or exc
             logger.warning("checkpoint %s is damaged and will not be resumed: %s", folder, exc)
             continue
         if step != latest:
-            logger.warning("resuming from %s instead of global_step_%d (damaged, see above)", folder, latest)
+            named = f"global_step_{latest}" if latest is not None else f"the tracker's {text!r}"
+            logger.warning("resuming from %s instead of %s (damaged or missing, see above)", folder, named)
             atomic_write_text(tracker, str(step))
         return step
-    raise first_error or ManifestError(os.path.join(root, f"global_step_{latest}"), ["the tracked checkpoint folder is missing"])
+    if first_error is not None:
+        raise first_error
+    missing = f"global_step_{latest}" if latest is not None else f"global_step_<N> (the tracker holds {text!r})"
+    raise ManifestError(os.path.join(root, missing), ["the tracked checkpoint folder is missing, and no older "
+                                                      "global_step_<N> is there to resume"])
+
+
+def _previous_checkpoint_bytes(folder: str) -> int | None:
+    """The size of the newest ``global_step_<N>`` beside ``folder`` (what the next save needs, about), or None."""
+    root = os.path.dirname(folder)
+    for _, previous in _step_folders(root):
+        if os.path.abspath(previous) != os.path.abspath(folder):
+            try:
+                return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(previous) for f in files)
+            except OSError:
+                return None
+    return None
 
 
 class CheckpointIntegrityMixin:
     """A manifest (size + SHA-256 of every file, :func:`rlec.io.write_manifest`) in every verl checkpoint,
     checked before resuming (:func:`intact_checkpoint`): a damaged checkpoint is never trained on.
+
+    A save that fails on a full disk is one ``OSError`` (``ENOSPC``, naming the step's folder,
+    :func:`rlec.io.no_space_error`, also when the writer lost the errno or freed its partial shard);
+    verl moves its tracker only after a complete save, so the partial folder is never resumed (it is
+    newer than the tracker) and a rerun after freeing space resumes the previous checkpoint.
 
     verl 0.9.1's ``_save_checkpoint`` writes the tracker itself before returning, so the manifest is
     written right after it (synchronous saves; verl's ``async_save`` is refused): a crash in between
@@ -121,11 +160,37 @@ class CheckpointIntegrityMixin:
     ``rlec.checkpoint.manifest=false`` turns both off (one read of the checkpoint per save and resume).
     """
 
+    _rlec_step_metrics: dict | None = None
+
+    def step(self, metrics: dict, timing_raw: dict):
+        """verl's step; keeps its ``metrics`` dict (verl's ``fit`` logs it only after the save) for a failed save."""
+        self._rlec_step_metrics = metrics
+        return super().step(metrics, timing_raw)
+
+    def _log_finished_step(self) -> None:
+        """Log the step's metrics so far (a save failed before verl's ``fit`` logs them); best effort on a full disk."""
+        logger_ = getattr(self, "logger", None)
+        if self._rlec_step_metrics is None or logger_ is None:
+            return
+        try:
+            logger_.log(data=dict(self._rlec_step_metrics), step=self.global_steps)
+        except Exception as exc:  # noqa: BLE001 - the same full disk may refuse the log too
+            logger.warning("step %s: its metrics could not be logged either (%s)", self.global_steps, exc)
+
     def _manifest_on(self) -> bool:
         return RlecSettings.from_config(self.config).checkpoint.manifest
 
     def _save_checkpoint(self):
-        out = super()._save_checkpoint()
+        folder = saving_folder(self.config, self.global_steps)
+        needed, free_before = _previous_checkpoint_bytes(folder), free_bytes(os.path.dirname(folder) or ".")
+        try:
+            out = super()._save_checkpoint()
+        except Exception as exc:  # a full disk: one error naming ENOSPC and the folder; verl's tracker is unmoved
+            full = no_space_error(exc, folder, needed=needed, free_before=free_before)
+            if full is not None:
+                self._log_finished_step()
+                raise full from exc
+            raise
         if not self._manifest_on():
             return out
         if self.config.actor_rollout_ref.actor.get("checkpoint", {}).get("async_save", False):
@@ -135,11 +200,9 @@ class CheckpointIntegrityMixin:
         return out
 
     def _load_checkpoint(self):
-        if not self._manifest_on():
-            return super()._load_checkpoint()
-        if self.config.trainer.resume_mode == "auto":
+        if self.config.trainer.resume_mode == "auto":  # a damaged tracker is repaired with or without the manifest
             root = self.config.trainer.default_local_dir
-            intact_checkpoint(root if os.path.isabs(root) else os.path.join(os.getcwd(), root))
-        elif self.config.trainer.resume_mode == "resume_path":
+            intact_checkpoint(root if os.path.isabs(root) else os.path.join(os.getcwd(), root), verify=self._manifest_on())
+        elif self.config.trainer.resume_mode == "resume_path" and self._manifest_on():
             verify_manifest(str(self.config.trainer.resume_from_path))
         return super()._load_checkpoint()

@@ -143,7 +143,7 @@ INVALID = [
     (("actor_rollout_ref.actor.ppo_mini_batch_size=48",), "256 must be a multiple of actor.ppo_mini_batch_size 48"),
     (("actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.rollout.n=3"),
      "must split evenly over the 8"),
-    (("actor_rollout_ref.rollout.n=1",), "rollout.n must be >= 2"),
+    (("actor_rollout_ref.rollout.n=1",), "a group of one has no baseline"),
     (("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096",), "cannot hold one sequence"),
     (("layout=qwen3_30b_a3b_1x8", "rlec.check.gpu_memory_gib=80"), "GiB per GPU >"),
     (("actor_rollout_ref.rollout.gpu_memory_utilization=0.9",), "Megatron state left on the GPU"),

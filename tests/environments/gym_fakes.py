@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 HANG_S = 3600.0  # far past any test's limit: the pool kills the worker
+BUSY_S = 0.6  # "Busy": every first attempt takes this long
 
 
 def behaviour(name: str, seed: int, attempt: int) -> str:
@@ -37,6 +38,8 @@ def generate_task(name: str, seed: int, difficulty: int, attempt: int) -> dict[s
         raise ValueError(f"{name}: generation failed on purpose")
     if name == "Slow":
         time.sleep(0.05)
+    if name == "Busy" and attempt == 0:
+        time.sleep(BUSY_S)  # a problem slowed past a short limit, as on a loaded machine
     value = (seed + 7 * difficulty + attempt) % 1000
     return {"prompt": f"{name}: what is {value} + {difficulty}?", "answer": str(value + difficulty), "index": 0,
             "gym_seed": seed + attempt, "attempt": attempt, "threshold": 1.0, "config": None, "seconds": 0.0}

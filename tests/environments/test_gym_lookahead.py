@@ -43,7 +43,8 @@ def fake_pools(monkeypatch: pytest.MonkeyPatch):
     pools: list[GymPool] = []
 
     def make() -> GymPool:
-        pool = GymPool(max_workers=2, timeout_s=2.0, attempts=2, generate_task=gym_fakes.generate_task, initializer=None)
+        pool = GymPool(max_workers=2, timeout_s=2.0, attempts=2, generate_task=gym_fakes.generate_task, initializer=None,
+                       slow_factor=1.0)  # a hang's next-seed retry at once (the same-seed rerun: test_same_seed_...)
         pools.append(pool)
         for identifier in ("Slow", "Hang"):
             monkeypatch.setitem(ENVIRONMENTS, f"slow_gym:{identifier}", FakeGym(identifier, pool))
@@ -93,3 +94,29 @@ def test_rows_generated_ahead_equal_the_sequential_rows_with_the_same_counts(fak
     assert metrics["rlve/slow_gym:Slow/difficulty"] == 1.0
     sequential.load_state_dict(ahead.state_dict())
     assert [ahead.next_row() for _ in range(4)] == [sequential.row(i) for i in range(ROWS, ROWS + 4)]
+
+
+def test_same_seed_rerun_gives_a_busy_machine_the_rows_of_a_quiet_one(monkeypatch):
+    """Issue 34 item 6: a problem slowed past the limit (a loaded machine) is rerun with the same Gym seed under
+    slow_factor x the limit before the next seed is tried, so the seeded rows are those of a quiet machine; with
+    no rerun (slow_factor=1, the old behaviour) the busy machine trains on another problem."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    import gym_fakes
+
+    def pool(timeout_s: float, slow_factor: float) -> GymPool:
+        return GymPool(max_workers=1, timeout_s=timeout_s, attempts=2, generate_task=gym_fakes.generate_task,
+                       initializer=None, slow_factor=slow_factor)
+
+    quiet, busy, old = pool(30.0, 1.0), pool(gym_fakes.BUSY_S / 2, 60.0), pool(gym_fakes.BUSY_S / 2, 1.0)
+    try:
+        jobs = [("Busy", seed, 1) for seed in (3, 4)]
+        calm = quiet.generate_many(jobs)
+        loaded = busy.generate_many(jobs)
+        assert [r["prompt"] for r in loaded] == [r["prompt"] for r in calm] and {r["attempt"] for r in loaded} == {0}
+        m = busy.metrics()
+        assert (m["rlve_gym/Busy/gen_timeouts"], m["rlve_gym/Busy/slow_retries"], m["rlve_gym/Busy/retries"]) == (2, 2, 0)
+        assert quiet.metrics()["rlve_gym/Busy/gen_timeouts"] == 0
+        assert [r["attempt"] for r in old.generate_many(jobs)] == [1, 1]  # without the rerun: the next seed's problem
+    finally:
+        for p in (quiet, busy, old):
+            p.close()

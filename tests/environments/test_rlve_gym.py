@@ -31,8 +31,8 @@ def pool():
 
 @pytest.fixture(scope="session")
 def short_pool():
-    """A second pool: 1 worker, a 1 s limit, 2 attempts."""
-    p = GymPool(max_workers=1, timeout_s=1.0, attempts=2)
+    """A second pool: 1 worker, a 1 s limit, 2 attempts, no same-seed rerun."""
+    p = GymPool(max_workers=1, timeout_s=1.0, attempts=2, slow_factor=1.0)  # the next-seed retry at once
     yield p
     p.close()
 
@@ -201,3 +201,29 @@ def test_evaluation_set_records_and_metrics_by_rlve_gym_environment(pool, tmp_pa
     graded = [json.loads(line) for line in (out / "graded-env.jsonl").read_text().splitlines()]
     assert {g["grade"]["detail"] for g in graded} == {"env:correct", "env:wrong", "env:abstain"}
     assert all(g["grade"]["env_score"] is not None for g in graded if g["grade"]["detail"] != "env:abstain")
+
+
+class _Scores:
+    """A stand-in pool whose verifier scores every answer (shaped, threshold) as given."""
+
+    def __init__(self, shaped: float, threshold: float = 1.0) -> None:
+        self.result = (shaped, threshold, 0.0)
+
+    def score_many(self, jobs):
+        return [self.result for _ in jobs]
+
+
+def test_integer_answers_beyond_2_53_are_compared_exactly_not_in_floating_point():
+    from rlec.environments.base import Problem
+    from rlec.environments.rlve_gym import GymEnvironment, exact_integer_mismatch
+
+    gold = str(2**60 + 1)
+    problem = Problem("rlve_gym:AdditionTable", 1, 0, "p", gold, {"index": 0, "gym_seed": 1, "threshold": 1.0})
+    env = GymEnvironment("AdditionTable", pool=_Scores(1.0))  # float(2**60) == float(2**60 + 1): RLVE-Gym says 1.0
+    assert float(gold) == float(2**60) and env.score(str(2**60), problem) == (False, 1.0, "wrong_integer")
+    assert env.score(gold, problem) == (True, 1.0, "correct") and env.score("+" + gold, problem)[0]
+    off = env.verify(f"\\boxed{{{2**60 + 2}}}", problem)
+    assert not off.correct and off.score == 0.999 and off.reason == "wrong_integer"
+    assert not exact_integer_mismatch("12", "13")  # exact in a float: the verifier's own verdict stands
+    assert not exact_integer_mismatch("1/2", gold) and not exact_integer_mismatch("9" * 5000, gold)
+    assert exact_integer_mismatch(str(-(2**60)), str(-(2**60) - 1))

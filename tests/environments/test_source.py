@@ -74,6 +74,15 @@ def test_weights_and_determinism():
     ({"target_max": 1.0}, "target p must be in"),
     ({"difficulty": {"maze": {"start": 1}}}, "unknown keys"),
     ({"colour": "red"}, "unknown rlve settings"),
+    # issue 34: accepted before (an empty list trained on all 8, a float or string difficulty became an int)
+    ({"environments": []}, r"names no environment: .*an empty list never means all"),
+    ({"environments": ","}, "names no environment"),
+    ({"environments": ["maze", "sorting", "maze"]}, r"name \['maze'\] more than once"),
+    ({"environments": "maze,maze"}, "more than once"),
+    ({"lookahead": 1_000_000}, "lookahead must be <= 4096 rows"),
+    ({"environments": ["maze"], "difficulty": {"maze": {"initial": 1.5}}}, r"difficulty.maze.initial must be an int >= 0, got 1.5"),
+    ({"environments": ["maze"], "difficulty": {"maze": {"maximum": "3"}}}, r"difficulty.maze.maximum must be an int >= 0, got '3'"),
+    ({"target_max": float("nan")}, "target_max: target p must be in"),
 ])
 def test_bad_settings_are_refused_with_the_key(settings, message):
     with pytest.raises(ValueError, match=message):
@@ -140,3 +149,23 @@ def test_an_environment_row_grades_whichever_package_a_process_imported(first, r
     code = _GRADE_IN_A_FRESH_PROCESS.format(first=first, builtins=sorted("rlve/" + n for n in builtin_names()))
     subprocess.run([sys.executable, "-c", code, f"\\boxed{{{problem.answer}}}", problem.to_json(), "rlve/sorting"],
                    check=True, cwd=repo_root)
+
+
+def test_a_lookahead_at_the_cap_and_a_null_maximum_are_accepted():
+    from rlec.environments.source import MAX_LOOKAHEAD
+
+    config = SourceConfig.from_mapping({"environments": ["maze"], "lookahead": MAX_LOOKAHEAD,
+                                        "difficulty": {"maze": {"initial": 1, "maximum": None}}})
+    assert config.lookahead == MAX_LOOKAHEAD
+
+
+def test_check_refuses_a_negative_difficulty_in_one_line_and_fails_when_nothing_was_checked(capsys):
+    from rlec.environments.__main__ import main
+
+    assert main(["check", "--environments", "sorting", "--difficulties=-1", "--no-determinism"]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("error: difficulty list item '-1'") and "Traceback" not in out
+    assert main(["check", "--environments", "sorting", "--difficulties=1000", "--no-determinism"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL: nothing checked: d1000 > cap" in out and "0 problems, 1 failed" in out
+    assert main(["check", "--environments", "sorting", "--difficulties=0", "--no-determinism"]) == 0

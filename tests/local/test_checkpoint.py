@@ -129,3 +129,38 @@ def test_start_resumes_a_compatible_run_refuses_another_and_moves_a_finished_one
     assert start.resume_from is None and not out.exists()
     (aside,) = tmp_path.glob("run.old-*")
     assert (aside / "checkpoints").is_dir() and any(str(aside) in n for n in start.notes)
+
+
+def test_a_checkpoint_bigger_than_the_free_space_is_enospc_even_when_the_writer_freed_its_partial_shard(
+        tmp_path: Path, monkeypatch) -> None:
+    """Issue 34 item 2 (a faked ENOSPC at the writer): torch's writer loses the errno and frees its partial shard
+    before the error arrives, leaving 135 MiB free; the previous checkpoint (200 MiB) says the new one cannot fit.
+    The error names ENOSPC and the folder, nothing of the partial checkpoint is left, the tracker is untouched."""
+    import errno
+
+    from rlec import io as rio
+    from rlec.megatron import checkpoint as mc
+
+    out = tmp_path / "run"
+    previous = _write(out, 1)
+    _point(out, "1")
+    with open(previous / "padding.bin", "wb") as f:  # sparse: 200 MiB by size, nothing on disk
+        f.truncate(200 * 2**20)
+
+    def writer_that_frees_its_partial_shard(policy, folder, **kw):
+        (Path(folder) / "__0_0.distcp").write_bytes(b"x" * 1000)
+        (Path(folder) / "__0_0.distcp").unlink()  # torch's writer cleans up before the error reaches the caller
+        raise RuntimeError("Worker failure: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    monkeypatch.setattr(mc, "write_dist_checkpoint", writer_that_frees_its_partial_shard)
+    monkeypatch.setattr(rio, "_free_bytes", lambda path: 135 * 2**20)
+    path = checkpoint_dir(out, 2)
+    with pytest.raises(OSError) as info:
+        mc.save_dist_checkpoint(torch.nn.Linear(2, 2), path, step=2)
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(path)
+    assert "the output needs ~200.0 MiB; 135.0 MiB were free when it began" in str(info.value)
+    assert not path.exists() and sorted(p.name for p in (out / "checkpoints").iterdir()) == ["global_step_1", LATEST_FILE]
+    assert (out / "checkpoints" / LATEST_FILE).read_text() == "1"  # the tracker moves only after a complete save
+    monkeypatch.setattr(rio, "_free_bytes", lambda path: 10 * 2**30)  # room after all: the writer's own error
+    with pytest.raises(RuntimeError, match="unexpected pos"):
+        mc.save_dist_checkpoint(torch.nn.Linear(2, 2), path, step=2)

@@ -28,16 +28,18 @@ def test_resume_accepts_both_conventions(value: str, mode: str) -> None:
     ("overrides", "env", "match"),
     [
         (["actor_rollout_ref.rollout.n=1"], {}, "group of one has no baseline"),
-        (["actor_rollout_ref.rollout.top_k=-2"], {}, "top_k must be -1"),
+        (["actor_rollout_ref.rollout.top_k=-2"], {}, r"\[actor_rollout_ref.rollout.top_k\] -2 must be an integer >= 1, or -1"),
         (["actor_rollout_ref.actor.ppo_epochs=2"], {}, "ppo_epochs=2 is not supported by the local run"),
         (["actor_rollout_ref.actor.use_kl_loss=true"], {}, "no reference model"),
         (["rlec.local.threads=-1"], {}, r"\[rlec.local.threads\] -1 must be an integer >= 0"),
         (["rlec.local.scripted_fraction=1.5"], {}, r"\[rlec.local.scripted_fraction\] 1.5 must be in \[0, 1\)"),
         ([f"{MG}.tensor_model_parallel_size=2"], {}, "sequence_parallel=False with tensor_model_parallel_size=2"),
-        (["trainer.total_training_steps=0"], {}, "total_training_steps must be a positive integer"),
+        (["trainer.total_training_steps=0"], {}, r"\[trainer.total_training_steps\] 0 must be an integer >= 1"),
         (["trainer.total_training_steps=1"], {}, "set rlec.schedule.end_step"),
         (["no.such.key=1"], {}, "bad setting"),
         ([], {"RESUME": "maybe"}, "RESUME='maybe'"),
+        ([], {"ENVIRONMENTS": ","}, "ENVIRONMENTS=',' names no environment"),
+        (["algorithm=rlve", "rlec.rlve.environments=[]"], {}, "names no environment"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_key(overrides: list[str], env: dict, match: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rlec.local.checkpoint import is_intact
 from rlec.local.logger import read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -332,3 +333,10 @@ def test_a_full_disk_at_a_checkpoint_ends_with_one_line_after_the_steps_metrics(
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1, 2]
     assert (out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
     assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.is_dir()) == ["global_step_1"]  # no partial folder
+    # issue 34 item 2: space freed, the same command resumes from the checkpoint before the full disk
+    again = subprocess.run([sys.executable, "-m", "rlec.local.runner", *SMALL, "trainer.total_training_steps=2",
+                            "trainer.save_freq=1", NO_EVAL], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert f"resumed from {out / 'checkpoints' / 'global_step_1'} (step 1)" in again.stderr
+    assert (out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert is_intact(out / "checkpoints" / "global_step_2")

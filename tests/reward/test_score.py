@@ -50,7 +50,10 @@ def test_abstain_scores_zero_and_format_flag() -> None:
      ({"objective": "rlec", "target_p": None}, r"target_p'\] is null but extra_info\['objective'\] is 'rlec'"),
      ({"objective": "rlec"}, r"target_p'\] is missing"),
      ({"objective": "rlec", "target_p": "0.5"}, r"target_p'\] must be a real number in \[0, 1\), got '0.5'"),
-     ({"target_p": "0.5"}, "strings and booleans are not converted"), ({"target_p": True}, "target_p")],
+     ({"target_p": "0.5"}, "strings and booleans are not converted"), ({"target_p": True}, "target_p"),
+     # issue 34 item 7: an int beyond a float raised OverflowError against the never-raises contract
+     ({"objective": "rlec", "target_p": 10**400}, r"target_p'\]: target p must be a number in \[0, 1\), got 1000"),
+     ({"objective": "rlec", "target_p": -10**5000}, "got <int too large to print>")],
 )
 def test_bad_extra_info_is_a_grader_error_naming_the_key(extra_info, match) -> None:
     with pytest.raises(ValueError, match=match):
@@ -86,6 +89,8 @@ def test_issue_12_hotpotqa_article_gold_scores_instead_of_raising() -> None:
 def test_a_bad_b_is_a_configuration_error() -> None:
     with pytest.raises(ValueError):
         compute_score("math_dapo", "\\boxed{1}", "1", {}, b=1.5)
+    with pytest.raises(ValueError, match="stability coefficient b must be a number"):  # not OverflowError
+        compute_score("math_dapo", "\\boxed{1}", "1", {}, b=10**400)
 
 
 def test_resolve_b_precedence() -> None:

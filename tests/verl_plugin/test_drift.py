@@ -138,3 +138,25 @@ def test_key_check_catches_removed_keys(verl_base_config):
     # actor.megatron.grad_offload was removed in verl 0.9.1 (0.9.0 example scripts still set it)
     assert not has_key(verl_base_config, "actor_rollout_ref.actor.megatron.grad_offload")
     assert has_key(verl_base_config, "actor_rollout_ref.actor.megatron.optimizer_offload")
+
+
+def test_resume_reads_the_tracker_rlec_repairs():
+    """rlec.verl_plugin.state.intact_checkpoint rewrites latest_checkpointed_iteration.txt before verl's
+    _load_checkpoint; verl must still resume auto mode from that tracker and its global_step_<N> folders."""
+    from verl.utils.checkpoint.checkpoint_manager import get_checkpoint_tracker_filename
+
+    from rlec.verl_plugin.state import TRACKER
+
+    trainer = source("verl.trainer.ppo.v1.trainer_base")
+    assert "global_step_folder = find_latest_ckpt_path(checkpoint_folder)" in trainer
+    assert get_checkpoint_tracker_filename("/r") == f"/r/{TRACKER}"
+    assert 'directory_format="global_step_{}"' in source("verl.utils.checkpoint.checkpoint_manager")
+
+
+def test_fit_logs_the_metrics_dict_step_fills_after_the_save():
+    """CheckpointIntegrityMixin keeps the dict verl's fit hands to step() and logs it when the save fails on a full
+    disk: fit must pass that dict to step, save, then log it."""
+    fit = source("verl.trainer.ppo.v1.trainer_base", "PPOTrainer")
+    at_step = fit.index("batch = self.step(metrics, self.timing_raw)")
+    at_save = fit.index("self._save_checkpoint()", at_step)
+    assert at_step < at_save < fit.index("self.logger.log(data=metrics, step=self.global_steps)", at_save)

@@ -71,3 +71,112 @@ def test_checkpoint_without_manifest_is_not_resumed_and_none_intact_is_refused(t
     with pytest.raises(ManifestError, match="global_step_1"):
         intact_checkpoint(str(tmp_path))
     assert intact_checkpoint(str(tmp_path / "fresh")) is None  # no tracker: a fresh run
+
+
+@pytest.mark.parametrize("tracker", ["two", "", "7", "-1", "\x00\x00"])
+def test_a_damaged_tracker_falls_back_to_the_newest_intact_step_with_a_warning(tmp_path, caplog, tracker):
+    from rlec.verl_plugin.state import intact_checkpoint
+
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 4)
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text(tracker)  # verl writes it in place: a kill leaves this
+    with caplog.at_level(logging.WARNING):
+        assert intact_checkpoint(str(tmp_path)) == 4
+    assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "4"
+    assert "resuming from" in caplog.text and "global_step_4" in caplog.text
+
+
+def test_a_damaged_tracker_skips_a_damaged_newest_step_and_is_refused_without_checkpoints(tmp_path):
+    from rlec.io import ManifestError
+    from rlec.verl_plugin.state import intact_checkpoint
+
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 3)
+    (tmp_path / "global_step_3" / "rlec_manifest.json").unlink()  # its save did not finish
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("two")
+    assert intact_checkpoint(str(tmp_path)) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "latest_checkpointed_iteration.txt").write_text("")
+    with pytest.raises(ManifestError, match="the tracker holds ''"):
+        intact_checkpoint(str(empty))
+
+
+def test_verls_resume_finds_the_fallback_step_with_the_manifest_off(tmp_path):
+    """verl's own find_latest_ckpt_path raises on ``two`` and gives up (step 0) on a missing folder; after the
+    mixin's repair it finds the newest checkpoint, also with rlec.checkpoint.manifest=false."""
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    from rlec.verl_plugin.state import CheckpointIntegrityMixin
+
+    found = []
+
+    class Base:
+        def _load_checkpoint(self):
+            found.append(find_latest_ckpt_path(self.config.trainer.default_local_dir))
+
+    class Trainer(CheckpointIntegrityMixin, Base):
+        config = OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path), "resume_mode": "auto"},
+                                   "rlec": {"checkpoint": {"manifest": False}}, "actor_rollout_ref": {"actor": {}}})
+
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 5)
+    for tracker in ("two", "9"):
+        (tmp_path / "latest_checkpointed_iteration.txt").write_text(tracker)
+        if tracker == "two":
+            with pytest.raises(ValueError):
+                find_latest_ckpt_path(str(tmp_path))  # verl alone
+        Trainer()._load_checkpoint()
+    assert found == [str(tmp_path / "global_step_5")] * 2
+
+
+def test_a_full_disk_during_verls_save_is_one_enospc_error_and_the_rerun_resumes_the_previous_step(tmp_path, monkeypatch):
+    """Issue 34 item 2 on verl's path (a faked ENOSPC at the writer): torch's zip writer loses the errno; the
+    previous checkpoint is bigger than the space left, so the error is ENOSPC naming the folder; the tracker
+    stays on the previous step and the partial folder (newer than the tracker) is never resumed."""
+    import errno
+
+    from rlec import io as rio
+    from rlec.verl_plugin.state import CheckpointIntegrityMixin, intact_checkpoint
+
+    _checkpoint(tmp_path, 2)
+    with open(tmp_path / "global_step_2" / "actor" / "optim.pt", "wb") as f:
+        f.truncate(300 * 2**20)  # sparse: 300 MiB by size
+    from rlec.io import write_manifest
+
+    write_manifest(tmp_path / "global_step_2")
+
+    logged = []
+
+    class Logger:
+        def log(self, data, step):
+            logged.append((step, data))
+
+    class Base:
+        logger = Logger()
+
+        def step(self, metrics, timing_raw):
+            metrics["actor/pg_loss"] = 0.5  # what verl's step fills; fit logs it after the save
+            return "batch"
+
+        def _save_checkpoint(self):
+            partial = tmp_path / f"global_step_{self.global_steps}" / "actor"
+            partial.mkdir(parents=True)
+            (partial / "__0_0.distcp").write_bytes(b"x" * 100)  # what the writer left before it failed
+            raise RuntimeError("Worker failure: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    class Trainer(CheckpointIntegrityMixin, Base):
+        config = OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path), "resume_mode": "auto"},
+                                   "rlec": {"checkpoint": {"manifest": True}}, "actor_rollout_ref": {"actor": {}}})
+        global_steps = 3
+
+    monkeypatch.setattr(rio, "_free_bytes", lambda path: 135 * 2**20)  # the writer freed its shard: room, it seems
+    trainer = Trainer()
+    assert trainer.step({}, {}) == "batch"
+    with pytest.raises(OSError) as info:
+        trainer._save_checkpoint()
+    assert logged == [(3, {"actor/pg_loss": 0.5})]  # the finished step's metrics, before the error
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(tmp_path / "global_step_3")
+    assert "No space left on device" in str(info.value) and not (tmp_path / "global_step_3" / "rlec_manifest.json").exists()
+    assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "2"
+    assert intact_checkpoint(str(tmp_path)) == 2  # the rerun resumes step 2, not the partial step 3
