@@ -179,3 +179,30 @@ def test_read_section_is_the_generic_typed_reader_of_the_algorithms_settings() -
         with pytest.raises(SettingError) as info:
             read_section(E3Settings, {"rlec": {"e3": bad}}, "rlec.e3")
         assert info.value.key == key, (bad, str(info.value))
+
+
+def test_read_section_reads_rlves_field_shapes_mappings_string_or_list_and_any() -> None:
+    """The shapes RLVE's settings need (issue 35): ``str | tuple[str, ...]`` (a comma-separated string or a list),
+    ``tuple[float, ...] | Mapping[str, float] | None`` (a list or a mapping), ``Mapping[str, Any]`` (taken as given,
+    for ``check()``); a value of no alternative's shape is refused naming the full key (here ``rlec.rlve.<key>``,
+    the key users set, though the section read is ``data.rlve``)."""
+    from rlec.algorithms.rlve import RLVESettings
+    from rlec.settings import read_section
+
+    def read(section: dict) -> RLVESettings:
+        return read_section(RLVESettings, {"data": {"rlve": section}}, "data.rlve", name="rlec.rlve")
+
+    assert read({"environments": "maze,sorting"}).environments == "maze,sorting"
+    assert read({"environments": ["maze", "sorting"]}).environments == ("maze", "sorting")
+    assert read({"weights": [1, 2]}).weights == (1.0, 2.0) and read({"weights": {"maze": 2}}).weights == {"maze": 2.0}
+    assert read({"weights": None}).weights is None
+    assert read({"difficulty": {"maze": {"initial": 1.5}}}).difficulty == {"maze": {"initial": 1.5}}  # check() judges it
+    for bad, key, rule in (({"weights": "heavy"}, "rlec.rlve.weights", "must be a list or a mapping"),
+                           ({"weights": {"maze": "x"}}, "rlec.rlve.weights.maze", "must be a number"),
+                           ({"environments": {"maze": 1}}, "rlec.rlve.environments", "must be a single value or a list"),
+                           ({"difficulty": [1]}, "rlec.rlve.difficulty", "must be a mapping"),
+                           ({"window": "4"}, "rlec.rlve.window", "must be an integer"),
+                           ({"colour": "red"}, "rlec.rlve.colour", "is not a setting of rlec.rlve")):
+        with pytest.raises(SettingError) as info:
+            read(bad)
+        assert info.value.key == key and rule in info.value.rule, (bad, str(info.value))

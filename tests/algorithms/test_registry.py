@@ -17,7 +17,6 @@ from rlec.algorithms.registry import ALGORITHMS, check_all, enabled
 from rlec.algorithms.rlve import RLVESettings
 from rlec.algorithms.rlve.algorithm import RLVE
 from rlec.config import CONFIG_DIR, REPO_ROOT, compose
-from rlec.environments import SourceConfig
 
 # per algorithm: its settings class and, per field, (config key, a nonsense value of the right type)
 NONSENSE = {
@@ -48,33 +47,33 @@ NONSENSE = {
     RLVE: (RLVESettings, {
         "enable": ("rlec.rlve.enable", "yes"),
         "rows_per_epoch": ("rlec.rlve.rows_per_epoch", 0),
-        # source: the environment source's settings (SourceConfig), one key each under rlec.rlve
-        "source.environments": ("rlec.rlve.environments", ["nope"]),
-        "source.weights": ("rlec.rlve.weights", [-1.0]),
-        "source.seed": ("rlec.rlve.seed", -1),
-        "source.samples_per_prompt": ("rlec.rlve.samples_per_prompt", 0),
-        "source.min_samples_factor": ("rlec.rlve.min_samples_factor", 0),
-        "source.window": ("rlec.rlve.window", 0),
-        "source.threshold": ("rlec.rlve.threshold", 1.5),
-        "source.initial_difficulty": ("rlec.rlve.initial_difficulty", -1),
-        "source.difficulty": ("rlec.rlve.difficulty", {"nope": {"initial": 1}}),
-        "source.binary_fraction": ("rlec.rlve.binary_fraction", 1.5),
-        "source.target_min": ("rlec.rlve.target_min", -0.5),
-        "source.target_max": ("rlec.rlve.target_max", 1.5),
-        "source.max_prompt_tokens": ("rlec.rlve.max_prompt_tokens", -5),
-        "source.lookahead": ("rlec.rlve.lookahead", -1),
+        # the environment source's settings (RLVESettings extends SourceConfig), one key each under rlec.rlve
+        "environments": ("rlec.rlve.environments", ["nope"]),
+        "weights": ("rlec.rlve.weights", [-1.0]),
+        "seed": ("rlec.rlve.seed", -1),
+        "samples_per_prompt": ("rlec.rlve.samples_per_prompt", 0),
+        "min_samples_factor": ("rlec.rlve.min_samples_factor", 0),
+        "window": ("rlec.rlve.window", 0),
+        "threshold": ("rlec.rlve.threshold", 1.5),
+        "initial_difficulty": ("rlec.rlve.initial_difficulty", -1),
+        "difficulty": ("rlec.rlve.difficulty", {"nope": {"initial": 1}}),
+        "binary_fraction": ("rlec.rlve.binary_fraction", 1.5),
+        "target_min": ("rlec.rlve.target_min", -0.5),
+        "target_max": ("rlec.rlve.target_max", 1.5),
+        "max_prompt_tokens": ("rlec.rlve.max_prompt_tokens", -5),
+        "lookahead": ("rlec.rlve.lookahead", -1),
     }),
 }
 
 
 def _fields(settings: type, prefix: str = "") -> set[str]:
-    """Every leaf field of a settings dataclass tree, a nested one as ``<field>.<leaf>`` (RLVE's ``source``: SourceConfig)."""
+    """Every leaf field of a settings dataclass tree, a nested one as ``<field>.<leaf>``."""
     import typing
 
     hints = typing.get_type_hints(settings)
     out = set()
     for f in dataclasses.fields(settings):
-        kind = SourceConfig if f.name == "source" else hints[f.name]
+        kind = hints[f.name]
         out |= _fields(kind, f"{prefix}{f.name}.") if dataclasses.is_dataclass(kind) else {prefix + f.name}
     return out
 
@@ -83,8 +82,7 @@ def _cases():
     for cls, (settings, table) in NONSENSE.items():
         for field, (key, value) in table.items():
             yield pytest.param(cls, key, value, id=f"{cls.name}-{field}")
-            if settings is not RLVESettings or not field.startswith("source."):
-                yield pytest.param(cls, key, "abc", id=f"{cls.name}-{field}-string")
+            yield pytest.param(cls, key, "abc", id=f"{cls.name}-{field}-string")
             if isinstance(value, float):
                 yield pytest.param(cls, key, math.nan, id=f"{cls.name}-{field}-nan")
 

@@ -17,6 +17,7 @@ from typing import Any, Collection
 from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, trainer_mode
 from rlec.algorithms.rlve.settings import RLVE_DATASET, RLVESettings
 from rlec.config_base import select
+from rlec.settings import SettingError
 
 __all__ = ["RLVE"]
 
@@ -63,8 +64,10 @@ class RLVE(Algorithm):
             out.append(Finding("error", "data.custom_cls", f"is path={path!r} name={name!r}; RLVE needs "
                                f"path={RLVE_DATASET[0]!r} name={RLVE_DATASET[1]!r} (megatron_configs/algorithm/rlve.yaml)"))
         try:
-            RLVESettings.from_config(cfg)
-        except Exception as exc:  # any failure to build the settings is a finding, never a crash
+            out += RLVESettings.read(cfg).check()
+        except SettingError as exc:
+            out.append(Finding("error", exc.key, f"{exc.value!r}: {exc.rule}"))
+        except Exception as exc:  # a check never crashes: what it could not judge is a finding
             out.append(Finding("error", "rlec.rlve", f"{type(exc).__name__}: {exc}"))
         if _files(cfg, "data.train_files") == _files(cfg, "data.val_files"):
             out.append(Finding("error", "data.val_files", "must differ from data.train_files: the RLVE dataset tells the "
