@@ -2,59 +2,25 @@
 
 Cluster runs (``python -m verl.trainer.main_ppo --config-path megatron_configs --config-name rlec``)
 and the local CPU run (``python -m rlec.local.runner``, config name ``local``) compose the same
-files under ``megatron_configs/``: ``rlec.yaml`` holds every algorithm setting once, layouts,
-precisions and algorithm overlays are groups, and ``local.yaml`` only changes scale (batch,
+files under ``megatron_configs/``: ``recipe.yaml`` holds every algorithm setting once (``rlec.yaml``
+puts it on verl's trainer config), layouts, precisions and algorithm overlays are groups, and ``local.yaml`` only changes scale (batch,
 lengths, steps) and adds the ``rlec.local.*`` settings a CPU run needs. rlec's own settings are
 read once, typed and checked, through :class:`rlec.settings.RlecSettings`; verl's keys through
 :func:`select`, which accepts a composed ``DictConfig`` or a plain nested dict (tests, JSON metadata).
+The ground floor (:data:`CONFIG_DIR`, :class:`Finding`, :func:`select`, :func:`flatten`) is
+:mod:`rlec.config_base`, re-exported here; the resume rules below add every registered algorithm's keys
+(:mod:`rlec.algorithms.registry`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = REPO_ROOT / "megatron_configs"
-CLUSTER_CONFIG = "rlec"
-LOCAL_CONFIG = "local"
+from rlec.config_base import CLUSTER_CONFIG, CONFIG_DIR, LOCAL_CONFIG, REPO_ROOT, Finding, flatten, select
 
-__all__ = ["CLUSTER_CONFIG", "CONFIG_DIR", "LOCAL_CONFIG", "REPO_ROOT", "Finding", "compose", "select"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One result of a config check: ``level`` is "error" (refuses the run) or "warning"; ``key`` the
-    dotted setting concerned; ``message`` the value and the rule. The one finding type of rlec: the
-    cluster rules (:mod:`rlec.cluster.rules`), the layout rules and every algorithm's ``check``
-    (:mod:`rlec.algorithms.base`) return it."""
-
-    level: str
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.level.upper()} [{self.key}] {self.message}"
-
-
-def select(cfg: Any, dotted: str, default: Any = None) -> Any:
-    """``cfg[a][b][c]`` for ``"a.b.c"``, or ``default`` when a level is missing or None.
-
-    Args:
-        cfg: a composed ``DictConfig``, a plain nested dict, or None.
-        dotted: the key path, e.g. ``"actor_rollout_ref.rollout.n"``.
-        default: returned when any level is absent or holds None.
-    """
-    node = cfg
-    for part in dotted.split("."):
-        try:
-            node = node[part]
-        except (KeyError, TypeError, IndexError, AttributeError):
-            return default
-        if node is None:
-            return default
-    return node
+__all__ = ["CLUSTER_CONFIG", "CONFIG_DIR", "LOCAL_CONFIG", "REPO_ROOT", "Finding", "compose", "flatten", "pinned_schedule_end",
+           "resume_differences", "resume_refused", "select"]
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = CLUSTER_CONFIG, config_dir: str | Path = CONFIG_DIR) -> Any:
@@ -82,9 +48,10 @@ def compose(overrides: Sequence[str] = (), config_name: str = CLUSTER_CONFIG, co
 
 
 # Settings a resumed run may change, with what happens; any other difference in these prefixes
-# refuses the resume (it would silently change what the run optimises).
+# refuses the resume (it would silently change what the run optimises). Each registered algorithm
+# adds its own (:meth:`rlec.algorithms.base.Algorithm.resume_refused`): :func:`resume_refused`.
 RESUME_REFUSED = (
-    "algorithm.", "rlec.schedule.", "rlec.grading.", "rlec.e3.", "rlec.passk.", "rlec.rlve.",
+    "algorithm.", "rlec.schedule.", "rlec.grading.",
     "data.train_files", "data.seed", "data.train_batch_size", "data.max_prompt_length", "data.max_response_length",
     "data.custom_cls.", "actor_rollout_ref.model.path", "actor_rollout_ref.rollout.n", "actor_rollout_ref.rollout.temperature",
     "actor_rollout_ref.rollout.top_p", "actor_rollout_ref.rollout.seed", "actor_rollout_ref.actor.clip_ratio",
@@ -93,30 +60,20 @@ RESUME_REFUSED = (
 )
 
 
-def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a.b.c": leaf}`` of a nested config (``DictConfig`` or dict); lists are leaves."""
-    try:
-        from omegaconf import OmegaConf
+def resume_refused() -> tuple[str, ...]:
+    """The key prefixes a resume may not change: :data:`RESUME_REFUSED` plus every registered algorithm's
+    (:func:`rlec.algorithms.registry.resume_refused`), read from the registry at each call."""
+    from rlec.algorithms.registry import resume_refused as algorithms_refused
 
-        if OmegaConf.is_config(cfg):
-            cfg = OmegaConf.to_container(cfg, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    out: dict[str, Any] = {}
-    if isinstance(cfg, dict):
-        for key, value in cfg.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    out[prefix[:-1]] = cfg
-    return out
+    return RESUME_REFUSED + tuple(p for p in algorithms_refused() if p not in RESUME_REFUSED)
 
 
 def resume_differences(saved: Any, current: Any) -> tuple[list[str], list[str]]:
     """Compare a run's saved settings with the ones it is resumed with.
 
     The rule (one for the local run and the cluster launcher): a setting that changes what the run
-    optimises (:data:`RESUME_REFUSED`: the algorithm, the b schedule, data, sampling, loss,
-    optimiser) refuses the resume; anything else (step count, checkpoint cadence, logging,
+    optimises (:func:`resume_refused`: the algorithm, every registered algorithm's settings, the b
+    schedule, data, sampling, loss, optimiser) refuses the resume; anything else (step count, checkpoint cadence, logging,
     parallel layout, evaluation settings, an explicit ``rlec.schedule.end_step``) continues with a
     note. The b schedule keeps its original length when only the step count changes (see
     :func:`pinned_schedule_end`).
@@ -129,6 +86,7 @@ def resume_differences(saved: Any, current: Any) -> tuple[list[str], list[str]]:
         ``(refused, noted)``: one line per differing setting, ``"key: old -> new"``.
     """
     old, new = flatten(saved), flatten(current)
+    prefixes = resume_refused()
     refused, noted = [], []
     for key in sorted(set(old) | set(new)):
         if key in old and key in new and old[key] == new[key]:
@@ -139,7 +97,7 @@ def resume_differences(saved: Any, current: Any) -> tuple[list[str], list[str]]:
         if key == "rlec.schedule.end_step":
             noted.append(line + " (the b schedule is re-planned from here)")
         else:
-            (refused if key.startswith(RESUME_REFUSED) else noted).append(line)
+            (refused if key.startswith(prefixes) else noted).append(line)
     return refused, noted
 
 

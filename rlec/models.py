@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from rlec.config import CONFIG_DIR
+from rlec.config_base import CONFIG_DIR
 
 TINY_MODEL_CONFIG = CONFIG_DIR / "model" / "tiny_qwen3_moe.json"
 SUPPORTED_MODEL_TYPES = ("qwen3", "qwen3_moe")

@@ -21,18 +21,24 @@ This module imports neither verl nor torch; verl's own keys are checked by
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import math
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
-from rlec.config import CONFIG_DIR
+from rlec.config_base import CONFIG_DIR, select
+
+T = TypeVar("T")
+# field metadata key: the int field refuses a whole float too (RLVE's levels and counts: never rounded)
+EXACT_INT = "exact_int"
 
 __all__ = [
-    "CheckSettings", "CheckpointSettings", "CpuSettings", "GradingSettings", "LocalEvalSettings",
+    "EXACT_INT", "CheckSettings", "CheckpointSettings", "CpuSettings", "GradingSettings", "LocalEvalSettings",
     "LocalSettings", "MetricsSettings", "RlecSettings", "ScheduleSettings", "SettingError", "compute_capability",
+    "plain", "read_section",
 ]
 
 
@@ -244,7 +250,7 @@ class RlecSettings:
         Raises:
             SettingError: an unknown ``rlec`` section or key, a value of the wrong type, or out of range.
         """
-        section = _plain((cfg or {}).get("rlec") if hasattr(cfg, "get") else None) or {}
+        section = plain((cfg or {}).get("rlec") if hasattr(cfg, "get") else None) or {}
         if not isinstance(section, Mapping):
             raise SettingError("rlec", section, "must be a mapping of rlec's settings")
         known = cls.sections()
@@ -268,7 +274,7 @@ def _key(f: dataclasses.Field) -> str:
     return f.metadata.get("key", f.name)
 
 
-def _plain(node: Any) -> Any:
+def plain(node: Any) -> Any:
     """A ``DictConfig`` / ``ListConfig`` as plain containers (resolved); anything else unchanged."""
     try:
         from omegaconf import OmegaConf
@@ -277,8 +283,35 @@ def _plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
-def _read(cls: type, section: Mapping[str, Any], prefix: str) -> Any:
-    """An instance of the settings dataclass ``cls`` from ``section``, each value type-checked, then ``check()``-ed."""
+def read_section(cls: type[T], cfg: Any, section: str, name: str | None = None) -> T:
+    """The generic typed reader: ``section`` of ``cfg`` (dotted, e.g. ``rlec.e3``) as the frozen settings
+    dataclass ``cls``, a nested dataclass field reading the sub-section of its name.
+
+    Every value is type-checked against its field's type (bool, int, float, str, a tuple, a settings
+    dataclass, ``Mapping[str, X]`` (a mapping, each value an X), ``Any`` (taken as given, for the
+    class's ``check()`` to judge), a union of these (``str | tuple[str, ...]``: the alternative of
+    the value's shape, a mapping, a list or a scalar) or X | None: an explicit null is None, a missing
+    key the field's default; an int field takes a whole float, ``1e9``, as its int unless its metadata
+    sets :data:`EXACT_INT`); no range checks
+    (a float must be finite): the algorithms' settings classes return those from ``check()`` as findings.
+
+    Args:
+        cls: the settings dataclass.
+        cfg: a composed ``DictConfig`` or nested dict (interpolations resolved); an absent section is ``{}``.
+        section: the dotted key of the section.
+        name: the prefix of every key in an error (default ``section``; RLVE's ``data.rlve`` is
+            ``${rlec.rlve}``, the key users set).
+
+    Raises:
+        SettingError: a key ``cls`` does not know, or a value of the wrong type (naming the full key).
+    """
+    node = plain(select(cfg, section, {}))
+    return _read(cls, node, name or section, validate=False)
+
+
+def _read(cls: type, section: Mapping[str, Any], prefix: str, validate: bool = True) -> Any:
+    """An instance of the settings dataclass ``cls`` from ``section``, each value type-checked, then
+    (``validate``) ``check()``-ed."""
     if not isinstance(section, Mapping):
         raise SettingError(prefix, section, "must be a mapping")
     fields = {_key(f): f for f in dataclasses.fields(cls)}
@@ -288,37 +321,64 @@ def _read(cls: type, section: Mapping[str, Any], prefix: str) -> Any:
         if key not in fields:
             raise SettingError(f"{prefix}.{key}", value, f"is not a setting of {prefix} (known: {sorted(fields)})")
         f = fields[key]
-        values[f.name] = _convert(hints[f.name], value, f"{prefix}.{key}")
+        values[f.name] = _convert(hints[f.name], value, f"{prefix}.{key}", validate, f.metadata.get(EXACT_INT, False))
     settings = cls(**values)
-    if cls is not RlecSettings:
+    if validate and cls is not RlecSettings:
         settings.check(prefix)
     return settings
 
 
-def _convert(kind: Any, value: Any, key: str) -> Any:
+def _shape(kind: Any) -> str:
+    origin = typing.get_origin(kind)
+    return "mapping" if origin is collections.abc.Mapping else "list" if origin is tuple else "scalar"
+
+
+def _of_shape(alternatives: list[Any], value: Any, key: str) -> Any:
+    """The alternative of a union whose shape (mapping, list, scalar) is the value's."""
+    shape = "mapping" if isinstance(value, Mapping) else "list" if isinstance(value, (list, tuple)) else "scalar"
+    for kind in alternatives:
+        if _shape(kind) == shape:
+            return kind
+    named = {"mapping": "a mapping", "list": "a list", "scalar": "a single value"}
+    raise SettingError(key, value, "must be " + " or ".join(named[_shape(k)] for k in alternatives))
+
+
+def _convert(kind: Any, value: Any, key: str, validate: bool = True, exact: bool = False) -> Any:
     """``value`` as the field type ``kind`` (bool, int, float, str, tuple[float, ...], a settings dataclass, or X | None)."""
     args = typing.get_args(kind)
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        kind = next(a for a in args if a is not type(None))
+        alternatives = [a for a in args if a is not type(None)]
+        kind = alternatives[0] if len(alternatives) == 1 else _of_shape(alternatives, value, key)
+    if kind is Any:
+        return value
     if dataclasses.is_dataclass(kind):
-        return _read(kind, value if value is not None else {}, key)
+        return _read(kind, value if value is not None else {}, key, validate)
     if typing.get_origin(kind) is tuple:
         if not isinstance(value, (list, tuple)):
-            raise SettingError(key, value, "must be a list of numbers")
-        return tuple(_convert(typing.get_args(kind)[0], v, key) for v in value)
+            raise SettingError(key, value, "must be a list")
+        return tuple(_convert(typing.get_args(kind)[0], v, key, validate) for v in value)
+    if typing.get_origin(kind) is collections.abc.Mapping:
+        if not isinstance(value, Mapping):
+            raise SettingError(key, value, "must be a mapping")
+        inner = typing.get_args(kind)[1]
+        return {str(k): _convert(inner, v, f"{key}.{k}", validate) for k, v in value.items()}
     if kind is bool:
         if not isinstance(value, bool):
             raise SettingError(key, value, "must be true or false")
         return value
     if kind is int:
+        if not validate and not exact and isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            return int(value)  # the algorithms' settings read a whole float (1e9) as the int, as their readers did
         if isinstance(value, bool) or not isinstance(value, int):
             raise SettingError(key, value, "must be an integer")
         return value
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SettingError(key, value, "must be a number")
+        if not validate and not math.isfinite(value):  # the algorithms' settings: their checks compare, NaN passes those
+            raise SettingError(key, value, "must be a finite number")
         return float(value)
     if kind is str:  # a number is read as its text: Hydra parses rlec.check.gpu_arch=9.0 as a float
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):

@@ -75,3 +75,33 @@ def test_a_longer_resumed_run_keeps_the_original_b_schedule() -> None:
     original = schedule_from_config(SAVED)
     assert [schedule_from_config(pinned)(s) for s in range(1, 7)] == [original(s) for s in range(1, 7)] == [0, 1 / 3, 2 / 3, 1, 1, 1]
     assert pinned_schedule_end(SAVED, SAVED) is None and pinned_schedule_end(SAVED, _with(rlec__schedule__end_step=5)) is None
+
+
+def test_resume_refuses_every_registered_algorithms_settings_read_from_the_registry(monkeypatch) -> None:
+    """The refused prefixes come from the registry (each algorithm's ``resume_refused``): E3's, Pass@k's (under
+    ``algorithm.passk``, not a dead ``rlec.passk``), RLVE's in both homes, and a newly registered algorithm's."""
+    from rlec.algorithms import registry
+    from rlec.algorithms.base import Algorithm
+    from rlec.config import resume_refused
+
+    prefixes = resume_refused()
+    assert {"rlec.e3.", "algorithm.passk.", "rlec.rlve.", "data.rlve."} <= set(prefixes) and "rlec.passk." not in prefixes
+    saved = {**SAVED, "rlec": {"schedule": {"end_step": None}, "e3": {"budget": {"n_max": 16}}, "toy": {"c": 1.0}}}
+    changed = {**saved, "rlec": {**saved["rlec"], "e3": {"budget": {"n_max": 24}}, "toy": {"c": 2.0}}}
+    refused, noted = resume_differences(saved, changed)
+    assert refused == ["rlec.e3.budget.n_max: 16 -> 24"] and noted == ["rlec.toy.c: 1.0 -> 2.0"]
+
+    class Toy(Algorithm):
+        name, section = "toy", "rlec.toy"
+
+        @classmethod
+        def enabled(cls, cfg):
+            return False
+
+        @classmethod
+        def from_config(cls, cfg, context):
+            return cls()
+
+    monkeypatch.setattr(registry, "ALGORITHMS", (*registry.ALGORITHMS, Toy))
+    refused, noted = resume_differences(saved, changed)
+    assert refused == ["rlec.e3.budget.n_max: 16 -> 24", "rlec.toy.c: 1.0 -> 2.0"] and noted == []

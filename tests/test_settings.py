@@ -163,3 +163,48 @@ def test_a_nonsense_value_of_every_field_is_refused_by_both_paths_before_any_wor
     assert est is None and "shape" not in context and "verl_passed" not in context  # nothing else was looked at
     with pytest.raises(LocalConfigError, match=rf"^ERROR \[{key}\] "):
         check(_with(composed["local"], key, NONSENSE[key]))
+
+
+def test_read_section_is_the_generic_typed_reader_of_the_algorithms_settings() -> None:
+    """``read_section`` reads a nested dataclass tree from any dotted section: missing keys take the defaults, an
+    explicit null is None, an unknown key, a wrong type or a non-finite number is refused naming the full key; ranges
+    are left to the settings' own ``check()`` (no range check here)."""
+    from rlec.algorithms.e3 import E3Settings
+    from rlec.settings import read_section
+
+    cfg = {"rlec": {"e3": {"budget": {"n_min": 1}, "temperature": {"min": None, "anneal": {"start": 0.3}}}}}
+    s = read_section(E3Settings, cfg, "rlec.e3")
+    assert (s.budget.n_min, s.budget.n_max, s.temperature.min, s.temperature.max, s.temperature.anneal.start) == (1, 16, None, 1.5, 0.3)
+    assert read_section(E3Settings, {}, "rlec.e3") == E3Settings()
+    for bad, key in (({"budget": {"n_mim": 2}}, "rlec.e3.budget.n_mim"), ({"budget": {"n_min": 2.5}}, "rlec.e3.budget.n_min"),
+                     ({"length_bias": {"mu": float("inf")}}, "rlec.e3.length_bias.mu"), ({"enable": "yes"}, "rlec.e3.enable")):
+        with pytest.raises(SettingError) as info:
+            read_section(E3Settings, {"rlec": {"e3": bad}}, "rlec.e3")
+        assert info.value.key == key, (bad, str(info.value))
+
+
+def test_read_section_reads_rlves_field_shapes_mappings_string_or_list_and_any() -> None:
+    """The shapes RLVE's settings need (issue 35): ``str | tuple[str, ...]`` (a comma-separated string or a list),
+    ``tuple[float, ...] | Mapping[str, float] | None`` (a list or a mapping), ``Mapping[str, Any]`` (taken as given,
+    for ``check()``); a value of no alternative's shape is refused naming the full key (here ``rlec.rlve.<key>``,
+    the key users set, though the section read is ``data.rlve``)."""
+    from rlec.algorithms.rlve import RLVESettings
+    from rlec.settings import read_section
+
+    def read(section: dict) -> RLVESettings:
+        return read_section(RLVESettings, {"data": {"rlve": section}}, "data.rlve", name="rlec.rlve")
+
+    assert read({"environments": "maze,sorting"}).environments == "maze,sorting"
+    assert read({"environments": ["maze", "sorting"]}).environments == ("maze", "sorting")
+    assert read({"weights": [1, 2]}).weights == (1.0, 2.0) and read({"weights": {"maze": 2}}).weights == {"maze": 2.0}
+    assert read({"weights": None}).weights is None
+    assert read({"difficulty": {"maze": {"initial": 1.5}}}).difficulty == {"maze": {"initial": 1.5}}  # check() judges it
+    for bad, key, rule in (({"weights": "heavy"}, "rlec.rlve.weights", "must be a list or a mapping"),
+                           ({"weights": {"maze": "x"}}, "rlec.rlve.weights.maze", "must be a number"),
+                           ({"environments": {"maze": 1}}, "rlec.rlve.environments", "must be a single value or a list"),
+                           ({"difficulty": [1]}, "rlec.rlve.difficulty", "must be a mapping"),
+                           ({"window": "4"}, "rlec.rlve.window", "must be an integer"),
+                           ({"colour": "red"}, "rlec.rlve.colour", "is not a setting of rlec.rlve")):
+        with pytest.raises(SettingError) as info:
+            read(bad)
+        assert info.value.key == key and rule in info.value.rule, (bad, str(info.value))

@@ -4,7 +4,11 @@ An algorithm (E3, Pass@k Training, RLVE: :mod:`rlec.algorithms.registry`) is a s
 :class:`Algorithm`. Its class methods read the config: :meth:`Algorithm.enabled` (its switch),
 :meth:`Algorithm.check` (the only validator of its settings, cross-key rules included, called by
 DRY_RUN, by the local run before anything is written and by verl's trainer at construction) and
-:meth:`Algorithm.from_config`. An instance holds the algorithm's state across steps. verl's trainer
+:meth:`Algorithm.from_config`; and what the pipeline shows or protects of it, so no pipeline module
+names an algorithm: :meth:`Algorithm.verdict` (its part of DRY_RUN's ``algo`` line),
+:meth:`Algorithm.table_columns` (its columns of the local run's step table),
+:meth:`Algorithm.resume_refused` (the keys a resume may not change) and :attr:`Algorithm.verl_keys`
+(the keys it adds to verl's own sections). An instance holds the algorithm's state across steps. verl's trainer
 (:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`) and the local run (:mod:`rlec.local.runner`)
 call, at each step t (counted from 1), for every enabled algorithm in registry order::
 
@@ -27,11 +31,16 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Collection, Mapping, Sequence
 
-from rlec.config import Finding, select
+from rlec.config_base import Finding, select
 
-__all__ = ["Algorithm", "AlgorithmContext", "Finding", "RolloutPlan", "StepRecord", "first_error", "trainer_mode", "wrong_type"]
+__all__ = ["TEMPERATURE_FIELD", "Algorithm", "AlgorithmContext", "Finding", "RolloutPlan", "StepRecord", "first_error",
+           "trainer_mode", "wrong_type"]
+
+# the batch field carrying the plan's temperature to verl's agent loop (each rollout worker samples with its own
+# config copy, which the trainer's config value never reaches; rlec.verl_plugin.e3's agent loop reads it)
+TEMPERATURE_FIELD = "rlec_temperature"
 
 
 @dataclass
@@ -39,15 +48,16 @@ class RolloutPlan:
     """How one step rolls out; algorithms adjust it in place in :meth:`Algorithm.plan_rollout`.
 
     Attributes:
-        temperature: the sampling temperature (> 0); the step's log-probs divide the logits by
-            it too (an algorithm that changes it also returns it from :meth:`Algorithm.step_overrides`).
+        temperature: the sampling temperature (> 0), its one carrier: the loop samples at it and the
+            step's log-probs divide the logits by it (verl's trainer writes it into its config's
+            ``actor_rollout_ref.rollout.temperature`` and the batch field :data:`TEMPERATURE_FIELD`
+            the agent loop samples at; the local run passes it to its sampler and log-probs).
         n_per_prompt: responses per prompt (each >= 2 for a group baseline); their sum must stay
             ``rollout.n x prompts`` (verl sizes mini-batches by it).
         prompt_fields: ``{name: one value per prompt}``: fields that travel with the prompt to the
             agent loop, the reward manager (``fields`` of :meth:`Algorithm.adjust_reward`) and back
             in the step's record (:attr:`StepRecord.fields`).
-        batch_fields: ``{name: value}`` for every prompt of the batch (e.g. E3's temperature for
-            its agent loop).
+        batch_fields: ``{name: value}`` for every prompt of the batch.
     """
 
     temperature: float
@@ -145,6 +155,10 @@ class Algorithm(ABC):
             metrics, so verl's trainer reads no responses for it.
         registration: the :mod:`rlec.verl_plugin` module holding what verl needs registered for it
             to run outside verl's trainer (the local run imports it; "" = nothing).
+        verl_keys: the dotted keys it adds to verl's own sections (``algorithm.passk``,
+            ``data.rlve``): verl's dataclasses know none of them, so the keys under ``algorithm`` are
+            dropped before verl's ``AlgoConfig`` reads the section
+            (:func:`rlec.algorithms.registry.verl_algorithm_keys`).
     """
 
     name: ClassVar[str] = ""
@@ -153,6 +167,7 @@ class Algorithm(ABC):
     doc: ClassVar[str] = ""
     record_fields: ClassVar[tuple[str, ...] | None] = None
     registration: ClassVar[str] = ""
+    verl_keys: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     @abstractmethod
@@ -172,6 +187,28 @@ class Algorithm(ABC):
         Raises:
             ValueError: :meth:`check` reports an error (the message is its first error).
         """
+
+    @classmethod
+    def verdict(cls, cfg: Any) -> str:
+        """Its part of DRY_RUN's ``algo`` line when enabled, e.g. ``E3 (temperature 0.5..1.5 ...)``;
+        by default its name.
+
+        Raises:
+            ValueError: its settings do not read (the verdict then names it "settings refused").
+        """
+        return cls.name
+
+    @classmethod
+    def table_columns(cls, metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
+        """Its columns of the local run's step table, ``(header, metric key, format)`` each (a metric
+        key of :meth:`observe`; ``metric_keys``: every key the run logged); none by default."""
+        return []
+
+    @classmethod
+    def resume_refused(cls) -> tuple[str, ...]:
+        """The dotted key prefixes a resumed run may not change (it would change what the run optimises):
+        by default its :attr:`section` and its :attr:`verl_keys`, each with a trailing dot."""
+        return tuple(f"{key}." for key in (cls.section, *cls.verl_keys) if key)
 
     @classmethod
     def raise_first_error(cls, cfg: Any) -> None:

@@ -17,7 +17,7 @@ Adding an algorithm: docs/adding_an_algorithm.md.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding
 from rlec.algorithms.e3.algorithm import E3
@@ -26,7 +26,8 @@ from rlec.algorithms.rlve.algorithm import RLVE
 
 ALGORITHMS: tuple[type[Algorithm], ...] = (E3, PassK, RLVE)
 
-__all__ = ["ALGORITHMS", "build", "check_all", "enabled"]
+__all__ = ["ALGORITHMS", "build", "check_all", "enabled", "resume_refused", "table_columns", "verdicts", "verl_algorithm_keys",
+           "verl_keys"]
 
 
 def enabled(cfg: Any) -> list[type[Algorithm]]:
@@ -46,3 +47,38 @@ def build(cfg: Any, context: AlgorithmContext) -> list[Algorithm]:
         ValueError: an enabled algorithm's check fails (its first error) or the context lacks what it needs.
     """
     return [cls.from_config(cfg, context) for cls in enabled(cfg)]
+
+
+def verdicts(cfg: Any) -> list[str]:
+    """Each enabled algorithm's part of DRY_RUN's ``algo`` line (:meth:`~rlec.algorithms.base.Algorithm.verdict`),
+    in registry order; one whose settings do not read (ValueError) is named with "settings refused" (the
+    findings below the line say why)."""
+    out = []
+    for cls in enabled(cfg):
+        try:
+            out.append(cls.verdict(cfg))
+        except ValueError:
+            out.append(f"{cls.name} (settings refused)")
+    return out
+
+
+def table_columns(metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
+    """Every registered algorithm's step-table columns whose metric the run logged, in registry order."""
+    keys = set(metric_keys)
+    return [c for cls in ALGORITHMS for c in cls.table_columns(keys) if c[1] in keys]
+
+
+def resume_refused() -> tuple[str, ...]:
+    """Every registered algorithm's :meth:`~rlec.algorithms.base.Algorithm.resume_refused` prefixes, in registry order."""
+    return tuple(dict.fromkeys(p for cls in ALGORITHMS for p in cls.resume_refused()))
+
+
+def verl_keys() -> tuple[str, ...]:
+    """Every registered algorithm's :attr:`~rlec.algorithms.base.Algorithm.verl_keys` (keys it adds to verl's sections)."""
+    return tuple(dict.fromkeys(k for cls in ALGORITHMS for k in cls.verl_keys))
+
+
+def verl_algorithm_keys() -> tuple[str, ...]:
+    """The keys the registered algorithms add under verl's ``algorithm`` section (``passk``): verl's
+    ``AlgoConfig`` has no such fields, so they are dropped before it reads the section."""
+    return tuple(k.removeprefix("algorithm.").split(".")[0] for k in verl_keys() if k.startswith("algorithm."))

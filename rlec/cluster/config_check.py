@@ -43,6 +43,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from rlec.algorithms import registry
 from rlec.cluster.layout import Finding
 from rlec.cluster.memory import MemoryEstimate
 from rlec.cluster.paths import path_findings
@@ -75,8 +76,9 @@ def layout_name(overrides: Sequence[str], config_dir: Path = CONFIG_DIR, config_
     return "unnamed"
 
 
-def load_model_config(cfg: Any) -> tuple[dict[str, Any], str, bool]:
-    """The model's ``config.json`` dict, where it came from, and whether the model folder is here.
+def load_model_config(cfg: Any, settings: RlecSettings | None = None) -> tuple[dict[str, Any], str, bool]:
+    """The model's ``config.json`` dict, where it came from, and whether the model folder is here
+    (``rlec.check.model_shape`` from ``settings``, the caller's parse of ``cfg``, else read here).
 
     Raises:
         FileNotFoundError: neither the model folder nor the named shape file exists.
@@ -84,7 +86,7 @@ def load_model_config(cfg: Any) -> tuple[dict[str, Any], str, bool]:
     """
     model_dir = Path(os.path.expanduser(str(select(cfg, "actor_rollout_ref.model.path", ""))))
     candidates = [(model_dir / "config.json", True)]
-    shape_name = RlecSettings.from_config(cfg).check_.model_shape
+    shape_name = (settings or RlecSettings.from_config(cfg)).check_.model_shape
     if shape_name:
         candidates.append((SHAPES_DIR / f"{shape_name}.json", False))
     for path, is_model in candidates:
@@ -174,7 +176,8 @@ def run_checks(
 
     Returns:
         ``(findings, memory estimate or None, context)``; ``context`` holds what the report
-        prints (shape source, verl steps passed, GPU memory, path summaries or None when skipped).
+        prints (shape source, verl steps passed, GPU memory, path summaries or None when skipped,
+        and rlec's settings as parsed once here, for :func:`algorithms_line`).
     """
     early = settings_rules(cfg)
     if early:
@@ -183,7 +186,7 @@ def run_checks(
     path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
     path_errors += layout_change_findings(cfg, layout) + resume_setting_findings(cfg) + live_writer_findings(cfg)
     try:
-        hf_config, source, is_model = load_model_config(cfg)
+        hf_config, source, is_model = load_model_config(cfg, settings)
         shape = ModelShape.from_hf_config(hf_config, source)
     except (FileNotFoundError, ValueError) as exc:
         return path_errors + [Finding("error", "model", str(exc))], None, {"paths": path_summaries}
@@ -193,36 +196,23 @@ def run_checks(
     rlec_findings, est = check_layout(cfg, shape, gib, memory_fraction=fraction,
                                       hf_config=hf_config if is_model else None)
     context = {"shape": shape, "source": source, "verl_passed": passed, "verl_steps": len(passed) + len(findings),
-               "gpu_memory_gib": gib, "fraction": fraction, "paths": path_summaries}
+               "gpu_memory_gib": gib, "fraction": fraction, "paths": path_summaries, "settings": settings}
     return path_errors + findings + rlec_findings, est, context
 
 
-def algorithms_line(cfg: Any) -> str:
+def algorithms_line(cfg: Any, settings: RlecSettings | None = None) -> str:
     """The algorithms the config enables, with their main figures (the verdict's ``algo`` line).
 
-    RLEC always (advantage estimator, the b schedule); E3 when ``rlec.e3.enable`` (temperature bounds,
-    rollout budget, length-bias share); Pass@k when ``algorithm.adv_estimator=rlec_passk`` (k, switch);
-    RLVE when ``data.rlve.enable`` (environments, controller threshold).
+    RLEC always (advantage estimator, the b schedule), then each enabled algorithm's own part
+    (:func:`rlec.algorithms.registry.verdicts`), in registry order.
     """
     est = str(select(cfg, "algorithm.adv_estimator", "grpo"))
     norm = "" if select(cfg, "algorithm.norm_adv_by_std_in_grpo", False) else ", mean-only"
-    schedule = RlecSettings.from_config(cfg).schedule
+    schedule = (settings or RlecSettings.from_config(cfg)).schedule
     end = schedule.end_step
     parts = [f"RLEC (b {schedule.start_value} -> {schedule.end_value} "
              f"by step {end if end is not None else 'the last'}; advantage {est}{norm})"]
-    if select(cfg, "rlec.e3.enable", False):
-        parts.append(f"E3 (temperature {select(cfg, 'rlec.e3.temperature.min', None)}..{select(cfg, 'rlec.e3.temperature.max', None)}"
-                     f" from T0 {select(cfg, 'actor_rollout_ref.rollout.temperature', 1.0)}; n {select(cfg, 'rlec.e3.budget.n_min', '')}.."
-                     f"{select(cfg, 'rlec.e3.budget.n_max', '')}; length bias on the easiest "
-                     f"{select(cfg, 'rlec.e3.length_bias.penalty_threshold', '')} of prompts)")
-    if est == "rlec_passk":
-        switch = " with the entropy switch" if select(cfg, "algorithm.passk.switch.enable", False) else ""
-        parts.append(f"Pass@k (k {select(cfg, 'algorithm.passk.k', '')}{switch})")
-    if select(cfg, "data.rlve.enable", False):
-        envs = select(cfg, "rlec.rlve.environments", [])
-        envs = list(envs) if not isinstance(envs, str) else [envs]
-        parts.append(f"RLVE ({', '.join(map(str, envs))}; difficulty up at accuracy >= {select(cfg, 'rlec.rlve.threshold', '')})")
-    return "algo    " + " | ".join(parts)
+    return "algo    " + " | ".join(parts + registry.verdicts(cfg))
 
 
 def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, cfg: Any,
@@ -234,7 +224,7 @@ def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, c
         shape = context["shape"]
         lines.append(f"model   {shape.model_type}: {shape.total_params() / 1e9:.2f}B parameters "
                      f"({shape.active_params() / 1e9:.2f}B active), shape from {context['source']}")
-    lines.append(algorithms_line(cfg))
+    lines.append(algorithms_line(cfg, context.get("settings")))
     quant = f" {lay.rollout_quantization}" if lay.rollout_quantization else ""
     lines.append(f"layout  {lay.world} GPUs: TP {lay.tp} PP {lay.pp} CP {lay.cp} DP {lay.dp} | EP {lay.ep} "
                  f"ETP {lay.expert_tp} | rollout TP {lay.rollout_tp} DP {lay.rollout_dp} EP {lay.rollout_ep}{quant}")

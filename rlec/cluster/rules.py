@@ -54,11 +54,7 @@ from rlec.settings import RlecSettings, SettingError, compute_capability
 PLUGIN_MODULE = "rlec.verl_plugin"
 CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentation
 
-# rlec's own keys under verl's `algorithm` section (verl's AlgoConfig has no such fields; verl's trainer
-# never converts the section, config_check drops them before converting it)
-RLEC_ALGORITHM_KEYS = ("passk",)
-
-__all__ = ["RLEC_ALGORITHM_KEYS", "Finding", "algorithm_overlay_rules", "check_layout", "known_issue_rules", "rlve_rules",
+__all__ = ["Finding", "algorithm_overlay_rules", "check_layout", "known_issue_rules", "rlve_rules",
            "verl_algorithm_section"]
 
 GPU_ARCH_KEY = "rlec.check.gpu_arch"
@@ -233,13 +229,18 @@ def rlve_rules(cfg: Any) -> list[Finding]:
 
 
 def verl_algorithm_section(algorithm: Any) -> Any:
-    """verl's ``algorithm`` section without rlec's keys (:data:`RLEC_ALGORITHM_KEYS`), for verl's AlgoConfig."""
+    """verl's ``algorithm`` section without the keys the registered algorithms add to it
+    (:func:`rlec.algorithms.registry.verl_algorithm_keys`; verl's AlgoConfig has no such fields, verl's
+    trainer never converts the section, config_check drops them before converting it)."""
     from omegaconf import DictConfig, OmegaConf
 
+    from rlec.algorithms.registry import verl_algorithm_keys
+
+    own = verl_algorithm_keys()
     if isinstance(algorithm, DictConfig):
         plain = OmegaConf.to_container(algorithm, resolve=True)
-        return OmegaConf.create({k: v for k, v in plain.items() if k not in RLEC_ALGORITHM_KEYS})
-    return {k: v for k, v in dict(algorithm).items() if k not in RLEC_ALGORITHM_KEYS}
+        return OmegaConf.create({k: v for k, v in plain.items() if k not in own})
+    return {k: v for k, v in dict(algorithm).items() if k not in own}
 
 
 def algorithm_overlay_rules(cfg: Any) -> list[Finding]:

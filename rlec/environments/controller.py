@@ -22,7 +22,12 @@ import random
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-__all__ = ["DifficultyController", "Update"]
+__all__ = ["DEFAULT_THRESHOLD", "DEFAULT_WINDOW", "DifficultyController", "Update"]
+
+# RLVE's values (arXiv 2511.07317, Sec. 2.2); the one default of rlec.rlve.window / threshold
+# (rlec.environments.SourceConfig's fields take them)
+DEFAULT_WINDOW = 4
+DEFAULT_THRESHOLD = 0.9
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class DifficultyController:
         ValueError: an argument out of range (the message names it).
     """
 
-    def __init__(self, min_samples: int, *, initial: int = 0, window: int = 4, threshold: float = 0.9,
+    def __init__(self, min_samples: int, *, initial: int = 0, window: int = DEFAULT_WINDOW, threshold: float = DEFAULT_THRESHOLD,
                  maximum: int | None = None):
         checks = [("min_samples", min_samples, 1), ("initial", initial, 0), ("window", window, 1)]
         for name, value, low in checks:

@@ -40,11 +40,13 @@ from typing import Any, Iterable, Mapping
 
 from rlec.data.mix import BINARY, RLEC, target_grid
 from rlec.environments.base import Environment, Problem
-from rlec.environments.controller import DifficultyController
+from rlec.config_base import Finding
+from rlec.environments.controller import DEFAULT_THRESHOLD, DEFAULT_WINDOW, DifficultyController
 from rlec.environments.gym_pool import GenerationFailed
 from rlec.environments.registry import data_source_of, get_environment, parse_environment_names
 from rlec.prompts import build_messages
 from rlec.reward.formula import check_target
+from rlec.settings import EXACT_INT, plain, read_section
 
 ABILITY = "rlve"
 DEFAULT_LOOKAHEAD = 256  # rows submitted together (rlec's cluster batch: 256 prompts)
@@ -54,6 +56,8 @@ MAX_LOOKAHEAD = 4096
 MAX_REDRAWS = 16  # problems drawn for one row before giving up (only RLVE-Gym's can fail to generate)
 METRIC_PREFIX = "rlve"
 IGNORED_KEYS = ("enable", "rows_per_epoch")
+_EXACT = {EXACT_INT: True}  # a level or a count of the source: a whole float (1e9) is refused, not rounded
+SETTINGS_KEY = "rlec.rlve"  # the key users set (data.rlve is ${rlec.rlve}): every error names rlec.rlve.<key>
 
 __all__ = ["ABILITY", "EnvironmentSource", "SourceConfig", "problem_row", "question_id"]
 
@@ -62,8 +66,16 @@ __all__ = ["ABILITY", "EnvironmentSource", "SourceConfig", "problem_row", "quest
 class SourceConfig:
     """Settings of an :class:`EnvironmentSource` (``rlec.rlve`` in the verl config).
 
+    Read by the generic reader (:func:`rlec.settings.read_section`, types) and validated by
+    :meth:`check` (ranges, names, caps), both in :meth:`from_mapping` (or
+    :meth:`rlec.algorithms.rlve.RLVESettings.from_config`); construction itself checks nothing, so
+    an :class:`EnvironmentSource` takes settings already validated. Defaults: the dataclass; the
+    overlay ``megatron_configs/algorithm/rlve.yaml`` repeats them for its readers
+    (``tests/environments/test_source.py`` pins them equal).
+
     Attributes:
-        environments: names of registered environments (default: all of them).
+        environments: names of registered environments, ``all`` (the built-in ones), RLVE-Gym's
+            names or globs; a list or a comma-separated string (resolved to names by :meth:`resolved`).
         weights: sampling weights, one per environment (or ``{name: weight}``); None = uniform.
         seed: the seed of every random choice of the source.
         samples_per_prompt: n, the rollouts per prompt (verl's ``actor_rollout_ref.rollout.n``).
@@ -82,79 +94,123 @@ class SourceConfig:
             elsewhere (RLVE-Gym's), about one training batch; 0 or 1: one row at a time.
     """
 
-    environments: tuple[str, ...] = ()
-    weights: tuple[float, ...] | None = None
-    seed: int = 0
-    samples_per_prompt: int = 8
-    min_samples_factor: int = 8
-    window: int = 4
-    threshold: float = 0.9
-    initial_difficulty: int = 0
-    difficulty: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    environments: str | tuple[str, ...] = ("all",)
+    weights: tuple[float, ...] | Mapping[str, float] | None = None
+    seed: int = field(default=0, metadata=_EXACT)
+    samples_per_prompt: int = field(default=8, metadata=_EXACT)
+    min_samples_factor: int = field(default=8, metadata=_EXACT)
+    window: int = field(default=DEFAULT_WINDOW, metadata=_EXACT)
+    threshold: float = DEFAULT_THRESHOLD
+    initial_difficulty: int = field(default=0, metadata=_EXACT)
+    difficulty: Mapping[str, Any] = field(default_factory=dict)
     binary_fraction: float = 0.1
     target_min: float = 0.0
     target_max: float = 0.9
-    max_prompt_tokens: int | None = None
-    lookahead: int = DEFAULT_LOOKAHEAD
+    max_prompt_tokens: int | None = field(default=None, metadata=_EXACT)
+    lookahead: int = field(default=DEFAULT_LOOKAHEAD, metadata=_EXACT)
 
-    def __post_init__(self) -> None:
-        given = self.environments.split(",") if isinstance(self.environments, str) else list(self.environments)
-        given = [str(g).strip() for g in given]
-        twice = sorted({g for g in given if g and given.count(g) > 1})
-        if twice:
-            raise ValueError(f"rlve environments name {twice} more than once: list each environment once")
-        names = tuple(parse_environment_names(self.environments or "all"))
-        object.__setattr__(self, "environments", names)
-        weights = self.weights
-        if isinstance(weights, Mapping):
-            unknown = sorted(set(weights) - set(names))
-            if unknown:
-                raise ValueError(f"rlve weights name environments that are not configured: {unknown}")
-            weights = tuple(float(weights.get(n, 0.0)) for n in names)
-        if weights is not None:
-            weights = tuple(float(w) for w in weights)
-            if len(weights) != len(names) or any(w < 0 for w in weights) or sum(weights) <= 0:
-                raise ValueError(f"rlve weights must be {len(names)} non-negative numbers with a positive sum "
-                                 f"(one per environment {list(names)}), got {list(weights)}")
-        object.__setattr__(self, "weights", weights)
+    def check(self, prefix: str = SETTINGS_KEY) -> list[Finding]:
+        """One error per value out of range, each naming its full key (``rlec.rlve.<key>``): environment
+        names (unknown, none, twice), weights, counts, lookahead, difficulty overrides, targets, caps."""
+        out: list[Finding] = []
+
+        def error(key: str, message: str) -> None:
+            out.append(Finding("error", f"{prefix}.{key}", f"{prefix}.{message}"))
+
+        given = [str(g).strip() for g in _items(self.environments)]
+        names: tuple[str, ...] | None = None
+        if not any(given):
+            error("environments", f"environments {_shown(self.environments)!r} names no environment: list them, or "
+                  "[all] for the built-in ones (an empty list never means all)")
+        elif sorted({g for g in given if g and given.count(g) > 1}):
+            twice = sorted({g for g in given if g and given.count(g) > 1})
+            error("environments", f"environments name {twice} more than once: list each environment once")
+        else:
+            try:
+                names = tuple(parse_environment_names(self.environments))
+            except ValueError as exc:
+                error("environments", f"environments: {exc}")
         for key in ("seed", "samples_per_prompt", "min_samples_factor", "window", "initial_difficulty", "lookahead"):
             value = getattr(self, key)
             low = 0 if key in ("seed", "initial_difficulty", "lookahead") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"rlve {key} must be an int >= {low}, got {value!r}")
-        if self.lookahead > MAX_LOOKAHEAD:
-            raise ValueError(f"rlve lookahead must be <= {MAX_LOOKAHEAD} rows (about one training batch: the rows ahead "
-                             f"are generated and held before the first is served), got {self.lookahead}")
-        unknown = sorted(set(self.difficulty) - set(names))
-        if unknown:
-            raise ValueError(f"rlve difficulty overrides name environments that are not configured: {unknown}")
-        for name, override in self.difficulty.items():
-            extra = sorted(set(override) - {"initial", "maximum"})
-            if extra:
-                raise ValueError(f"rlve difficulty.{name}: unknown keys {extra} (allowed: initial, maximum)")
-            for key, value in override.items():
-                if value is None and key == "maximum":
-                    continue
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise ValueError(f"rlve difficulty.{name}.{key} must be an int >= 0, got {value!r} (a difficulty "
-                                     "is a level, never rounded)")
+                error(key, f"{key} must be an int >= {low}, got {value!r}")
+        if isinstance(self.lookahead, int) and self.lookahead > MAX_LOOKAHEAD:
+            error("lookahead", f"lookahead must be <= {MAX_LOOKAHEAD} rows (about one training batch: the rows ahead "
+                  f"are generated and held before the first is served), got {self.lookahead}")
+        if not 0.0 < self.threshold <= 1.0:
+            error("threshold", f"threshold must be in (0, 1], got {self.threshold!r}")
+        if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
+            error("max_prompt_tokens", f"max_prompt_tokens must be an int >= 1 or null, got {self.max_prompt_tokens!r}")
         if not 0.0 <= self.binary_fraction <= 1.0:
-            raise ValueError(f"rlve binary_fraction must be in [0, 1], got {self.binary_fraction}")
+            error("binary_fraction", f"binary_fraction must be in [0, 1], got {self.binary_fraction}")
+        targets_ok = True
         for key in ("target_min", "target_max"):
             try:
                 check_target(getattr(self, key))
             except ValueError as exc:
-                raise ValueError(f"rlve {key}: {exc}") from None
-        lo, hi = target_grid(self.target_min, self.target_max)
-        if lo > hi and self.binary_fraction < 1.0:
-            raise ValueError(f"rlve target_min, target_max = [{self.target_min}, {self.target_max}]: no target on the "
-                             "0.01 grid of that range other than 0")
-        for name in names:
-            self.controller(name)  # validates initial / maximum against the environment's cap
+                error(key, f"{key}: {exc}")
+                targets_ok = False
+        if targets_ok:
+            lo, hi = target_grid(self.target_min, self.target_max)
+            if lo > hi and self.binary_fraction < 1.0:
+                error("target_max", f"target_min, target_max = [{self.target_min}, {self.target_max}]: no target on the "
+                      "0.01 grid of that range other than 0")
+        if names is None:
+            return out
+        weights = self.weights
+        if isinstance(weights, Mapping):
+            unknown = sorted(set(weights) - set(names))
+            if unknown:
+                error("weights", f"weights name environments that are not configured: {unknown}")
+            weights = tuple(float(weights.get(n, 0.0)) for n in names)
+        if weights is not None and (len(weights) != len(names) or any(w < 0 for w in weights) or sum(weights) <= 0):
+            error("weights", f"weights must be {len(names)} non-negative numbers with a positive sum "
+                  f"(one per environment {list(names)}), got {list(weights)}")
+        unknown = sorted(set(self.difficulty) - set(names))
+        if unknown:
+            error("difficulty", f"difficulty overrides name environments that are not configured: {unknown}")
+        overrides_ok = not unknown
+        for name, override in self.difficulty.items():
+            if not isinstance(override, Mapping):
+                error(f"difficulty.{name}", f"difficulty.{name} must be a mapping {{initial, maximum}}, got {override!r}")
+                overrides_ok = False
+                continue
+            extra = sorted(set(override) - {"initial", "maximum"})
+            if extra:
+                error(f"difficulty.{name}", f"difficulty.{name}: unknown keys {extra} (allowed: initial, maximum)")
+                overrides_ok = False
+            for key, value in override.items():
+                if value is None and key == "maximum":
+                    continue
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    error(f"difficulty.{name}.{key}", f"difficulty.{name}.{key} must be an int >= 0, got {value!r} (a "
+                          "difficulty is a level, never rounded)")
+                    overrides_ok = False
+        if overrides_ok and not out:
+            resolved = self.resolved(names)
+            for name in names:
+                try:
+                    resolved.controller(name)  # initial / maximum against the environment's cap
+                except ValueError as exc:
+                    out.append(Finding("error", f"{prefix}.difficulty", f"{prefix}: {exc}"))
+        return out
+
+    def resolved(self, names: tuple[str, ...] | None = None) -> "SourceConfig":
+        """These settings with ``environments`` as registered names and ``weights`` as one per name
+        (settings :meth:`check` accepted)."""
+        names = tuple(parse_environment_names(self.environments)) if names is None else names
+        weights = self.weights
+        if isinstance(weights, Mapping):
+            weights = tuple(float(weights.get(n, 0.0)) for n in names)
+        elif weights is not None:
+            weights = tuple(float(w) for w in weights)
+        return dataclasses.replace(self, environments=names, weights=weights)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, ignore: tuple[str, ...] = IGNORED_KEYS) -> "SourceConfig":
-        """Build from a config section (``rlec.rlve``; a plain dict or a resolved DictConfig).
+        """Read (:func:`rlec.settings.read_section`), check (:meth:`check`) and resolve a config section
+        (``rlec.rlve``; a plain dict or a resolved DictConfig): the entry of direct callers.
 
         Args:
             mapping: the settings; keys are the field names.
@@ -162,23 +218,28 @@ class SourceConfig:
                 (default: ``enable``, read by the trainer, and ``rows_per_epoch``, read by the dataset).
 
         Raises:
-            ValueError: an unknown key (the message lists the allowed ones) or a bad value.
+            ValueError: an unknown key (the message lists the allowed ones) or a bad value (the first
+                error of :meth:`check`, naming the full key).
         """
-        data = {k: v for k, v in dict(mapping or {}).items() if k not in ignore}
+        data = {k: v for k, v in dict(plain(mapping) or {}).items() if k not in ignore}
         allowed = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise ValueError(f"unknown rlve settings {unknown}; allowed: {sorted(allowed)}")
-        if data.get("environments") is not None and not isinstance(data["environments"], str):
-            data["environments"] = tuple(data["environments"])
-        if data.get("environments") is not None and not any(str(n).strip() for n in _items(data["environments"])):
-            raise ValueError(f"rlve environments {data['environments']!r} names no environment: list them, or [all] "
-                             "for the built-in ones (an empty list never means all)")
-        if data.get("weights") is not None and not isinstance(data["weights"], Mapping):
-            data["weights"] = tuple(data["weights"])
-        data["difficulty"] = {str(k): dict(v) for k, v in dict(data.get("difficulty") or {}).items()}
-        data = {k: v for k, v in data.items() if v is not None or k == "weights"}
-        return cls(**data)
+        data = {k: v for k, v in data.items() if v is not None or k in ("weights", "max_prompt_tokens")}
+        settings = read_section(cls, {"section": data}, "section", name=SETTINGS_KEY)
+        return settings.validated()
+
+    def validated(self) -> "SourceConfig":
+        """:meth:`resolved` once :meth:`check` finds no error.
+
+        Raises:
+            ValueError: the first error of :meth:`check` (its message names the full key).
+        """
+        for finding in self.check():
+            if finding.level == "error":
+                raise ValueError(finding.message)
+        return self.resolved()
 
     @property
     def min_samples(self) -> int:
@@ -205,6 +266,10 @@ class SourceConfig:
 
 def _items(spec: Any) -> list[Any]:
     return spec.split(",") if isinstance(spec, str) else list(spec)
+
+
+def _shown(spec: Any) -> Any:
+    return list(spec) if isinstance(spec, tuple) else spec
 
 
 def question_id(problem: Problem) -> str:

@@ -127,6 +127,7 @@ def _start(cfg: Any, layout: Any, out_dir: Path, world: int) -> dict[str, Any]:
         log0(f"removed {folder}, a checkpoint an interrupted run left half written")
     if start.schedule_end is not None:
         cfg = _with(cfg, {"rlec.schedule.end_step": start.schedule_end})
+        settings = RlecSettings.from_config(cfg)  # the new config's (the resumed schedule's end)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = ensure_data(cfg)  # every rank: rank 0 prepares missing sample data, the others wait
     if is_rank0():
@@ -137,7 +138,7 @@ def _start(cfg: Any, layout: Any, out_dir: Path, world: int) -> dict[str, Any]:
                 check_parquet(train_path)  # before the model is built: a bad file leaves nothing behind
         except (FileNotFoundError, ValueError) as exc:
             raise LocalRunError(str(exc)) from None
-    model_path = ensure_model(cfg, out_dir)
+    model_path = ensure_model(cfg, out_dir, settings)
     return _train(cfg, settings, layout, out_dir, model_path, start, world, threads)
 
 
@@ -180,7 +181,7 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
         algorithms = registry.build(cfg, _algorithm_context(cfg, model_path, tokenizer, loader)) if rank0 else []
     except ValueError as exc:  # bad data or algorithm settings: one line, before the model is built
         raise LocalRunError(str(exc)) from None
-    schedule = schedule_from_config(cfg)
+    schedule = schedule_from_config(cfg, settings)
     actor = cfg.actor_rollout_ref.actor
     router = {k: v for k, v in (select(cfg, "actor_rollout_ref.actor.megatron.override_transformer_config", {}) or {}).items()
               if k.startswith("moe_router") or k == "moe_aux_loss_coeff"}
@@ -194,7 +195,7 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
         if rank0:
             loader.load_state_dict(state["user_state"]["loader"])
             for algorithm in algorithms:
-                saved = state["user_state"].get("algorithms", state["user_state"].get("hooks", {}))  # "hooks": before 2026-12
+                saved = state["user_state"].get("algorithms", {})
                 algorithm.load_state_dict(saved.get(algorithm.name, {}))
         log0(f"resumed from {start.resume_from} (step {start_step})")
     rollout_model = engine = None

@@ -88,8 +88,9 @@ def preflight(cfg: Any, world: int) -> Any:
             f"mini-batch of {mini_prompts * n} responses must split over {layout.dp} data-parallel ranks")
     if select(cfg, "actor_rollout_ref.model.path"):
         check_model_path(cfg.actor_rollout_ref.model.path)
+    may_prepare = RlecSettings.from_config(cfg).local.prepare_data_if_missing
     for train in map(Path, train_files(cfg)):
-        if not train.is_file() and not (RlecSettings.from_config(cfg).local.prepare_data_if_missing and _is_default_data(train)):
+        if not train.is_file() and not (may_prepare and _is_default_data(train)):
             raise LocalRunError(f"data.train_files={train} is missing: run `python -m rlec.data.prepare --output-dir {train.parent}`")
     out_dir = Path(str(cfg.trainer.default_local_dir))
     try:
@@ -121,15 +122,16 @@ def ensure_data(cfg: Any) -> list[Path]:
     return files
 
 
-def ensure_model(cfg: Any, out_dir: Path) -> Path:
-    """``actor_rollout_ref.model.path``, or the tiny random Qwen3-MoE, built once by rank 0 under ``out_dir``."""
+def ensure_model(cfg: Any, out_dir: Path, settings: RlecSettings | None = None) -> Path:
+    """``actor_rollout_ref.model.path``, or the tiny random Qwen3-MoE, built once by rank 0 under ``out_dir``
+    (its seed ``rlec.local.tiny_seed`` from ``settings``, the caller's parse of ``cfg``, else read here)."""
     from rlec.models import build_tiny_model
 
     if select(cfg, "actor_rollout_ref.model.path"):
         return Path(str(cfg.actor_rollout_ref.model.path))
     path = out_dir / "tiny_model"
     if is_rank0() and not path.exists():
-        seed = RlecSettings.from_config(cfg).local.tiny_seed
+        seed = (settings or RlecSettings.from_config(cfg)).local.tiny_seed
         log0(f"building the tiny random Qwen3-MoE (seed {seed}) in {path}")
         build_tiny_model(path, seed=seed)
     barrier()

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlec.algorithms import registry
 from rlec.config import select
 from rlec.io import save_figure
 from rlec.local.logger import read_metrics
@@ -34,22 +35,11 @@ def _fmt(fmt: str, value: Any) -> str:
     return fmt.format(int(value) if fmt == "{:d}" else value)
 
 
-# each algorithm's own per-step figures, shown when the run logged them (E3, Pass@k, RLVE)
-ALGORITHM_COLUMNS = [
-    ("E3 T", "e3/temperature", "{:.3f}"),
-    ("E3 n mean", "e3/rollout_n/mean", "{:.1f}"),
-    ("E3 bias", "e3/length_bias/mean", "{:.3f}"),
-    ("pass@k k", "passk/active_k", "{:d}"),
-]
-
-
 def _columns(records: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """The generic columns plus those of the algorithms the run enabled (and RLVE's difficulty per environment)."""
+    """The generic columns plus each registered algorithm's whose metrics the run logged
+    (:meth:`rlec.algorithms.base.Algorithm.table_columns`), before the timings."""
     keys = {k for rec in records for k in rec}
-    extra = [c for c in ALGORITHM_COLUMNS if c[1] in keys]
-    envs = sorted({k.split("/")[1] for k in keys if k.startswith("rlve/") and k.endswith("/difficulty")})
-    extra += [(f"{env} d", f"rlve/{env}/difficulty", "{:d}") for env in envs]
-    return COLUMNS[:-4] + extra + COLUMNS[-4:]
+    return COLUMNS[:-4] + registry.table_columns(keys) + COLUMNS[-4:]
 
 
 def training_table(records: list[dict[str, Any]]) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlec.config import select
+from rlec.config_base import select
 from rlec.reward.formula import check_b
 from rlec.settings import RlecSettings
 
@@ -65,7 +65,7 @@ class LinearSchedule:
         return self.start_value + (self.end_value - self.start_value) * frac
 
 
-def schedule_length(config: Any) -> int:
+def schedule_length(config: Any, settings: RlecSettings | None = None) -> int:
     """The global step at which b reaches its end value, read from the trainer config.
 
     First match wins:
@@ -77,10 +77,13 @@ def schedule_length(config: Any) -> int:
        updates per step) into the config in ``_init_dataloader``, before it starts the reward
        workers, so the workers see the real count.
 
+    ``settings`` is the caller's :meth:`rlec.settings.RlecSettings.from_config` of ``config`` (read
+    here when None), so one code path parses the settings once.
+
     Raises:
         ValueError: none of these is set (a config used outside verl's trainer).
     """
-    end_step = RlecSettings.from_config(config).schedule.end_step
+    end_step = (settings or RlecSettings.from_config(config)).schedule.end_step
     if end_step is not None:
         return end_step
     steps = select(config, "trainer.total_training_steps")
@@ -97,13 +100,15 @@ def schedule_length(config: Any) -> int:
     )
 
 
-def schedule_from_config(config: Any) -> LinearSchedule:
-    """The b schedule: ``rlec.schedule.{start_value, end_value, start_step}`` and :func:`schedule_length`.
+def schedule_from_config(config: Any, settings: RlecSettings | None = None) -> LinearSchedule:
+    """The b schedule: ``rlec.schedule.{start_value, end_value, start_step}`` and :func:`schedule_length`
+    (``settings``: the caller's parse of ``config``, else read here).
 
     Raises:
         ValueError: see :func:`schedule_length`; values outside [0, 1]; end step <= start step; any
             ``rlec.*`` setting the schema refuses (:class:`rlec.settings.SettingError`).
     """
-    settings = RlecSettings.from_config(config).schedule
-    return LinearSchedule(end_step=schedule_length(config), start_value=settings.start_value,
-                          end_value=settings.end_value, start_step=settings.start_step)
+    settings = settings or RlecSettings.from_config(config)
+    schedule = settings.schedule
+    return LinearSchedule(end_step=schedule_length(config, settings), start_value=schedule.start_value,
+                          end_value=schedule.end_value, start_step=schedule.start_step)

@@ -3,8 +3,8 @@
 Everything else of E3 is :mod:`rlec.algorithms.e3` (the math, the settings,
 :class:`rlec.algorithms.e3.algorithm.E3`), driven by the generic
 :class:`rlec.verl_plugin.trainers.AlgorithmsMixin`. Every agent-loop worker samples with its own
-config copy, so the trainer-config temperature (``E3.step_overrides``, read by the actor's
-log-probs) cannot reach vLLM: each training prompt carries ``rlec_e3_temperature`` and
+config copy, so the trainer-config temperature (the plan's, which the mixin writes there for the actor's
+log-probs) cannot reach vLLM: each training prompt carries it as ``rlec_temperature`` and
 :class:`E3AgentLoop` puts it into that prompt's sampling params (:func:`e3_sampling_params`).
 Selected by ``actor_rollout_ref.rollout.agent.default_agent_loop=rlec_e3_agent``
 (``megatron_configs/algorithm/e3.yaml``). Also here: ``rlec_scripted_agent``, the plain
@@ -34,7 +34,7 @@ def e3_sampling_params(sampling_params: Mapping[str, Any], fields: Mapping[str, 
         fields: the prompt's fields (the agent loop's keyword arguments).
 
     Returns:
-        A copy with ``temperature`` = ``fields["rlec_e3_temperature"]`` when the prompt carries it
+        A copy with ``temperature`` = ``fields["rlec_temperature"]`` when the prompt carries it
         and the request samples (temperature > 0); greedy requests and prompts without the key
         (validation) are left as they are.
     """

@@ -44,15 +44,21 @@ __all__ = ["PASSK_ESTIMATOR", "active_k", "compute_rlec_passk_advantage"]
 def active_k(config: Any) -> int:
     """The k in force: ``passk.active_k`` of the algorithm config when set, else ``passk.k``.
 
+    Both are validated before the first step, once: ``passk.k`` by
+    :meth:`rlec.algorithms.passk.algorithm.PassK.check` (2 <= k < rollout.n) and ``passk.active_k``
+    by the early rule set (:func:`rlec.cluster.settings_rules.settings_rules`, within [1, rollout.n]),
+    which verl's trainer (rlec's modes), DRY_RUN and the local run apply; the trainer then writes
+    only k or 1 there. So this reads, and does not re-check them.
+
     Raises:
-        ValueError: no ``passk.k`` (the passk overlay was not composed), or a k < 1.
+        ValueError: no ``passk.k`` at all (the passk overlay was not composed: the estimator called
+            on a config no check has seen; tests/verl_plugin/test_estimators.py pins the message).
     """
-    k = select(config, "passk.active_k", select(config, "passk.k"))
+    k = select(config, "passk.active_k", None)
+    k = select(config, "passk.k") if k is None else k
     if k is None:
         raise ValueError("adv_estimator rlec_passk needs algorithm.passk.k: compose megatron_configs/algorithm/passk.yaml "
                          "(algorithm=passk)")
-    if int(k) != k or int(k) < 1:
-        raise ValueError(f"algorithm.passk.k must be an integer >= 1, got {k!r}")
     return int(k)
 
 
@@ -79,7 +85,8 @@ def compute_rlec_passk_advantage(
         response token, 0 elsewhere.
 
     Raises:
-        ValueError: no group ids, or no ``passk.k`` in the config.
+        ValueError: no group ids, or no ``passk.k`` in the config (:func:`active_k`; k itself is
+            validated before the first step and not re-checked here).
     """
     if index is None:
         raise ValueError("rlec_passk needs the prompt uid of every response (verl passes non_tensor_batch['uid'] as index)")

@@ -114,7 +114,7 @@ class RLECRewardManager(NaiveRewardManager):
             )
         super().__init__(config, tokenizer, self._score, reward_router_address, reward_model_tokenizer)
         settings = RlecSettings.from_config(config)  # the verl side's check of rlec's settings, at trainer start
-        self.schedule = schedule_from_config(config)
+        self.schedule = schedule_from_config(config, settings)  # parsed once: the settings above
         self.timeout_s = settings.grading.timeout_s
         self.bucket_edges = settings.metrics.target_bucket_edges
         logger.info("rlec reward manager: b schedule %s, grading timeout %.1fs", self.schedule, self.timeout_s)

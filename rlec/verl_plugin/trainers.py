@@ -54,7 +54,7 @@ from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync
 from verl.utils import tensordict_utils as tu
 
 from rlec.algorithms import registry
-from rlec.algorithms.base import Algorithm, AlgorithmContext, RolloutPlan, StepRecord, first_error
+from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext, RolloutPlan, StepRecord, first_error
 from rlec.config import select
 from rlec.reward.metrics import reward_metrics, rows_from_columns
 from rlec.verl_plugin.mismatch import MismatchAlarmMixin
@@ -64,8 +64,6 @@ logger = logging.getLogger(__name__)
 
 ROLLOUT_N_KEY = "__rollout_n__"  # verl's per-prompt n (AgentLoopWorkerTQ._run_prompt)
 STATE_FILE = "rlec_algorithms.json"
-# the per-algorithm state files of verl checkpoints written before STATE_FILE (still resumed)
-LEGACY_STATE_FILES = {"e3": "rlec_e3.json", "passk": "rlec_passk.json"}
 
 __all__ = ["AlgorithmsMixin", "RLECColocateAsyncTrainer", "RLECMetricsMixin", "RLECSeparateAsyncTrainer", "RLECSyncTrainer",
            "STATE_FILE", "read_step_record"]
@@ -242,6 +240,10 @@ class AlgorithmsMixin:
         plan = RolloutPlan(float(rollout.temperature), [int(rollout.n)] * len(infos))
         for algorithm in algorithms:
             algorithm.plan_rollout(int(getattr(self, "global_steps", 0) or 0), infos, plan)
+        # the plan's temperature, its one carrier: the log-probs read the trainer's config, the agent loop the batch
+        with open_dict(self.config):
+            OmegaConf.update(self.config, "actor_rollout_ref.rollout.temperature", plan.temperature, merge=False)
+        tu.assign_non_tensor_data(batch, TEMPERATURE_FIELD, plan.temperature)
         tu.assign_non_tensor_stack(batch, ROLLOUT_N_KEY, plan.n_per_prompt)
         for name, values in plan.prompt_fields.items():
             tu.assign_non_tensor_stack(batch, name, values)
@@ -278,9 +280,6 @@ class AlgorithmsMixin:
         if self._algorithms():
             folder = resumed_folder(self.config, self.global_steps)
             state = load_state(folder, STATE_FILE) or {}
-            if not state:  # a checkpoint of an rlec before the one state file: one file per algorithm
-                state = {name: legacy for name, file in LEGACY_STATE_FILES.items()
-                         if (legacy := load_state(folder, file)) is not None}
             for algorithm in self.rlec_algorithms:
                 if folder is not None and algorithm.name not in state and algorithm.state_dict():
                     logger.warning("resuming from %s without %s's state (%s missing): it starts afresh",

@@ -56,7 +56,7 @@ def test_the_example_is_checked_built_and_driven_like_every_algorithm(example, c
     assert algorithm.coefficient(101) == 0.0
 
 
-@pytest.mark.parametrize(("key", "value"), [("c0", -1.0), ("end_step", 0), ("c0", "abc"), ("enable", "yes")])
+@pytest.mark.parametrize(("key", "value"), [("c0", -1.0), ("end_step", 0), ("c0", "abc"), ("enable", "yes"), ("c_0", 1.0)])
 def test_the_example_refuses_nonsense_settings(example, compose_rlec, key, value):
     cls, overlay = example
     cfg = _config(compose_rlec, overlay, **{key: value})
@@ -80,3 +80,27 @@ def test_the_examples_section_passes_the_early_rules_once_registered(example, co
     with open_dict(cfg):
         cfg.rlec.schedul = {"end_step": 3}  # a typo of a schema section stays refused
     assert [f.key for f in settings_rules(cfg)] == ["rlec.schedul"]
+
+
+def test_once_registered_the_example_is_in_the_verdict_the_step_table_and_the_resume_rules(example, compose_rlec,
+                                                                                         monkeypatch):
+    """The registry line alone (no change to rlec/cluster, rlec/local or rlec/config.py) puts the new algorithm
+    in DRY_RUN's verdict, in the local run's step table and in the settings a resume may not change."""
+    from rlec.algorithms import registry
+    from rlec.cluster.config_check import algorithms_line
+    from rlec.config import resume_differences
+    from rlec.local.summary import training_table
+
+    cls, overlay = example
+    cfg = _config(compose_rlec, overlay, c0=0.001)
+    records = [{"step": 1, "length_decay/c": 0.001}, {"step": 2, "length_decay/c": 0.00099}]
+    changed = _config(compose_rlec, overlay, c0=0.002)
+    before = (algorithms_line(cfg), training_table(records), resume_differences(cfg, changed))
+    assert "length decay" not in before[0] and "decay c" not in before[1]
+    assert before[2][0] == []  # not refused: an unknown section is only noted
+    monkeypatch.setattr(registry, "ALGORITHMS", (*registry.ALGORITHMS, cls))
+    assert algorithms_line(cfg).endswith(" | length decay (c0 0.001 -> 0 by step 100)")
+    header, _, first, second = training_table(records).splitlines()
+    assert "| decay c |" in header and "| 0.00100 |" in first and "| 0.00099 |" in second
+    refused, _ = resume_differences(cfg, changed)
+    assert refused == ["rlec.length_decay.c0: 0.001 -> 0.002"]

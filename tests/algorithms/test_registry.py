@@ -17,63 +17,64 @@ from rlec.algorithms.registry import ALGORITHMS, check_all, enabled
 from rlec.algorithms.rlve import RLVESettings
 from rlec.algorithms.rlve.algorithm import RLVE
 from rlec.config import CONFIG_DIR, REPO_ROOT, compose
-from rlec.environments import SourceConfig
 
 # per algorithm: its settings class and, per field, (config key, a nonsense value of the right type)
 NONSENSE = {
     E3: (E3Settings, {
         "enable": ("rlec.e3.enable", "yes"),
-        "temperature_enable": ("rlec.e3.temperature.enable", "yes"),
-        "t_min": ("rlec.e3.temperature.min", -0.5),
-        "t_max": ("rlec.e3.temperature.max", 0.0),
-        "init_steps": ("rlec.e3.temperature.init_steps", 0),
-        "target_entropy": ("rlec.e3.temperature.target_entropy", -1.0),
-        "vocab_size": ("rlec.e3.temperature.vocab_size", 2),
-        "anneal": ("rlec.e3.temperature.anneal.enable", "yes"),
-        "anneal_start": ("rlec.e3.temperature.anneal.start", 1.5),
-        "anneal_final": ("rlec.e3.temperature.anneal.final_factor", 0.0),
-        "budget_enable": ("rlec.e3.budget.enable", "yes"),
-        "n_min": ("rlec.e3.budget.n_min", 1),
-        "n_max": ("rlec.e3.budget.n_max", 1),
-        "length_bias_enable": ("rlec.e3.length_bias.enable", "yes"),
-        "mu": ("rlec.e3.length_bias.mu", -0.1),
-        "penalty_threshold": ("rlec.e3.length_bias.penalty_threshold", 1.5),
+        "temperature.enable": ("rlec.e3.temperature.enable", "yes"),
+        "temperature.min": ("rlec.e3.temperature.min", -0.5),
+        "temperature.max": ("rlec.e3.temperature.max", 0.0),
+        "temperature.init_steps": ("rlec.e3.temperature.init_steps", 0),
+        "temperature.target_entropy": ("rlec.e3.temperature.target_entropy", -1.0),
+        "temperature.vocab_size": ("rlec.e3.temperature.vocab_size", 2),
+        "temperature.anneal.enable": ("rlec.e3.temperature.anneal.enable", "yes"),
+        "temperature.anneal.start": ("rlec.e3.temperature.anneal.start", 1.5),
+        "temperature.anneal.final_factor": ("rlec.e3.temperature.anneal.final_factor", 0.0),
+        "budget.enable": ("rlec.e3.budget.enable", "yes"),
+        "budget.n_min": ("rlec.e3.budget.n_min", 1),
+        "budget.n_max": ("rlec.e3.budget.n_max", 1),
+        "length_bias.enable": ("rlec.e3.length_bias.enable", "yes"),
+        "length_bias.mu": ("rlec.e3.length_bias.mu", -0.1),
+        "length_bias.penalty_threshold": ("rlec.e3.length_bias.penalty_threshold", 1.5),
     }),
     PassK: (PasskSettings, {
         "k": ("algorithm.passk.k", 1),
-        "switch_enable": ("algorithm.passk.switch.enable", "yes"),
-        "entropy_threshold": ("algorithm.passk.switch.entropy_threshold", -0.1),
+        "active_k": ("algorithm.passk.active_k", 0),
+        "switch.enable": ("algorithm.passk.switch.enable", "yes"),
+        "switch.entropy_threshold": ("algorithm.passk.switch.entropy_threshold", -0.1),
     }),
     RLVE: (RLVESettings, {
         "enable": ("rlec.rlve.enable", "yes"),
         "rows_per_epoch": ("rlec.rlve.rows_per_epoch", 0),
-        # source: the environment source's settings (SourceConfig), one key each under rlec.rlve
-        "source.environments": ("rlec.rlve.environments", ["nope"]),
-        "source.weights": ("rlec.rlve.weights", [-1.0]),
-        "source.seed": ("rlec.rlve.seed", -1),
-        "source.samples_per_prompt": ("rlec.rlve.samples_per_prompt", 0),
-        "source.min_samples_factor": ("rlec.rlve.min_samples_factor", 0),
-        "source.window": ("rlec.rlve.window", 0),
-        "source.threshold": ("rlec.rlve.threshold", 1.5),
-        "source.initial_difficulty": ("rlec.rlve.initial_difficulty", -1),
-        "source.difficulty": ("rlec.rlve.difficulty", {"nope": {"initial": 1}}),
-        "source.binary_fraction": ("rlec.rlve.binary_fraction", 1.5),
-        "source.target_min": ("rlec.rlve.target_min", -0.5),
-        "source.target_max": ("rlec.rlve.target_max", 1.5),
-        "source.max_prompt_tokens": ("rlec.rlve.max_prompt_tokens", -5),
-        "source.lookahead": ("rlec.rlve.lookahead", -1),
+        # the environment source's settings (RLVESettings extends SourceConfig), one key each under rlec.rlve
+        "environments": ("rlec.rlve.environments", ["nope"]),
+        "weights": ("rlec.rlve.weights", [-1.0]),
+        "seed": ("rlec.rlve.seed", -1),
+        "samples_per_prompt": ("rlec.rlve.samples_per_prompt", 0),
+        "min_samples_factor": ("rlec.rlve.min_samples_factor", 0),
+        "window": ("rlec.rlve.window", 0),
+        "threshold": ("rlec.rlve.threshold", 1.5),
+        "initial_difficulty": ("rlec.rlve.initial_difficulty", -1),
+        "difficulty": ("rlec.rlve.difficulty", {"nope": {"initial": 1}}),
+        "binary_fraction": ("rlec.rlve.binary_fraction", 1.5),
+        "target_min": ("rlec.rlve.target_min", -0.5),
+        "target_max": ("rlec.rlve.target_max", 1.5),
+        "max_prompt_tokens": ("rlec.rlve.max_prompt_tokens", -5),
+        "lookahead": ("rlec.rlve.lookahead", -1),
     }),
 }
 
 
 def _fields(settings: type, prefix: str = "") -> set[str]:
-    """Every field of a settings dataclass, a nested one (RLVE's ``source``) as ``source.<field>``."""
+    """Every leaf field of a settings dataclass tree, a nested one as ``<field>.<leaf>``."""
+    import typing
+
+    hints = typing.get_type_hints(settings)
     out = set()
     for f in dataclasses.fields(settings):
-        if f.name == "source":
-            out |= _fields(SourceConfig, "source.")
-        else:
-            out.add(prefix + f.name)
+        kind = hints[f.name]
+        out |= _fields(kind, f"{prefix}{f.name}.") if dataclasses.is_dataclass(kind) else {prefix + f.name}
     return out
 
 
@@ -81,8 +82,7 @@ def _cases():
     for cls, (settings, table) in NONSENSE.items():
         for field, (key, value) in table.items():
             yield pytest.param(cls, key, value, id=f"{cls.name}-{field}")
-            if settings is not RLVESettings or not field.startswith("source."):
-                yield pytest.param(cls, key, "abc", id=f"{cls.name}-{field}-string")
+            yield pytest.param(cls, key, "abc", id=f"{cls.name}-{field}-string")
             if isinstance(value, float):
                 yield pytest.param(cls, key, math.nan, id=f"{cls.name}-{field}-nan")
 
@@ -154,12 +154,28 @@ def test_step_record_needs_one_entry_per_response():
 
 def test_the_e3_dataclass_defaults_are_the_composed_yaml_defaults(compose_rlec):
     """E3's defaults are written in recipe.yaml (what users read) and in E3Settings (what a config without
-    the section gets): they must agree, field by field (RLVE's: tests/verl_plugin/test_rlve_trainer.py;
+    the section gets): they must agree, field by field (RLVE's: tests/verl_plugin/test_trainers_rlve.py;
     Pass@k's live only in its overlay)."""
     import dataclasses
 
     from rlec.algorithms.e3 import E3Settings
 
-    composed = E3Settings.from_config(compose_rlec())
-    for f in dataclasses.fields(E3Settings):
-        assert getattr(composed, f.name) == f.default, (f.name, getattr(composed, f.name), f.default)
+    composed, defaults = E3Settings.from_config(compose_rlec()), E3Settings()
+    for f in dataclasses.fields(E3Settings):  # each part, every leaf of it
+        assert getattr(composed, f.name) == getattr(defaults, f.name), (f.name, getattr(composed, f.name))
+
+
+def test_the_pipeline_reads_what_it_shows_and_protects_from_the_registry(compose_rlec) -> None:
+    """The verdict parts, step-table columns, resume prefixes and verl keys are each algorithm's own (no pipeline
+    module names an algorithm)."""
+    from rlec.algorithms import registry
+
+    assert registry.verl_keys() == ("algorithm.passk", "data.rlve") and registry.verl_algorithm_keys() == ("passk",)
+    assert registry.resume_refused() == ("rlec.e3.", "algorithm.passk.", "rlec.rlve.", "data.rlve.")
+    cfg = compose_rlec("layout=tiny_1gpu", "precision=bf16", "algorithm=[rlve,e3,passk]")
+    parts = registry.verdicts(cfg)
+    assert [p.split(" (")[0] for p in parts] == ["E3", "Pass@k", "RLVE"]
+    assert parts[0] == "E3 (temperature 0.5..1.5 from T0 1.0; n 4..16; length bias on the easiest 0.1 of prompts)"
+    keys = {"e3/temperature", "passk/active_k", "rlve/maze/difficulty", "rlve/sorting/difficulty", "rlec/b"}
+    assert [c[0] for c in registry.table_columns(keys)] == ["E3 T", "pass@k k", "maze d", "sorting d"]
+    assert registry.table_columns({"rlec/b"}) == []

@@ -152,4 +152,4 @@ def test_per_environment_bounds_from_the_config():
     run_steps(source, {"maze": 99}, 40)
     assert source.difficulties() == {"maze": 5}  # the Pass@k paper's largest training size, 15 x 15
     with pytest.raises(ValueError, match="above the environment's cap"):
-        SourceConfig(environments=("maze",), difficulty={"maze": {"maximum": 1000}})
+        SourceConfig(environments=("maze",), difficulty={"maze": {"maximum": 1000}}).validated()  # construction checks nothing

@@ -82,7 +82,7 @@ def test_weights_and_determinism():
     ({"lookahead": 1_000_000}, "lookahead must be <= 4096 rows"),
     ({"environments": ["maze"], "difficulty": {"maze": {"initial": 1.5}}}, r"difficulty.maze.initial must be an int >= 0, got 1.5"),
     ({"environments": ["maze"], "difficulty": {"maze": {"maximum": "3"}}}, r"difficulty.maze.maximum must be an int >= 0, got '3'"),
-    ({"target_max": float("nan")}, "target_max: target p must be in"),
+    ({"target_max": float("nan")}, r"rlec.rlve.target_max=nan: must be a finite number"),  # the generic reader's rule
 ])
 def test_bad_settings_are_refused_with_the_key(settings, message):
     with pytest.raises(ValueError, match=message):
@@ -169,3 +169,33 @@ def test_check_refuses_a_negative_difficulty_in_one_line_and_fails_when_nothing_
     out = capsys.readouterr().out
     assert "FAIL: nothing checked: d1000 > cap" in out and "0 problems, 1 failed" in out
     assert main(["check", "--environments", "sorting", "--difficulties=0", "--no-determinism"]) == 0
+
+
+def test_one_default_per_value_the_overlay_repeats_the_dataclass():
+    # issue 35: rlve.yaml, the settings dataclass and the controller's keyword defaults held each default
+    # separately. The dataclass (RLVESettings: SourceConfig + enable, rows_per_epoch) is the reader's default; the
+    # overlay repeats it for its readers, so the two are pinned equal here. The overlay's interpolations follow
+    # verl's keys at compose time (rollout.n, the prompt length, the batch size): no default of their own.
+    import dataclasses
+    import inspect
+
+    from omegaconf import OmegaConf
+
+    from rlec.algorithms.rlve import RLVESettings
+    from rlec.config import CONFIG_DIR
+    from rlec.environments.controller import DifficultyController
+
+    overlay = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "algorithm" / "rlve.yaml").rlec.rlve, resolve=False)
+    fields = {f.name: f for f in dataclasses.fields(RLVESettings)}
+    assert set(overlay) == set(fields)
+    interpolated = {k for k, v in overlay.items() if isinstance(v, str) and v.startswith("${")}
+    assert interpolated == {"samples_per_prompt", "max_prompt_tokens", "lookahead"}
+    for key in sorted(set(overlay) - interpolated - {"enable"}):  # enable: the overlay switches RLVE on
+        f = fields[key]
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        given = tuple(overlay[key]) if isinstance(overlay[key], list) else overlay[key]
+        assert given == default, (key, given, default)
+    assert overlay["enable"] is True and fields["enable"].default is False
+    keyword = inspect.signature(DifficultyController).parameters
+    assert keyword["window"].default == fields["window"].default and keyword["threshold"].default == fields["threshold"].default
+    assert keyword["initial"].default == fields["initial_difficulty"].default

@@ -101,12 +101,20 @@ def test_passk_with_e3_budget_warns_when_easy_prompts_get_no_more_than_k(compose
 
 
 def test_rlec_yaml_e3_defaults_equal_the_settings_defaults(compose_rlec):
-    """rlec.yaml spells every rlec.e3 default out for users; E3Settings holds the same ones for configs without them."""
+    """recipe.yaml spells every rlec.e3 default out for users; E3Settings holds the same ones for configs without them."""
     from rlec.algorithms.e3 import E3Settings
 
     cfg = compose_rlec()
     assert E3Settings.from_config(cfg) == E3Settings()
-    listed = {key for key, _ in E3Settings.KEYS.values()}
+    def leaf_keys(cls, prefix=""):  # every leaf of the settings tree, as its key under rlec.e3
+        import dataclasses
+        import typing
+
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            yield from leaf_keys(hints[f.name], f"{prefix}{f.name}.") if dataclasses.is_dataclass(hints[f.name]) else [prefix + f.name]
+
+    listed = set(leaf_keys(E3Settings))
     yaml_keys = set()
 
     def walk(node, prefix=""):

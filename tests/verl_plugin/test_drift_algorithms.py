@@ -11,6 +11,8 @@ import inspect
 
 import pytest
 
+from rlec.algorithms.registry import ALGORITHMS
+
 pytest.importorskip("verl")
 
 
@@ -132,33 +134,38 @@ def test_reward_length_is_the_response_tokens():
 
 
 def test_algo_config_rejects_unknown_keys():
-    # why config_check drops algorithm.passk before converting (rlec.cluster.rules.verl_algorithm_section)
+    # why config_check drops the algorithms' keys (algorithm.passk) before converting (rlec.cluster.rules.verl_algorithm_section)
     from verl.trainer.config import AlgoConfig
 
-    assert "passk" not in {f for f in AlgoConfig.__dataclass_fields__}
+    from rlec.algorithms.registry import verl_algorithm_keys
+
+    assert "passk" in verl_algorithm_keys()
+    assert not set(verl_algorithm_keys()) & {f for f in AlgoConfig.__dataclass_fields__}
 
 
-@pytest.mark.parametrize("name", ["e3", "passk"])
+@pytest.mark.parametrize("name", [cls.name for cls in ALGORITHMS])
 def test_overlay_keys_exist_in_verl_config_except_rlec_own(name):
+    """Every registered algorithm's overlay sets only verl's own keys, ``rlec.*`` and the keys it declares it adds
+    (:attr:`rlec.algorithms.base.Algorithm.verl_keys`)."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import DictConfig, OmegaConf
+    from omegaconf import OmegaConf
 
     from rlec.config import CONFIG_DIR
-    from rlec.cluster.rules import RLEC_ALGORITHM_KEYS
+    from rlec.algorithms.registry import verl_keys
 
     GlobalHydra.instance().clear()
     with initialize_config_module("verl.trainer.config", version_base=None):
         verl_cfg = compose("ppo_trainer", overrides=["model_engine=megatron"])
 
-    def leaves(node, prefix=""):
+    def leaves(node, prefix=""):  # a plain dict: an overlay's interpolations (RLVE's ${rlec.rlve}) stay unresolved
         for key, value in node.items():
             path = f"{prefix}.{key}" if prefix else str(key)
-            yield from leaves(value, path) if isinstance(value, DictConfig) else [path]
+            yield from leaves(value, path) if isinstance(value, dict) else [path]
 
-    own = ("rlec.",) + tuple(f"algorithm.{k}." for k in RLEC_ALGORITHM_KEYS)
-    overlay = OmegaConf.load(CONFIG_DIR / "algorithm" / f"{name}.yaml")
-    missing = [p for p in leaves(overlay) if not p.startswith(own) and OmegaConf.select(verl_cfg, p, default="<absent>") == "<absent>"]
+    own = ("rlec.",) + tuple(f"{k}." for k in verl_keys())  # a key or anything under it (data.rlve: ${rlec.rlve})
+    overlay = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "algorithm" / f"{name}.yaml"), resolve=False)
+    missing = [p for p in leaves(overlay) if not f"{p}.".startswith(own) and OmegaConf.select(verl_cfg, p, default="<absent>") == "<absent>"]
     assert missing == []
 
 

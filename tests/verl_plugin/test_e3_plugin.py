@@ -273,26 +273,14 @@ def test_checkpoint_holds_e3_state_and_resume_equals_uninterrupted(e3_env, tmp_p
     assert math.isclose(e3_of(resumed).temperature, e3_of(whole).temperature)
 
 
-def test_a_checkpoint_with_the_old_per_algorithm_state_file_still_resumes_e3(e3_env, tmp_path, caplog):
-    """A verl checkpoint written before the one state file holds ``rlec_e3.json``: E3 resumes from it; a
-    checkpoint with neither warns that E3 starts afresh (never silently)."""
-    from rlec.verl_plugin.trainers import LEGACY_STATE_FILES
-
+def test_a_checkpoint_without_the_algorithms_state_file_warns_that_e3_starts_afresh(e3_env, tmp_path, caplog):
+    """A verl checkpoint without ``rlec_algorithms.json`` resumes E3 afresh, with a warning (never silently)."""
     make, log, entropy_of = e3_env
     entropy_of["value"] = lambda t: 0.3 + 0.2 * t
     first = make()
     run_steps(first, range(1, 4))
     first._save_checkpoint()
-    folder = tmp_path / "global_step_3"
-    state = json.loads((folder / STATE_FILE).read_text())
-    (folder / STATE_FILE).unlink()
-    (folder / LEGACY_STATE_FILES["e3"]).write_text(json.dumps(state["e3"]))
-    resumed = make()
-    resumed._resume_to = 3
-    resumed._load_checkpoint()
-    assert e3_of(resumed).state_dict() == e3_of(first).state_dict()
-
-    (folder / LEGACY_STATE_FILES["e3"]).unlink()
+    (tmp_path / "global_step_3" / STATE_FILE).unlink()
     fresh = make()
     fresh._resume_to = 3
     with caplog.at_level("WARNING", logger="rlec.verl_plugin.trainers"):

@@ -104,6 +104,21 @@ def test_bucket_edges_must_cover_the_targets(compose_rlec, tiny_moe_dir, job):
         RLECRewardManager(config=cfg, tokenizer=None, compute_score=None)
 
 
+def test_the_constructor_parses_rlecs_settings_once(compose_rlec, tiny_moe_dir, job, monkeypatch):
+    # issue 35: the constructor parsed them 3 times (itself, schedule_from_config, schedule_length)
+    from rlec.settings import RlecSettings
+
+    parse, calls = RlecSettings.from_config, []
+
+    def counted(cls, cfg):
+        calls.append(cfg)
+        return parse(cfg)
+
+    monkeypatch.setattr(RlecSettings, "from_config", classmethod(counted))
+    mgr = RLECRewardManager(config=compose_rlec(*job.OVERRIDES), tokenizer=None, compute_score=None)
+    assert len(calls) == 1 and mgr.schedule.end_step == schedule_length(compose_rlec(*job.OVERRIDES))
+
+
 def test_custom_reward_function_is_refused(compose_rlec, tiny_moe_dir, job):
     cfg = compose_rlec(*job.OVERRIDES, "reward.custom_reward_function.path=some/file.py")
     with pytest.raises(ValueError, match="unset reward.custom_reward_function.path"):

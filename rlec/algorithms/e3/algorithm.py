@@ -4,11 +4,10 @@ Switched on by ``rlec.e3.enable`` (``megatron_configs/algorithm/e3.yaml``); sett
 (:class:`rlec.algorithms.e3.settings.E3Settings`). Per step t (formulas: :mod:`rlec.algorithms.e3`):
 
 - :meth:`E3.plan_rollout`: the controller's per-prompt budget n_i and the step's temperature
-  T_t; each prompt carries its history key (``rlec_e3_prompt``) and length-bias coefficient
-  (``rlec_e3_length_mu``), the batch carries T_t (``rlec_e3_temperature``, read by the
-  ``rlec_e3_agent`` agent loop, because every verl rollout worker samples with its own config copy);
-- :meth:`E3.step_overrides`: ``actor_rollout_ref.rollout.temperature`` = T_t, so the old,
-  reference and new log-probs divide the logits by the T the sampler used;
+  T_t (``plan.temperature``, its one carrier: both loops sample at it and divide the old, reference
+  and new log-probs' logits by it; in verl the ``rlec_e3_agent`` agent loop samples at it, because
+  every rollout worker has its own config copy); each prompt carries its history key
+  (``rlec_e3_prompt``) and length-bias coefficient (``rlec_e3_length_mu``);
 - :meth:`E3.adjust_reward`: the length bias of a correct response of an easy prompt, chosen by the
   graded outcome, never by the reward's sign;
 - :meth:`E3.observe`: the step's ``actor/entropy`` and outcomes update the prompt history and the
@@ -17,16 +16,16 @@ Switched on by ``rlec.e3.enable`` (``megatron_configs/algorithm/e3.yaml``); sett
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any, Collection, Hashable, Mapping, Sequence
 
-from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, RolloutPlan, StepRecord, trainer_mode
+from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext, Finding, RolloutPlan, StepRecord, trainer_mode
 from rlec.algorithms.e3.budget import length_bias_factor
 from rlec.algorithms.e3.controller import E3Controller
 from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
-from rlec.config import select
+from rlec.config_base import select
 
 ROLLOUT = "actor_rollout_ref.rollout"
-TEMPERATURE_KEY = "rlec_e3_temperature"
+TEMPERATURE_KEY = TEMPERATURE_FIELD  # where verl's agent loop reads T_t (the mixin writes plan.temperature there)
 PROMPT_KEY = "rlec_e3_prompt"
 LENGTH_MU_KEY = "rlec_e3_length_mu"
 
@@ -102,6 +101,19 @@ class E3(Algorithm):
         return out
 
     @classmethod
+    def verdict(cls, cfg: Any) -> str:
+        """``E3 (temperature min..max from T0 T_0; n n_min..n_max; length bias on the easiest share of prompts)``."""
+        e3 = E3Settings.from_config(cfg)
+        return (f"E3 (temperature {e3.t_min}..{e3.t_max} from T0 {select(cfg, f'{ROLLOUT}.temperature', 1.0)}; "
+                f"n {e3.n_min}..{e3.n_max}; length bias on the easiest {e3.penalty_threshold} of prompts)")
+
+    @classmethod
+    def table_columns(cls, metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
+        """The temperature, the mean rollout budget and the mean length-bias factor."""
+        return [("E3 T", "e3/temperature", "{:.3f}"), ("E3 n mean", "e3/rollout_n/mean", "{:.1f}"),
+                ("E3 bias", "e3/length_bias/mean", "{:.3f}")]
+
+    @classmethod
     def from_config(cls, cfg: Any, context: AlgorithmContext) -> "E3":
         """Raises ValueError: :meth:`check` fails, or the temperature part has no vocabulary size
         (``rlec.e3.temperature.vocab_size`` or ``context.vocab_size``)."""
@@ -119,11 +131,6 @@ class E3(Algorithm):
         plan.temperature, plan.n_per_prompt = e3.temperature, list(e3.rollout_n)
         plan.prompt_fields[PROMPT_KEY] = keys
         plan.prompt_fields[LENGTH_MU_KEY] = list(e3.length_mu)
-        plan.batch_fields[TEMPERATURE_KEY] = e3.temperature
-
-    def step_overrides(self, step: int) -> dict[str, Any]:
-        """``actor_rollout_ref.rollout.temperature`` = T_t, so the log-probs divide the logits by the sampling temperature."""
-        return {f"{ROLLOUT}.temperature": self.controller.temperature}
 
     @classmethod
     def adjust_reward(cls, score: float, info: dict[str, Any], fields: Mapping[str, Any], response_length: int) -> float:

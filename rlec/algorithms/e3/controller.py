@@ -52,28 +52,21 @@ class E3Controller:
         temperature: T_0, the configured sampling temperature (``rollout.temperature``).
         vocab_size: the policy's vocabulary size V (needed when the temperature part is on).
 
+    The settings and the cross-key rules (n_min <= n <= n_max, T_0 in [T_min, T_max]) are checked once,
+    before this is built (:meth:`rlec.algorithms.e3.algorithm.E3.check`); nothing here checks them again.
+
     Raises:
-        ValueError: the budget part is on and not n_min <= n <= n_max, or the temperature part is
-            on without a vocabulary size or with T_0 outside [T_min, T_max] (messages name the keys).
+        ValueError: the temperature part is on without a vocabulary size (the model's, known only now).
     """
 
     def __init__(self, settings: E3Settings, n: int, temperature: float, vocab_size: int | None) -> None:
         self.settings, self.n, self.initial_temperature = settings, int(n), float(temperature)
-        if settings.budget_enable and not settings.n_min <= self.n <= settings.n_max:
-            raise ValueError(f"rlec.e3.budget: need n_min <= rollout.n <= n_max, got {settings.n_min} <= {self.n} "
-                             f"<= {settings.n_max}")
         self.scheduler: TemperatureScheduler | None = None
         if settings.temperature_enable:
             if vocab_size is None:
                 raise ValueError("rlec.e3.temperature needs the vocabulary size: set rlec.e3.temperature.vocab_size "
                                  "or a model folder whose config.json has vocab_size")
-            if not settings.temperature_in_bounds(self.initial_temperature):
-                raise ValueError(f"actor_rollout_ref.rollout.temperature {self.initial_temperature} is outside "
-                                 f"rlec.e3.temperature [min, max] = [{settings.t_min}, {settings.t_max}]")
-            self.scheduler = TemperatureScheduler(
-                vocab_size=int(vocab_size), temperature=self.initial_temperature, t_min=settings.t_min,
-                t_max=settings.t_max, init_steps=settings.init_steps, target_entropy=settings.target_entropy,
-                anneal=settings.anneal, anneal_start=settings.anneal_start, anneal_final=settings.anneal_final)
+            self.scheduler = TemperatureScheduler.from_settings(settings.temperature, int(vocab_size), self.initial_temperature)
         self.history = PromptHistory()
         self._planned_n: list[int] = []
 

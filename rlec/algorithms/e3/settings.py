@@ -1,94 +1,121 @@
-"""``rlec.e3`` of the config: E3's settings, read and checked in one place (:class:`E3Settings`).
+"""``rlec.e3`` of the config: E3's settings as a typed tree, read by the one generic reader and checked in one place.
 
-:meth:`E3Settings.check` is the only validator of the ``rlec.e3`` values; the cross-key rules
-(rollout.n, trainer mode, agent loop, T_0) are :meth:`rlec.algorithms.e3.algorithm.E3.check`.
+:func:`rlec.settings.read_section` reads the tree (:class:`E3Settings`: its ``temperature``,
+``budget`` and ``length_bias`` parts, each with its own ``enable``), refusing an unknown key or a
+value of the wrong type; :meth:`E3Settings.check` is the only validator of the ranges; the cross-key
+rules (rollout.n, trainer mode, agent loop, T_0) are :meth:`rlec.algorithms.e3.algorithm.E3.check`.
+One default per value: ``megatron_configs/recipe.yaml`` spells each out for users, the dataclasses
+below hold the same ones for configs without them (a test pins them equal).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from rlec.algorithms.base import wrong_type
-from rlec.config import Finding, select
+from rlec.config_base import Finding
+from rlec.settings import read_section
 
+SECTION = "rlec.e3"
 # the agent loop rlec registers in verl to sample at the step's temperature (rollout.agent.default_agent_loop)
 E3_AGENT_LOOP = "rlec_e3_agent"
 
-__all__ = ["E3_AGENT_LOOP", "E3Settings"]
+__all__ = ["E3_AGENT_LOOP", "E3AnnealSettings", "E3BudgetSettings", "E3LengthBiasSettings", "E3Settings",
+           "E3TemperatureSettings"]
+
+
+@dataclass(frozen=True)
+class E3AnnealSettings:
+    """``rlec.e3.temperature.anneal``: H* anneals from ``start`` of training to ``final_factor`` x H*_0."""
+
+    enable: bool = True
+    start: float = 0.6
+    final_factor: float = 0.9
+
+
+@dataclass(frozen=True)
+class E3TemperatureSettings:
+    """``rlec.e3.temperature``: the entropy-targeting temperature (``min`` / ``max``: rlec's safety bound, null = open)."""
+
+    enable: bool = True
+    min: float | None = 0.5
+    max: float | None = 1.5
+    init_steps: int = 5
+    target_entropy: float | None = None
+    vocab_size: int | None = None
+    anneal: E3AnnealSettings = field(default_factory=E3AnnealSettings)
+
+
+@dataclass(frozen=True)
+class E3BudgetSettings:
+    """``rlec.e3.budget``: per-prompt rollouts in [n_min, n_max] by difficulty rank."""
+
+    enable: bool = True
+    n_min: int = 4
+    n_max: int = 16
+
+
+@dataclass(frozen=True)
+class E3LengthBiasSettings:
+    """``rlec.e3.length_bias``: reward x 1 / (1 + mu l) on correct responses of the easiest ``penalty_threshold`` share."""
+
+    enable: bool = True
+    mu: float = 0.001
+    penalty_threshold: float = 0.1
 
 
 @dataclass(frozen=True)
 class E3Settings:
-    """``rlec.e3`` of the config, checked (meaning and defaults: megatron_configs/rlec.yaml, docs/e3.md).
+    """``rlec.e3`` of the config (meaning and defaults: megatron_configs/recipe.yaml, docs/e3.md).
 
     Each part has its own switch under ``enable``: ``temperature.enable``, ``budget.enable``,
-    ``length_bias.enable`` (ablations turn one off).
+    ``length_bias.enable`` (ablations turn one off). The flat properties below name the values the
+    controller reads.
     """
 
     enable: bool = False
-    temperature_enable: bool = True
-    t_min: float | None = 0.5
-    t_max: float | None = 1.5
-    init_steps: int = 5
-    target_entropy: float | None = None
-    vocab_size: int | None = None
-    anneal: bool = True
-    anneal_start: float = 0.6
-    anneal_final: float = 0.9
-    budget_enable: bool = True
-    n_min: int = 4
-    n_max: int = 16
-    length_bias_enable: bool = True
-    mu: float = 0.001
-    penalty_threshold: float = 0.1
+    temperature: E3TemperatureSettings = field(default_factory=E3TemperatureSettings)
+    budget: E3BudgetSettings = field(default_factory=E3BudgetSettings)
+    length_bias: E3LengthBiasSettings = field(default_factory=E3LengthBiasSettings)
 
-    # fields whose explicit null means "no bound" (a missing key keeps the default above)
-    NULLABLE = ("t_min", "t_max")
+    @classmethod
+    def read(cls, cfg: Any) -> "E3Settings":
+        """Read ``rlec.e3`` (:func:`rlec.settings.read_section`; missing keys take the defaults), without range checks.
 
-    # field -> (key under rlec.e3, type)
-    KEYS = {
-        "enable": ("enable", bool),
-        "temperature_enable": ("temperature.enable", bool),
-        "t_min": ("temperature.min", float),
-        "t_max": ("temperature.max", float),
-        "init_steps": ("temperature.init_steps", int),
-        "target_entropy": ("temperature.target_entropy", float),
-        "vocab_size": ("temperature.vocab_size", int),
-        "anneal": ("temperature.anneal.enable", bool),
-        "anneal_start": ("temperature.anneal.start", float),
-        "anneal_final": ("temperature.anneal.final_factor", float),
-        "budget_enable": ("budget.enable", bool),
-        "n_min": ("budget.n_min", int),
-        "n_max": ("budget.n_max", int),
-        "length_bias_enable": ("length_bias.enable", bool),
-        "mu": ("length_bias.mu", float),
-        "penalty_threshold": ("length_bias.penalty_threshold", float),
-    }
+        Raises:
+            SettingError: an unknown key or a value of the wrong type (the message starts with the full key).
+        """
+        return read_section(cls, cfg, SECTION)
 
     @classmethod
     def from_config(cls, cfg: Any) -> "E3Settings":
-        """Read ``rlec.e3.*`` from a composed config or nested dict (missing keys take the defaults above).
+        """Read and check ``rlec.e3`` (:meth:`read`, then :meth:`check`).
 
         Raises:
-            ValueError: a value outside its range (:meth:`check`), or not of its type: a bool that is
-                not true/false, a non-whole int, a non-finite float (the message names the key).
+            ValueError: a value of the wrong type (:class:`rlec.settings.SettingError`) or out of range
+                (:meth:`check`'s first error); the message names the full key.
         """
-        values = {}
-        for name, (key, kind) in cls.KEYS.items():
-            raw = select(cfg, f"rlec.e3.{key}")
-            if raw is None:
-                if name in cls.NULLABLE and _is_explicit_null(cfg, f"rlec.e3.{key}"):
-                    values[name] = None
-                continue
-            problem = wrong_type(raw, kind)
-            if problem is not None:
-                raise ValueError(f"rlec.e3.{key}: {problem}")
-            values[name] = kind(float(raw)) if kind is int else kind(raw)
-        settings = cls(**values)
+        settings = cls.read(cfg)
         for finding in settings.check():
             raise ValueError(finding.message)
         return settings
+
+    # the values the controller and the checks read, by their short names
+    temperature_enable = property(lambda self: self.temperature.enable)
+    t_min = property(lambda self: self.temperature.min)
+    t_max = property(lambda self: self.temperature.max)
+    init_steps = property(lambda self: self.temperature.init_steps)
+    target_entropy = property(lambda self: self.temperature.target_entropy)
+    vocab_size = property(lambda self: self.temperature.vocab_size)
+    anneal = property(lambda self: self.temperature.anneal.enable)
+    anneal_start = property(lambda self: self.temperature.anneal.start)
+    anneal_final = property(lambda self: self.temperature.anneal.final_factor)
+    budget_enable = property(lambda self: self.budget.enable)
+    n_min = property(lambda self: self.budget.n_min)
+    n_max = property(lambda self: self.budget.n_max)
+    length_bias_enable = property(lambda self: self.length_bias.enable)
+    mu = property(lambda self: self.length_bias.mu)
+    penalty_threshold = property(lambda self: self.length_bias.penalty_threshold)
 
     def temperature_in_bounds(self, temperature: float) -> bool:
         """Whether T lies in the safety bound [``temperature.min``, ``temperature.max``] (a null side is open)."""
@@ -110,14 +137,5 @@ class E3Settings:
             (self.mu >= 0, "length_bias.mu", f"must be >= 0, got {self.mu}"),
             (0 <= self.penalty_threshold <= 1, "length_bias.penalty_threshold", f"must be in [0, 1], got {self.penalty_threshold}"),
         ]
-        return [Finding("error", "rlec.e3", f"rlec.e3.{key}: {message}") for ok, key, message in checks if not ok]
+        return [Finding("error", SECTION, f"{SECTION}.{key}: {message}") for ok, key, message in checks if not ok]
 
-
-def _is_explicit_null(cfg: Any, dotted: str) -> bool:
-    """Whether ``dotted`` is present in ``cfg`` and holds None (``select`` treats both as missing)."""
-    parent, _, leaf = dotted.rpartition(".")
-    node = select(cfg, parent)
-    try:
-        return node is not None and leaf in node and node[leaf] is None
-    except TypeError:
-        return False

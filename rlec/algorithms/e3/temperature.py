@@ -24,12 +24,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from rlec.algorithms.e3.settings import E3TemperatureSettings
+
 __all__ = ["MIN_ENTROPY", "TemperatureScheduler", "anneal_factor", "temperature_update"]
 
+_DEFAULT = E3TemperatureSettings()  # the one home of the defaults (recipe.yaml spells the same ones out)
 MIN_ENTROPY = 1e-8  # nats; a fully collapsed policy (H = 0) is treated as this (T jumps up; to T_max if bounded)
 
 
-def anneal_factor(step: int, total_steps: int, start: float = 0.6, final: float = 0.9) -> float:
+def anneal_factor(step: int, total_steps: int, start: float = _DEFAULT.anneal.start,
+                  final: float = _DEFAULT.anneal.final_factor) -> float:
     """The factor H*(t) / H*_0 of the annealed entropy target (E3 Sec. 3.2).
 
     Args:
@@ -80,8 +84,11 @@ def temperature_update(temperature: float, entropy: float, target: float, vocab_
 class TemperatureScheduler:
     """The entropy-targeting sampling temperature, with its state (formula: module docstring).
 
+    Built from checked settings (:meth:`from_settings`; :meth:`rlec.algorithms.e3.E3Settings.check`
+    is their only validator); the defaults are :class:`rlec.algorithms.e3.settings.E3TemperatureSettings`'.
+
     Attributes:
-        vocab_size: V, the policy's output vocabulary (the model's ``vocab_size``).
+        vocab_size: V, the policy's output vocabulary (the model's ``vocab_size``, >= 3).
         temperature: the temperature in force (state; starts at T_0).
         t_min, t_max: the safety bound of T (module docstring); None leaves that side open.
         init_steps: steps whose mean entropy becomes H*_0 when ``target_entropy`` is None.
@@ -93,33 +100,29 @@ class TemperatureScheduler:
 
     vocab_size: int
     temperature: float = 1.0
-    t_min: float | None = 0.5
-    t_max: float | None = 1.5
-    init_steps: int = 5
-    target_entropy: float | None = None
-    anneal: bool = True
-    anneal_start: float = 0.6
-    anneal_final: float = 0.9
+    t_min: float | None = _DEFAULT.min
+    t_max: float | None = _DEFAULT.max
+    init_steps: int = _DEFAULT.init_steps
+    target_entropy: float | None = _DEFAULT.target_entropy
+    anneal: bool = _DEFAULT.anneal.enable
+    anneal_start: float = _DEFAULT.anneal.start
+    anneal_final: float = _DEFAULT.anneal.final_factor
     init_entropies: list[float] = field(default_factory=list)
     base_target: float | None = None
     clipped: bool = field(default=False, compare=False)  # whether the last update was changed by the bound (not state)
 
     def __post_init__(self) -> None:
-        if self.vocab_size < 3:
+        if self.vocab_size < 3:  # the model's V reaches here unchecked (rlec.e3.temperature.vocab_size is checked)
             raise ValueError(f"vocab_size must be >= 3, got {self.vocab_size!r}")
-        low = 0.0 if self.t_min is None else self.t_min
-        high = math.inf if self.t_max is None else self.t_max
-        bounds_ok = (self.t_min is None or self.t_min > 0) and (self.t_max is None or self.t_max > 0) and low <= high
-        if not bounds_ok or not low <= self.temperature <= high or not 0 < self.temperature < math.inf:
-            raise ValueError(f"need 0 < t_min <= temperature <= t_max (a null bound is open), got {self.t_min}, "
-                             f"{self.temperature}, {self.t_max}")
-        if self.init_steps < 1:
-            raise ValueError(f"init_steps must be >= 1, got {self.init_steps}")
         if self.target_entropy is not None:
-            if not self.target_entropy > 0:
-                raise ValueError(f"target_entropy must be > 0 nats or null, got {self.target_entropy!r}")
             self.base_target = float(self.target_entropy)
-        anneal_factor(1, 1, self.anneal_start, self.anneal_final)  # validates the annealing settings
+
+    @classmethod
+    def from_settings(cls, settings: E3TemperatureSettings, vocab_size: int, temperature: float) -> "TemperatureScheduler":
+        """The scheduler of checked ``rlec.e3.temperature`` settings, vocabulary size V and T_0."""
+        return cls(vocab_size=vocab_size, temperature=temperature, t_min=settings.min, t_max=settings.max,
+                   init_steps=settings.init_steps, target_entropy=settings.target_entropy, anneal=settings.anneal.enable,
+                   anneal_start=settings.anneal.start, anneal_final=settings.anneal.final_factor)
 
     def target(self, step: int, total_steps: int) -> float | None:
         """H*(step), or None while the first ``init_steps`` entropies are being collected."""

@@ -90,7 +90,6 @@ def passk_group_reward(n: int, n_neg: int, k: int) -> Fraction:
     return 1 - Fraction(math.comb(n_neg, k), math.comb(n, k))
 
 
-@lru_cache(maxsize=4096)
 def passk_group_advantage(n: int, n_neg: int, k: int) -> tuple[float, float]:
     """(A_pos, A_neg): the pass@k advantage of a correct and of a not-correct response of a group.
 
@@ -114,9 +113,15 @@ def passk_group_advantage(n: int, n_neg: int, k: int) -> tuple[float, float]:
         ValueError: arguments outside the ranges above.
     """
     _check_group(n, n_neg, k)
+    return _group_advantage(int(n), int(n_neg), int(k))
+
+
+@lru_cache(maxsize=4096)
+def _group_advantage(n: int, n_neg: int, k: int) -> tuple[float, float]:
+    """:func:`passk_group_advantage` of arguments known valid (the batch form's counts, a checked k), unchecked."""
     if n <= k:
         return 0.0, 0.0
-    mean = passk_group_reward(n, n_neg, k)
+    mean = 1 - Fraction(math.comb(n_neg, k), math.comb(n, k))
     var = mean * (1 - mean)
     if var == 0:
         return 0.0, 0.0
@@ -169,22 +174,21 @@ def passk_advantage_batch(correct: "torch.Tensor", index: Sequence[Hashable], k:
         correct: bool (or 0/1) tensor (bs,), True for a correct response.
         index: bs group ids (verl's ``uid`` array: one id per prompt, repeated for its responses;
             any hashable values, groups need not be contiguous).
-        k: subset size >= 1.
+        k: subset size, an integer >= 1, validated by the caller (the estimator's k: Pass@k's settings
+            check and the early rule set, before the first step); not re-checked here.
 
     Returns:
         float32 tensor (bs,) on ``correct``'s device: each response's advantage from its group's
         (N, N_neg) (:func:`passk_group_advantage`; exact per group, looked up per response).
 
     Raises:
-        ValueError: ``index`` and ``correct`` differ in length, ``correct`` is not 1-D, or k < 1.
+        ValueError: ``index`` and ``correct`` differ in length, or ``correct`` is not 1-D.
     """
     import torch
 
     if correct.dim() != 1 or len(index) != correct.shape[0]:
         raise ValueError(f"correct must be 1-D with one group id per response; got shape {tuple(correct.shape)} "
                          f"and {len(index)} ids")
-    if int(k) != k or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
     if correct.shape[0] == 0:
         return torch.zeros(0, dtype=torch.float32, device=correct.device)
     ids: dict[Hashable, int] = {}
@@ -192,7 +196,7 @@ def passk_advantage_batch(correct: "torch.Tensor", index: Sequence[Hashable], k:
     is_correct = correct.to(torch.bool)
     sizes = torch.bincount(group_t)
     negatives = torch.bincount(group_t, weights=(~is_correct).to(torch.float64)).round().to(torch.long)
-    table = torch.tensor([passk_group_advantage(int(n), int(m), int(k)) for n, m in zip(sizes.tolist(), negatives.tolist())],
+    table = torch.tensor([_group_advantage(int(n), int(m), int(k)) for n, m in zip(sizes.tolist(), negatives.tolist())],
                          dtype=torch.float32, device=correct.device)  # (groups, 2): A_pos, A_neg
     return torch.where(is_correct, table[group_t, 0], table[group_t, 1])
 
@@ -203,18 +207,16 @@ def switch_k(entropy: float, threshold: float, k: int) -> int:
     Args:
         entropy: the policy's mean token entropy of the last step (nats; verl's ``actor/entropy``).
         threshold: entropy (nats) above which pass@1 is used.
-        k: the pass@k of the low-entropy regime (>= 1).
+        k: the pass@k of the low-entropy regime, validated by the caller (Pass@k's settings check).
 
     Returns:
         1 when ``entropy > threshold``, else ``k``.
 
     Raises:
-        ValueError: a NaN or negative entropy, or k < 1.
+        ValueError: a NaN or negative entropy (a measurement of the step, not a setting).
     """
     if not entropy >= 0.0:  # also catches NaN
         raise ValueError(f"entropy must be a number >= 0, got {entropy!r}")
-    if int(k) != k or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
     return 1 if entropy > threshold else int(k)
 
 
@@ -228,8 +230,8 @@ class EntropySwitch:
     RLEC's own pass@1 advantage until the entropy says exploration is low).
 
     Attributes:
-        k: pass@k of the low-entropy regime (>= 1).
-        threshold: entropy in nats above which pass@1 is used.
+        k: pass@k of the low-entropy regime (validated by :meth:`rlec.algorithms.passk.PasskSettings.check`).
+        threshold: entropy in nats above which pass@1 is used (validated there too).
         active_k: the k in force (state; saved with every checkpoint).
         last_entropy: the entropy of the last update (None before the first).
     """
@@ -240,10 +242,7 @@ class EntropySwitch:
     last_entropy: float | None = field(default=None)
 
     def __post_init__(self) -> None:
-        if int(self.k) != self.k or self.k < 1:
-            raise ValueError(f"passk.k must be an integer >= 1, got {self.k!r}")
-        if not self.threshold >= 0.0:
-            raise ValueError(f"passk.switch.entropy_threshold must be a number >= 0 (nats), got {self.threshold!r}")
+        # k and threshold are validated settings (PasskSettings.check: k >= 2, threshold >= 0), not re-checked here
         if self.active_k not in (1, self.k):
             raise ValueError(f"active_k must be 1 or k={self.k}, got {self.active_k!r}")
 

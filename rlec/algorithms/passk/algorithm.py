@@ -12,12 +12,13 @@ uses this step (k, or 1 in the switch's pass@1 regime); :meth:`PassK.observe` lo
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, trainer_mode
 from rlec.algorithms.passk.advantage import PASSK_ESTIMATOR, EntropySwitch
 from rlec.algorithms.passk.settings import SECTION, PasskSettings
-from rlec.config import select
+from rlec.config_base import select
+from rlec.settings import SettingError
 
 ACTIVE_K_KEY = f"{SECTION}.active_k"
 
@@ -37,6 +38,7 @@ class PassK(Algorithm):
     switch = f"algorithm.adv_estimator={PASSK_ESTIMATOR}"
     doc = "passk.md"
     registration = "rlec.verl_plugin.estimators"  # the rlec_passk estimator verl's compute_advantage calls
+    verl_keys = (SECTION,)  # verl's AlgoConfig has no passk field
 
     def __init__(self, k: int, switch: EntropySwitch | None) -> None:
         self.k, self.entropy_switch = int(k), switch
@@ -62,9 +64,8 @@ class PassK(Algorithm):
             return []
         try:
             settings = PasskSettings.from_config(cfg)
-        except ValueError as exc:
-            key, _, message = str(exc).partition(": ")
-            return [Finding("error", key, message)]
+        except SettingError as exc:
+            return [Finding("error", exc.key, f"{exc.value!r}: {exc.rule}")]
         out = settings.check()
         n = select(cfg, "actor_rollout_ref.rollout.n", 1)
         k = settings.k
@@ -81,6 +82,17 @@ class PassK(Algorithm):
             out.append(Finding("error", "trainer.v1.trainer_mode",
                                f"the entropy switch runs in rlec's trainers (rlec_sync, ...), got {mode!r}"))
         return out
+
+    @classmethod
+    def verdict(cls, cfg: Any) -> str:
+        """``Pass@k (k K[ with the entropy switch])``."""
+        s = PasskSettings.from_config(cfg)
+        return f"Pass@k (k {s.k}{' with the entropy switch' if s.switch_enable else ''})"
+
+    @classmethod
+    def table_columns(cls, metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
+        """The k the estimator used."""
+        return [("pass@k k", "passk/active_k", "{:d}")]
 
     @classmethod
     def from_config(cls, cfg: Any, context: AlgorithmContext) -> "PassK":

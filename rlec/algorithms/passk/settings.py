@@ -8,15 +8,23 @@ setting: the trainer writes the k in force there each step (null = k).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from rlec.algorithms.base import wrong_type
-from rlec.config import Finding, select
+from rlec.config_base import Finding
+from rlec.settings import read_section
 
 SECTION = "algorithm.passk"
 
-__all__ = ["PasskSettings"]
+__all__ = ["PasskSettings", "PasskSwitchSettings"]
+
+
+@dataclass(frozen=True)
+class PasskSwitchSettings:
+    """``algorithm.passk.switch``: pass@1 while ``actor/entropy`` > ``entropy_threshold`` (nats, >= 0; required when on)."""
+
+    enable: bool = False
+    entropy_threshold: float | None = None
 
 
 @dataclass(frozen=True)
@@ -25,38 +33,32 @@ class PasskSettings:
 
     Attributes:
         k: the k of pass@k, 2 <= k < rollout.n (None: not composed, refused by :meth:`check`).
-        switch_enable: the entropy switch (pass@1 while ``actor/entropy`` > the threshold).
-        entropy_threshold: the switch's threshold in nats (>= 0; required when the switch is on).
+        active_k: not a setting: the k in force, written by the trainer each step (null = k).
+        switch: the entropy switch.
     """
 
     k: int | None = None
-    switch_enable: bool = False
-    entropy_threshold: float | None = None
+    active_k: int | None = None
+    switch: PasskSwitchSettings = field(default_factory=PasskSwitchSettings)
 
-    # field -> (key under algorithm.passk, type)
-    KEYS = {
-        "k": ("k", int),
-        "switch_enable": ("switch.enable", bool),
-        "entropy_threshold": ("switch.entropy_threshold", float),
-    }
+    @property
+    def switch_enable(self) -> bool:
+        """``switch.enable``."""
+        return self.switch.enable
+
+    @property
+    def entropy_threshold(self) -> float | None:
+        """``switch.entropy_threshold``."""
+        return self.switch.entropy_threshold
 
     @classmethod
     def from_config(cls, cfg: Any) -> "PasskSettings":
-        """Read ``algorithm.passk.*`` (missing keys take the defaults above) without range checks.
+        """Read ``algorithm.passk`` (:func:`rlec.settings.read_section`; missing keys take the defaults) without range checks.
 
         Raises:
-            ValueError: a value not of its type (the message starts with the full key).
+            rlec.settings.SettingError: an unknown key or a value not of its type (the message starts with the full key).
         """
-        values = {}
-        for name, (key, kind) in cls.KEYS.items():
-            raw = select(cfg, f"{SECTION}.{key}")
-            if raw is None:
-                continue
-            problem = wrong_type(raw, kind)
-            if problem is not None:
-                raise ValueError(f"{SECTION}.{key}: {problem}")
-            values[name] = kind(float(raw)) if kind is int else kind(raw)
-        return cls(**values)
+        return read_section(cls, cfg, SECTION)
 
     def check(self) -> list[Finding]:
         """One error per value out of range (keys: the full ``algorithm.passk.*`` key)."""
@@ -65,7 +67,9 @@ class PasskSettings:
             out.append(Finding("error", f"{SECTION}.k", "rlec_passk needs it: compose algorithm=passk"))
         elif self.k < 2:
             out.append(Finding("error", f"{SECTION}.k", f"must be >= 2, got {self.k}: pass@1 is RLEC's own grpo advantage"))
+        if self.active_k is not None and self.active_k < 1:
+            out.append(Finding("error", f"{SECTION}.active_k", f"must be null (the trainer writes it) or >= 1, got {self.active_k}"))
         t = self.entropy_threshold
-        if (self.switch_enable and t is None) or (t is not None and t < 0):
+        if (self.switch_enable and t is None) or (t is not None and not t >= 0):
             out.append(Finding("error", f"{SECTION}.switch.entropy_threshold", f"must be a number >= 0 (nats), got {t}"))
         return out

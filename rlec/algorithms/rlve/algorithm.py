@@ -12,11 +12,12 @@ prompts are fetched ahead of the update: samples generated at an older h are not
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, trainer_mode
 from rlec.algorithms.rlve.settings import RLVE_DATASET, RLVESettings
-from rlec.config import select
+from rlec.config_base import select
+from rlec.settings import SettingError
 
 __all__ = ["RLVE"]
 
@@ -33,6 +34,7 @@ class RLVE(Algorithm):
     switch = "data.rlve.enable=true"
     doc = "environments.md"
     record_fields = ("extra_info",)
+    verl_keys = ("data.rlve",)  # verl hands the dataset only `data`: the settings are mirrored there
 
     def __init__(self, source: Any) -> None:
         self.source = source
@@ -62,8 +64,10 @@ class RLVE(Algorithm):
             out.append(Finding("error", "data.custom_cls", f"is path={path!r} name={name!r}; RLVE needs "
                                f"path={RLVE_DATASET[0]!r} name={RLVE_DATASET[1]!r} (megatron_configs/algorithm/rlve.yaml)"))
         try:
-            RLVESettings.from_config(cfg)
-        except Exception as exc:  # any failure to build the settings is a finding, never a crash
+            out += RLVESettings.read(cfg).check()
+        except SettingError as exc:
+            out.append(Finding("error", exc.key, f"{exc.value!r}: {exc.rule}"))
+        except Exception as exc:  # a check never crashes: what it could not judge is a finding
             out.append(Finding("error", "rlec.rlve", f"{type(exc).__name__}: {exc}"))
         if _files(cfg, "data.train_files") == _files(cfg, "data.val_files"):
             out.append(Finding("error", "data.val_files", "must differ from data.train_files: the RLVE dataset tells the "
@@ -77,6 +81,20 @@ class RLVE(Algorithm):
                                "controller update, so samples at an older difficulty are not counted and a resumed run "
                                "is not exactly an uninterrupted one (exact in rlec_sync)"))
         return out
+
+    @classmethod
+    def verdict(cls, cfg: Any) -> str:
+        """``RLVE (environments; difficulty up at accuracy >= threshold)`` (over 8 environments: their count)."""
+        source = RLVESettings.from_config(cfg).source
+        names = list(source.environments)
+        shown = ", ".join(names) if len(names) <= 8 else f"{len(names)} environments ({', '.join(names[:3])}, ...)"
+        return f"RLVE ({shown}; difficulty up at accuracy >= {source.threshold})"
+
+    @classmethod
+    def table_columns(cls, metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
+        """The difficulty h of every environment the run logged (``rlve/<env>/difficulty``)."""
+        envs = sorted({k.split("/")[1] for k in metric_keys if k.startswith("rlve/") and k.endswith("/difficulty")})
+        return [(f"{env} d", f"rlve/{env}/difficulty", "{:d}") for env in envs]
 
     @classmethod
     def from_config(cls, cfg: Any, context: AlgorithmContext) -> "RLVE":

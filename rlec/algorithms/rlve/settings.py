@@ -1,18 +1,21 @@
 """``data.rlve`` of the config (an interpolation of ``rlec.rlve``): RLVE's settings, read and checked in one place.
 
 :class:`RLVESettings` is the environment source's settings (:class:`rlec.environments.SourceConfig`,
-which validates them on construction) plus the two keys its users read: ``enable`` (the switch)
-and ``rows_per_epoch`` (the dataset). The cross-key rules (dataset class, dataloader workers,
-files, trainer mode) are :meth:`rlec.algorithms.rlve.algorithm.RLVE.check`.
+its fields and defaults) plus the two keys its users read: ``enable`` (the switch) and
+``rows_per_epoch`` (the dataset). It is read by the generic reader (:func:`rlec.settings.read_section`:
+unknown keys and wrong types refused naming ``rlec.rlve.<key>``) and checked by one
+:meth:`RLVESettings.check` returning findings. The cross-key rules (dataset class, dataloader
+workers, files, trainer mode) are :meth:`rlec.algorithms.rlve.algorithm.RLVE.check`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from rlec.algorithms.base import wrong_type
-from rlec.config import Finding, select
+from rlec.config_base import Finding, select
+from rlec.environments.source import SETTINGS_KEY, SourceConfig
+from rlec.settings import read_section
 
 SECTION = "data.rlve"
 DEFAULT_ROWS_PER_EPOCH = 65_536
@@ -36,47 +39,52 @@ def plain_section(cfg: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class RLVESettings:
-    """``data.rlve`` (meaning and defaults: ``megatron_configs/algorithm/rlve.yaml``, docs/environments.md).
+class RLVESettings(SourceConfig):
+    """``data.rlve`` (meaning: ``megatron_configs/algorithm/rlve.yaml``, docs/environments.md; defaults:
+    these fields and :class:`rlec.environments.SourceConfig`'s, pinned equal to the overlay's by
+    ``tests/environments/test_source.py``).
 
     Attributes:
         enable: the switch (``data.rlve.enable``).
         rows_per_epoch: environment rows per epoch of the training set (>= 1).
-        source: the environment source's settings (:class:`rlec.environments.SourceConfig`).
+        (the others): the environment source's settings (:class:`rlec.environments.SourceConfig`).
     """
 
     enable: bool = False
     rows_per_epoch: int = DEFAULT_ROWS_PER_EPOCH
-    source: Any = field(default=None)
+
+    @property
+    def source(self) -> SourceConfig:
+        """The environment source's settings (validated, resolved when built by :meth:`from_config`)."""
+        return self
+
+    @classmethod
+    def read(cls, cfg: Any) -> "RLVESettings":
+        """Read ``data.rlve`` (:func:`rlec.settings.read_section`, keys named ``rlec.rlve.<key>``) without range checks.
+
+        Raises:
+            rlec.settings.SettingError: an unknown key or a value not of its type.
+        """
+        return read_section(cls, {"data": {"rlve": plain_section(cfg)}}, SECTION, name=SETTINGS_KEY)
 
     @classmethod
     def from_config(cls, cfg: Any) -> "RLVESettings":
-        """Read ``data.rlve``.
+        """Read (:meth:`read`), check (:meth:`check`) and resolve the environment names (:meth:`SourceConfig.resolved`).
 
         Raises:
-            ValueError: a value of the wrong type or out of range, an unknown key
-                (:meth:`rlec.environments.SourceConfig.from_mapping`), or ``rows_per_epoch`` < 1.
+            ValueError: an unknown key or a value of the wrong type (:class:`rlec.settings.SettingError`), or the
+                first error of :meth:`check` (its message names the full key).
         """
-        from rlec.environments import SourceConfig
-
-        section = plain_section(cfg)
-        enable, rows = section.get("enable", False), section.get("rows_per_epoch")
-        for key, value, kind in (("enable", enable, bool), ("rows_per_epoch", rows, int)):
-            problem = None if value is None else wrong_type(value, kind)
-            if problem is not None:
-                raise ValueError(f"{key}: {problem}")
-        settings = cls(enable=bool(enable), rows_per_epoch=DEFAULT_ROWS_PER_EPOCH if rows is None else int(rows),
-                       source=SourceConfig.from_mapping(section))
+        settings = cls.read(cfg)
         for finding in settings.check():
-            raise ValueError(finding.message)
-        return settings
+            if finding.level == "error":
+                raise ValueError(finding.message)
+        return settings.resolved()
 
-    def check(self) -> list[Finding]:
-        """Errors for values out of range that :class:`SourceConfig` does not already refuse."""
-        out = []
+    def check(self, prefix: str = SETTINGS_KEY) -> list[Finding]:
+        """One error per value out of range: :meth:`SourceConfig.check` and ``rows_per_epoch`` >= 1."""
+        out = super().check(prefix)
         if self.rows_per_epoch < 1:
-            out.append(Finding("error", "rlec.rlve", f"rows_per_epoch must be >= 1, got {self.rows_per_epoch}"))
-        tokens = getattr(self.source, "max_prompt_tokens", None)
-        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
-            out.append(Finding("error", "rlec.rlve", f"max_prompt_tokens must be an int >= 1 or null, got {tokens!r}"))
+            out.append(Finding("error", f"{prefix}.rows_per_epoch", f"{prefix}.rows_per_epoch must be >= 1, "
+                               f"got {self.rows_per_epoch}"))
         return out

@@ -130,12 +130,13 @@ def test_overlay_composes_with_every_layout_and_passes_the_checks(compose_rlec, 
     assert cfg.data.rlve.samples_per_prompt == cfg.actor_rollout_ref.rollout.n
 
 
+# the settings' findings name the full key (issue 35: RLVESettings.check), not the section rlec.rlve
 RLVE_INVALID = [
     (("data.dataloader_num_workers=2",), "data.dataloader_num_workers", "RLVE needs 0"),
     (("data.custom_cls.name=RLHFDataset",), "data.custom_cls", "RLVE needs path="),
-    (("rlec.rlve.environments=[maze,nope]",), "rlec.rlve", "unknown environment 'nope'"),
-    (("rlec.rlve.window=0",), "rlec.rlve", "window must be an int >= 1"),
-    (("rlec.rlve.rows_per_epoch=-5",), "rlec.rlve", "rows_per_epoch must be >= 1"),
+    (("rlec.rlve.environments=[maze,nope]",), "rlec.rlve.environments", "unknown environment 'nope'"),
+    (("rlec.rlve.window=0",), "rlec.rlve.window", "window must be an int >= 1"),
+    (("rlec.rlve.rows_per_epoch=-5",), "rlec.rlve.rows_per_epoch", "rows_per_epoch must be >= 1"),
     (("data.val_files=${data.train_files}",), "data.val_files", "must differ from data.train_files"),
     (("trainer.v1.trainer_mode=sync",), "trainer.v1.trainer_mode", "only rlec's trainers"),
 ]
