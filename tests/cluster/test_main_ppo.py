@@ -104,3 +104,31 @@ def test_any_other_error_propagates_unchanged(monkeypatch):
     with pytest.raises(RuntimeError) as caught:
         main_ppo._run_verl(config=None)
     assert caught.value is raised
+
+
+@pytest.mark.slow  # starts a local Ray (~6 s)
+def test_a_full_disk_raised_in_a_real_ray_actor_is_found_on_the_driver(tmp_path):
+    """The round trip the fast tests build by hand: rlec's OSError(ENOSPC) raised in an actor method (as in
+    verl's TaskRunner), serialized by Ray, raised by ``ray.get`` on the driver."""
+    import ray
+
+    folder = str(tmp_path / "global_step_3")
+
+    @ray.remote(num_cpus=0)
+    class Runner:
+        def run(self):  # self-contained: Ray's worker cannot import this test module
+            import errno as errno_
+
+            try:
+                raise RuntimeError("Worker failure: [enforce fail at inline_container.cc:672] . unexpected pos")
+            except RuntimeError as exc:
+                raise OSError(errno_.ENOSPC, "No space left on device (1.0 MiB free)", folder) from exc
+
+    ray.init(num_cpus=1, include_dashboard=False)
+    try:
+        with pytest.raises(RayTaskError) as caught:
+            ray.get(Runner.remote().run.remote())
+    finally:
+        ray.shutdown()
+    full = full_disk_error(caught.value)
+    assert full is not None and full.errno == errno.ENOSPC and full.filename == folder
