@@ -224,5 +224,5 @@ RUN_DIR="$(abspath "$CHECKPOINT_DIR")/launches/$(date -u +%Y%m%dT%H%M%SZ)"
   printf 'command:'; printf ' %q' "$0" "$@"; echo
 } > "$RUN_DIR/git.txt"
 echo "run_megatron_rlec.sh: config, commit and log in $RUN_DIR; checkpoints in $CHECKPOINT_DIR" >&2
-"$PYTHON" -m verl.trainer.main_ppo --config-path "$REPO_ROOT/megatron_configs" --config-name rlec \
+"$PYTHON" -m rlec.cluster.main_ppo --config-path "$REPO_ROOT/megatron_configs" --config-name rlec \
   "${OVERRIDES[@]}" "$@" 2>&1 | tee -a "$RUN_DIR/train.log"

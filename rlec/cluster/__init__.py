@@ -10,4 +10,6 @@
 - :mod:`rlec.cluster.verl_keys`: reading the layout and training settings out of verl's keys;
 - :mod:`rlec.cluster.memory`: per-GPU memory of the update and rollout phases (estimates);
 - :mod:`rlec.cluster.cost_model`: projected throughput of a layout (a model, not a measurement).
+- :mod:`rlec.cluster.main_ppo`: the launcher's training entry, verl's ``main_ppo`` unchanged but for a
+  full disk at a checkpoint (one line, exit 2); it delegates to verl, it runs no model itself.
 """

@@ -122,3 +122,39 @@ def test_launcher_rules():
         if "main_ppo" in line or "rlec.cluster.config_check" in line:
             assert '"$@"' in line or line.rstrip().endswith("\\"), line
     assert text.count('"${OVERRIDES[@]}" "$@"') == 3  # command line last in every invocation
+
+
+STAND_IN_PYTHON = """#!/usr/bin/env bash
+# a stand-in interpreter for the launcher: real Python for rlec.flags, a CUDA machine, a passing
+# config check, and a trainer that records its command line and stops on a full disk
+case "$1 $2" in
+  "-m rlec.flags") exec "$REAL_PYTHON" "$@" ;;
+  "-c "*) exit 0 ;;
+  "-m rlec.cluster.config_check")
+    while [[ $# -gt 0 ]]; do [[ "$1" == --output ]] && { mkdir -p "$(dirname "$2")"; : > "$2"; }; shift; done
+    exit 0 ;;
+  *) printf '%s\\n' "$@" > "$ARGS_FILE"
+     echo "rlec.cluster.main_ppo: error: ... [Errno 28] No space left on device: '/ckpt/global_step_3' ..." >&2
+     exit 2 ;;
+esac
+"""
+
+
+def test_the_launcher_trains_through_rlec_entry_and_keeps_its_exit_code_2(tmp_path):
+    """Issue 34 item 2 (verl's path): the launcher ran ``python -m verl.trainer.main_ppo``, whose full
+    disk ended in Ray's traceback and exit 1; it now runs ``rlec.cluster.main_ppo`` with the same Hydra
+    arguments, and its exit 2 (one line naming ENOSPC) is the launcher's, through ``tee``."""
+    stand_in = tmp_path / "python"
+    stand_in.write_text(STAND_IN_PYTHON)
+    stand_in.chmod(0o755)
+    args_file, ckpt = tmp_path / "args.txt", tmp_path / "ckpt"
+    proc = launch("trainer.total_training_steps=3", TRAINER="verl", PYTHON=str(stand_in), REAL_PYTHON=sys.executable,
+                  ARGS_FILE=str(args_file), CHECKPOINT_DIR=str(ckpt), GPU_ARCH="90", MODEL_PATH=str(tmp_path),
+                  timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    args = args_file.read_text().splitlines()
+    assert args[:2] == ["-m", "rlec.cluster.main_ppo"], args[:2]
+    assert args[2:6] == ["--config-path", str(SCRIPT.parents[1] / "megatron_configs"), "--config-name", "rlec"]
+    assert args[-1] == "trainer.total_training_steps=3"  # the command line last, as before
+    assert "No space left on device" in proc.stdout  # the trainer's stderr goes through tee (2>&1)
+    assert "verl.trainer.main_ppo" not in SCRIPT.read_text()

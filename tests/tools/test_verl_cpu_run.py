@@ -1,7 +1,7 @@
 """verl's own trainer on CPU, end to end: `TRAINER=verl bash tools/run_megatron_rlec.sh` (issue 23).
 
-The same entry point, config tree and rlec plugins as the cluster (``python -m verl.trainer.main_ppo
---config-name rlec``), on the ``cpu`` layout: the rlec_hf rollout behind verl's agent loop, rlec's reward
+The same entry point, config tree and rlec plugins as the cluster (``python -m rlec.cluster.main_ppo
+--config-name rlec``: verl's ``main_ppo``), on the ``cpu`` layout: the rlec_hf rollout behind verl's agent loop, rlec's reward
 manager in verl's reward loop, verl's advantage and Megatron update over gloo, the weight sync to the
 rollout, verl's checkpoint, and a resume that continues from it. Each launch pays ~1 min of Ray,
 TransferQueue and Megatron start-up, so every scenario shares two launches (issue 27): one run with E3,

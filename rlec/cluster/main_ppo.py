@@ -1,0 +1,123 @@
+"""The launcher's training entry: verl's own ``main_ppo``, with a full disk reported as one line and exit 2.
+
+``python -m rlec.cluster.main_ppo [hydra arguments]`` takes exactly what ``python -m
+verl.trainer.main_ppo`` takes (``--config-path``, ``--config-name``, overrides, ``--cfg job``...)
+and runs verl's ``main`` body unchanged under the same Hydra settings (verl's config folder, config
+name ``ppo_trainer``, the job name ``main_ppo``, ``version_base=None``). The one difference: when
+the run stops because a checkpoint could not be written on a full disk (rlec's
+:class:`~rlec.verl_plugin.state.CheckpointIntegrityMixin` raises ``OSError(ENOSPC)`` naming
+``global_step_N`` inside Ray's TaskRunner; the driver gets it as a ``ray.exceptions.RayTaskError``),
+it prints one line naming "No space left on device", the folder and the checkpoint a rerun resumes,
+and exits 2, as the local run does (:func:`rlec.local.runner.main`). Any other error propagates
+unchanged (Hydra prints it and exits 1, as verl does).
+
+Detection needs neither Ray nor verl (:func:`full_disk_error`), so it is tested in-process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import sys
+from typing import Any
+
+__all__ = ["full_disk_error", "full_disk_message", "main"]
+
+TRACKER = "latest_checkpointed_iteration.txt"  # verl's tracker (rlec.verl_plugin.state.TRACKER)
+_ENOSPC_TEXT = re.compile(r"\[Errno %d\] No space left on device[^\n]*?: '([^'\n]+)'" % errno.ENOSPC)
+
+
+def full_disk_error(exc: BaseException) -> OSError | None:
+    """The ``OSError(ENOSPC)`` behind ``exc``, or None when ``exc`` does not come from a full disk.
+
+    Looks through ``exc``, the ``cause`` of Ray's ``RayTaskError`` (also its dual
+    ``RayTaskError(OSError)`` instance, whose own ``errno`` is None) and the ``__cause__`` /
+    ``__context__`` chain. A cause Ray could not deserialize leaves only the remote traceback's
+    text: an ``[Errno 28] No space left on device...: '<path>'`` line there is taken too.
+
+    Args:
+        exc: the exception that reached the driver.
+
+    Returns:
+        an ``OSError`` with ``errno.ENOSPC`` (its ``filename`` names the folder when known), or None.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        error = todo.pop(0)
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            return error
+        for nxt in (getattr(error, "cause", None), error.__cause__, error.__context__):
+            if isinstance(nxt, BaseException):
+                todo.append(nxt)
+    match = _ENOSPC_TEXT.search(_texts(exc))
+    if match:
+        return OSError(errno.ENOSPC, "No space left on device", match.group(1))
+    return None
+
+
+def _texts(exc: BaseException) -> str:
+    """The messages (and Ray's remote traceback strings) of ``exc``'s chain, joined."""
+    parts, seen, todo = [], set(), [exc]
+    while todo:
+        error = todo.pop(0)
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        parts.append(str(error))
+        parts.append(str(getattr(error, "traceback_str", "") or ""))
+        todo.extend(e for e in (getattr(error, "cause", None), error.__cause__, error.__context__)
+                    if isinstance(e, BaseException))
+    return "\n".join(parts)
+
+
+def full_disk_message(full: OSError, prog: str = "rlec.cluster.main_ppo") -> str:
+    """The one line printed for a full disk: the error (ENOSPC and the folder) and the checkpoint a rerun resumes."""
+    latest = "none"
+    if full.filename:
+        try:
+            with open(os.path.join(os.path.dirname(os.fspath(full.filename)), TRACKER)) as fh:
+                latest = f"global_step_{int(fh.read().strip())}"
+        except (OSError, ValueError):
+            pass
+    return (f"{prog}: error: a checkpoint was not saved (the step's metrics were logged): {full}; "
+            f"the latest checkpoint is still {latest}: free space, then rerun the same command to resume")
+
+
+def _run_verl(config: Any) -> None:
+    """verl's ``main`` body (``verl.trainer.main_ppo.main`` without its Hydra wrapper); a full disk exits 2."""
+    from verl.trainer import main_ppo
+
+    try:
+        main_ppo.main.__wrapped__(config)
+    except Exception as exc:
+        full = full_disk_error(exc)
+        if full is None:
+            raise
+        print(full_disk_message(full), file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
+def main() -> None:
+    """CLI: ``python -m rlec.cluster.main_ppo [hydra arguments]`` (the arguments of ``verl.trainer.main_ppo``)."""
+    import hydra
+    from verl.trainer import main_ppo
+
+    if not hasattr(main_ppo.main, "__wrapped__"):  # probe: Hydra's functools.wraps keeps verl's undecorated main
+        raise RuntimeError("verl.trainer.main_ppo.main has no __wrapped__ (not a @hydra.main function any more): "
+                           "rlec.cluster.main_ppo cannot run verl's main body unchanged")
+
+    def task(config: Any) -> None:
+        _run_verl(config)
+
+    # the file is main_ppo.py, so Hydra's job name (its log file, hydra.job.name) is verl's
+    config_dir = os.path.join(os.path.dirname(os.path.abspath(main_ppo.__file__)), "config")
+    hydra.main(config_path=config_dir, config_name="ppo_trainer", version_base=None)(task)()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""rlec.cluster.main_ppo (issue 34 item 2, verl's path): a full disk at a checkpoint reaches the driver as
+Ray's ``RayTaskError`` around rlec's ``OSError(ENOSPC)``; it becomes one line and exit 2, anything else
+propagates unchanged. In-process: real ``RayTaskError`` objects, built as Ray's worker builds them, no Ray start."""
+
+from __future__ import annotations
+
+import errno
+import sys
+import traceback
+import types
+
+import pytest
+from ray.exceptions import RayTaskError
+
+from rlec.cluster import main_ppo
+from rlec.cluster.main_ppo import full_disk_error, full_disk_message
+
+
+def _remote(exc: BaseException) -> RayTaskError:
+    """``exc`` as ``ray.get`` raises it on the driver: a RayTaskError built from the raised error (with its
+    traceback text, as Ray's worker does), then its dual ``RayTaskError(<cause class>)`` instance."""
+    try:
+        raise exc
+    except BaseException as raised:  # noqa: BLE001
+        text = "".join(traceback.format_exception(raised))
+    error = RayTaskError("TaskRunner.run", text, exc, proctitle="ray::TaskRunner.run", pid=1, ip="127.0.0.1")
+    return error.as_instanceof_cause()
+
+
+def _enospc(folder: str) -> OSError:
+    """What rlec's CheckpointIntegrityMixin raises (rlec.io.no_space_error), ``from`` the writer's error."""
+    full = OSError(errno.ENOSPC, "No space left on device (1.0 MiB free)", folder)
+    full.__cause__ = RuntimeError("Worker failure: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+    return full
+
+
+def test_a_ray_task_error_around_enospc_is_found_with_its_folder(tmp_path):
+    folder = str(tmp_path / "global_step_3")
+    error = _remote(_enospc(folder))
+    assert isinstance(error, RayTaskError) and isinstance(error, OSError) and error.errno is None  # Ray's dual class
+    full = full_disk_error(error)
+    assert full is not None and full.errno == errno.ENOSPC and full.filename == folder
+
+
+def test_a_plain_enospc_and_one_deeper_in_the_chain_are_found(tmp_path):
+    folder = str(tmp_path / "global_step_2")
+    assert full_disk_error(_enospc(folder)).filename == folder
+    outer = RuntimeError("TaskRunner failed")
+    outer.__cause__ = _remote(_enospc(folder))
+    assert full_disk_error(outer).filename == folder
+
+
+def test_a_cause_ray_could_not_keep_is_read_from_the_remote_traceback(tmp_path):
+    folder = str(tmp_path / "global_step_4")
+    text = f"Traceback ...\nOSError: [Errno 28] No space left on device (2.0 MiB free): '{folder}'\n"
+    error = RayTaskError("TaskRunner.run", text, RuntimeError("Exception isn't serializable"), proctitle="p", pid=1,
+                         ip="127.0.0.1").as_instanceof_cause()
+    assert full_disk_error(error).filename == folder
+
+
+@pytest.mark.parametrize("cause", [OSError(errno.EACCES, "Permission denied", "/ckpt/global_step_3"),
+                                   RuntimeError("CUDA out of memory"), ValueError("No space here")])
+def test_other_errors_are_not_a_full_disk(cause):
+    assert full_disk_error(_remote(cause)) is None
+    assert full_disk_error(cause) is None
+
+
+def test_the_line_names_enospc_the_folder_and_the_checkpoint_a_rerun_resumes(tmp_path):
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("2")
+    line = full_disk_message(full_disk_error(_remote(_enospc(str(tmp_path / "global_step_3")))))
+    assert "\n" not in line
+    assert "No space left on device" in line and str(tmp_path / "global_step_3") in line
+    assert "the latest checkpoint is still global_step_2" in line and "rerun" in line
+
+
+def _fake_verl(monkeypatch, raised: BaseException) -> None:
+    """verl.trainer.main_ppo stand-in whose (undecorated) main raises ``raised``."""
+    def body(config):
+        raise raised
+
+    def decorated():
+        raise AssertionError("the Hydra wrapper must not be called")
+
+    decorated.__wrapped__ = body
+    trainer = types.ModuleType("verl.trainer")
+    trainer.main_ppo = types.SimpleNamespace(main=decorated)
+    monkeypatch.setitem(sys.modules, "verl.trainer", trainer)
+
+
+def test_a_full_disk_on_the_driver_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    folder = str(tmp_path / "global_step_3")
+    _fake_verl(monkeypatch, _remote(_enospc(folder)))
+    with pytest.raises(SystemExit) as stop:
+        main_ppo._run_verl(config=None)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err and folder in err
+    assert "Traceback" not in err
+
+
+def test_any_other_error_propagates_unchanged(monkeypatch):
+    raised = _remote(RuntimeError("CUDA out of memory"))
+    _fake_verl(monkeypatch, raised)
+    with pytest.raises(RuntimeError) as caught:
+        main_ppo._run_verl(config=None)
+    assert caught.value is raised
+
+
+@pytest.mark.slow  # starts a local Ray (~6 s)
+def test_a_full_disk_raised_in_a_real_ray_actor_is_found_on_the_driver(tmp_path):
+    """The round trip the fast tests build by hand: rlec's OSError(ENOSPC) raised in an actor method (as in
+    verl's TaskRunner), serialized by Ray, raised by ``ray.get`` on the driver."""
+    import ray
+
+    folder = str(tmp_path / "global_step_3")
+
+    @ray.remote(num_cpus=0)
+    class Runner:
+        def run(self):  # self-contained: Ray's worker cannot import this test module
+            import errno as errno_
+
+            try:
+                raise RuntimeError("Worker failure: [enforce fail at inline_container.cc:672] . unexpected pos")
+            except RuntimeError as exc:
+                raise OSError(errno_.ENOSPC, "No space left on device (1.0 MiB free)", folder) from exc
+
+    ray.init(num_cpus=1, include_dashboard=False)
+    try:
+        with pytest.raises(RayTaskError) as caught:
+            ray.get(Runner.remote().run.remote())
+    finally:
+        ray.shutdown()
+    full = full_disk_error(caught.value)
+    assert full is not None and full.errno == errno.ENOSPC and full.filename == folder
