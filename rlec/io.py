@@ -145,7 +145,9 @@ def no_space_error(exc: BaseException, path: str | os.PathLike[str], *, needed: 
     output still holds its space. A writer that frees its partial output before the error
     reaches the caller (one large shard that did not fit: the disk has room again by then) is
     told by ``needed`` > ``free_before``: the output needs more than the filesystem had when
-    the write began. Raise the result ``from exc`` so the original error stays in the chain.
+    the write began, for write failures only (an ``OSError`` or a writer's error text in the chain:
+    another failure while space is short keeps its own error). Raise the result ``from exc`` so the
+    original error stays in the chain.
 
     Args:
         exc: the error a write raised.
@@ -168,13 +170,31 @@ def no_space_error(exc: BaseException, path: str | os.PathLike[str], *, needed: 
             break
         error = error.__cause__ or error.__context__
     free = _free_bytes(path)
-    short = needed is not None and free_before is not None and needed > free_before
+    # "it needed more than was free" judges write failures only: another failure (a worker's bug) keeps its own error
+    short = needed is not None and free_before is not None and needed > free_before and _write_failure(exc)
     if not full and not short and (free is None or free >= LOW_SPACE_BYTES):
         return None
     left = "" if free is None else f" ({free / 2**20:.1f} MiB free)"
     if short and not full and (free is None or free >= LOW_SPACE_BYTES):
         left = f" (the output needs ~{needed / 2**20:.1f} MiB; {free_before / 2**20:.1f} MiB were free when it began)"
     return OSError(errno.ENOSPC, f"No space left on device{left}", str(path))
+
+
+# what a writer that lost the errno raises (torch's zip writer; Megatron's async writer wraps it as "Worker failure")
+_WRITE_FAILURE_TEXT = ("inline_container", "unexpected pos", "PytorchStreamWriter", "Worker failure", "[Errno ")
+
+
+def _write_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` (or its cause/context chain) is an ``OSError`` or a writer's error text (:data:`_WRITE_FAILURE_TEXT`)."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) or any(t in str(error) for t in _WRITE_FAILURE_TEXT):
+            return True
+        cause = getattr(error, "cause", None)  # Ray's RayTaskError keeps the remote error here
+        error = cause if isinstance(cause, BaseException) else (error.__cause__ or error.__context__)
+    return False
 
 
 def free_bytes(path: str | os.PathLike[str]) -> int | None:

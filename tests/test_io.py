@@ -294,3 +294,17 @@ def test_no_space_error_tells_a_write_bigger_than_the_free_space_after_the_write
     assert found is not None and found.errno == errno.ENOSPC and found.filename == str(target)
     assert "No space left on device (the output needs ~" in str(found) and "MiB were free when it began" in str(found)
     assert rio.no_space_error(zip_error, target, needed=None, free_before=free) is None
+
+
+def test_no_space_error_does_not_call_a_failure_that_is_no_write_a_full_disk(tmp_path: Path) -> None:
+    """A save that fails for another reason (a worker's bug) while space is short is not reported as ENOSPC:
+    the space heuristics judge write failures only, so the real error reaches the user."""
+    from rlec import io as rio
+
+    target = tmp_path / "global_step_2"
+    free = rio.free_bytes(tmp_path)
+    bug = RuntimeError("ActorDiedError: the worker died unexpectedly: KeyError 'decoder.layers.0'")
+    assert rio.no_space_error(bug, target, needed=free + 2**20, free_before=free) is None
+    wrapped = RuntimeError("save failed")
+    wrapped.__cause__ = OSError(5, "Input/output error", str(target))  # an OSError in the chain is a write failure
+    assert rio.no_space_error(wrapped, target, needed=free + 2**20, free_before=free) is not None

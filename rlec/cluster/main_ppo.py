@@ -84,7 +84,7 @@ def full_disk_message(full: OSError, prog: str = "rlec.cluster.main_ppo") -> str
                 latest = f"global_step_{int(fh.read().strip())}"
         except (OSError, ValueError):
             pass
-    return (f"{prog}: error: a checkpoint was not saved (the step's metrics were logged): {full}; "
+    return (f"{prog}: error: a checkpoint was not saved (the step's metrics were logged, where the disk allowed): {full}; "
             f"the latest checkpoint is still {latest}: free space, then rerun the same command to resume")
 
 

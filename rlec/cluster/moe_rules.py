@@ -35,7 +35,7 @@ from rlec.cluster.layout import Finding
 from rlec.cluster.verl_keys import ACTOR, MEGATRON, ROLLOUT
 from rlec.config import select
 
-__all__ = ["R3_EVIDENCE", "ROUTE_ROLLOUTS", "moe_stability_rules"]
+__all__ = ["threshold_error", "R3_EVIDENCE", "ROUTE_ROLLOUTS", "moe_stability_rules"]
 
 CORRECTION = "algorithm.rollout_correction"
 REPLAY_MODE = f"{MEGATRON}.router_replay.mode"
@@ -76,6 +76,9 @@ def _correction_rules(cfg: Any, out: list[Finding]) -> bool:
     bypass = select(cfg, f"{CORRECTION}.bypass_mode", False)
     if not isinstance(bypass, bool):
         out.append(Finding("error", f"{CORRECTION}.bypass_mode", f"{bypass!r} must be true or false"))
+    elif bypass:  # verl computes no rollout_corr/* metric in bypass mode (trainer_base._compute_advantage)
+        out.append(Finding("warning", f"{CORRECTION}.bypass_mode", "true: verl then computes no rollout_corr/* metric "
+                           "before the update, so the mismatch alarm (rlec.check.mismatch_kl_alarm) is inactive"))
     loss_type = select(cfg, f"{CORRECTION}.loss_type", "ppo_clip")
     if loss_type not in ("ppo_clip", "reinforce"):
         out.append(Finding("error", f"{CORRECTION}.loss_type", f"{loss_type!r} must be 'ppo_clip' or 'reinforce' (bypass mode's loss)"))
@@ -92,6 +95,12 @@ def _replay_rules(cfg: Any, num_experts: int, out: list[Finding]) -> str:
     if mode not in ("disabled", "R2", "R3"):
         out.append(Finding("error", REPLAY_MODE, f"{mode!r} must be 'disabled', 'R2' or 'R3' (router_replay=r2|r3)"))
         return "disabled"
+    if mode != "R3" and select(cfg, ROUTES_FLAG, False) is True:
+        if not num_experts:  # rlec_hf refuses routes of a dense model on every request, mid-run
+            out.append(Finding("error", ROUTES_FLAG, "true on a dense model: it has no routes to return; set it to false"))
+        else:  # verl's own trainer: "only used in R3 mode"; the rollout pays a pass for routes nobody reads
+            out.append(Finding("warning", ROUTES_FLAG, f"true with router_replay {mode}: the routes are used by R3 only, "
+                               "and recording them costs the rollout a forward pass per request; set it to false"))
     if mode == "disabled":
         return mode
     if not num_experts:

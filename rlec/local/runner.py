@@ -86,7 +86,10 @@ def quiet_third_party() -> None:
 
 def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Run the local training loop (then the final evaluation); returns the last step's metrics (rank 0)."""
-    quiet_third_party()
+    try:
+        quiet_third_party()
+    except ValueError as exc:  # a bad RLEC_VERBOSE spelling (rlec.flags): one line, exit 2, as every refusal
+        raise LocalRunError(str(exc)) from None
     try:
         cfg = load_config(overrides)
     except LocalConfigError as exc:

@@ -400,11 +400,15 @@ class ScriptedAnswersMixin:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"][: budget - 1] + [end]
 
         real = self.server_manager
+        scores = str(getattr(self.rollout_config, "name", "")) == ROLLOUT_NAME  # vLLM's generate takes no extra kwarg
 
         class _Scripted:  # the rollout's answer (its weights version and stop fields) with the scripted tokens
             async def generate(self, request_id: str, **kw: Any) -> TokenOutput:
-                # the server scores the scripted tokens (log-probs, routes) as it would a sample of its own
-                return await real.generate(request_id, **kw, **{FORCED_TOKENS: ids})
+                if scores:  # rlec_hf scores the scripted tokens (log-probs, routes) as it would a sample of its own
+                    return await real.generate(request_id, **kw, **{FORCED_TOKENS: ids})
+                out = await real.generate(request_id, **kw)  # other rollouts: a sample, its tokens replaced
+                return out.model_copy(update={"token_ids": ids, "log_probs": None, "routed_experts": None,
+                                              "stop_reason": "completed"})
 
         self.server_manager = _Scripted()
         try:

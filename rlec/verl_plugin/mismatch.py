@@ -15,6 +15,7 @@ mismatch metrics (:data:`SUMMARY_KEYS`) on the console.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, Mapping
 
 __all__ = ["ALARM_KEY", "MismatchAlarmMixin", "MismatchError", "SUMMARY_KEYS", "check_mismatch"]
@@ -41,7 +42,8 @@ def check_mismatch(step: int, metrics: Mapping[str, Any], alarm: float, stop: bo
 
     Returns:
         ``{"rlec/mismatch_alarm": 0.0 or 1.0}``; empty when the step has no mismatch metric
-        (``rollout.calculate_log_probs=false``).
+        (``rollout.calculate_log_probs=false``, or ``rollout_correction.bypass_mode=true``, where verl
+        computes none: DRY_RUN warns then). A non-finite KL alarms.
 
     Raises:
         MismatchError: above the level with ``stop``.
@@ -52,7 +54,7 @@ def check_mismatch(step: int, metrics: Mapping[str, Any], alarm: float, stop: bo
     present = {k: float(metrics[k]) for k in SUMMARY_KEYS if k in metrics}
     # printed, as verl's console logger prints each step's metrics (a logger's INFO is not shown in Ray workers)
     print(f"rlec step {step} train-inference mismatch: " + ", ".join(f"{k}={v:.3g}" for k, v in present.items()), flush=True)
-    if not value > alarm:
+    if math.isfinite(value) and value <= alarm:  # a NaN / inf KL is an alarm, not a pass
         return {"rlec/mismatch_alarm": 0.0}
     message = (f"step {step}: train-inference mismatch {ALARM_KEY}={value:.6g} > rlec.check.mismatch_kl_alarm={alarm:g} "
                "(rollout vs. trainer log-probs of the same tokens, before the update)")

@@ -189,3 +189,17 @@ def test_rollout_server_interface_the_cpu_rollout_implements():
     called |= set(re.findall(r"server\.(\w+)\.remote", _inspect.getsource(LLMServerClient.generate)))
     assert called and all(callable(getattr(HFRolloutServer, name, None)) for name in called), called
     assert "update_weights(global_steps=global_steps, mode=self.backend)" in _inspect.getsource(CheckpointEngineManager.update_weights)
+
+
+def test_the_mismatch_alarm_sees_the_rollout_correction_metrics_before_the_update():
+    """rlec.verl_plugin.mismatch overrides the private ``PPOTrainer._update_actor(batch, metrics)`` and reads the
+    ``rollout_corr/*`` metrics that ``_compute_advantage`` put into the same dict earlier in ``_step_once``."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    assert list(inspect.signature(PPOTrainer._update_actor).parameters) == ["self", "batch", "metrics"]
+    step = source(TRAINER, "PPOTrainer._step_once")
+    assert step.index("self._compute_advantage(batch, metrics=metrics)") < step.index("self._update_actor(batch, metrics=metrics)")
+    advantage = source(TRAINER, "PPOTrainer._compute_advantage")
+    assert "compute_rollout_correction_and_add_to_batch(data, rollout_corr_config)" in advantage
+    assert "metrics.update(is_metrics)" in advantage
+    assert 'rollout_corr_config.get("bypass_mode", False)' in advantage  # bypass: no metric, DRY_RUN warns

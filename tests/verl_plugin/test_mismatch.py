@@ -67,3 +67,10 @@ def test_the_trainers_carry_the_alarm():
     for cls in (RLECSyncTrainer, RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer):
         assert issubclass(cls, mm.MismatchAlarmMixin)
         assert cls.__mro__.index(mm.MismatchAlarmMixin) < next(i for i, c in enumerate(cls.__mro__) if c.__name__.startswith("PPOTrainer"))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_non_finite_kl_is_an_alarm_not_a_pass(value):
+    with pytest.raises(mm.MismatchError, match="stopped before the update"):
+        mm.check_mismatch(2, {"rollout_corr/k3_kl": value}, alarm=0.004, stop=True)
+    assert mm.check_mismatch(2, {"rollout_corr/k3_kl": value}, alarm=0.004, stop=False) == {"rlec/mismatch_alarm": 1.0}
