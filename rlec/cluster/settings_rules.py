@@ -321,6 +321,10 @@ def _verl_rules(cfg: Any) -> list[Finding]:
     clip = select(cfg, f"{ACTOR}.optim.clip_grad", 1.0)
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip) or clip <= 0:
         error(f"{ACTOR}.optim.clip_grad", clip, "must be a finite gradient-norm bound > 0")
+    if select(cfg, f"{ACTOR}.checkpoint.async_save", False) is True and select(cfg, "rlec.checkpoint.manifest", True):
+        error(f"{ACTOR}.checkpoint.async_save", True, "with rlec.checkpoint.manifest=true: the manifest is written right "
+              "after verl's save and needs its files complete (synchronous saves); set async_save=false, or "
+              "rlec.checkpoint.manifest=false to train without the checkpoint integrity check")
     return out
 
 

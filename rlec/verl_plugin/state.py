@@ -154,7 +154,7 @@ class CheckpointIntegrityMixin:
     newer than the tracker) and a rerun after freeing space resumes the previous checkpoint.
 
     verl 0.9.1's ``_save_checkpoint`` writes the tracker itself before returning, so the manifest is
-    written right after it (synchronous saves; verl's ``async_save`` is refused): a crash in between
+    written right after it (synchronous saves; verl's ``async_save`` is refused by the early rule set, before the run): a crash in between
     leaves a tracked folder without a manifest, which the next resume treats as damaged and skips.
     Outermost in rlec's trainers, so the manifest covers the algorithm state files the other mixins write.
     ``rlec.checkpoint.manifest=false`` turns both off (one read of the checkpoint per save and resume).
@@ -193,9 +193,6 @@ class CheckpointIntegrityMixin:
             raise
         if not self._manifest_on():
             return out
-        if self.config.actor_rollout_ref.actor.get("checkpoint", {}).get("async_save", False):
-            raise ValueError("actor_rollout_ref.actor.checkpoint.async_save=true: rlec's checkpoint manifest needs "
-                             "synchronous saves (the files must be complete when it is written)")
         write_manifest(saving_folder(self.config, self.global_steps))
         return out
 

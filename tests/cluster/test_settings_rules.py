@@ -23,6 +23,7 @@ REFUSED = [
     ("rlec.metrics.target_bucket_edges", "rlec.metrics.target_bucket_edges=[0,0.6,0.3,1]", "must be strictly increasing"),
     ("rlec.metrics.target_bucket_edges", "rlec.metrics.target_bucket_edges=[0,0.5,1.5]", r"must be at least 2 numbers in \[0, 1\]"),
     ("foo", "+foo.bar=1", "is not a key of verl's trainer config"),
+    (f"{ACTOR}.checkpoint.async_save", f"{ACTOR}.checkpoint.async_save=true", "needs its files complete"),  # not hours in
 ]
 
 
