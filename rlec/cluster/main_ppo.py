@@ -21,10 +21,10 @@ import os
 import re
 import sys
 from typing import Any
+from rlec.config_base import TRACKER
 
 __all__ = ["full_disk_error", "full_disk_message", "main"]
 
-TRACKER = "latest_checkpointed_iteration.txt"  # verl's tracker (rlec.verl_plugin.state.TRACKER)
 _ENOSPC_TEXT = re.compile(r"\[Errno %d\] No space left on device[^\n]*?: '([^'\n]+)'" % errno.ENOSPC)
 
 

@@ -28,11 +28,11 @@ from rlec.cluster.layout import Finding
 from rlec.cluster.verl_keys import layout_of
 from rlec.config import pinned_schedule_end, resume_differences, select
 from rlec.io import atomic_write_text
+from rlec.config_base import TRACKER
 
 LAYOUT_RECORD = "rlec_layout.json"
 RUN_RECORD = "rlec_run.json"  # the resolved config of the launch that started the run
 SCHEDULE_KEY = "rlec.schedule.end_step"
-TRACKER = "latest_checkpointed_iteration.txt"  # verl's tracker of the newest checkpoint
 CHECKPOINT_KEY = "trainer.default_local_dir"
 # what decides how a checkpoint is sharded (the rollout side is rebuilt from the weights each launch)
 SHARDING_FIELDS = ("world_size", "tp", "pp", "cp", "ep", "etp", "vpp", "distributed_optimizer")

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 from rlec.cluster.layout import Finding
 from rlec.cluster.moe_rules import CORRECTION, threshold_error
-from rlec.cluster.verl_keys import ACTOR
+from rlec.cluster.verl_keys import ACTOR, MEGATRON, ROLLOUT
 from rlec.config import select
 from rlec.settings import RlecSettings, SettingError
 
@@ -52,8 +52,6 @@ PLUGIN_MODULE = "rlec.verl_plugin"
 EXTRA_TOP_LEVEL = ("model_engine", "rlec")
 
 
-ROLLOUT = "actor_rollout_ref.rollout"
-MEGATRON = f"{ACTOR}.megatron"
 SEED_LIMIT = 2**32  # numpy's and torch's generators take seeds in [0, 2**32)
 
 
@@ -67,7 +65,6 @@ class NumberRule:
         high: the greatest value (None: unbounded); ``high_open`` excludes it.
         nullable: null is accepted (verl's default, or "not set").
         special: values legal outside the range, with their meaning (e.g. ``{-1: "all tokens"}``).
-        text: a string is accepted as such (verl's ``rollout_is_threshold`` takes ``"lower_upper"``).
         why: what the setting is (ends the refusal).
     """
 
@@ -78,7 +75,6 @@ class NumberRule:
     high_open: bool = False
     nullable: bool = False
     special: tuple[tuple[Any, str], ...] = ()
-    text: bool = False
     why: str = ""
 
     def describe(self) -> str:
@@ -100,8 +96,6 @@ class NumberRule:
         """Whether ``value`` breaks the rule."""
         if value is None:
             return not self.nullable
-        if self.text and isinstance(value, str):
-            return False
         if any(value == v and type(value) is type(v) for v, _ in self.special):
             return False
         if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -17,10 +17,10 @@ from typing import Any
 
 from rlec.io import ManifestError, atomic_write_text, free_bytes, no_space_error, verify_manifest, write_manifest
 from rlec.settings import RlecSettings
+from rlec.config_base import TRACKER
 
 logger = logging.getLogger(__name__)
 
-TRACKER = "latest_checkpointed_iteration.txt"
 
 __all__ = ["CheckpointIntegrityMixin", "intact_checkpoint", "load_state", "resumed_folder", "save_state", "saving_folder"]
 
