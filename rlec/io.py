@@ -121,6 +121,31 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 
 
 LOW_SPACE_BYTES = 64 * 2**20
+STEP_PREFIX = "global_step_"  # verl's checkpoint folder names, global_step_<N> (the local run uses the same)
+
+
+def step_folders(root: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """The ``global_step_<N>`` folders directly in ``root``, newest first: ``[(N, path), ...]``
+    (``[]`` when ``root`` is not a folder; other names, ``global_step_x`` included, are ignored)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = [(int(p.name[len(STEP_PREFIX):]), p) for p in root.iterdir()
+             if p.name.startswith(STEP_PREFIX) and p.name[len(STEP_PREFIX):].isdigit() and p.is_dir()]
+    return sorted(found, reverse=True)
+
+
+def previous_checkpoint_bytes(folder: str | os.PathLike[str]) -> int | None:
+    """Bytes of the newest ``global_step_<N>`` beside ``folder`` other than ``folder`` itself: what the
+    next save of the same model and optimizer needs, about. None without one, or when it cannot be read."""
+    folder = Path(folder).absolute()
+    for _, previous in step_folders(folder.parent):
+        if previous.absolute() != folder:
+            try:
+                return _size(previous)
+            except OSError:
+                return None
+    return None
 
 
 def _free_bytes(path: Path) -> int | None:

@@ -308,3 +308,18 @@ def test_no_space_error_does_not_call_a_failure_that_is_no_write_a_full_disk(tmp
     wrapped = RuntimeError("save failed")
     wrapped.__cause__ = OSError(5, "Input/output error", str(target))  # an OSError in the chain is a write failure
     assert rio.no_space_error(wrapped, target, needed=free + 2**20, free_before=free) is not None
+
+
+def test_step_folders_newest_first_and_previous_checkpoint_bytes_skips_the_folder_itself(tmp_path):
+    from rlec.io import previous_checkpoint_bytes, step_folders
+
+    for step, size in ((2, 10), (10, 30)):
+        (tmp_path / f"global_step_{step}").mkdir()
+        (tmp_path / f"global_step_{step}" / "w.bin").write_bytes(b"x" * size)
+    (tmp_path / "global_step_x").mkdir()  # not a step
+    (tmp_path / "global_step_7").write_text("a file, not a folder")
+    assert [s for s, _ in step_folders(tmp_path)] == [10, 2]  # numeric order, not text order
+    assert step_folders(tmp_path / "missing") == []
+    assert previous_checkpoint_bytes(tmp_path / "global_step_11") == 30
+    assert previous_checkpoint_bytes(tmp_path / "global_step_10") == 10  # its own partial save is not counted
+    assert previous_checkpoint_bytes(tmp_path / "other" / "global_step_1") is None

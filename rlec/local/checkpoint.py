@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rlec.io import ManifestError, atomic_write_text, verify_manifest
+from rlec.io import ManifestError, atomic_write_text, step_folders, verify_manifest
 from rlec.megatron.checkpoint import METADATA_FILE
 
 LATEST_FILE = "latest_checkpointed_iteration.txt"
@@ -35,13 +35,7 @@ def checkpoint_dir(out_dir: str | Path, step: int) -> Path:
 
 
 def _steps(out_dir: str | Path) -> list[int]:
-    root = Path(out_dir) / "checkpoints"
-    found = []
-    for p in root.glob("global_step_*"):
-        suffix = p.name.rsplit("_", 1)[1]
-        if p.is_dir() and suffix.isdigit():
-            found.append(int(suffix))
-    return sorted(found)
+    return sorted(step for step, _ in step_folders(Path(out_dir) / "checkpoints"))
 
 
 def damage(path: str | Path) -> str | None:

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
-from rlec.io import (MANIFEST_FILE, ManifestError, claim_temp_dir, free_bytes, no_space_error, remove_stale_temps, replace_dir, verify_manifest,
+from rlec.io import (MANIFEST_FILE, previous_checkpoint_bytes, ManifestError, claim_temp_dir, free_bytes, no_space_error, remove_stale_temps, replace_dir, verify_manifest,
                      write_manifest)
 from rlec.megatron.compat import in_process_checkpoint_results, writers_die_with_parent
 from rlec.megatron.model import MegatronModel
@@ -167,14 +167,9 @@ def checkpoint_bytes(policy: Any, optimizer: Any, path: str | Path) -> int | Non
     """A lower bound of the bytes a checkpoint at ``path`` needs: the newest sibling ``global_step_<N>``'s
     size (the same model and optimizer), else this rank's parameters (x 3 with an optimizer: Adam's two
     moments); None when neither can be told."""
-    parent = Path(path).parent
-    siblings = sorted((int(p.name.rsplit("_", 1)[1]), p) for p in parent.glob("global_step_*")
-                      if p.is_dir() and p.name.rsplit("_", 1)[1].isdigit() and p != Path(path))
-    if siblings:
-        try:
-            return sum(f.stat().st_size for f in siblings[-1][1].rglob("*") if f.is_file())
-        except OSError:
-            pass
+    previous = previous_checkpoint_bytes(path)
+    if previous is not None:
+        return previous
     try:
         params = sum(int(p.numel()) * int(p.element_size()) for p in policy.parameters())
     except Exception:  # noqa: BLE001 - an estimate only

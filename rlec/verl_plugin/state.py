@@ -15,7 +15,8 @@ import logging
 import os
 from typing import Any
 
-from rlec.io import ManifestError, atomic_write_text, free_bytes, no_space_error, verify_manifest, write_manifest
+from rlec.io import (ManifestError, atomic_write_text, free_bytes, no_space_error, previous_checkpoint_bytes, step_folders,
+                     verify_manifest, write_manifest)
 from rlec.settings import RlecSettings
 from rlec.config_base import TRACKER
 
@@ -68,14 +69,6 @@ def load_state(folder: str | None, name: str) -> dict[str, Any] | None:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
 
 
-def _step_folders(root: str) -> list[tuple[int, str]]:
-    out = []
-    for name in os.listdir(root) if os.path.isdir(root) else []:
-        if name.startswith("global_step_") and name[len("global_step_"):].isdigit():
-            out.append((int(name[len("global_step_"):]), os.path.join(root, name)))
-    return sorted(out, reverse=True)
-
-
 def _tracked_step(tracker: str) -> tuple[int | None, str]:
     """The step verl's tracker names (None when it holds no step: empty, ``two``, a partial write) and its text."""
     try:
@@ -110,7 +103,8 @@ def intact_checkpoint(root: str, verify: bool = True) -> int | None:
         logger.warning("%s holds %r, not a step (a save killed while verl wrote it): resuming from the newest intact "
                        "global_step_<N> instead", tracker, text)
     first_error: ManifestError | None = None
-    for step, folder in _step_folders(root):
+    for step, path in step_folders(root):
+        folder = str(path)
         if latest is not None and step > latest:
             continue  # newer than the tracker: a save that did not finish
         try:
@@ -130,18 +124,6 @@ def intact_checkpoint(root: str, verify: bool = True) -> int | None:
     missing = f"global_step_{latest}" if latest is not None else f"global_step_<N> (the tracker holds {text!r})"
     raise ManifestError(os.path.join(root, missing), ["the tracked checkpoint folder is missing, and no older "
                                                       "global_step_<N> is there to resume"])
-
-
-def _previous_checkpoint_bytes(folder: str) -> int | None:
-    """The size of the newest ``global_step_<N>`` beside ``folder`` (what the next save needs, about), or None."""
-    root = os.path.dirname(folder)
-    for _, previous in _step_folders(root):
-        if os.path.abspath(previous) != os.path.abspath(folder):
-            try:
-                return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(previous) for f in files)
-            except OSError:
-                return None
-    return None
 
 
 class CheckpointIntegrityMixin:
@@ -182,7 +164,7 @@ class CheckpointIntegrityMixin:
 
     def _save_checkpoint(self):
         folder = saving_folder(self.config, self.global_steps)
-        needed, free_before = _previous_checkpoint_bytes(folder), free_bytes(os.path.dirname(folder) or ".")
+        needed, free_before = previous_checkpoint_bytes(folder), free_bytes(os.path.dirname(folder) or ".")
         try:
             out = super()._save_checkpoint()
         except Exception as exc:  # a full disk: one error naming ENOSPC and the folder; verl's tracker is unmoved
