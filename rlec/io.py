@@ -158,6 +158,23 @@ def _free_bytes(path: Path) -> int | None:
         return None
 
 
+def error_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every error behind it, breadth first, each once: Ray's ``RayTaskError.cause`` (the
+    remote error), ``__cause__`` and ``__context__``. The one walk of a chain in rlec (the full-disk
+    checks here and in :mod:`rlec.cluster.main_ppo`)."""
+    seen: set[int] = set()
+    chain: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo:
+        error = todo.pop(0)
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        chain.append(error)
+        todo.extend(e for e in (getattr(error, "cause", None), error.__cause__, error.__context__) if isinstance(e, BaseException))
+    return chain
+
+
 def no_space_error(exc: BaseException, path: str | os.PathLike[str], *, needed: int | None = None,
                    free_before: int | None = None) -> OSError | None:
     """``OSError(ENOSPC, "No space left on device", path)`` when ``exc`` comes from a full disk, else None.
@@ -185,15 +202,8 @@ def no_space_error(exc: BaseException, path: str | os.PathLike[str], *, needed: 
         the error to raise (its message names ``path`` and the free space), or None.
     """
     path = Path(path)
-    seen: set[int] = set()
-    error: BaseException | None = exc
-    full = False
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if (isinstance(error, OSError) and error.errno == errno.ENOSPC) or "No space left on device" in str(error):
-            full = True
-            break
-        error = error.__cause__ or error.__context__
+    full = any((isinstance(e, OSError) and e.errno == errno.ENOSPC) or "No space left on device" in str(e)
+               for e in error_chain(exc))
     free = _free_bytes(path)
     # "it needed more than was free" judges write failures only: another failure (a worker's bug) keeps its own error
     short = needed is not None and free_before is not None and needed > free_before and _write_failure(exc)
@@ -211,15 +221,7 @@ _WRITE_FAILURE_TEXT = ("inline_container", "unexpected pos", "PytorchStreamWrite
 
 def _write_failure(exc: BaseException) -> bool:
     """Whether ``exc`` (or its cause/context chain) is an ``OSError`` or a writer's error text (:data:`_WRITE_FAILURE_TEXT`)."""
-    seen: set[int] = set()
-    error: BaseException | None = exc
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) or any(t in str(error) for t in _WRITE_FAILURE_TEXT):
-            return True
-        cause = getattr(error, "cause", None)  # Ray's RayTaskError keeps the remote error here
-        error = cause if isinstance(cause, BaseException) else (error.__cause__ or error.__context__)
-    return False
+    return any(isinstance(e, OSError) or any(t in str(e) for t in _WRITE_FAILURE_TEXT) for e in error_chain(exc))
 
 
 def free_bytes(path: str | os.PathLike[str]) -> int | None:

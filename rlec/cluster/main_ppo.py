@@ -22,6 +22,7 @@ import re
 import sys
 from typing import Any
 from rlec.config_base import TRACKER
+from rlec.io import error_chain
 
 __all__ = ["full_disk_error", "full_disk_message", "main"]
 
@@ -42,37 +43,15 @@ def full_disk_error(exc: BaseException) -> OSError | None:
     Returns:
         an ``OSError`` with ``errno.ENOSPC`` (its ``filename`` names the folder when known), or None.
     """
-    seen: set[int] = set()
-    todo: list[BaseException] = [exc]
-    while todo:
-        error = todo.pop(0)
-        if id(error) in seen:
-            continue
-        seen.add(id(error))
+    chain = error_chain(exc)
+    for error in chain:
         if isinstance(error, OSError) and error.errno == errno.ENOSPC:
             return error
-        for nxt in (getattr(error, "cause", None), error.__cause__, error.__context__):
-            if isinstance(nxt, BaseException):
-                todo.append(nxt)
-    match = _ENOSPC_TEXT.search(_texts(exc))
+    # a cause Ray could not deserialize leaves only the remote traceback's text
+    match = _ENOSPC_TEXT.search("\n".join(f"{e}\n{getattr(e, 'traceback_str', '') or ''}" for e in chain))
     if match:
         return OSError(errno.ENOSPC, "No space left on device", match.group(1))
     return None
-
-
-def _texts(exc: BaseException) -> str:
-    """The messages (and Ray's remote traceback strings) of ``exc``'s chain, joined."""
-    parts, seen, todo = [], set(), [exc]
-    while todo:
-        error = todo.pop(0)
-        if id(error) in seen:
-            continue
-        seen.add(id(error))
-        parts.append(str(error))
-        parts.append(str(getattr(error, "traceback_str", "") or ""))
-        todo.extend(e for e in (getattr(error, "cause", None), error.__cause__, error.__context__)
-                    if isinstance(e, BaseException))
-    return "\n".join(parts)
 
 
 def full_disk_message(full: OSError, prog: str = "rlec.cluster.main_ppo") -> str:
