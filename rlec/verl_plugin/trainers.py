@@ -14,7 +14,9 @@ Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async
 - :class:`RLECMetricsMixin`: verl 0.9.1 logs ``reward_extra_info`` only in validation
   (``val-core/<data_source>/<key>/mean@N``); its training steps log just ``critic/score/*``, so
   it adds ``rlec/...`` (training) and ``val-rlec/...`` (validation) metrics from
-  :mod:`rlec.reward.metrics`.
+  :mod:`rlec.reward.metrics`;
+- :class:`rlec.verl_plugin.replay.ReproducibleBatchMixin`: prompt ids from the step and batches in key
+  order, so a run and its resume feed the update the same samples in the same order.
 
 Where :class:`AlgorithmsMixin` hooks into verl 0.9.1's V1 trainer (``verl/trainer/ppo/v1/trainer_base.py``;
 each hook point pinned by tests/verl_plugin/test_drift_algorithms.py):
@@ -58,6 +60,7 @@ from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext,
 from rlec.config import select
 from rlec.reward.metrics import reward_metrics, rows_from_columns
 from rlec.verl_plugin.mismatch import MismatchAlarmMixin
+from rlec.verl_plugin.replay import ReproducibleBatchMixin
 from rlec.verl_plugin.state import CheckpointIntegrityMixin, load_state, resumed_folder, save_state, saving_folder
 
 logger = logging.getLogger(__name__)
@@ -292,21 +295,21 @@ class AlgorithmsMixin:
 
 
 @register_trainer("rlec_sync")
-class RLECSyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerSync):
+class RLECSyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin, PPOTrainerSync):
     """verl's ``sync`` trainer with rlec's algorithms and metrics."""
 
     base_trainer_mode = "sync"
 
 
 @register_trainer("rlec_colocate_async")
-class RLECColocateAsyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerColocateAsync):
+class RLECColocateAsyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin, PPOTrainerColocateAsync):
     """verl's ``colocate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
 
     base_trainer_mode = "colocate_async"
 
 
 @register_trainer("rlec_separate_async")
-class RLECSeparateAsyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, PPOTrainerSeparateAsync):
+class RLECSeparateAsyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin, PPOTrainerSeparateAsync):
     """verl's ``separate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
 
     base_trainer_mode = "separate_async"
