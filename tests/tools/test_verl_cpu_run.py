@@ -122,3 +122,106 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
     step2 = out / "global_step_2"
     assert (step2 / "rlec_algorithms.json").is_file() and (step2 / "rlec_manifest.json").is_file()
     assert set(json.loads((step2 / "rlec_algorithms.json").read_text())) == {"e3", "passk", "rlve"}
+
+
+# wall-clock figures, not outcomes: they differ between any two runs
+_CLOCK = ("timing_s/", "timing_per_token_ms/", "perf/", "time/")
+
+
+def _outcomes(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in metrics.items() if not k.startswith(_CLOCK) and "throughput" not in k and "memory" not in k}
+
+
+def _weights(step_dir: Path) -> dict[str, "object"]:
+    """Every tensor of a verl Megatron dist checkpoint's actor model, by name (torch's DCP reader)."""
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    model = next(p for p in (step_dir / "actor").rglob(".metadata") if "optim" not in str(p)).parent
+    target = step_dir.parent / f"{step_dir.name}_{model.name}.pt"
+    dcp_to_torch_save(str(model), str(target))
+    state = torch.load(target, weights_only=False)
+    flat: dict[str, object] = {}
+
+    def walk(prefix: str, value: object) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), item)
+        elif isinstance(value, torch.Tensor):
+            flat[prefix] = value
+
+    walk("", state)
+    return flat
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(tmp_path_factory, tiny_moe_dir):
+    """Issue 31 item 4's scenario, launched once for the two tests below: a 2-step run never interrupted, and
+    the same run killed with SIGKILL (the launcher's whole process group) in step 2, after checkpoint 1, then
+    rerun with the same command. Returns (reference step metrics, resumed step metrics, both run folders)."""
+    import signal
+    import time
+
+    root = tmp_path_factory.mktemp("sigkill")
+    data = root / "data"
+    settings = ("data.max_prompt_length=512", "trainer.save_freq=1")
+    whole = _run(root / "whole", data, tiny_moe_dir, 2, *settings)
+    assert whole.returncode == 0, (whole.stdout + whole.stderr)[-6000:]
+    reference = _step_metrics(whole.stdout + whole.stderr)
+    assert sorted(reference) == [1, 2]
+
+    out = root / "killed"
+    env = {**os.environ, "TRAINER": "verl", "STEPS": "2", "OUTPUT_DIR": str(out), "DATA_DIR": str(data),
+           "MODEL_PATH": str(tiny_moe_dir), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    venv_bin = REPO / ".venv" / "bin"
+    if venv_bin.is_dir():
+        env["PATH"], env["PYTHON"] = f"{venv_bin}:{env['PATH']}", str(venv_bin / "python")
+    proc = subprocess.Popen(["bash", str(REPO / "tools" / "run_megatron_rlec.sh"), "trainer.test_freq=-1", *settings],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    tracker, deadline = out / "latest_checkpointed_iteration.txt", time.monotonic() + 900
+    while not (tracker.is_file() and tracker.read_text().strip() == "1" and (out / "global_step_1" / "rlec_manifest.json").is_file()):
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended or stalled before checkpoint 1"
+        time.sleep(0.5)
+    time.sleep(3)  # into step 2's rollout
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "global_step_2").exists(), "killed too late: step 2 was already saved"
+    time.sleep(10)  # Ray's reaper stops the killed driver's workers
+
+    resumed = _run(out, data, tiny_moe_dir, 2, *settings)
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-6000:]
+    again = _step_metrics(resumed.stdout + resumed.stderr)
+    assert sorted(again) == [2], "the rerun must resume after checkpoint 1"
+    return reference, again, root / "whole", out
+
+
+# the update's own figures (the policy loss, its KL to the old policy, the gradient norm, the clip fractions)
+_UPDATE = ("actor/",)
+
+
+def test_a_sigkilled_run_resumed_draws_and_scores_what_the_uninterrupted_run_did(killed_and_resumed):
+    """Issue 31 item 4, rollout side: after SIGKILL and resume, step 2's prompts, responses, rewards,
+    advantages, rollout log-probs and old log-probs (every logged outcome but the update's ``actor/*``
+    and the wall clock) equal the uninterrupted run's exactly. Needs per-request rollout seeds
+    (rlec.verl_plugin.cpu_rollout) and batches independent of arrival order (rlec.verl_plugin.replay)."""
+    reference, again, _, _ = killed_and_resumed
+    want = {k: v for k, v in _outcomes(reference[2]).items() if not k.startswith(_UPDATE)}
+    got = {k: v for k, v in _outcomes(again[2]).items() if not k.startswith(_UPDATE)}
+    assert len(want) > 50 and got == want
+
+
+@pytest.mark.xfail(strict=True, reason="measured 2026-12-02: after a resume step 2's actor/grad_norm 0.0024945 vs "
+                   "0.0024838 uninterrupted and actor/ppo_kl -4.6e-5 vs -1.9e-5, with identical data, rewards and old "
+                   "log-probs (the test above): the restored Megatron optimizer / scheduler state differs from the live "
+                   "one; not yet found where (issue 31 item 4)")
+def test_a_sigkilled_run_resumed_updates_to_bit_identical_weights(killed_and_resumed):
+    """Issue 31 item 4, update side: the same ``actor/*`` figures and bit-identical final weights."""
+    import torch
+
+    reference, again, whole, out = killed_and_resumed
+    assert {k: v for k, v in _outcomes(again[2]).items() if k.startswith(_UPDATE)} == \
+        {k: v for k, v in _outcomes(reference[2]).items() if k.startswith(_UPDATE)}
+    a, b = _weights(whole / "global_step_2"), _weights(out / "global_step_2")
+    assert a and sorted(a) == sorted(b)
+    different = [name for name in a if not torch.equal(a[name], b[name])]
+    assert not different, f"{len(different)} of {len(a)} tensors differ, e.g. {different[:3]}"
