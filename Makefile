@@ -18,11 +18,15 @@ run: setup  ## set up, then run the main job on the embedded default (tiny model
 demo: setup  ## set up, then the learning demo: warm start, RLEC, evaluation before and after (docs/local_run.md)
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m rlec.demo $(DEMO_ARGS)
 
-test: setup lint  ## set up, check lint and layer rules, then run the whole test suite
-	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest $(PYTEST_ARGS)
+# pytest-xdist workers (CI has 2 cores); a file's tests stay in one worker, so its module fixtures run once
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+
+test: setup lint  ## set up, check lint and layer rules, then run the whole test suite (TEST_WORKERS=1: one process)
+	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: setup lint  ## lint + unit tests only (skips the slow end-to-end group)
-	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 lint: setup  ## ruff (pyproject.toml [tool.ruff]), the layer rules (lint-imports, [tool.importlinter]), the docs link check
 	@$(VENV)/bin/ruff check --quiet rlec tools benchmarks tests && echo "[lint] ruff: clean"

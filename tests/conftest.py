@@ -54,6 +54,8 @@ _RAY_FIXTURES = {"ray_local"}
 _COST_START = pytest.StashKey[tuple]()
 _OVER_WALL = pytest.StashKey[list]()
 _OVER_BUDGET = pytest.StashKey[list]()
+_COST_PROPERTY = "rlec_test_cost"  # (wall s, child CPU-s) in a report's user_properties
+_CONFIG: dict[str, pytest.Config] = {}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -89,11 +91,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return  # `gpu` tests run on a GPU machine only (tools/gpu_smoke.sh), outside this CPU budget
     cpu0, wall0, ray0 = start
     child_cpu, wall = _children_cpu_s() - cpu0, time.perf_counter() - wall0
-    if wall > WALL_NOTE_S:
-        item.config.stash.setdefault(_OVER_WALL, []).append((wall, child_cpu, item.nodeid))
-    budget = item.config.getoption("--child-cpu-budget")
-    if budget and child_cpu > budget:
-        item.config.stash.setdefault(_OVER_BUDGET, []).append((child_cpu, wall, item.nodeid))
+    # in the report, so the summary sees it also from pytest-xdist's workers (pytest_runtest_logreport)
+    report.user_properties.append((_COST_PROPERTY, (wall, child_cpu)))
     limit = item.config.getoption("--child-cpu-limit")
     problem = None
     if limit and child_cpu > limit:
@@ -104,6 +103,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.outcome = "failed"
         report.longrepr = (f"test budget: {problem}; mark it @pytest.mark.slow, or share the set-up "
                            "(README \"Test budget\"; --child-cpu-limit=0 turns this check off)")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the cost of each test not marked slow (in this process, or sent by an xdist worker)."""
+    cost = dict(report.user_properties).get(_COST_PROPERTY) if report.when == "teardown" else None
+    config = _CONFIG.get("config")
+    if cost is None or config is None:
+        return
+    wall, child_cpu = cost
+    if wall > WALL_NOTE_S:
+        config.stash.setdefault(_OVER_WALL, []).append((wall, child_cpu, report.nodeid))
+    budget = config.getoption("--child-cpu-budget")
+    if budget and child_cpu > budget:
+        config.stash.setdefault(_OVER_BUDGET, []).append((child_cpu, wall, report.nodeid))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG["config"] = config
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

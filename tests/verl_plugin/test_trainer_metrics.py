@@ -27,7 +27,10 @@ def test_registered_trainer_behaves_as_its_base_mode(compose_rlec, tiny_moe_dir,
     ours = cls(compose_rlec(*overrides, f"trainer.v1.trainer_mode=rlec_{mode}"))
     verls = get_trainer_cls(mode)(compose_rlec(*overrides, f"trainer.v1.trainer_mode={mode}"))
     assert ours.trainer_mode == ours.config.trainer.v1.trainer_mode == mode
-    assert type(ours.replay_buffer) is type(verls.replay_buffer)
+    # verl's own buffer of the mode, as its reproducible-order subclass (rlec.verl_plugin.replay)
+    from rlec.verl_plugin.replay import ORDERED
+
+    assert type(ours.replay_buffer) is ORDERED[type(verls.replay_buffer)]
     assert ours.parameter_sync_step == verls.parameter_sync_step
     assert isinstance(ours, get_trainer_cls(mode))
 
