@@ -22,7 +22,8 @@ Per step, from verl's console metrics: ``rollout_corr/kl`` (mean log pi_rollout 
 ``training/rollout_probs_diff_{mean,max}``, ``rlec/router_disagreement`` (share of response token-layer
 expert sets the rollout chose differently from the exact weights' routers), ``rlec/mismatch_alarm``, the IS
 weights' mean and clipped share (TIS), ``actor/pg_loss`` and ``actor/grad_norm``. Outputs: a Markdown table
-on stdout and ``<out>/mismatch.json`` (written atomically), each arm's log in ``<out>/<arm>/launch.log``.
+on stdout and ``<out>/mismatch.json`` (written atomically), each arm's log in ``<out>/<arm>/launch.log``;
+the run of docs/cluster.md section 9 is ``benchmarks/baselines/mismatch_cpu.json``.
 """
 
 from __future__ import annotations
@@ -80,6 +81,11 @@ def step_metrics(log: str) -> dict[int, dict[str, float]]:
     return steps
 
 
+def _portable(path: Path) -> str:
+    """A path inside the checkout as a relative one (a result can be committed as a baseline)."""
+    return os.path.relpath(path, ROOT) if path.is_relative_to(ROOT) else str(path)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--arms", default="none,token_tis", help=f"comma-separated, of {sorted(ARMS)}")
@@ -124,7 +130,7 @@ def run_arm(name: str, args: argparse.Namespace, model: Path, data: Path, out: P
     steps = step_metrics(log)
     rows = {step: {col: values.get(key) for col, key in COLUMNS.items()} for step, values in sorted(steps.items())}
     return {"arm": name, "what": arm["what"], "noise": noise, "overrides": overrides, "returncode": proc.returncode,
-            "seconds": round(seconds, 1), "steps": rows, "log": str(folder / "launch.log")}
+            "seconds": round(seconds, 1), "steps": rows, "log": _portable(folder / "launch.log")}
 
 
 def table(result: dict[str, Any]) -> str:
