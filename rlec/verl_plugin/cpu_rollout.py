@@ -24,7 +24,10 @@ rollout's ``update_weights``, backend ``naive``) run unchanged on CPU:
 As vLLM's server, it returns on request the sampled tokens' log-probs (``rollout.calculate_log_probs``,
 for rollout correction) and the routed experts (``rollout.enable_rollout_routing_replay``, for routing
 replay R3), both from one teacher-forced pass of the rollout's model
-(:func:`rlec.verl_plugin.rollout_scores.score_tokens`).
+(:func:`rlec.verl_plugin.rollout_scores.score_tokens`). ``rlec.cpu.rollout_weight_noise`` > 0 (read from
+``rollout.custom``) induces a train-inference mismatch: the server samples and scores with a perturbed copy of
+the synced weights and counts, per response, the token-layer expert sets it routed differently from the
+exact weights (:mod:`rlec.verl_plugin.induced_mismatch`).
 
 What it does **not** cover that vLLM does on GPUs (``tests/verl_plugin/test_cpu_rollout.py`` pins each):
 
@@ -206,7 +209,7 @@ class HFRolloutServer:
                 from rlec.verl_plugin.induced_mismatch import DIFF_FIELD, TOTAL_FIELD, router_disagreement
 
                 exact = await asyncio.to_thread(score_tokens, self.exact_model, ids, tokens, **sampling, log_probs=False, routes=True)
-                # the response tokens' rows (the prompt's are routed alike by both and carry no log-prob)
+                # the response tokens' rows: the positions whose log-probs the update weights (the prompt's are left out)
                 diff, total = router_disagreement(experts[len(ids):], exact.routed_experts[len(ids):])
                 extra.update({DIFF_FIELD: diff, TOTAL_FIELD: total})
                 if not routes:
