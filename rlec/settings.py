@@ -175,14 +175,29 @@ class CheckSettings:
 
 @dataclass(frozen=True)
 class CpuSettings:
-    """``rlec.cpu`` (verl's trainer on CPU, ``layout=cpu``): ``scripted_fraction`` of each group answered by script, in [0, 1)."""
+    """``rlec.cpu`` (verl's trainer on CPU, ``layout=cpu``; meaning in ``megatron_configs/layout/cpu.yaml``).
+
+    Attributes:
+        scripted_fraction: share of each group answered by script, in [0, 1).
+        rollout_weight_noise: an induced train-inference mismatch: the rollout's copy of the weights gets
+            ``sigma * rms(W) * N(0, 1)`` noise after every weight sync (:mod:`rlec.verl_plugin.induced_mismatch`);
+            sigma in [0, 1], 0 = off.
+        rollout_noise_seed: the noise's seed (>= 0).
+    """
 
     scripted_fraction: float = 0.0
+    rollout_weight_noise: float = 0.0
+    rollout_noise_seed: int = 0
 
     def check(self, prefix: str = "rlec.cpu") -> None:
-        """Raises :class:`SettingError` for a share outside [0, 1)."""
+        """Raises :class:`SettingError` for a share outside [0, 1), a noise scale outside [0, 1], a negative seed."""
         if not (_finite(self.scripted_fraction) and 0.0 <= self.scripted_fraction < 1.0):
             raise SettingError(f"{prefix}.scripted_fraction", self.scripted_fraction, "must be in [0, 1)")
+        if not (_finite(self.rollout_weight_noise) and 0.0 <= self.rollout_weight_noise <= 1.0):
+            raise SettingError(f"{prefix}.rollout_weight_noise", self.rollout_weight_noise,
+                               "must be a relative noise scale in [0, 1] (0 = the rollout serves the exact weights)")
+        if self.rollout_noise_seed < 0:
+            raise SettingError(f"{prefix}.rollout_noise_seed", self.rollout_noise_seed, "must be an integer >= 0")
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ NONSENSE: dict[str, typing.Any] = {
     "rlec.check.mismatch_kl_alarm": -0.004,            # a KL level <= 0 alarms on every step
     "rlec.check.mismatch_kl_stop": "halt",             # a string, not a switch
     "rlec.cpu.scripted_fraction": 1.0,                 # a whole group scripted: no rollout left
+    "rlec.cpu.rollout_weight_noise": 1.5,              # noise larger than the weights themselves
+    "rlec.cpu.rollout_noise_seed": -1,
     "rlec.local.tiny_seed": -1,
     "rlec.local.prepare_data_if_missing": "maybe",
     "rlec.local.scripted_fraction": 1.0,

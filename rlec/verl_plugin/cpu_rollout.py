@@ -24,7 +24,10 @@ rollout's ``update_weights``, backend ``naive``) run unchanged on CPU:
 As vLLM's server, it returns on request the sampled tokens' log-probs (``rollout.calculate_log_probs``,
 for rollout correction) and the routed experts (``rollout.enable_rollout_routing_replay``, for routing
 replay R3), both from one teacher-forced pass of the rollout's model
-(:func:`rlec.verl_plugin.rollout_scores.score_tokens`).
+(:func:`rlec.verl_plugin.rollout_scores.score_tokens`). ``rlec.cpu.rollout_weight_noise`` > 0 (read from
+``rollout.custom``) induces a train-inference mismatch: the server samples and scores with a perturbed copy of
+the synced weights and counts, per response, the token-layer expert sets it routed differently from the
+exact weights (:mod:`rlec.verl_plugin.induced_mismatch`).
 
 What it does **not** cover that vLLM does on GPUs (``tests/verl_plugin/test_cpu_rollout.py`` pins each):
 
@@ -79,6 +82,22 @@ def request_seed(data_seed: Any, global_steps: Any, sample: Any, session: Any) -
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
 
 
+def _noise_settings(config: Any) -> Any:
+    """``rlec.cpu``'s induced-mismatch settings from the rollout config's ``custom`` section (``layout/cpu.yaml``
+    interpolates them there), checked as the schema checks them; the defaults (off) when absent.
+
+    Raises:
+        SettingError: a value outside its range, naming the ``rlec.cpu`` key.
+    """
+    from rlec.settings import CpuSettings
+
+    custom = getattr(config, "custom", None) or {}
+    settings = CpuSettings(rollout_weight_noise=float(custom.get("rlec_weight_noise", 0.0) or 0.0),
+                           rollout_noise_seed=int(custom.get("rlec_noise_seed", 0) or 0))
+    settings.check()
+    return settings
+
+
 def max_new_tokens(prompt_len: int, sampling_params: dict[str, Any], response_length: int, prompt_length: int) -> int:
     """Response budget of one request, as verl's vLLM server computes it.
 
@@ -109,6 +128,7 @@ class HFRolloutServer:
         from rlec.generation import HFEngine
 
         self.config = config
+        self.noise = _noise_settings(config)  # checked before the model loads
         self.replica_rank = int(replica_rank)
         from verl.utils.config import omega_conf_to_dataclass
         from verl.workers.config import HFModelConfig
@@ -128,6 +148,14 @@ class HFRolloutServer:
         self._drain: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self.stats = {"requests": 0, "batches": 0, "generated_tokens": 0, "seconds": 0.0, "weight_updates": 0}
+        # rlec.cpu.rollout_weight_noise (layout/cpu.yaml passes it in rollout.custom): the rollout serves a perturbed
+        # copy of the synced weights and keeps the exact ones (``self.exact_model``) to measure router disagreement
+        self.exact_model: torch.nn.Module | None = None
+        if self.noise.rollout_weight_noise > 0:
+            import copy
+
+            self.exact_model = copy.deepcopy(model).eval()
+            self._perturb()
 
     # ---- generation ---------------------------------------------------------------------------
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str, **kwargs: Any) -> Any:
@@ -168,15 +196,27 @@ class HFRolloutServer:
         from rlec.verl_plugin.rollout_scores import score_tokens
 
         routes = bool(getattr(self.config, "enable_rollout_routing_replay", False))
+        compare = self.exact_model is not None  # an induced mismatch: measure the router disagreement too
         log_probs = experts = None
-        if want_log_probs or routes:
-            scores = await asyncio.to_thread(score_tokens, self.engine.model, ids, tokens,
-                                             temperature=float(params.get("temperature", 1.0)), top_p=float(params.get("top_p", 1.0)),
-                                             top_k=int(params.get("top_k", -1) or -1), log_probs=want_log_probs, routes=routes)
+        extra: dict[str, Any] = {"global_steps": self.global_steps}
+        if want_log_probs or routes or compare:
+            sampling = {"temperature": float(params.get("temperature", 1.0)), "top_p": float(params.get("top_p", 1.0)),
+                        "top_k": int(params.get("top_k", -1) or -1)}
+            scores = await asyncio.to_thread(score_tokens, self.engine.model, ids, tokens, **sampling,
+                                             log_probs=want_log_probs, routes=routes or compare)
             log_probs, experts = scores.log_probs, scores.routed_experts
+            if compare:
+                from rlec.verl_plugin.induced_mismatch import DIFF_FIELD, TOTAL_FIELD, router_disagreement
+
+                exact = await asyncio.to_thread(score_tokens, self.exact_model, ids, tokens, **sampling, log_probs=False, routes=True)
+                # the response tokens' rows: the positions whose log-probs the update weights (the prompt's are left out)
+                diff, total = router_disagreement(experts[len(ids):], exact.routed_experts[len(ids):])
+                extra.update({DIFF_FIELD: diff, TOTAL_FIELD: total})
+                if not routes:
+                    experts = None
         return TokenOutput(token_ids=tokens, log_probs=log_probs, routed_experts=experts,
                            stop_reason="completed" if reason in ("stop", "length") else reason,
-                           extra_fields={"global_steps": self.global_steps})
+                           extra_fields=extra)
 
     async def _drain_pending(self) -> None:
         """Wait until requests stop arriving for :data:`BATCH_WINDOW_S`, then generate them by sampling key."""
@@ -225,9 +265,22 @@ class HFRolloutServer:
         """Load hub-layout Hugging Face weights (what mbridge exports) into the model; returns the count."""
         from rlec.megatron.hf_sync import load_into_hf_model
 
-        count = load_into_hf_model(self.engine.model, weights)
+        if self.exact_model is None:
+            count = load_into_hf_model(self.engine.model, weights)
+        else:  # the exact weights, then the rollout's perturbed copy of them
+            count = load_into_hf_model(self.exact_model, weights)
+            self.engine.model.load_state_dict(self.exact_model.state_dict())
         self.stats["weight_updates"] += 1
+        if self.exact_model is not None:
+            self._perturb()
         return count
+
+    def _perturb(self) -> None:
+        """``rlec.cpu.rollout_weight_noise``: fresh seeded noise on the rollout's copy (version = the sync count)."""
+        from rlec.verl_plugin.induced_mismatch import perturb_weights
+
+        perturb_weights(self.engine.model, self.noise.rollout_weight_noise, self.noise.rollout_noise_seed,
+                        self.stats["weight_updates"])
 
     def set_global_steps(self, global_steps: int) -> None:
         """The weights' version, returned in every ``TokenOutput.extra_fields["global_steps"]`` (as vLLM's server)."""

@@ -60,6 +60,8 @@ LEGAL: dict[str, dict[float, str]] = {
     "rlec.schedule.start_value": {0: "b = 0 (the recipe's)"},
     "rlec.schedule.end_value": {0: "b = 0"},
     "rlec.cpu.scripted_fraction": {0: "no scripted answers"},
+    "rlec.cpu.rollout_weight_noise": {0: "no induced mismatch (the default)"},
+    "rlec.cpu.rollout_noise_seed": {0: "a seed"},
     "rlec.local.threads": {0: "cores / processes"},
     "rlec.local.tiny_seed": {0: "a seed"},
     "rlec.schedule.start_step": {0: "the ramp starts before the first step (step 1): b is past start_value at step 1"},

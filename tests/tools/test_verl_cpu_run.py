@@ -71,7 +71,8 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
     actor's entropy, per-prompt n), Pass@k (estimator ``rlec_passk``) and RLVE (environment rows, difficulty
     rising on scripted answers), checkpointed with the algorithms' state and the manifest; then a rerun with
     ``STEPS=3`` that resumes at step 3 and continues E3's temperature and RLVE's difficulties from the
-    checkpoint. verl's own estimator (``grpo``, the plain RLEC run) is checked through verl's functions in
+    checkpoint, with an induced train-inference mismatch (``rlec.cpu.rollout_weight_noise``) that moves the
+    rollout's log-probs off the trainer's. verl's own estimator (``grpo``, the plain RLEC run) is checked through verl's functions in
     tests/verl_plugin/test_advantage.py and tests/verl_plugin/test_estimators.py."""
     out, data = tmp_path / "run", tmp_path / "data"
     first = _run(out, data, tiny_moe_dir, 2, *SETTINGS)
@@ -95,11 +96,19 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
     assert (out / "global_step_2" / "rlec_algorithms.json").is_file() and (out / "global_step_2" / "rlec_manifest.json").is_file()
     assert list((out / "launches").glob("*/config.yaml"))  # the resolved config beside the checkpoints
 
-    second = _run(out, data, tiny_moe_dir, 3, *SETTINGS)
+    # the resumed step also induces a train-inference mismatch (rlec.cpu.rollout_weight_noise, not a setting a resume
+    # refuses): the rollout serves a perturbed copy of the synced weights, so its log-probs leave the trainer's
+    second = _run(out, data, tiny_moe_dir, 3, *SETTINGS, "rlec.cpu.rollout_weight_noise=0.05")
     log2 = second.stdout + second.stderr
     assert second.returncode == 0, log2[-6000:]
     resumed = _step_metrics(log2)
     assert sorted(resumed) == [3], "the rerun must continue at step 3, not train steps 1-2 again"
+    # the perturbation reached verl's mismatch metrics (steps 1-2 without it: |kl| < 1e-5; benchmarks/mismatch.py
+    # measured k3 5e-4 at sigma 0.05) and the routers' choices (rlec_hf compares the perturbed copy's with the exact
+    # weights'; 15 % measured)
+    assert resumed[3]["rollout_corr/k3_kl"] > 1e-4, resumed[3]
+    assert 0 < resumed[3]["rlec/router_disagreement"] < 1
+    assert all("rlec/router_disagreement" not in m[s] for s in (1, 2))
     m.update(resumed)
     assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert (out / "global_step_3" / "actor").is_dir()
