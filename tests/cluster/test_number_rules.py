@@ -131,7 +131,7 @@ def test_the_enumeration_covers_every_numeric_key_and_each_verl_key_has_a_rule()
     keys = _numeric_keys()
     assert len(keys) >= 80 and f"{ACTOR}.optim.lr" in keys and "rlec.rlve.window" in keys
     assert [k for k in keys if not k.startswith("rlec.") and k not in NUMBER_RULES
-            and k not in (f"{ACTOR}.optim.clip_grad", "algorithm.passk.k", "algorithm.passk.active_k",
+            and k not in (f"{ACTOR}.optim.clip_grad", "rlec.passk.k", "algorithm.passk.active_k",
                           "algorithm.rollout_correction.rollout_is_threshold")] == []  # each a rule of its own
     assert set(LEGAL) <= set(keys)
 
@@ -193,7 +193,7 @@ def test_settings_verls_check_accepted_are_refused_by_dry_run_and_the_local_run(
 
 def test_an_algorithm_named_twice_is_refused_by_dry_run_and_the_local_run(capsys):
     assert [f.key for f in override_rules(["algorithm=[e3,e3]"])] == ["algorithm"]
-    assert override_rules(["algorithm=[e3,passk]", "algorithm.passk.k=2"]) == []
+    assert override_rules(["algorithm=[e3,passk]", "rlec.passk.k=2"]) == []
     assert main(["layout=tiny_1gpu", "--skip-path-checks", "algorithm=[e3,e3]"]) == 2
     assert "ERROR [algorithm] '[e3,e3]' names e3 more than once" in capsys.readouterr().err
     with pytest.raises(LocalConfigError, match=r"^ERROR \[algorithm\] .* names e3 more than once"):
