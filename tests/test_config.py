@@ -78,14 +78,18 @@ def test_a_longer_resumed_run_keeps_the_original_b_schedule() -> None:
 
 
 def test_resume_refuses_every_registered_algorithms_settings_read_from_the_registry(monkeypatch) -> None:
-    """The refused prefixes come from the registry (each algorithm's ``resume_refused``): E3's, Pass@k's (under
-    ``algorithm.passk``, not a dead ``rlec.passk``), RLVE's in both homes, and a newly registered algorithm's."""
+    """The refused prefixes come from the registry (each algorithm's ``resume_refused``): E3's, Pass@k's (its home
+    ``rlec.passk`` and verl's copy ``algorithm.passk``), RLVE's (``rlec.rlve`` and the copy ``data.rlve``), and a newly
+    registered algorithm's."""
     from rlec.algorithms import registry
     from rlec.algorithms.base import Algorithm
     from rlec.config import resume_refused
 
     prefixes = resume_refused()
-    assert {"rlec.e3.", "algorithm.passk.", "rlec.rlve.", "data.rlve."} <= set(prefixes) and "rlec.passk." not in prefixes
+    assert {"rlec.e3.", "rlec.passk.", "algorithm.passk.", "rlec.rlve.", "data.rlve."} <= set(prefixes)
+    k_changed = resume_differences({**SAVED, "rlec": {"passk": {"k": 2, "switch": {"enable": False}}}},
+                                   {**SAVED, "rlec": {"passk": {"k": 4, "switch": {"enable": False}}}})
+    assert k_changed == (["rlec.passk.k: 2 -> 4"], [])
     saved = {**SAVED, "rlec": {"schedule": {"end_step": None}, "e3": {"budget": {"n_max": 16}}, "toy": {"c": 1.0}}}
     changed = {**saved, "rlec": {**saved["rlec"], "e3": {"budget": {"n_max": 24}}, "toy": {"c": 2.0}}}
     refused, noted = resume_differences(saved, changed)

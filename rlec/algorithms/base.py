@@ -146,8 +146,9 @@ class Algorithm(ABC):
 
     Class attributes:
         name: the registry name (the hydra overlay ``algorithm=<name>``; the key of its state).
-        section: the dotted config key holding its settings.
-        switch: the dotted config key (and value) that turns it on, for docs and ``--help``.
+        section: its settings home, ``rlec.<name>`` (every setting and the switch live there; readers read
+            it, never verl's copies).
+        switch: the dotted config key (and value) that turns it on, ``rlec.<name>.enable=true``, for docs and ``--help``.
         doc: its page under ``docs/``.
         record_fields: the prompt fields :meth:`observe` reads back with the step's responses
             (``extra_info`` fills :attr:`StepRecord.extra_info`, planned fields :attr:`StepRecord.fields`;
@@ -155,8 +156,10 @@ class Algorithm(ABC):
             metrics, so verl's trainer reads no responses for it.
         registration: the :mod:`rlec.verl_plugin` module holding what verl needs registered for it
             to run outside verl's trainer (the local run imports it; "" = nothing).
-        verl_keys: the dotted keys it adds to verl's own sections (``algorithm.passk``,
-            ``data.rlve``): verl's dataclasses know none of them, so the keys under ``algorithm`` are
+        verl_keys: the dotted keys it adds to verl's own sections, set by its overlay from the home because
+            verl hands a plugin only that section (``algorithm.passk``: the estimator's copy of
+            ``rlec.passk.k`` and the runtime ``active_k``; ``data.rlve``: ``${rlec.rlve}`` for the
+            dataset): verl's dataclasses know none of them, so the keys under ``algorithm`` are
             dropped before verl's ``AlgoConfig`` reads the section
             (:func:`rlec.algorithms.registry.verl_algorithm_keys`).
     """

@@ -1,16 +1,23 @@
 """The algorithms rlec adds to RLEC training, in the order both loops drive them.
 
-Each entry is an :class:`rlec.algorithms.base.Algorithm` subclass. How each is switched on (the
-switch is where the composed config already had to say it; ``algorithm=<name>`` composes the
-overlay ``megatron_configs/algorithm/<name>.yaml`` that sets it):
+Each entry is an :class:`rlec.algorithms.base.Algorithm` subclass. Every algorithm has one settings
+home, ``rlec.<name>`` (its ``section``), and one switch there, ``rlec.<name>.enable``;
+``algorithm=<name>`` composes the overlay ``megatron_configs/algorithm/<name>.yaml``, which sets the
+switch and, from the home, whatever verl itself must receive (its ``verl_keys``; never read back as
+settings, and each algorithm's check refuses a verl side that disagrees with the home):
 
-=========  ======================================  ===================  ==========================================
-name       switch                                  settings             why that switch
-=========  ======================================  ===================  ==========================================
-e3         ``rlec.e3.enable=true``                 ``rlec.e3``          rlec's own section
-passk      ``algorithm.adv_estimator=rlec_passk``  ``algorithm.passk``  verl selects the advantage estimator by name
-rlve       ``data.rlve.enable=true``               ``rlec.rlve``        verl hands the dataset only ``data``
-=========  ======================================  ===================  ==========================================
+=====  ==========================  ==============  ====================================================
+name   switch                      settings        verl's side, set by the overlay from the home
+=====  ==========================  ==============  ====================================================
+e3     ``rlec.e3.enable=true``     ``rlec.e3``     the agent loop ``rlec_e3_agent``
+passk  ``rlec.passk.enable=true``  ``rlec.passk``  ``algorithm.adv_estimator=rlec_passk`` (verl selects
+                                                   an estimator by name); ``algorithm.passk``, the
+                                                   estimator's copy (``k: ${rlec.passk.k}``, runtime
+                                                   ``active_k``), as verl hands it only ``algorithm``
+rlve   ``rlec.rlve.enable=true``   ``rlec.rlve``   ``data.custom_cls`` (the RLVE dataset) and
+                                                   ``data.rlve: ${rlec.rlve}``, as verl hands the
+                                                   dataset only ``data``
+=====  ==========================  ==============  ====================================================
 
 Adding an algorithm: docs/adding_an_algorithm.md.
 """

@@ -21,8 +21,8 @@ Each finding names the full key, the value and the rule:
 - every numeric setting of verl's that the recipe, a layout or an overlay sets, or that rlec reads
   (:data:`NUMBER_RULES`: learning rate, weight decay, clip ratios, sampling temperature / top-p /
   top-k, batch sizes, lengths, parallel sizes, step counts, seeds ...) is a number of its kind
-  (an integer, or a finite number) in its range; ``algorithm.passk.active_k`` is within
-  ``[1, actor_rollout_ref.rollout.n]``;
+  (an integer, or a finite number) in its range (an algorithm's own keys in verl's sections, such as
+  Pass@k's ``algorithm.passk.active_k``, are its check's: :func:`rlec.algorithms.registry.check_all`);
 - the overrides themselves (:func:`override_rules`, where a caller has them): an algorithm named
   twice in ``algorithm=[...]``, which the composed config no longer shows.
 - the b schedule spans more than one step: its end (``rlec.schedule.end_step``, else
@@ -210,19 +210,12 @@ NUMBER_RULES: dict[str, NumberRule] = {
 
 
 def _number_rules(cfg: Any) -> list[Finding]:
-    """:data:`NUMBER_RULES` on the keys ``cfg`` has, and ``algorithm.passk.active_k`` in [1, rollout.n]."""
+    """:data:`NUMBER_RULES` on the keys ``cfg`` has."""
     out = []
     for key, rule in NUMBER_RULES.items():
         value = _raw(cfg, key)
         if value is not _ABSENT and rule.broken_by(value):
             out.append(Finding("error", key, f"{value!r} {rule.describe()}"))
-    active, n = _raw(cfg, "algorithm.passk.active_k"), select(cfg, f"{ROLLOUT}.n")
-    if active is not _ABSENT and active is not None:
-        bad = isinstance(active, bool) or not isinstance(active, int) or active < 1
-        if bad or (isinstance(n, int) and not isinstance(n, bool) and active > n):
-            out.append(Finding("error", "algorithm.passk.active_k",
-                               f"{active!r} must be an integer in [1, actor_rollout_ref.rollout.n = {n}], or null (k): "
-                               "the k of pass@k this step, which a group of n responses bounds"))
     return out
 
 

@@ -185,8 +185,11 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
     except ValueError as exc:  # bad data or algorithm settings: one line, before the model is built
         raise LocalRunError(str(exc)) from None
     schedule = schedule_from_config(cfg, settings)
-    actor = cfg.actor_rollout_ref.actor
-    router = {k: v for k, v in (select(cfg, "actor_rollout_ref.actor.megatron.override_transformer_config", {}) or {}).items()
+    from rlec.verl_plugin.typed_config import rollout_config
+
+    config, sampling = update.actor_config(cfg), rollout_config(cfg)  # verl's typed sections: what its workers read
+    actor = config
+    router = {k: v for k, v in dict(actor.megatron.override_transformer_config or {}).items()
               if k.startswith("moe_router") or k == "moe_aux_loss_coeff"}
     policy = meg.build_model(model_path, layout, load_weights=True, wrap_ddp=True, config_overrides=router)
     optimizer = meg.build_optimizer(policy, lr=float(actor.optim.lr), weight_decay=float(actor.optim.weight_decay),
@@ -217,11 +220,10 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
         for note in logger.notes:
             log0(note)
     total = int(cfg.trainer.total_training_steps)
-    n, prompts = int(cfg.actor_rollout_ref.rollout.n), int(cfg.data.train_batch_size)
+    n, prompts = int(sampling.n), int(cfg.data.train_batch_size)
     scripted_fraction = float(settings.local.scripted_fraction or 0.0)  # resolved by load_config
     timeout_s = settings.grading.timeout_s
     edges = settings.metrics.target_bucket_edges
-    config = update.actor_config(cfg)
     log0(f"ready in {time.perf_counter() - t0:.1f}s: {len(loader.dataset) if rank0 else '?'} prompts, layout {layout.as_dict()}, "
          f"{world} process(es) x {threads} thread(s), model {model_path}")
     if not select(cfg, "actor_rollout_ref.model.path"):
@@ -244,13 +246,12 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
         if rank0:
             t = time.perf_counter()
             batch = loader.next_batch()
-            plan = RolloutPlan(float(cfg.actor_rollout_ref.rollout.temperature), [n] * prompts)
+            plan = RolloutPlan(float(sampling.temperature), [n] * prompts)
             for algorithm in algorithms:
                 algorithm.plan_rollout(step, list(batch["extra_info"]), plan)
             data = rollout(engine, batch, n_per_prompt=plan.n_per_prompt, max_new_tokens=int(cfg.data.max_response_length),
-                           temperature=plan.temperature, top_p=float(cfg.actor_rollout_ref.rollout.top_p),
-                           top_k=int(select(cfg, "actor_rollout_ref.rollout.top_k", -1)),
-                           seed=int(cfg.actor_rollout_ref.rollout.seed) * 100_003 + step,
+                           temperature=plan.temperature, top_p=float(sampling.top_p), top_k=int(sampling.top_k),
+                           seed=int(sampling.seed) * 100_003 + step,
                            uids=[f"s{step}p{i}" for i in range(prompts)],
                            chat_template_kwargs=dict(select(cfg, "data.apply_chat_template_kwargs", {}) or {}))
             gen = rollout_metrics(data)  # before scripted answers replace any row

@@ -25,10 +25,6 @@ from typing import Any
 
 import torch
 
-from rlec.config import select
-
-ACTOR = "actor_rollout_ref.actor"
-
 
 def set_rewards(data: Any, scores: list[float]) -> None:
     """Put each response's scalar reward on its last response token (verl's ``token_level_scores``
@@ -66,10 +62,11 @@ def compute_advantages(data: Any, cfg: Any) -> Any:
 
 
 def actor_config(cfg: Any) -> Any:
-    """verl's ``McoreActorConfig`` of the composed config (what its policy losses read)."""
-    from verl.utils.config import omega_conf_to_dataclass
+    """verl's ``McoreActorConfig`` of the composed config (what its policy losses read):
+    :func:`rlec.verl_plugin.typed_config.actor_config`."""
+    from rlec.verl_plugin.typed_config import actor_config as typed
 
-    return omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    return typed(cfg)
 
 
 def old_log_probs(policy: Any, data: Any, cfg: Any) -> dict[str, float]:
@@ -87,13 +84,14 @@ def old_log_probs(policy: Any, data: Any, cfg: Any) -> dict[str, float]:
     from rlec.megatron.logprobs import compute_log_probs
 
     window = data.batch["responses"].shape[1]
+    actor = actor_config(cfg)  # verl's typed actor section: the values verl's workers read
     lp, ent = compute_log_probs(policy, data.batch["input_ids"], data.batch["attention_mask"],
-                                micro_batch_size=int(select(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu")),
+                                micro_batch_size=int(actor.ppo_micro_batch_size_per_gpu),
                                 temperature=float(data.meta_info["temperature"]), logit_window=window, with_entropy=True)
     data.batch["old_log_probs"] = lp[:, -window:]
     data.batch["entropy"] = ent[:, -window:]
     mask = data.batch["response_mask"].float()
-    entropy = agg_loss(loss_mat=data.batch["entropy"], loss_mask=mask, loss_agg_mode=cfg.actor_rollout_ref.actor.loss_agg_mode)
+    entropy = agg_loss(loss_mat=data.batch["entropy"], loss_mask=mask, loss_agg_mode=actor.loss_agg_mode)
     return {"actor/entropy": float(entropy)}
 
 
@@ -159,10 +157,10 @@ def update_policy(policy: Any, optimizer: Any, data: Any, cfg: Any, config: Any)
     from rlec.megatron.training import train_step
 
     dp_rank, dp = data_parallel_rank_and_size()
-    mini = int(select(cfg, f"{ACTOR}.ppo_mini_batch_size")) * int(cfg.actor_rollout_ref.rollout.n)
+    mini = int(config.ppo_mini_batch_size) * int(cfg.actor_rollout_ref.rollout.n)
     if len(data) % mini or mini % dp:
         raise ValueError(f"{len(data)} responses do not split into mini-batches of {mini} rows over {dp} data-parallel ranks")
-    mbs = int(select(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu"))
+    mbs = int(config.ppo_micro_batch_size_per_gpu)
     temperature = float(data.meta_info["temperature"])
     window = data.batch["responses"].shape[1]
     per_mini: list[dict[str, float]] = []

@@ -1,11 +1,14 @@
 """rlec's advantage estimators for verl 0.9.1: ``rlec_passk`` (Pass@k Training) and its entropy switch.
 
-``algorithm.adv_estimator=rlec_passk`` (``megatron_configs/algorithm/passk.yaml``) selects
-:func:`compute_rlec_passk_advantage`. verl's V1 trainer calls it in the trainer process with
-``token_level_rewards, response_mask, index`` (the prompt ``uid`` of each response) and
-``config`` = the live ``config.algorithm``, from which it reads:
+``algorithm=passk`` (``megatron_configs/algorithm/passk.yaml``) switches Pass@k on
+(``rlec.passk.enable``, settings in ``rlec.passk``) and sets verl's side from it:
+``algorithm.adv_estimator=rlec_passk`` selects :func:`compute_rlec_passk_advantage`. verl's V1
+trainer calls it in the trainer process with ``token_level_rewards, response_mask, index`` (the
+prompt ``uid`` of each response) and ``config`` = the live ``config.algorithm`` (verl hands an
+estimator nothing else), so what it reads is verl's copy the overlay puts there:
 
-- ``algorithm.passk.k``: the k of pass@k (>= 2);
+- ``algorithm.passk.k``: ``${rlec.passk.k}``, the k of pass@k (>= 2; :meth:`rlec.algorithms.passk.algorithm.PassK.check`
+  refuses a copy that differs from the home);
 - ``algorithm.passk.active_k``: the k in force this step, written into the trainer config by
   :class:`rlec.algorithms.passk.algorithm.PassK` (its ``step_overrides``; null = ``k``);
 - ``algorithm.norm_adv_by_std_in_grpo``: used only in the pass@1 regime.
@@ -20,7 +23,7 @@ regime) it is RLEC's own mean-only group advantage on the real reward, by verl's
 The switch (arXiv 2508.10751's combination) is :class:`rlec.algorithms.passk.algorithm.PassK`,
 driven by the generic trainer mixin: after each step it reads ``actor/entropy`` and sets
 ``active_k`` for the next step (pass@1 while the entropy is above
-``algorithm.passk.switch.entropy_threshold``, pass@k below), logs ``passk/active_k`` (the k of the
+``rlec.passk.switch.entropy_threshold``, pass@k below), logs ``passk/active_k`` (the k of the
 step), and its state is saved with every checkpoint (``rlec_algorithms.json``).
 """
 
@@ -42,11 +45,10 @@ __all__ = ["PASSK_ESTIMATOR", "active_k", "compute_rlec_passk_advantage"]
 
 
 def active_k(config: Any) -> int:
-    """The k in force: ``passk.active_k`` of the algorithm config when set, else ``passk.k``.
+    """The k in force: ``passk.active_k`` of the algorithm config when set, else ``passk.k`` (verl's copy of ``rlec.passk.k``).
 
-    Both are validated before the first step, once: ``passk.k`` by
-    :meth:`rlec.algorithms.passk.algorithm.PassK.check` (2 <= k < rollout.n) and ``passk.active_k``
-    by the early rule set (:func:`rlec.cluster.settings_rules.settings_rules`, within [1, rollout.n]),
+    Both are validated before the first step, once, by :meth:`rlec.algorithms.passk.algorithm.PassK.check`
+    (2 <= k < rollout.n, the copy equal to ``rlec.passk.k``, ``active_k`` within [1, rollout.n]),
     which verl's trainer (rlec's modes), DRY_RUN and the local run apply; the trainer then writes
     only k or 1 there. So this reads, and does not re-check them.
 
@@ -57,8 +59,8 @@ def active_k(config: Any) -> int:
     k = select(config, "passk.active_k", None)
     k = select(config, "passk.k") if k is None else k
     if k is None:
-        raise ValueError("adv_estimator rlec_passk needs algorithm.passk.k: compose megatron_configs/algorithm/passk.yaml "
-                         "(algorithm=passk)")
+        raise ValueError("adv_estimator rlec_passk needs algorithm.passk.k (verl's copy of rlec.passk.k): compose "
+                         "megatron_configs/algorithm/passk.yaml (algorithm=passk)")
     return int(k)
 
 

@@ -5,7 +5,7 @@ validation dataset as ``cls(data_files, tokenizer, processor, config=data config
 (``verl/trainer/ppo/utils.py``). This class is verl's ``RLHFDataset`` plus an
 :class:`rlec.environments.EnvironmentSource`:
 
-- Training set (``data_files`` == ``data.train_files`` and ``data.rlve.enable``): indices
+- Training set (``data_files`` == ``data.train_files`` and ``rlec.rlve.enable``): indices
   ``[0, S)`` are the static rows of ``data.train_files`` (none with ``data.train_files=[]``),
   indices ``[S, S + rows_per_epoch)`` are environment rows. verl's sampler shuffles them together;
   each environment index yields the source's *next* row, generated at the controllers' current
@@ -21,8 +21,10 @@ process would hold its own copy of the controllers, never updated by the trainer
 (:class:`rlec.algorithms.rlve.algorithm.RLVE`, driven by :class:`rlec.verl_plugin.trainers.AlgorithmsMixin`)
 updates the controllers after every step.
 
-Settings: ``data.rlve`` (an interpolation of ``rlec.rlve`` in ``megatron_configs/algorithm/rlve.yaml``):
-the :class:`rlec.environments.SourceConfig` fields plus ``enable`` and ``rows_per_epoch``.
+Settings: ``rlec.rlve`` (their home), read here from verl's copy ``data.rlve`` (the interpolation
+``${rlec.rlve}`` in ``megatron_configs/algorithm/rlve.yaml``: verl hands a dataset only its ``data``
+section; :meth:`rlec.algorithms.rlve.algorithm.RLVE.check` refuses a copy that differs from the
+home): the :class:`rlec.environments.SourceConfig` fields plus ``enable`` and ``rows_per_epoch``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import torch
 from omegaconf import ListConfig
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from rlec.algorithms.rlve.settings import RLVESettings
+from rlec.algorithms.rlve.settings import VERL_COPY, RLVESettings
 from rlec.environments import EnvironmentSource
 from rlec.prompts import build_messages
 
@@ -68,17 +70,18 @@ class RLVEDataset(RLHFDataset):
         rows_per_epoch: environment rows per epoch (0 without a source).
 
     Raises:
-        ValueError: bad ``data.rlve`` settings; ``data.train_files`` equal to ``data.val_files``
-            while RLVE is enabled (the two sets are told apart by their files); an environment whose
+        ValueError: bad ``rlec.rlve`` settings (read from verl's copy ``data.rlve``); ``data.train_files`` equal to
+            ``data.val_files`` while RLVE is enabled (the two sets are told apart by their files); an environment whose
             largest prompt exceeds ``data.max_prompt_length``.
     """
 
     def __init__(self, data_files, tokenizer, config, processor=None, max_samples: int = -1):
-        settings = RLVESettings.from_config({"data": config})  # the one reader and check of data.rlve
+        # the one reader and check, on verl's copy data.rlve (${rlec.rlve}; verl hands a dataset only `data`)
+        settings = RLVESettings.from_config({"data": config}, VERL_COPY)
         train_files, val_files = _file_list(config.get("train_files")), _file_list(config.get("val_files"))
         enabled = settings.enable
         if enabled and train_files == val_files:
-            raise ValueError("data.rlve.enable: data.train_files and data.val_files are the same list "
+            raise ValueError("rlec.rlve.enable: data.train_files and data.val_files are the same list "
                              f"({train_files}); RLVEDataset tells the training set from the validation set by its files")
         is_train = enabled and _file_list(data_files) == train_files
         self.rlve_source: EnvironmentSource | None = None

@@ -39,10 +39,10 @@ NONSENSE = {
         "length_bias.penalty_threshold": ("rlec.e3.length_bias.penalty_threshold", 1.5),
     }),
     PassK: (PasskSettings, {
-        "k": ("algorithm.passk.k", 1),
-        "active_k": ("algorithm.passk.active_k", 0),
-        "switch.enable": ("algorithm.passk.switch.enable", "yes"),
-        "switch.entropy_threshold": ("algorithm.passk.switch.entropy_threshold", -0.1),
+        "enable": ("rlec.passk.enable", "yes"),
+        "k": ("rlec.passk.k", 1),
+        "switch.enable": ("rlec.passk.switch.enable", "yes"),
+        "switch.entropy_threshold": ("rlec.passk.switch.entropy_threshold", -0.1),
     }),
     RLVE: (RLVESettings, {
         "enable": ("rlec.rlve.enable", "yes"),
@@ -118,7 +118,7 @@ def test_each_algorithm_has_one_switch_its_overlay_sets_and_a_doc_page(cls: type
 def test_from_config_raises_the_checks_first_error(compose_rlec):
     from rlec.algorithms.base import AlgorithmContext
 
-    cfg = compose_rlec("algorithm=passk", "algorithm.passk.k=8")
+    cfg = compose_rlec("algorithm=passk", "rlec.passk.k=8")
     (first,) = [f for f in PassK.check(cfg) if f.level == "error"]
     with pytest.raises(ValueError) as info:
         PassK.from_config(cfg, AlgorithmContext())
@@ -171,7 +171,7 @@ def test_the_pipeline_reads_what_it_shows_and_protects_from_the_registry(compose
     from rlec.algorithms import registry
 
     assert registry.verl_keys() == ("algorithm.passk", "data.rlve") and registry.verl_algorithm_keys() == ("passk",)
-    assert registry.resume_refused() == ("rlec.e3.", "algorithm.passk.", "rlec.rlve.", "data.rlve.")
+    assert registry.resume_refused() == ("rlec.e3.", "rlec.passk.", "algorithm.passk.", "rlec.rlve.", "data.rlve.")
     cfg = compose_rlec("layout=tiny_1gpu", "precision=bf16", "algorithm=[rlve,e3,passk]")
     parts = registry.verdicts(cfg)
     assert [p.split(" (")[0] for p in parts] == ["E3", "Pass@k", "RLVE"]
@@ -179,3 +179,35 @@ def test_the_pipeline_reads_what_it_shows_and_protects_from_the_registry(compose
     keys = {"e3/temperature", "passk/active_k", "rlve/maze/difficulty", "rlve/sorting/difficulty", "rlec/b"}
     assert [c[0] for c in registry.table_columns(keys)] == ["E3 T", "pass@k k", "maze d", "sorting d"]
     assert registry.table_columns({"rlec/b"}) == []
+
+
+def test_each_algorithm_has_one_home_and_its_switch_is_there() -> None:
+    """Every algorithm's settings and switch live in ``rlec.<name>`` (issue 35); verl's keys are only its copies."""
+    for cls in ALGORITHMS:
+        assert cls.section == f"rlec.{cls.name}" and cls.switch == f"rlec.{cls.name}.enable=true", cls.name
+        assert not any(key.startswith("rlec.") for key in cls.verl_keys), cls.name
+
+
+@pytest.mark.parametrize(("overrides", "key", "rule"), [
+    # verl's copy overridden past the home: the estimator would train another k than the one checked and resumed
+    (("algorithm.passk.k=3",), "algorithm.passk.k", "not rlec.passk.k = 2"),
+    # the estimator without the switch (Pass@k's settings would not be read or checked)
+    (("rlec.passk.enable=false",), "algorithm.adv_estimator", "rlec_passk without rlec.passk.enable"),
+    # the switch without verl's estimator (the run would train grpo and log pass@k)
+    (("algorithm.adv_estimator=grpo",), "algorithm.adv_estimator", "needs verl's estimator rlec_passk"),
+    # the trainer's runtime slot (moved from rlec.cluster.settings_rules into Pass@k's own check)
+    (("algorithm.passk.active_k=9",), "algorithm.passk.active_k", "[1, actor_rollout_ref.rollout.n = 4]"),
+    (("algorithm.passk.active_k=0",), "algorithm.passk.active_k", "must be an integer"),
+])
+def test_passk_refuses_a_verl_side_that_disagrees_with_its_home(compose_rlec, overrides, key, rule) -> None:
+    cfg = compose_rlec("layout=tiny_1gpu", "algorithm=passk", *overrides)
+    errors = [f for f in check_all(cfg) if f.level == "error"]
+    assert [f.key for f in errors] == [key] and rule in errors[0].message, [str(f) for f in errors]
+
+
+def test_rlve_refuses_a_dataset_copy_that_differs_from_its_home(compose_rlec) -> None:
+    cfg = compose_rlec("layout=tiny_1gpu", "algorithm=rlve")
+    assert [f for f in RLVE.check(cfg) if f.level == "error"] == []
+    OmegaConf.update(cfg, "data.rlve", {**OmegaConf.to_container(cfg.data.rlve, resolve=True), "window": 2}, merge=False)
+    errors = [f for f in RLVE.check(cfg) if f.level == "error"]
+    assert [f.key for f in errors] == ["data.rlve"] and "(window)" in errors[0].message and "set rlec.rlve.*" in errors[0].message

@@ -133,7 +133,7 @@ def test_the_enumeration_covers_every_numeric_key_and_each_verl_key_has_a_rule()
     keys = _numeric_keys()
     assert len(keys) >= 80 and f"{ACTOR}.optim.lr" in keys and "rlec.rlve.window" in keys
     assert [k for k in keys if not k.startswith("rlec.") and k not in NUMBER_RULES
-            and k not in (f"{ACTOR}.optim.clip_grad", "algorithm.passk.k", "algorithm.passk.active_k",
+            and k not in (f"{ACTOR}.optim.clip_grad", "rlec.passk.k", "algorithm.passk.active_k",
                           "algorithm.rollout_correction.rollout_is_threshold")] == []  # each a rule of its own
     assert set(LEGAL) <= set(keys)
 
@@ -177,25 +177,37 @@ ISSUE_34 = [
     ("data.seed", "data.seed=-1"),
     ("data.max_prompt_length", "data.max_prompt_length=0"),
     (f"{ROLLOUT}.top_k", f"{ROLLOUT}.top_k=0"),
-    ("algorithm.passk.active_k", "algorithm.passk.active_k=9"),  # above rollout.n (4 on tiny_1gpu, 4 locally)
 ]
 
 
 @pytest.mark.parametrize(("key", "override"), ISSUE_34)
 def test_settings_verls_check_accepted_are_refused_by_dry_run_and_the_local_run(tmp_path, capsys, key, override):
-    extra = ["algorithm=passk"] if key.startswith("algorithm.passk") else []
     out = tmp_path / "resolved.yaml"
-    assert main(["layout=tiny_1gpu", "--skip-path-checks", "--output", str(out), *extra, override]) == 2
+    assert main(["layout=tiny_1gpu", "--skip-path-checks", "--output", str(out), override]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"rlec.cluster.config_check: refused: ERROR [{key}] "), lines
     assert not out.exists()
     with pytest.raises(LocalConfigError, match=rf"^ERROR \[{key}\] "):
-        load_config([*extra, override], env={})
+        load_config([override], env={})
+
+
+def test_passks_active_k_above_rollout_n_is_refused_by_its_own_check_in_dry_run_and_the_local_run(tmp_path, capsys):
+    """The runtime slot verl's estimator reads (``algorithm.passk.active_k``) is Pass@k's key: its rule is
+    ``PassK.check`` (issue 35), which DRY_RUN reports with the other checks (exit 1, nothing written) and the
+    local run applies before any work."""
+    key, out = "algorithm.passk.active_k", tmp_path / "resolved.yaml"
+    overrides = ["algorithm=passk", f"{key}=9"]  # above rollout.n (4 on tiny_1gpu, 4 locally)
+    assert main(["layout=tiny_1gpu", "--skip-path-checks", "--output", str(out), *overrides]) == 1
+    captured = capsys.readouterr()
+    assert f"ERROR [{key}] 9 must be an integer in [1, actor_rollout_ref.rollout.n = 4]" in captured.out + captured.err
+    assert not out.exists()
+    with pytest.raises(LocalConfigError, match=rf"^ERROR \[{key}\] "):
+        load_config(overrides, env={})
 
 
 def test_an_algorithm_named_twice_is_refused_by_dry_run_and_the_local_run(capsys):
     assert [f.key for f in override_rules(["algorithm=[e3,e3]"])] == ["algorithm"]
-    assert override_rules(["algorithm=[e3,passk]", "algorithm.passk.k=2"]) == []
+    assert override_rules(["algorithm=[e3,passk]", "rlec.passk.k=2"]) == []
     assert main(["layout=tiny_1gpu", "--skip-path-checks", "algorithm=[e3,e3]"]) == 2
     assert "ERROR [algorithm] '[e3,e3]' names e3 more than once" in capsys.readouterr().err
     with pytest.raises(LocalConfigError, match=r"^ERROR \[algorithm\] .* names e3 more than once"):

@@ -92,3 +92,16 @@ def test_launcher_check_refuses_before_any_write_and_records_only_a_fresh_run(tm
     assert not out.exists() and (folder / RUN_RECORD).read_text() == saved  # nothing written
     assert main([*base, "trainer.total_training_steps=20", "--output", str(out)]) == 0  # a longer run resumes
     assert (folder / RUN_RECORD).read_text() == saved  # and keeps the record of the launch that started it
+
+
+def test_a_resume_that_changes_passks_settings_in_their_home_is_refused(compose_rlec, tmp_path):
+    """Pass@k's settings live in rlec.passk (issue 35): the registry's resume keys refuse a change there, with
+    verl's copy algorithm.passk.k following it through the overlay's interpolation."""
+    record_run(launch(compose_rlec, tmp_path, "algorithm=passk"))
+    (tmp_path / TRACKER).write_text("2")
+    assert resume_setting_findings(launch(compose_rlec, tmp_path, "algorithm=passk")) == []
+    findings = resume_setting_findings(launch(compose_rlec, tmp_path, "algorithm=passk", "rlec.passk.k=3",
+                                              "rlec.passk.switch.enable=true", "rlec.passk.switch.entropy_threshold=0.3"))
+    assert sorted(f.key for f in findings) == ["algorithm.passk.k", "rlec.passk.k", "rlec.passk.switch.enable",
+                                               "rlec.passk.switch.entropy_threshold"]
+    assert all(f.level == "error" for f in findings) and "2 -> 3" in next(f for f in findings if f.key == "rlec.passk.k").message

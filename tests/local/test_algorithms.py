@@ -114,8 +114,8 @@ def test_e3_length_bias_only_on_correct_answers_of_easy_prompts() -> None:
 def test_passk_switch_sets_the_estimators_k_and_the_advantage_is_pass_at_k() -> None:
     from rlec.local.update import compute_advantages, set_rewards
 
-    cfg = compose(["algorithm=passk", "algorithm.passk.k=2", "algorithm.passk.switch.enable=true",
-                   "algorithm.passk.switch.entropy_threshold=3.0"], "local")
+    cfg = compose(["algorithm=passk", "rlec.passk.k=2", "rlec.passk.switch.enable=true",
+                   "rlec.passk.switch.entropy_threshold=3.0"], "local")
     __import__(PassK.registration)  # the rlec_passk estimator, as the runner imports it
     (hook,) = [a for a in registry.build(cfg, AlgorithmContext()) if a.name == "passk"]
     assert hook.step_overrides(1) == {"algorithm.passk.active_k": 1}  # pass@1 (mean-only) until the entropy falls below the threshold

@@ -82,7 +82,7 @@ def test_help_names_the_algorithm_overlays_in_effect(overlays, expected) -> None
     assert line == f"  algorithm = {expected!r}"
     # every setting of an overlay in effect is listed with its value, and no other overlay's
     assert ("  rlec.e3.temperature.target_entropy = " in text) == ("e3" in expected)
-    assert ("  algorithm.passk.k = " in text) == ("passk" in expected)
+    assert ("  rlec.passk.k = " in text) == ("passk" in expected)
 
 
 def test_scripted_fraction_is_resolved_when_the_config_is_loaded_so_a_rerun_compares_equal() -> None:
@@ -107,7 +107,7 @@ def test_an_unknown_environment_is_refused_with_the_config_before_any_work() -> 
 
 @pytest.mark.parametrize(("overrides", "match"), [
     # DRY_RUN refused these while the local run trained on (Pass@k: every advantage 0 with k >= n)
-    (["algorithm=passk", "algorithm.passk.k=5"], "k"),
+    (["algorithm=passk", "rlec.passk.k=5"], "k"),
     (["algorithm=e3", "rlec.e3.budget.n_min=20", "rlec.e3.budget.n_max=4"], "n_min"),
 ])
 def test_algorithm_settings_are_refused_by_the_same_rules_as_dry_run(overrides: list[str], match: str) -> None:

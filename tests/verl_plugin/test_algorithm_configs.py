@@ -35,7 +35,7 @@ def test_every_layout_precision_algorithm_composes_and_passes(compose_rlec, fp8_
     if "e3" in algorithm:
         assert cfg.rlec.e3.enable is True and cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "rlec_e3_agent"
     if "passk" in algorithm:
-        assert cfg.algorithm.adv_estimator == "rlec_passk" and cfg.algorithm.passk.k < cfg.actor_rollout_ref.rollout.n
+        assert cfg.algorithm.adv_estimator == "rlec_passk" and cfg.rlec.passk.k < cfg.actor_rollout_ref.rollout.n
         assert not any(f.key == "algorithm.adv_estimator" for f in findings)  # the overlay's estimator is not "changed"
 
 
@@ -47,7 +47,7 @@ def test_overlays_change_only_their_own_keys(compose_rlec):
     e3["rlec"]["e3"]["enable"] = False
     e3["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] = "single_turn_agent"
     assert e3 == base
-    del passk["algorithm"]["passk"]
+    del passk["algorithm"]["passk"], passk["rlec"]["passk"]
     passk["algorithm"]["adv_estimator"] = "grpo"
     assert passk == base
 
@@ -72,11 +72,11 @@ INVALID = [
     (("algorithm=e3", "actor_rollout_ref.rollout.temperature=1.8"), "actor_rollout_ref.rollout.temperature",
      "outside rlec.e3.temperature"),
     (("algorithm=e3", "rlec.e3.length_bias.penalty_threshold=1.5"), "rlec.e3", "penalty_threshold"),
-    (("algorithm=passk", "algorithm.passk.k=8"), "algorithm.passk.k", "must be < rollout.n = 8"),
-    (("algorithm=passk", "algorithm.passk.k=1"), "algorithm.passk.k", "pass@1 is RLEC's own grpo"),
+    (("algorithm=passk", "rlec.passk.k=8"), "rlec.passk.k", "must be < rollout.n = 8"),
+    (("algorithm=passk", "rlec.passk.k=1"), "rlec.passk.k", "pass@1 is RLEC's own grpo"),
     (("algorithm=passk", "algorithm.use_kl_in_reward=true"), "algorithm.use_kl_in_reward", "correct is read as reward > 0"),
-    (("algorithm=passk", "algorithm.passk.switch.enable=true"), "algorithm.passk.switch.entropy_threshold", "nats"),
-    (("algorithm=passk", "algorithm.passk.switch.enable=true", "algorithm.passk.switch.entropy_threshold=0.3",
+    (("algorithm=passk", "rlec.passk.switch.enable=true"), "rlec.passk.switch.entropy_threshold", "nats"),
+    (("algorithm=passk", "rlec.passk.switch.enable=true", "rlec.passk.switch.entropy_threshold=0.3",
       "trainer.v1.trainer_mode=sync"), "trainer.v1.trainer_mode", "runs in rlec's trainers"),
 ]
 
@@ -95,7 +95,7 @@ def test_e3_temperature_bound_can_be_switched_off(compose_rlec):
 
 
 def test_passk_with_e3_budget_warns_when_easy_prompts_get_no_more_than_k(compose_rlec):
-    findings = algorithm_overlay_rules(compose_rlec("algorithm=[e3,passk]", "algorithm.passk.k=4"))
+    findings = algorithm_overlay_rules(compose_rlec("algorithm=[e3,passk]", "rlec.passk.k=4"))
     assert errors(findings) == []
     assert any(f.level == "warning" and f.key == "rlec.e3.budget.n_min" for f in findings)
 

@@ -54,7 +54,7 @@ def test_estimator_through_verl_compute_advantage_reads_live_algorithm_config(co
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
     assert get_adv_estimator_fn("rlec_passk") is compute_rlec_passk_advantage
-    cfg = compose_rlec("algorithm=passk", "algorithm.passk.k=3")
+    cfg = compose_rlec("algorithm=passk", "rlec.passk.k=3")
     data = batch_of(OUTCOMES)
     keys = [f"{u}_{i}_0" for i, (u, _, _) in enumerate(OUTCOMES)]
     out = compute_advantage_for_multi_trajectories(data, batch_keys=keys, adv_estimator=cfg.algorithm.adv_estimator,
@@ -132,7 +132,7 @@ def passk_trainer(compose_rlec, tiny_moe_dir, monkeypatch, tmp_path):
     monkeypatch.setattr(PPOTrainer, "_save_checkpoint", lambda self: None)
     monkeypatch.setattr(PPOTrainer, "_load_checkpoint", lambda self: setattr(self, "global_steps", self._resume_to))
     cfg = compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}", "algorithm=passk",
-                       "algorithm.passk.switch.enable=true", "algorithm.passk.switch.entropy_threshold=0.5",
+                       "rlec.passk.switch.enable=true", "rlec.passk.switch.entropy_threshold=0.5",
                        f"trainer.default_local_dir={tmp_path}")
     return cfg, seen_k
 
@@ -165,7 +165,7 @@ def test_switch_off_logs_k_every_step(compose_rlec, tiny_moe_dir, monkeypatch):
 
     monkeypatch.setattr(PPOTrainer, "step", lambda self, metrics, timing_raw: metrics.update({"actor/entropy": 0.1}))
     trainer = RLECSyncTrainer(compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}",
-                                           "algorithm=passk", "algorithm.passk.k=3"))
+                                           "algorithm=passk", "rlec.passk.k=3"))
     metrics = {}
     trainer.step(metrics, {})
     assert trainer.rlec_algorithms[0].entropy_switch is None and metrics["passk/active_k"] == 3.0

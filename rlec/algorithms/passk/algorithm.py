@@ -1,8 +1,11 @@
 """Pass@k Training as an :class:`rlec.algorithms.base.Algorithm`: the entropy switch both loops drive.
 
-Switched on by ``algorithm.adv_estimator=rlec_passk`` (``megatron_configs/algorithm/passk.yaml``):
-the estimator is verl's registration (:mod:`rlec.verl_plugin.estimators`), so its switch is the
-estimator's name; settings ``algorithm.passk`` (:class:`rlec.algorithms.passk.PasskSettings`).
+Switched on by ``rlec.passk.enable``; settings ``rlec.passk`` (:class:`rlec.algorithms.passk.PasskSettings`,
+their one home). ``algorithm=passk`` (``megatron_configs/algorithm/passk.yaml``) sets the switch and,
+from the home, verl's side: ``algorithm.adv_estimator=rlec_passk`` (verl selects the estimator,
+:mod:`rlec.verl_plugin.estimators`, by name) and ``algorithm.passk`` (what the estimator reads, as
+verl hands it only ``config.algorithm``: ``k: ${rlec.passk.k}`` and the runtime slot ``active_k``).
+:meth:`PassK.check` refuses a verl side that disagrees with the home.
 
 Per step: :meth:`PassK.step_overrides` gives ``algorithm.passk.active_k``, the k the estimator
 uses this step (k, or 1 in the switch's pass@1 regime); :meth:`PassK.observe` logs it as
@@ -16,11 +19,11 @@ from typing import Any, Collection, Mapping
 
 from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, trainer_mode
 from rlec.algorithms.passk.advantage import PASSK_ESTIMATOR, EntropySwitch
-from rlec.algorithms.passk.settings import SECTION, PasskSettings
+from rlec.algorithms.passk.settings import ACTIVE_K_KEY, SECTION, VERL_COPY, PasskSettings
 from rlec.config_base import select
 from rlec.settings import SettingError
 
-ACTIVE_K_KEY = f"{SECTION}.active_k"
+ESTIMATOR_KEY = "algorithm.adv_estimator"
 
 __all__ = ["ACTIVE_K_KEY", "PassK"]
 
@@ -35,10 +38,10 @@ class PassK(Algorithm):
 
     name = "passk"
     section = SECTION
-    switch = f"algorithm.adv_estimator={PASSK_ESTIMATOR}"
+    switch = f"{SECTION}.enable=true"
     doc = "passk.md"
     registration = "rlec.verl_plugin.estimators"  # the rlec_passk estimator verl's compute_advantage calls
-    verl_keys = (SECTION,)  # verl's AlgoConfig has no passk field
+    verl_keys = (VERL_COPY,)  # what the estimator reads from verl's algorithm section (AlgoConfig has no passk field)
 
     def __init__(self, k: int, switch: EntropySwitch | None) -> None:
         self.k, self.entropy_switch = int(k), switch
@@ -51,22 +54,33 @@ class PassK(Algorithm):
 
     @classmethod
     def enabled(cls, cfg: Any) -> bool:
-        """``algorithm.adv_estimator == "rlec_passk"`` (verl picks estimators by name; ``algorithm=passk`` sets it)."""
-        return select(cfg, "algorithm.adv_estimator") == PASSK_ESTIMATOR
+        """``rlec.passk.enable`` (the ``algorithm=passk`` overlay sets it)."""
+        return bool(select(cfg, f"{SECTION}.enable", False))
 
     @classmethod
     def check(cls, cfg: Any) -> list[Finding]:
-        """Errors: an ``algorithm.passk`` value of the wrong type or out of range
-        (:meth:`PasskSettings.check`); k >= rollout.n (a group of N <= k responses has advantage 0);
-        KL in the reward (correct is read as reward > 0); the switch outside rlec's trainers.
-        Warning: with E3's budget, n_min <= k (the easiest prompts get advantage 0)."""
+        """Errors: verl's estimator ``rlec_passk`` without the switch, or the switch with another
+        estimator; an ``rlec.passk`` value of the wrong type or out of range (:meth:`PasskSettings.check`);
+        verl's copy ``algorithm.passk.k`` not ``rlec.passk.k``; ``algorithm.passk.active_k`` (the
+        trainer's runtime slot) not null or an integer in [1, rollout.n]; k >= rollout.n (a group of
+        N <= k responses has advantage 0); KL in the reward (correct is read as reward > 0); the
+        switch outside rlec's trainers. Warning: with E3's budget, n_min <= k (the easiest prompts get
+        advantage 0)."""
+        estimator = select(cfg, ESTIMATOR_KEY)
         if not cls.enabled(cfg):
+            if estimator == PASSK_ESTIMATOR:
+                return [Finding("error", ESTIMATOR_KEY, f"{PASSK_ESTIMATOR} without {SECTION}.enable: Pass@k's settings "
+                                f"live in {SECTION}; compose algorithm=passk")]
             return []
         try:
             settings = PasskSettings.from_config(cfg)
         except SettingError as exc:
             return [Finding("error", exc.key, f"{exc.value!r}: {exc.rule}")]
         out = settings.check()
+        if estimator != PASSK_ESTIMATOR:
+            out.append(Finding("error", ESTIMATOR_KEY, f"is {estimator!r}; {SECTION}.enable needs verl's estimator "
+                               f"{PASSK_ESTIMATOR} (megatron_configs/algorithm/passk.yaml sets it)"))
+        out += _verl_copy_findings(cfg, settings)
         n = select(cfg, "actor_rollout_ref.rollout.n", 1)
         k = settings.k
         if k is not None and k >= 2 and isinstance(n, int):
@@ -123,6 +137,24 @@ class PassK(Algorithm):
             self.entropy_switch.load_state_dict(dict(state))
 
 
+def _verl_copy_findings(cfg: Any, settings: PasskSettings) -> list[Finding]:
+    """Errors when verl's ``algorithm.passk`` (what the estimator reads) disagrees with the home: ``k`` not
+    ``rlec.passk.k`` (the overlay interpolates it; an override of the copy would train another k than the
+    one checked, logged and resumed), ``active_k`` not null or an integer in [1, rollout.n]."""
+    out = []
+    copied = select(cfg, f"{VERL_COPY}.k", None)
+    if settings.k is not None and copied != settings.k:
+        out.append(Finding("error", f"{VERL_COPY}.k", f"is {copied!r}, not {SECTION}.k = {settings.k}: it is verl's copy "
+                           f"of the setting (${{{SECTION}.k}} in megatron_configs/algorithm/passk.yaml); set {SECTION}.k"))
+    active, n = select(cfg, ACTIVE_K_KEY, None), select(cfg, "actor_rollout_ref.rollout.n")
+    if active is not None:
+        bad = isinstance(active, bool) or not isinstance(active, int) or active < 1
+        if bad or (isinstance(n, int) and not isinstance(n, bool) and active > n):
+            out.append(Finding("error", ACTIVE_K_KEY, f"{active!r} must be an integer in [1, actor_rollout_ref.rollout.n "
+                               f"= {n}], or null (k): the k of pass@k this step, which a group of n responses bounds"))
+    return out
+
+
 def _e3_budget_warning(cfg: Any, k: int) -> list[Finding]:
     """A warning when E3's budget gives the easiest prompts n_min <= k responses (their pass@k advantage is 0)."""
     from rlec.algorithms.e3.settings import E3Settings
@@ -134,6 +166,6 @@ def _e3_budget_warning(cfg: Any, k: int) -> list[Finding]:
     except ValueError:
         return []  # E3's own check reports it
     if e3.budget_enable and e3.n_min <= k:
-        return [Finding("warning", "rlec.e3.budget.n_min", f"{e3.n_min} <= algorithm.passk.k = {k}: the easiest prompts, "
+        return [Finding("warning", "rlec.e3.budget.n_min", f"{e3.n_min} <= {SECTION}.k = {k}: the easiest prompts, "
                         "given n_min responses, get pass@k advantage 0")]
     return []

@@ -4,7 +4,7 @@ The math lives in :mod:`rlec.environments` (the environments, the difficulty con
 :mod:`rlec.environments.controller` and the prompt source :mod:`rlec.environments.source`, which
 data preparation and evaluation use too); this folder holds what makes it an algorithm:
 
-- :mod:`.settings`: ``data.rlve`` / ``rlec.rlve`` (:class:`RLVESettings`, extending
+- :mod:`.settings`: ``rlec.rlve``, the home (verl's copy ``data.rlve`` is set from it) (:class:`RLVESettings`, extending
   :class:`rlec.environments.SourceConfig`);
 - :mod:`.algorithm`: :class:`RLVE`, the :class:`rlec.algorithms.base.Algorithm` both loops drive
   (after each step, every response's environment, difficulty and outcome update the controllers).

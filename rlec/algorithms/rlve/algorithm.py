@@ -1,8 +1,10 @@
 """RLVE as an :class:`rlec.algorithms.base.Algorithm`: the difficulty controllers both loops update.
 
-Switched on by ``data.rlve.enable`` (``megatron_configs/algorithm/rlve.yaml`` sets it through
-``rlec.rlve.enable``: verl hands a dataset only the ``data`` section, so the switch lives there).
-The training dataset (:class:`rlec.verl_plugin.rlve_dataset.RLVEDataset`, verl's
+Switched on by ``rlec.rlve.enable``; settings ``rlec.rlve`` (:class:`RLVESettings`, their one home).
+``algorithm=rlve`` (``megatron_configs/algorithm/rlve.yaml``) sets the switch and, from the home,
+verl's side: ``data.custom_cls`` (the RLVE dataset) and ``data.rlve: ${rlec.rlve}`` (the copy the
+dataset reads: verl hands a dataset only the ``data`` section); :meth:`RLVE.check` refuses a verl
+side that disagrees with the home. The training dataset (:class:`rlec.verl_plugin.rlve_dataset.RLVEDataset`, verl's
 ``data.custom_cls``) owns the :class:`rlec.environments.EnvironmentSource`; its state (row counter,
 controllers) travels in the dataloader's checkpoint, so :meth:`RLVE.state_dict` is empty.
 :meth:`RLVE.observe` feeds every response's ``extra_info.environment``, ``extra_info.difficulty``
@@ -15,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Collection
 
 from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, trainer_mode
-from rlec.algorithms.rlve.settings import RLVE_DATASET, RLVESettings
+from rlec.algorithms.rlve.settings import RLVE_DATASET, SECTION, VERL_COPY, RLVESettings, plain_section
 from rlec.config_base import select
 from rlec.settings import SettingError
 
@@ -30,25 +32,26 @@ class RLVE(Algorithm):
     """
 
     name = "rlve"
-    section = "rlec.rlve"
-    switch = "data.rlve.enable=true"
+    section = SECTION
+    switch = f"{SECTION}.enable=true"
     doc = "environments.md"
     record_fields = ("extra_info",)
-    verl_keys = ("data.rlve",)  # verl hands the dataset only `data`: the settings are mirrored there
+    verl_keys = (VERL_COPY,)  # verl hands the dataset only `data`: the overlay copies the settings there
 
     def __init__(self, source: Any) -> None:
         self.source = source
 
     @classmethod
     def enabled(cls, cfg: Any) -> bool:
-        """``data.rlve.enable`` (verl hands the dataset only ``data``; ``algorithm=rlve`` sets it)."""
-        return bool(select(cfg, "data.rlve.enable", False))
+        """``rlec.rlve.enable`` (the ``algorithm=rlve`` overlay sets it)."""
+        return bool(select(cfg, f"{SECTION}.enable", False))
 
     @classmethod
     def check(cls, cfg: Any) -> list[Finding]:
         """Errors: ``data.dataloader_num_workers`` != 0 (a worker process would keep its own copy of
         the controllers, never updated); ``data.custom_cls`` not the RLVE dataset; settings
-        :class:`RLVESettings` refuses; ``data.train_files`` equal to ``data.val_files``; a trainer
+        :class:`RLVESettings` refuses; verl's copy ``data.rlve`` not equal to ``rlec.rlve``;
+        ``data.train_files`` equal to ``data.val_files``; a trainer
         mode without rlec's trainer. Warning: an async rlec mode (prompts generated ahead of the
         controller update, so resume is no longer exact)."""
         if not cls.enabled(cfg):
@@ -68,7 +71,8 @@ class RLVE(Algorithm):
         except SettingError as exc:
             out.append(Finding("error", exc.key, f"{exc.value!r}: {exc.rule}"))
         except Exception as exc:  # a check never crashes: what it could not judge is a finding
-            out.append(Finding("error", "rlec.rlve", f"{type(exc).__name__}: {exc}"))
+            out.append(Finding("error", SECTION, f"{type(exc).__name__}: {exc}"))
+        out += _copy_findings(cfg)
         if _files(cfg, "data.train_files") == _files(cfg, "data.val_files"):
             out.append(Finding("error", "data.val_files", "must differ from data.train_files: the RLVE dataset tells the "
                                "training set (environment rows) from the validation set (static) by its files"))
@@ -101,7 +105,7 @@ class RLVE(Algorithm):
         """Raises ValueError: :meth:`check` fails, or the training dataset has no environment source."""
         cls.raise_first_error(cfg)
         if context.source is None:
-            raise ValueError("data.rlve.enable is true but the training dataset has no environment source: set "
+            raise ValueError("rlec.rlve.enable is true but the training dataset has no environment source: set "
                              f"data.custom_cls.path={RLVE_DATASET[0]} and data.custom_cls.name={RLVE_DATASET[1]} "
                              "(megatron_configs/algorithm/rlve.yaml does)")
         return cls(context.source)
@@ -111,6 +115,21 @@ class RLVE(Algorithm):
         samples = [{"environment": info.get("environment"), "difficulty": info.get("difficulty"), "correct": ok}
                    for info, ok in zip(record.extra_info, record.correct)]
         return self.source.update(samples)
+
+
+def _copy_findings(cfg: Any) -> list[Finding]:
+    """An error when verl's copy ``data.rlve`` (what the dataset reads) differs from the home ``rlec.rlve``
+    (the overlay sets it to ``${rlec.rlve}``; an override of the copy would train on settings no check,
+    verdict or resume rule saw)."""
+    try:
+        home, copy = plain_section(cfg, SECTION), plain_section(cfg, VERL_COPY)
+    except Exception as exc:  # an unresolvable interpolation: the settings read reports it
+        return [Finding("error", VERL_COPY, f"{type(exc).__name__}: {exc}")]
+    if copy == home:
+        return []
+    differ = sorted(k for k in set(home) | set(copy) if home.get(k, "<absent>") != copy.get(k, "<absent>"))
+    return [Finding("error", VERL_COPY, f"differs from {SECTION} ({', '.join(differ)}): it is verl's copy for the dataset "
+                    f"(${{{SECTION}}} in megatron_configs/algorithm/rlve.yaml); set {SECTION}.* instead")]
 
 
 def _files(cfg: Any, key: str) -> list[str]:

@@ -1,11 +1,17 @@
-"""``data.rlve`` of the config (an interpolation of ``rlec.rlve``): RLVE's settings, read and checked in one place.
+"""``rlec.rlve`` of the config: RLVE's settings, their one home, read and checked in one place.
 
 :class:`RLVESettings` is the environment source's settings (:class:`rlec.environments.SourceConfig`,
 its fields and defaults) plus the two keys its users read: ``enable`` (the switch) and
 ``rows_per_epoch`` (the dataset). It is read by the generic reader (:func:`rlec.settings.read_section`:
 unknown keys and wrong types refused naming ``rlec.rlve.<key>``) and checked by one
 :meth:`RLVESettings.check` returning findings. The cross-key rules (dataset class, dataloader
-workers, files, trainer mode) are :meth:`rlec.algorithms.rlve.algorithm.RLVE.check`.
+workers, files, trainer mode, verl's copy) are :meth:`rlec.algorithms.rlve.algorithm.RLVE.check`.
+
+verl's side (``megatron_configs/algorithm/rlve.yaml`` sets it from the home): ``data.custom_cls``
+(the RLVE dataset) and ``data.rlve: ${rlec.rlve}`` (:data:`VERL_COPY`), because verl hands a dataset
+only its ``data`` section; the dataset reads that copy (``RLVESettings.from_config(cfg, VERL_COPY)``),
+everything else the home, and :meth:`rlec.algorithms.rlve.algorithm.RLVE.check` refuses a copy that
+differs from it.
 """
 
 from __future__ import annotations
@@ -17,17 +23,19 @@ from rlec.config_base import Finding, select
 from rlec.environments.source import SETTINGS_KEY, SourceConfig
 from rlec.settings import read_section
 
-SECTION = "data.rlve"
+SECTION = SETTINGS_KEY  # rlec.rlve
+# what the RLVE dataset reads (verl hands it only `data`): the overlay's interpolation ${rlec.rlve}
+VERL_COPY = "data.rlve"
 DEFAULT_ROWS_PER_EPOCH = 65_536
 # data.custom_cls (path, name) of the RLVE dataset
 RLVE_DATASET = ("pkg://rlec.verl_plugin.rlve_dataset", "RLVEDataset")
 
-__all__ = ["DEFAULT_ROWS_PER_EPOCH", "RLVESettings", "RLVE_DATASET", "plain_section"]
+__all__ = ["DEFAULT_ROWS_PER_EPOCH", "RLVESettings", "RLVE_DATASET", "SECTION", "VERL_COPY", "plain_section"]
 
 
-def plain_section(cfg: Any) -> dict[str, Any]:
-    """``data.rlve`` as a plain dict (interpolations resolved); ``{}`` when absent."""
-    node = select(cfg, SECTION, {})
+def plain_section(cfg: Any, key: str = SECTION) -> dict[str, Any]:
+    """``key`` (``rlec.rlve``, or verl's copy ``data.rlve``) as a plain dict (interpolations resolved); ``{}`` when absent."""
+    node = select(cfg, key, {})
     try:
         from omegaconf import DictConfig, OmegaConf
 
@@ -40,12 +48,12 @@ def plain_section(cfg: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RLVESettings(SourceConfig):
-    """``data.rlve`` (meaning: ``megatron_configs/algorithm/rlve.yaml``, docs/environments.md; defaults:
+    """``rlec.rlve`` (meaning: ``megatron_configs/algorithm/rlve.yaml``, docs/environments.md; defaults:
     these fields and :class:`rlec.environments.SourceConfig`'s, pinned equal to the overlay's by
     ``tests/environments/test_source.py``).
 
     Attributes:
-        enable: the switch (``data.rlve.enable``).
+        enable: the switch (``rlec.rlve.enable``).
         rows_per_epoch: environment rows per epoch of the training set (>= 1).
         (the others): the environment source's settings (:class:`rlec.environments.SourceConfig`).
     """
@@ -59,23 +67,27 @@ class RLVESettings(SourceConfig):
         return self
 
     @classmethod
-    def read(cls, cfg: Any) -> "RLVESettings":
-        """Read ``data.rlve`` (:func:`rlec.settings.read_section`, keys named ``rlec.rlve.<key>``) without range checks.
+    def read(cls, cfg: Any, key: str = SECTION) -> "RLVESettings":
+        """Read ``rlec.rlve`` (:func:`rlec.settings.read_section`, keys named ``rlec.rlve.<key>``) without range checks.
+
+        Args:
+            cfg: the composed config.
+            key: the section read: the home (default), or ``data.rlve`` for the dataset, which verl hands only ``data``.
 
         Raises:
             rlec.settings.SettingError: an unknown key or a value not of its type.
         """
-        return read_section(cls, {"data": {"rlve": plain_section(cfg)}}, SECTION, name=SETTINGS_KEY)
+        return read_section(cls, {"rlec": {"rlve": plain_section(cfg, key)}}, SECTION)
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "RLVESettings":
-        """Read (:meth:`read`), check (:meth:`check`) and resolve the environment names (:meth:`SourceConfig.resolved`).
+    def from_config(cls, cfg: Any, key: str = SECTION) -> "RLVESettings":
+        """Read ``key`` (:meth:`read`), check (:meth:`check`) and resolve the environment names (:meth:`SourceConfig.resolved`).
 
         Raises:
             ValueError: an unknown key or a value of the wrong type (:class:`rlec.settings.SettingError`), or the
                 first error of :meth:`check` (its message names the full key).
         """
-        settings = cls.read(cfg)
+        settings = cls.read(cfg, key)
         for finding in settings.check():
             if finding.level == "error":
                 raise ValueError(finding.message)
