@@ -1,0 +1,82 @@
+"""rlec.experiments: bad input refused by name before anything is written; the statistics and run readers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlec.experiments import cli, core, report
+from rlec.experiments.spec import Arm, Run, all_wrong_share, effective_prompt_ratio
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["nope"], "unknown experiment 'nope'"),
+    (["e3", "--arms", "grpo,bogus"], "unknown arm 'bogus'"),
+    (["rlve", "--seeds", "0"], "--seeds must be >= 1, got 0"),
+    (["passk", "--steps", "1"], "--steps must be >= 2"),
+])
+def test_bad_input_is_refused_naming_it_and_writes_nothing(argv, named, tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    assert cli.main([*argv, "--out", str(out)]) == 2
+    assert named in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_every_experiment_loads_with_unique_arms_and_figures() -> None:
+    for name in cli.EXPERIMENTS:
+        exp = cli.load(name)
+        assert exp.name == name and len(exp.arms) >= 2
+        assert len({a.name for a in exp.arms}) == len(exp.arms)
+        assert exp.curves and exp.quick_steps >= 2 and exp.steps > exp.quick_steps
+
+
+def test_a_folder_of_other_settings_is_refused(tmp_path, capsys) -> None:
+    out = tmp_path / "e3"
+    exp = cli.load("e3")
+    core.claim_folder(out, core.settings_stamp(exp, 5))
+    before = sorted(p.name for p in out.iterdir())
+    assert cli.main(["e3", "--steps", "6", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds an experiment with other settings (steps" in err and str(out) in err
+    assert sorted(p.name for p in out.iterdir()) == before
+    core.claim_folder(out, core.settings_stamp(exp, 5))  # the same settings: accepted
+
+
+def test_the_switch_arm_splits_the_steps() -> None:
+    arm = Arm("s", "switch", ("algorithm=passk",), then=(), switch_fraction=0.5)
+    assert arm.stages(12) == [(("algorithm=passk",), 6), ((), 6)]
+    assert arm.stages(3)[0][1] + arm.stages(3)[1][1] == 3
+    assert Arm("one", "x", ("a=1",)).stages(4) == [(("a=1",), 4)]
+
+
+def test_group_figures_by_hand() -> None:
+    run = Run("a", 0, [{"step": 1}, {"step": 2}], groups=[[[0, 0, 0], [1, 0, 0]], [[1, 1], [0.5, 0.5], [0, 1]]])
+    assert all_wrong_share(run) == [0.5, 0.0]
+    assert effective_prompt_ratio(run) == [0.5, pytest.approx(1 / 3)]
+
+
+def test_seed_question_interval_contains_the_mean_and_collapses_without_spread() -> None:
+    v = np.array([[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    point, lo, hi = report.seed_question_interval(v, n_boot=500)
+    assert point == 0.5 and lo < 0.5 < hi
+    assert report.seed_question_interval(np.ones((2, 3)), n_boot=50) == [1.0, 1.0, 1.0]
+    assert report.seed_question_interval(np.array([[np.nan, 1.0], [np.nan, 0.0]]), n_boot=50)[0] == 0.5
+    assert report.seed_interval([0.2, 0.4], n_boot=200)[0] == pytest.approx(0.3)
+
+
+def test_metrics_of_several_launches_merge_by_step_the_later_wins(tmp_path: Path) -> None:
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "20261202T010000.jsonl").write_text(
+        json.dumps({"step": 1, "data": {"actor/entropy": 0.5}}) + "\n" + json.dumps({"step": 2, "data": {"actor/entropy": 0.4}}) + "\n{cut")
+    (tmp_path / "metrics" / "20261202T020000.jsonl").write_text(json.dumps({"step": 2, "data": {"actor/entropy": 0.3, "x": "s"}}) + "\n")
+    assert core.read_metrics(tmp_path) == [{"actor/entropy": 0.5, "step": 1}, {"actor/entropy": 0.3, "step": 2}]
+
+
+def test_rollout_groups_are_read_by_prompt_uid(tmp_path: Path) -> None:
+    (tmp_path / "rollouts").mkdir()
+    rows = [{"uid": "abc_0_0", "score": 1.0}, {"uid": "abc_1_0", "score": 0.0}, {"uid": "d_e_0_0", "score": 0.0}]
+    (tmp_path / "rollouts" / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert core.read_groups(tmp_path, 2) == [[[1.0, 0.0], [0.0]], []]
