@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; 2 on bad input (named), 1 when a launch fails, else 0."""
+    from rlec.demo import verl_run
     from rlec.experiments import core, report
     from rlec.io import atomic_write_text
 
@@ -86,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for idx, (overrides, n) in enumerate(exp.arm(arm).stages(steps)):
                 folder = out / arm / "check" / f"stage{idx + 1}"
                 folder.mkdir(parents=True, exist_ok=True)
-                why = core.check_arm(folder, [*(f"{k}={v}" for k, v in exp.settings.items()), *overrides], model=shared["model"],
+                why = verl_run.check(folder, [*(f"{k}={v}" for k, v in exp.settings.items()), *overrides], model=shared["model"],
                                      train=shared["train"], test=shared["test"], steps=n)
                 failed += why is not None
                 core.log(f"{exp.name} {arm} stage {idx + 1}: {'OK' if why is None else 'REFUSED' + chr(10) + why}")

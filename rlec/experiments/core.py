@@ -16,20 +16,16 @@ Layout under ``--out`` (default ``outputs/experiments/<name>``, ``<name>_quick``
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from rlec.demo.verl_run import hf_model, launch, read_groups, read_metrics
 from rlec.experiments import keys as K
 from rlec.experiments.spec import Experiment, Run
 
-REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = REPO / "tools" / "run_megatron_rlec.sh"
 RUN_FILE = "run.json"
 STAMP = "experiment.json"
 
@@ -105,91 +101,6 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
 ENVIRONMENTS = ("arithmetic",)  # RLVE's environment here: closest to the warm start's additions
 
 
-def launcher_args(folder: Path, overrides: Sequence[str], *, steps: int, seed: int) -> list[str]:
-    """The launcher's hydra overrides of one stage: seed, logging, rollout dump, HF export, then ``overrides``."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    return [f"{K.SEED}={seed}", f"{K.TEST_FREQ}=-1", f"{K.SAVE_FREQ}={steps}", f"{K.LOGGER}=[console,file]",
-            f"{K.ROLLOUT_DUMP}={(folder / 'rollouts').resolve()}",
-            f"{K.FILE_LOGGER_PATH}={(folder / 'metrics' / f'{stamp}.jsonl').resolve()}",
-            f"{K.SAVE_CONTENTS}=[model,optimizer,extra,hf_model]", *overrides]
-
-
-def launcher_env(folder: Path, *, model: Path, train: Path, test: Path, steps: int) -> dict[str, str]:
-    """The launcher's environment: verl's trainer (TRAINER=verl), this folder, model, data and steps."""
-    return {**os.environ, "TRAINER": "verl", "OUTPUT_DIR": str(folder), "MODEL_PATH": str(model), "TRAIN_FILES": str(train),
-           "VAL_FILES": str(test), "STEPS": str(steps), "PYTHON": sys.executable, "RESUME": "auto"}
-
-
-def check_arm(folder: Path, overrides: Sequence[str], *, model: Path, train: Path, test: Path, steps: int) -> str | None:
-    """DRY_RUN=1 of one stage's launch (the resolved config is validated, nothing starts); None or the verdict's tail."""
-    env = {**launcher_env(folder, model=model, train=train, test=test, steps=steps), "DRY_RUN": "1",
-           "DRY_RUN_CONFIG": str((folder / "dry_run.yaml").resolve())}
-    proc = subprocess.run(["bash", str(LAUNCHER), *launcher_args(folder, overrides, steps=steps, seed=0)], env=env,
-                          capture_output=True, text=True, cwd=REPO)
-    return None if proc.returncode == 0 else "\n".join((proc.stdout + proc.stderr).splitlines()[-12:])
-
-
-def launch(folder: Path, overrides: Sequence[str], *, model: Path, train: Path, test: Path, steps: int, seed: int) -> None:
-    """Train one stage in ``folder`` through the launcher users run (TRAINER=verl); resumes a partial folder.
-
-    Raises:
-        RuntimeError: the launcher failed (names the log file and its last lines).
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "metrics").mkdir(exist_ok=True)
-    args = launcher_args(folder, overrides, steps=steps, seed=seed)
-    env = launcher_env(folder, model=model, train=train, test=test, steps=steps)
-    logfile = folder / "launch.log"
-    with open(logfile, "ab") as fh:
-        proc = subprocess.Popen(["bash", str(LAUNCHER), *args], env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
-        done = -1
-        while proc.poll() is None:
-            time.sleep(5)
-            now = len(list((folder / "rollouts").glob("*.jsonl"))) if (folder / "rollouts").is_dir() else 0
-            if now != done:
-                done = now
-                log(f"  {folder}: step {now}/{steps}")
-    if proc.returncode != 0 or hf_model(folder, steps) is None:
-        tail = logfile.read_text(errors="replace").splitlines()[-15:]
-        raise RuntimeError(f"launch in {folder} failed (exit {proc.returncode}); log {logfile}:\n" + "\n".join(tail))
-
-
-def hf_model(folder: Path, steps: int) -> Path | None:
-    """The HF weights verl wrote at step ``steps`` (``global_step_<steps>/actor/model/huggingface``, mbridge), or None."""
-    path = folder / f"global_step_{steps}" / "actor" / "model" / "huggingface"
-    return path if (path / "config.json").is_file() else None
-
-
-def read_metrics(folder: Path) -> list[dict[str, Any]]:
-    """Per-step metrics of ``folder``'s launches (verl's file logger, one file per launch; a later launch wins)."""
-    rows: dict[int, dict[str, Any]] = {}
-    flat = folder / "metrics.jsonl"  # the launcher's own per-step file, when it writes one
-    files = sorted((folder / "metrics").glob("*.jsonl")) if (folder / "metrics").is_dir() else []
-    for path in ([flat] if flat.is_file() else []) + files:
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue  # a line cut by a kill
-            data = row.get("data", row)
-            rows[int(row["step"])] = {**{k: v for k, v in data.items() if isinstance(v, (int, float))}, "step": int(row["step"])}
-    return [rows[s] for s in sorted(rows)]
-
-
-def read_groups(folder: Path, steps: int) -> list[list[list[float]]]:
-    """Per step, each rollout group's scores, from verl's rollout dump (uid ``<prompt>_<rollout>_<output>``)."""
-    out = []
-    for step in range(1, steps + 1):
-        path = folder / "rollouts" / f"{step}.jsonl"
-        groups: dict[str, list[float]] = {}
-        if path.is_file():
-            for line in path.read_text().splitlines():
-                row = json.loads(line)
-                groups.setdefault(str(row["uid"]).rsplit("_", 2)[0], []).append(float(row["score"]))
-        out.append(list(groups.values()))
-    return out
-
-
 def evaluate_heldout(exp: Experiment, model: Path, test: Path, folder: Path, seed: int, limit: int | None = None) -> dict[str, list[float]]:
     """Sample the held-out questions (the first ``limit`` round-robin over sources, or all) from ``model``; every figure per question."""
     from rlec.eval import evaluate
@@ -235,7 +146,8 @@ def run_arm_seed(exp: Experiment, arm_name: str, seed: int, out: Path, steps: in
         stage = folder if len(stages) == 1 else folder / f"stage{idx + 1}"
         if hf_model(stage, n) is None:
             log(f"{exp.name} {arm.name} seed{seed}: training {n} steps ({arm.what}) -> {stage}")
-            launch(stage, [*base, *overrides], model=model, train=shared["train"], test=shared["test"], steps=n, seed=seed)
+            launch(stage, [*base, *overrides], model=model, train=shared["train"], test=shared["test"], steps=n, seed=seed,
+                   progress=log)
         offset = len(metrics)
         metrics += [{**row, "step": row["step"] + offset} for row in read_metrics(stage)]
         groups += read_groups(stage, n)

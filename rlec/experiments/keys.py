@@ -1,5 +1,6 @@
 """Every config key, overlay and metric name the experiments use, in one place (easy to rename).
 
+The launch's own keys (seed, logging, rollout dump, HF export) are :mod:`rlec.demo.verl_run`'s.
 Settings are passed to the launcher as hydra overrides (``key=value``); overlays as
 ``algorithm=<name>``. Pass@k's settings are under ``algorithm.passk`` today (they may move to
 ``rlec.passk``: change :data:`PASSK` only).
@@ -10,7 +11,6 @@ from __future__ import annotations
 OVERLAY = "algorithm"  # megatron_configs/algorithm/<name>.yaml: algorithm=e3|passk|rlve
 
 # data, batch, optimiser: identical for every arm of an experiment
-SEED = "data.seed"
 BATCH = "data.train_batch_size"
 ROLLOUT_N = "actor_rollout_ref.rollout.n"
 TOP_K = "actor_rollout_ref.rollout.top_k"
@@ -20,12 +20,6 @@ MAX_PROMPT = "data.max_prompt_length"
 MINI_BATCH = "actor_rollout_ref.actor.ppo_mini_batch_size"
 MICRO_BATCH = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
 LR = "actor_rollout_ref.actor.optim.lr"
-SAVE_FREQ = "trainer.save_freq"
-TEST_FREQ = "trainer.test_freq"
-LOGGER = "trainer.logger"
-ROLLOUT_DUMP = "trainer.rollout_data_dir"  # verl writes <dir>/<step>.jsonl: uid, input, output, score per response
-SAVE_CONTENTS = "actor_rollout_ref.actor.checkpoint.save_contents"  # + hf_model: HF weights beside each checkpoint
-FILE_LOGGER_PATH = "++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
 TRAIN_FILES = "data.train_files"
 
 # RLEC

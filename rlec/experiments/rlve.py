@@ -27,7 +27,8 @@ _RLVE = (f"{K.OVERLAY}=rlve", f"{K.RLVE_ENVIRONMENTS}=[{ENV}]", f"{K.TRAIN_FILES
 
 
 def _pinned(level: int) -> str:
-    return f"{K.RLVE_DIFFICULTY}={{{ENV}:{{initial:{level},maximum:{level}}}}}"
+    # ++: the overlay's difficulty is {} (no environment named), so the entry is added, not overridden
+    return f"++{K.RLVE_DIFFICULTY}.{ENV}={{initial:{level},maximum:{level}}}"
 
 
 def accuracy_at(level: int):
