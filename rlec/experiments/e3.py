@@ -31,6 +31,6 @@ EXPERIMENT = Experiment(
             metric_curve(K.M_TEMPERATURE, "rollout temperature (e3/temperature)")),
     heldout=HeldOut(targets=(None,), n_samples=8, temperature=1.0,
                     figures={"pass@1": pass_at(1), "pass@4": pass_at(4), "pass@8": pass_at(8)}),
-    steps=12,
+    steps=20,
     quick_steps=3,
 )

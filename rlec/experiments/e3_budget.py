@@ -25,6 +25,6 @@ EXPERIMENT = Experiment(
     data="binary",
     curves=(Curve("all_wrong_share", "share of all-wrong groups (rollout dump)", all_wrong_share),
             metric_curve(K.M_ROLLOUT_N_MAX, "largest per-prompt n (e3/rollout_n/max)")),
-    steps=12,
+    steps=20,
     quick_steps=2,
 )

@@ -29,6 +29,6 @@ EXPERIMENT = Experiment(
             Curve("passk/active_k", "k of the advantage (passk/active_k; pass@1 = 1)",
                   lambda run: [float(row.get(K.M_ACTIVE_K, 1.0)) for row in run.metrics])),
     heldout=HeldOut(targets=(None,), n_samples=8, temperature=1.0, figures={"pass@1": pass_at(1), "pass@4": pass_at(4)}),
-    steps=12,
+    steps=20,
     quick_steps=4,  # 2 + 2 in the switch arm
 )

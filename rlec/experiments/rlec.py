@@ -29,6 +29,6 @@ EXPERIMENT = Experiment(
     heldout=HeldOut(targets=(0.1, 0.8), n_samples=1, temperature=0.0,
                     figures={"coverage p=0.1": coverage_at(0), "coverage p=0.8": coverage_at(1), "coverage gap": coverage_gap(0, 1)}),
     seed_spread=(K.M_GRAD_NORM, K.M_REWARD),
-    steps=12,
+    steps=16,
     quick_steps=2,
 )

@@ -57,6 +57,6 @@ EXPERIMENT = Experiment(
             metric_curve(K.rlve_difficulty_metric(ENV), f"difficulty h ({K.rlve_difficulty_metric(ENV)})")),
     heldout=HeldOut(targets=(None,), n_samples=1, temperature=0.0, figures={f"accuracy d={d}": accuracy_at(d) for d in LEVELS},
                     data="environments"),
-    steps=12,
+    steps=20,
     quick_steps=2,
 )
