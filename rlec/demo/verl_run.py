@@ -37,10 +37,13 @@ SAVE_CONTENTS = "actor_rollout_ref.actor.checkpoint.save_contents"
 FILE_LOGGER_PATH = "++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
 
 
+CHECKPOINT_EVERY = 5  # steps: an interrupted run resumes at most this many steps back (verl also saves the last step)
+
+
 def launcher_args(folder: Path, overrides: Sequence[str], *, steps: int, seed: int | None = None) -> list[str]:
-    """The launcher's Hydra overrides: seed, no validation, a checkpoint (with HF weights) at ``steps``, logs, then ``overrides``."""
+    """The launcher's Hydra overrides: seed, no validation, checkpoints (with HF weights), logs, then ``overrides``."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    return [*([f"{SEED}={seed}"] if seed is not None else []), f"{TEST_FREQ}=-1", f"{SAVE_FREQ}={steps}",
+    return [*([f"{SEED}={seed}"] if seed is not None else []), f"{TEST_FREQ}=-1", f"{SAVE_FREQ}={min(steps, CHECKPOINT_EVERY)}",
             f"{LOGGER}=[console,file]", f"{ROLLOUT_DUMP}={(folder / 'rollouts').resolve()}",
             f"{FILE_LOGGER_PATH}={(folder / 'metrics' / f'{stamp}.jsonl').resolve()}",
             f"{SAVE_CONTENTS}=[model,optimizer,extra,hf_model]", *overrides]
