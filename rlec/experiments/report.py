@@ -63,6 +63,11 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+def _nulls(values: np.ndarray) -> list:
+    """``values.tolist()`` with NaN as None."""
+    return [_nulls(v) if isinstance(v, np.ndarray) else (None if np.isnan(v) else float(v)) for v in values]
+
+
 def tail_mean(values: Sequence[float]) -> float:
     """Mean of the last quarter of the steps (at least one), NaN steps ignored; NaN when none is measured."""
     x = np.asarray(values, dtype=float)
@@ -87,13 +92,17 @@ def summarise(exp: Experiment, runs: dict[str, list[Run]], *, quick: bool) -> di
             for i, v in enumerate(per_run):
                 grid[i, :len(v)] = v
             with _quiet():
-                cell["curves"][curve.name] = {"per_seed": grid.tolist(), "mean": np.nanmean(grid, axis=0).tolist()}
+                mean = np.nanmean(grid, axis=0)
+            # NaN (a step without the metric) as null: results.json stays strict JSON
+            cell["curves"][curve.name] = {"per_seed": _nulls(grid), "mean": _nulls(mean)}
             cell["table"][f"{curve.name} (last quarter)"] = seed_interval([tail_mean(v) for v in per_run])
         for name in (exp.heldout.figures if exp.heldout else {}):
             cell["table"][f"held-out {name}"] = seed_question_interval(np.array([r.heldout[name] for r in rs]))
         for key in exp.seed_spread:
-            means = [float(np.nanmean(r.series(key))) if r.metrics else np.nan for r in rs]
-            cell["table"][f"{key}: std over seeds"] = [float(np.nanstd(means)) if len(rs) > 1 else None, None, None]
+            with _quiet():
+                means = [float(np.nanmean(r.series(key))) if r.metrics else np.nan for r in rs]
+                spread = float(np.nanstd(means)) if len(rs) > 1 else np.nan
+            cell["table"][f"{key}: std over seeds"] = [None if np.isnan(spread) else spread, None, None]
         arms[arm.name] = cell
     return {"experiment": exp.name, "claim": exp.claim, "paper": exp.paper, "quick": quick, "arms": arms,
             "figures": [c.name for c in exp.curves] + [f"held-out {n}" for n in (exp.heldout.figures if exp.heldout else {})]}
@@ -133,8 +142,8 @@ def plot(exp: Experiment, result: dict[str, Any], path: Path) -> Path:
             c = a["curves"][curve.name]
             steps = np.arange(1, len(c["mean"]) + 1)
             for seed_line in c["per_seed"]:
-                ax.plot(steps, seed_line, color=colors[i % len(colors)], alpha=0.25, lw=0.8)
-            ax.plot(steps, c["mean"], color=colors[i % len(colors)], lw=2, label=name)
+                ax.plot(steps, np.array(seed_line, dtype=float), color=colors[i % len(colors)], alpha=0.25, lw=0.8)
+            ax.plot(steps, np.array(c["mean"], dtype=float), color=colors[i % len(colors)], lw=2, label=name)
         ax.set_xlabel("step")
         ax.set_title(curve.label, fontsize=10)
         ax.legend(fontsize=8)
