@@ -43,7 +43,7 @@ def settings_stamp(exp: Experiment, steps: int) -> dict[str, Any]:
     """Everything that decides an arm-seed's outcome (seeds excepted: adding seeds reuses the folder)."""
     from rlec.demo import warm_start
 
-    return {"experiment": exp.name, "steps": steps, "data": exp.data, "settings": dict(exp.settings),
+    return {"experiment": exp.name, "steps": steps, "data": exp.data, "train_rows": exp.train_rows, "settings": dict(exp.settings),
             "arms": {a.name: {"overrides": list(a.overrides), "then": None if a.then is None else list(a.then),
                               "switch_fraction": a.switch_fraction} for a in exp.arms},
             "heldout": None if exp.heldout is None else {"targets": list(exp.heldout.targets), "n_samples": exp.heldout.n_samples,
@@ -84,7 +84,8 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
     data = shared / "data"
     if not (data / "train.parquet").is_file():
         kind = "targets" if exp.data == "targets" else "binary"
-        demo_data.write_demo_data(data, seed=0, test_questions=60, binary_fraction=0.0 if kind == "targets" else 1.0,
+        demo_data.write_demo_data(data, seed=0, test_questions=60, train_rows=exp.train_rows,
+                                  binary_fraction=0.0 if kind == "targets" else 1.0,
                                   targets=[0.1, 0.8] if kind == "targets" else None)
     paths = {"model": model, "train": data / "train.parquet", "test": data / "test.parquet"}
     if exp.data == "environments" or (exp.heldout is not None and exp.heldout.data == "environments"):

@@ -2,7 +2,10 @@
 
 The paper (and rlec's README): harder prompts get more rollouts (the sum stays n x prompts), which
 lowers the share of groups with no correct response. Here: that share per step, from verl's rollout
-dump. The temperature scheduler and length bias are off in both arms.
+dump. The temperature scheduler and length bias are off in both arms. The budget ranks prompts by
+their own past accuracy and gives an unseen prompt rollout.n, so both arms train on 32 addition rows
+(8 per step: each prompt comes back every 4 steps) instead of 2,000, which a 20-step run would see
+once each (the budget would never act).
 """
 
 from __future__ import annotations
@@ -26,5 +29,6 @@ EXPERIMENT = Experiment(
     curves=(Curve("all_wrong_share", "share of all-wrong groups (rollout dump)", all_wrong_share),
             metric_curve(K.M_ROLLOUT_N_MAX, "largest per-prompt n (e3/rollout_n/max)")),
     steps=20,
-    quick_steps=2,
+    quick_steps=6,  # prompts come back from step 5 on: the budget acts at step 5-6
+    train_rows=32,
 )

@@ -109,6 +109,7 @@ class Experiment:
         heldout: held-out figures (None: none).
         seed_spread: metrics whose spread across seeds is reported (std over seeds of each seed's mean).
         steps, quick_steps: steps per arm-seed in a full and a ``--quick`` run.
+        train_rows: addition training rows (``data`` binary / targets): fewer rows, more visits per prompt.
     """
 
     name: str
@@ -122,6 +123,7 @@ class Experiment:
     seed_spread: tuple[str, ...] = ()
     steps: int = 40
     quick_steps: int = 2
+    train_rows: int = 2000
 
     def arm(self, name: str) -> Arm:
         """The arm called ``name``.
