@@ -50,10 +50,12 @@ def launcher_args(folder: Path, overrides: Sequence[str], *, steps: int, seed: i
 
 
 def launcher_env(folder: Path, *, model: Path, train: Path, test: Path, steps: int) -> dict[str, str]:
-    """The launcher's environment: verl's trainer (``TRAINER=verl``), the output folder, model, data and steps."""
+    """The launcher's environment: verl's trainer (``TRAINER=verl``), the output folder, model, data, steps, no final evaluation."""
     return {**os.environ, "TRAINER": "verl", "OUTPUT_DIR": str(folder.resolve()), "MODEL_PATH": str(model.resolve()),
             "TRAIN_FILES": str(train.resolve()), "VAL_FILES": str(test.resolve()), "STEPS": str(steps),
-            "PYTHON": sys.executable, "RESUME": "auto"}
+            "PYTHON": sys.executable, "RESUME": "auto",
+            # the launcher's own end-of-run evaluation (branch verlrun's rlec.verl_report): the callers evaluate themselves
+            "EVAL_AT_END": "0"}
 
 
 def check(folder: Path, overrides: Sequence[str], *, model: Path, train: Path, test: Path, steps: int) -> str | None:
