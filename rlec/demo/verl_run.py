@@ -54,7 +54,7 @@ def launcher_env(folder: Path, *, model: Path, train: Path, test: Path, steps: i
     return {**os.environ, "TRAINER": "verl", "OUTPUT_DIR": str(folder.resolve()), "MODEL_PATH": str(model.resolve()),
             "TRAIN_FILES": str(train.resolve()), "VAL_FILES": str(test.resolve()), "STEPS": str(steps),
             "PYTHON": sys.executable, "RESUME": "auto",
-            # the launcher's own end-of-run evaluation (branch verlrun's rlec.verl_report): the callers evaluate themselves
+            # the launcher's own end-of-run evaluation (branch verlrun's report): the callers evaluate themselves
             "EVAL_AT_END": "0"}
 
 
