@@ -94,7 +94,9 @@ def test_demo_end_to_end_tiny(tmp_path: Path, capsys) -> None:
     out = tmp_path / "demo"
     args = ["--out", str(out), "--steps", "2", "--warm-start-steps", "3", "--bootstrap", "100",
             "rlec.local.eval.max_questions=4", "rlec.local.eval.max_new_tokens=12", "data.train_batch_size=4",
-            "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
+            "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+            # verl validates that prompts x n (8) is a multiple of the micro-batch (the demo's 32 fits its 16 x 8)
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"]
     assert demo.main(args) == 0
     for rel in ("warm_start/model.safetensors", "data/train.parquet", "data/test.parquet", "eval/warm_start.jsonl",
                 "run/global_step_2/actor/model/huggingface/model.safetensors", "run/eval/records.jsonl", "compare/metrics.json", "target_check.json"):
