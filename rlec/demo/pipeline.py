@@ -1,4 +1,4 @@
-"""The learning demo: a warm-started tiny Qwen3, trained with RLEC by the local run, evaluated before and after.
+"""The learning demo: a warm-started tiny Qwen3, trained with RLEC by verl's trainer, evaluated before and after.
 
     python -m rlec.demo                      # make demo; every stage is reused when done
     python -m rlec.demo --steps 200 actor_rollout_ref.actor.optim.lr=5e-5
@@ -13,17 +13,19 @@ Stages (each is skipped when its output exists, so an interrupted demo resumes w
    the data contract (``train.parquet``, ``test.parquet``).
 3. **warm-start evaluation**: ``rlec.eval.evaluate`` with the local run's evaluation settings
    (:func:`rlec.local.summary.evaluation_args`: greedy, every target of the grid).
-4. **RLEC**: the local run (:func:`rlec.local.runner.run`: HF rollout, rlec grading, the
-   scheduled reward, verl's mean-only GRPO advantage, the Megatron update, weight sync) from the
-   warm start, with :data:`DEMO_SETTINGS` over ``megatron_configs/local.yaml``; it ends with the
-   same evaluation of the trained model.
+4. **RLEC**: the launcher users run, ``tools/run_megatron_rlec.sh`` with ``TRAINER=verl``
+   (:mod:`rlec.demo.verl_run`: verl's ``main_ppo`` on the CPU layout, the loop ``make run`` follows:
+   the rlec_hf rollout, rlec grading, the scheduled reward, verl's mean-only GRPO advantage, the
+   Megatron update, weight sync) from the warm start, with :data:`DEMO_SETTINGS`
+   (:func:`launcher_overrides`); then the same evaluation of the HF weights verl writes at the
+   last step (``run/global_step_<steps>/actor/model/huggingface``).
 5. **comparison**: ``rlec.eval.metrics`` on both record files side by side (tables, the
    coverage / selective-accuracy-vs-target plot of both) and :func:`target_check`, the
    per-target bootstrap test of the demo's goal (coverage at p = 0.8 at least 0.3 below
    coverage at p = 0.1, with separated intervals, after RLEC and not before).
 
 Outputs under ``--out`` (default ``outputs/demo``): ``warm_start/``, ``data/``, ``run/`` (the
-local run's folder), ``eval/warm_start.jsonl``, ``compare/`` (metrics, plots),
+launch's folder: checkpoints, ``eval/records.jsonl``), ``eval/warm_start.jsonl``, ``compare/`` (metrics, plots),
 ``target_check.json`` and ``demo.json`` (the warm-start settings and training targets the folder
 belongs to: a rerun with others is refused, so no stage mixes two demos).
 """
@@ -41,7 +43,7 @@ import numpy as np
 DEFAULT_OUT = "outputs/demo"
 DEFAULT_STEPS = 80
 
-# The local run's settings the demo changes (key=value arguments override them). Scale: 16 prompts
+# The settings the demo changes (key=value arguments override them; rlec.local.* set its evaluation). Scale: 16 prompts
 # x 8 responses per step, 4 optimizer steps per step; responses of the warm start are at most
 # ~20 tokens ("0.80 \\boxed{I don't know}"); 120 held-out evaluation questions.
 DEMO_SETTINGS: dict[str, Any] = {
@@ -68,7 +70,10 @@ MIN_GAP, MAX_WARM_GAP = 0.3, 0.1  # the demo's goal (issue 17)
 
 
 def run_overrides(out: Path, steps: int, extra: Sequence[str] = ()) -> list[str]:
-    """The ``key=value`` overrides of the demo's local run: paths, :data:`DEMO_SETTINGS`, ``steps``, then ``extra``."""
+    """The ``key=value`` overrides of the demo over ``megatron_configs/local.yaml`` (validation and the evaluation's settings).
+
+    Paths, :data:`DEMO_SETTINGS`, ``steps``, then ``extra``.
+    """
     values: dict[str, Any] = {
         "actor_rollout_ref.model.path": out / "warm_start",
         "data.train_files": out / "data" / "train.parquet",
@@ -163,15 +168,24 @@ def format_check(check: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _run_complete(run_dir: Path, steps: int) -> bool:
-    """True when the local run in ``run_dir`` logged step ``steps`` and wrote its final weights."""
-    from rlec.local.logger import read_metrics
+def _records_complete(records: Path) -> bool:
+    """True when ``records`` (the trained model's evaluation) exists and is not empty (``--resume`` completes a partial one)."""
+    return records.is_file() and records.stat().st_size > 0
 
-    try:
-        rows = read_metrics(run_dir / "metrics.jsonl")
-    except (OSError, ValueError):
-        return False
-    return bool(rows) and int(rows[-1].get("step", 0)) >= steps and (run_dir / "hf_final").is_dir()
+
+def launcher_overrides(extra: Sequence[str] = ()) -> list[str]:
+    """The launcher's Hydra overrides of the demo's RLEC run: :data:`DEMO_SETTINGS`, then ``extra``.
+
+    The local run's own settings (``rlec.local.*``: the evaluation's questions and tokens) are not
+    verl's: they set the demo's evaluation (:func:`rlec.local.summary.evaluation_args`) and are left
+    out here. Paths and steps go to the launcher as ``MODEL_PATH`` / ``TRAIN_FILES`` / ``VAL_FILES``
+    / ``STEPS`` (:func:`rlec.demo.verl_run.launch`).
+    """
+    values = [f"{k}={v}" for k, v in DEMO_SETTINGS.items()] + list(extra)
+    return [v for v in values if not v.lstrip("+~").startswith(LOCAL_ONLY)]
+
+
+LOCAL_ONLY = "rlec.local."
 
 
 def _data_settings(folder: Path) -> dict[str, Any] | None:
@@ -189,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m rlec.demo", description=__doc__.split("\n\n")[0],
                                 epilog="Stages and outputs: see the module docstring (docs/local_run.md, 'The learning demo').",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="local-run settings over the demo's (python -m rlec.local.runner --help)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="settings over the demo's: verl's keys go to the launcher, rlec.local.eval.* set the evaluation")
     p.add_argument("--out", default=DEFAULT_OUT, help="output folder of every stage")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="RLEC steps (b goes 0 -> 1 over them)")
     p.add_argument("--warm-start-steps", type=int, default=None, help="a quick warm start instead of the shipped one: this many base steps, no fine-tuning stages (for "
@@ -209,8 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rlec.eval import evaluate, metrics
     from rlec.io import atomic_write_text
     from rlec.demo import data as demo_data
-    from rlec.demo import warm_start
-    from rlec.local import runner
+    from rlec.demo import verl_run, warm_start
     from rlec.local.config import LocalConfigError, load_config
     from rlec.local.summary import evaluation_args
 
@@ -271,15 +284,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = evaluate.main(evaluation_args(cfg, out / "warm_start", warm_records) + ["--resume"])
     if code:
         return code
-    trained_records = out / "run" / "eval" / "records.jsonl"
-    if _run_complete(out / "run", args.steps) and trained_records.is_file():
-        print(f"[rlec.demo] 4/5 RLEC: {args.steps} of {args.steps} steps done and evaluated, reused ({out / 'run'})", flush=True)
+    run_dir = out / "run"
+    trained_records = run_dir / "eval" / "records.jsonl"
+    trained = verl_run.hf_model(run_dir, args.steps)
+    if trained is not None and _records_complete(trained_records):
+        print(f"[rlec.demo] 4/5 RLEC: {args.steps} of {args.steps} steps done and evaluated, reused ({run_dir})", flush=True)
     else:
-        print(f"[rlec.demo] 4/5 RLEC, {args.steps} steps -> {out / 'run'}", flush=True)
-        code = runner.main(overrides)
+        if trained is None:
+            print(f"[rlec.demo] 4/5 RLEC, {args.steps} steps on verl's trainer (tools/run_megatron_rlec.sh, TRAINER=verl) "
+                  f"-> {run_dir}", flush=True)
+            try:
+                trained = verl_run.launch(run_dir, launcher_overrides(args.overrides), model=out / "warm_start",
+                                          train=data / "train.parquet", test=data / "test.parquet", steps=args.steps,
+                                          progress=lambda line: print(f"[rlec.demo] {line}", flush=True))
+            except RuntimeError as exc:
+                print(f"rlec.demo: error: {exc}", file=sys.stderr)
+                return 1
+        print(f"[rlec.demo] 4/5 evaluating the trained model ({trained}) -> {trained_records}", flush=True)
+        trained_records.parent.mkdir(parents=True, exist_ok=True)
+        code = evaluate.main(evaluation_args(cfg, trained, trained_records) + ["--resume"])
         if code:
             return code
-    trained_records = out / "run" / "eval" / "records.jsonl"
     print("[rlec.demo] 5/5 comparison", flush=True)
     code = metrics.main([str(warm_records), "--compare", str(trained_records), "--labels", "warm start,RLEC",
                          "--bootstrap", str(args.bootstrap), "--out-dir", str(out / "compare")])

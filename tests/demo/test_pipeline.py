@@ -69,6 +69,13 @@ def test_run_overrides_put_paths_then_demo_settings_then_the_users(tmp_path: Pat
     assert cfg.actor_rollout_ref.rollout.top_k == demo.DEMO_SETTINGS["actor_rollout_ref.rollout.top_k"] > 0  # reaches the run
 
 
+def test_launcher_overrides_keep_verls_keys_and_leave_the_local_evaluation_out() -> None:
+    got = demo.launcher_overrides(["actor_rollout_ref.actor.optim.lr=3e-5", "rlec.local.eval.max_questions=4"])
+    assert f"data.train_batch_size={demo.DEMO_SETTINGS['data.train_batch_size']}" in got
+    assert got[-1] == "actor_rollout_ref.actor.optim.lr=3e-5"  # the user's value comes last: it wins
+    assert not [v for v in got if v.startswith("rlec.local.")]  # not a key of verl's config (Hydra would refuse it)
+
+
 def test_cli_refuses_bad_settings_before_any_work(tmp_path: Path, capsys) -> None:
     assert demo.main(["--out", str(tmp_path / "d"), "--steps", "0"]) == 2
     assert demo.main(["--out", str(tmp_path / "d"), "--steps", "1"]) == 2  # the b schedule needs two steps
@@ -82,14 +89,17 @@ def test_cli_refuses_bad_settings_before_any_work(tmp_path: Path, capsys) -> Non
 
 @pytest.mark.slow
 def test_demo_end_to_end_tiny(tmp_path: Path, capsys) -> None:
-    """Every stage at toy size: a 3-step warm start, 2 RLEC steps, 4 evaluation questions; a rerun reuses every stage."""
+    """Every stage at toy size: a 3-step warm start, 2 RLEC steps on verl's trainer (one launch of the launcher),
+    4 evaluation questions; a rerun reuses every stage."""
     out = tmp_path / "demo"
     args = ["--out", str(out), "--steps", "2", "--warm-start-steps", "3", "--bootstrap", "100",
             "rlec.local.eval.max_questions=4", "rlec.local.eval.max_new_tokens=12", "data.train_batch_size=4",
-            "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
+            "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+            # verl validates that prompts x n (8) is a multiple of the micro-batch (the demo's 32 fits its 16 x 8)
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"]
     assert demo.main(args) == 0
     for rel in ("warm_start/model.safetensors", "data/train.parquet", "data/test.parquet", "eval/warm_start.jsonl",
-                "run/hf_final", "run/eval/records.jsonl", "compare/metrics.json", "target_check.json"):
+                "run/global_step_2/actor/model/huggingface/model.safetensors", "run/eval/records.jsonl", "compare/metrics.json", "target_check.json"):
         assert (out / rel).exists(), rel
     assert list((out / "compare").glob("*.png")), "the comparison plots"
     check = json.loads((out / "target_check.json").read_text())
@@ -98,7 +108,7 @@ def test_demo_end_to_end_tiny(tmp_path: Path, capsys) -> None:
     assert "The demo's goal" in printed and "| warm start |" in printed
     # the rerun reuses every stage: warm start, data, both record files, the finished run
     kept = ["warm_start/model.safetensors", "data/train.parquet", "eval/warm_start.jsonl", "run/eval/records.jsonl",
-            "run/metrics.jsonl"]
+            "run/rollouts/2.jsonl"]
     mtimes = {rel: (out / rel).stat().st_mtime_ns for rel in kept}
     assert demo.main(args) == 0
     assert {rel: (out / rel).stat().st_mtime_ns for rel in kept} == mtimes

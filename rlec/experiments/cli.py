@@ -1,0 +1,114 @@
+"""``python -m rlec.experiments <name>``: train every arm x seed through the launcher, then the table, figure and JSON.
+
+    python -m rlec.experiments e3                    # 3 arms x 2 seeds, full length (<= 60 min on 2 cores)
+    python -m rlec.experiments passk --quick         # a few steps per arm (minutes): checks the wiring, not the claim
+    python -m rlec.experiments rlve --arms adaptive,low_static --seeds 3
+
+Outputs under ``--out`` (default ``outputs/experiments/<name>``, ``..._quick`` with ``--quick``):
+``results.json`` (every figure per arm with 95% intervals, the per-step curves), ``<name>.png`` and
+``table.md``; each arm-seed in ``<arm>/seed<k>/`` (layout: :mod:`rlec.experiments.core`). A rerun
+skips the finished arm-seeds and resumes an interrupted one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from rlec.experiments.spec import Experiment
+
+EXPERIMENTS = ("e3", "e3_budget", "passk", "rlve", "rlec")
+QUICK_QUESTIONS = 16  # held-out questions of a --quick run (the full set: 60 additions, or 64 environment problems)
+
+
+def load(name: str) -> Experiment:
+    """The :class:`Experiment` of ``rlec/experiments/<name>.py``.
+
+    Raises:
+        ValueError: ``name`` is not one of :data:`EXPERIMENTS`.
+    """
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}: expected one of {', '.join(EXPERIMENTS)}")
+    return importlib.import_module(f"rlec.experiments.{name}").EXPERIMENT
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    p = argparse.ArgumentParser(prog="python -m rlec.experiments", description=__doc__.split("\n\n")[0],
+                                epilog="docs/experiments.md: each experiment, its paper figure and its verdict.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", help=f"the experiment: {', '.join(EXPERIMENTS)}")
+    p.add_argument("--arms", default=None, help="comma-separated arms to run (default: all of the experiment's)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per arm, 0 .. N-1, at least 1 (default 2; 1 with --quick)")
+    p.add_argument("--quick", action="store_true", help="a few steps per arm and a small held-out set (minutes)")
+    p.add_argument("--steps", type=int, default=None, help="steps per arm-seed (default: the experiment's)")
+    p.add_argument("--check", action="store_true", help="validate every arm's launch (DRY_RUN=1 of the launcher), train nothing")
+    p.add_argument("--out", default=None, help="output folder (default outputs/experiments/<name>[_quick])")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; 2 on bad input (named), 1 when a launch fails, else 0."""
+    from rlec.demo import verl_run
+    from rlec.experiments import core, report
+    from rlec.io import atomic_write_text
+
+    args = build_parser().parse_args(argv)
+    try:
+        exp = load(args.name)
+        if args.seeds is None:
+            args.seeds = 1 if args.quick else 2
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        arms = [a.name for a in exp.arms] if args.arms is None else [a.strip() for a in args.arms.split(",") if a.strip()]
+        for arm in arms:
+            exp.arm(arm)  # raises naming an unknown arm
+        if not arms:
+            raise ValueError(f"--arms {args.arms!r}: no arm named")
+        steps = args.steps if args.steps is not None else (exp.quick_steps if args.quick else exp.steps)
+        if steps < 2:
+            raise ValueError(f"--steps must be >= 2, got {steps}")
+        out = Path(args.out or f"outputs/experiments/{exp.name}{'_quick' if args.quick else ''}")
+        core.claim_folder(out, core.settings_stamp(exp, steps))
+    except ValueError as exc:
+        print(f"rlec.experiments: error: {exc}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    core.log(f"{exp.name}: {len(arms)} arms x {args.seeds} seeds, {steps} steps each -> {out}")
+    shared = core.prepare_shared(out, exp)
+    if args.check:
+        failed = 0
+        for arm in arms:
+            for idx, (overrides, n) in enumerate(exp.arm(arm).stages(steps)):
+                folder = out / arm / "check" / f"stage{idx + 1}"
+                folder.mkdir(parents=True, exist_ok=True)
+                why = verl_run.check(folder, [*(f"{k}={v}" for k, v in exp.settings.items()), *overrides], model=shared["model"],
+                                     train=shared["train"], test=shared["test"], steps=n)
+                failed += why is not None
+                core.log(f"{exp.name} {arm} stage {idx + 1}: {'OK' if why is None else 'REFUSED' + chr(10) + why}")
+        return 1 if failed else 0
+    runs: dict[str, list] = {}
+    total, k = len(arms) * args.seeds, 0
+    for arm in arms:
+        for seed in range(args.seeds):
+            k += 1
+            core.log(f"{exp.name} [{k}/{total}] {arm} seed{seed}")
+            try:
+                runs.setdefault(arm, []).append(core.run_arm_seed(exp, arm, seed, out, steps, shared, limit=QUICK_QUESTIONS if args.quick else None))
+            except RuntimeError as exc:
+                print(f"rlec.experiments: error: {exc}", file=sys.stderr)
+                return 1
+    result = report.summarise(exp, runs, quick=args.quick)
+    result["steps"], result["seconds"] = steps, round(time.perf_counter() - t0, 1)
+    table = report.format_table(result)
+    atomic_write_text(out / "results.json", json.dumps(result, indent=1) + "\n")
+    atomic_write_text(out / "table.md", table + "\n")
+    png = report.plot(exp, result, out / f"{exp.name}.png")
+    print(f"\n## {exp.name}{' (--quick)' if args.quick else ''}: {exp.claim}\n\n{table}\n")
+    core.log(f"done in {result['seconds']:.0f} s: {out / 'results.json'}, {png}")
+    return 0

@@ -1,0 +1,108 @@
+"""rlec.experiments: bad input refused by name before anything is written; the statistics and run readers."""
+
+from __future__ import annotations
+
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlec.experiments import cli, core, report
+from rlec.experiments.spec import Arm, Run, all_wrong_share, effective_prompt_ratio
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["nope"], "unknown experiment 'nope'"),
+    (["e3", "--arms", "grpo,bogus"], "unknown arm 'bogus'"),
+    (["rlve", "--seeds", "0"], "--seeds must be >= 1, got 0"),
+    (["passk", "--steps", "1"], "--steps must be >= 2"),
+])
+def test_bad_input_is_refused_naming_it_and_writes_nothing(argv, named, tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    assert cli.main([*argv, "--out", str(out)]) == 2
+    assert named in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_every_experiment_loads_with_unique_arms_and_figures() -> None:
+    for name in cli.EXPERIMENTS:
+        exp = cli.load(name)
+        assert exp.name == name and len(exp.arms) >= 2
+        assert len({a.name for a in exp.arms}) == len(exp.arms)
+        assert exp.curves and exp.quick_steps >= 2 and exp.steps > exp.quick_steps
+
+
+def test_a_folder_of_other_settings_is_refused(tmp_path, capsys) -> None:
+    out = tmp_path / "e3"
+    exp = cli.load("e3")
+    core.claim_folder(out, core.settings_stamp(exp, 5))
+    before = sorted(p.name for p in out.iterdir())
+    assert cli.main(["e3", "--steps", "6", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds an experiment with other settings (steps" in err and str(out) in err
+    assert sorted(p.name for p in out.iterdir()) == before
+    core.claim_folder(out, core.settings_stamp(exp, 5))  # the same settings: accepted
+
+
+def test_the_switch_arm_splits_the_steps() -> None:
+    arm = Arm("s", "switch", ("algorithm=passk",), then=(), switch_fraction=0.5)
+    assert arm.stages(12) == [(("algorithm=passk",), 6), ((), 6)]
+    assert arm.stages(3)[0][1] + arm.stages(3)[1][1] == 3
+    assert Arm("one", "x", ("a=1",)).stages(4) == [(("a=1",), 4)]
+
+
+def test_group_figures_by_hand() -> None:
+    run = Run("a", 0, [{"step": 1}, {"step": 2}], groups=[[[0, 0, 0], [1, 0, 0]], [[1, 1], [0.5, 0.5], [0, 1]]])
+    assert all_wrong_share(run) == [0.5, 0.0]
+    assert effective_prompt_ratio(run) == [0.5, pytest.approx(1 / 3)]
+
+
+def test_seed_question_interval_contains_the_mean_and_collapses_without_spread() -> None:
+    v = np.array([[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    point, lo, hi = report.seed_question_interval(v, n_boot=500)
+    assert point == 0.5 and lo < 0.5 < hi
+    assert report.seed_question_interval(np.ones((2, 3)), n_boot=50) == [1.0, 1.0, 1.0]
+    assert report.seed_question_interval(np.array([[np.nan, 1.0], [np.nan, 0.0]]), n_boot=50)[0] == 0.5
+    assert report.seed_interval([0.2, 0.4], n_boot=200)[0] == pytest.approx(0.3)
+
+
+def test_held_out_figures_by_hand() -> None:
+    from rlec.experiments.rlve import accuracy_at
+    from rlec.experiments.spec import coverage_gap, pass_at
+
+    # (Q=2, T=2, 5: n, correct, incorrect, abstain, reward_sum)
+    pq = np.array([[[4, 2, 1, 1, 0], [4, 0, 0, 4, 0]],
+                   [[4, 0, 4, 0, 0], [4, 1, 0, 3, 0]]], dtype=float)
+    assert pass_at(1)(pq, [], []).tolist() == [0.5, 0.0]
+    assert pass_at(4)(pq, [], []).tolist() == [1.0, 0.0]  # 2 of 4 right: some draw of 4 holds one
+    assert coverage_gap(0, 1)(pq, [], []).tolist() == [0.75 - 0.0, 1.0 - 0.25]
+    keys = [("arithmetic/d0", "q1"), ("arithmetic/d1", "q2")]
+    got = accuracy_at(1)(pq[:, :1], keys, [])
+    assert np.isnan(got[0]) and got[1] == 0.0
+
+
+def test_results_json_table_and_png_hold_every_figure_of_every_experiment(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    for name in cli.EXPERIMENTS:
+        exp = cli.load(name)
+        runs = {arm.name: [Run(arm.name, seed, [{"step": s, "actor/entropy": rng.random()} for s in (1, 2, 3, 4)],
+                               [[[1.0, 0.0]] * 4] * 4,
+                               {n: list(rng.random(6)) for n in (exp.heldout.figures if exp.heldout else {})})
+                           for seed in (0, 1)] for arm in exp.arms}
+        result = report.summarise(exp, runs, quick=True)
+        cells = {c for arm in result["arms"].values() for c in arm["table"]}
+        assert {f"{c.name} (last quarter)" for c in exp.curves} | {f"held-out {n}" for n in (exp.heldout.figures if exp.heldout else {})} <= cells
+        assert all(f"| {arm.name} | 2 |" in report.format_table(result) for arm in exp.arms)
+        assert report.plot(exp, result, tmp_path / f"{name}.png").stat().st_size > 10_000
+
+
+def test_a_curve_missing_at_some_steps_is_null_in_strict_json() -> None:
+    exp = cli.load("e3")
+    held = {"pass@1": [1.0, 0.0], "pass@4": [1.0, 1.0], "pass@8": [1.0, 1.0]}
+    runs = {"grpo": [Run("grpo", 0, [{"step": 1, "actor/entropy": 0.3}, {"step": 2}], heldout=held)]}
+    result = report.summarise(exp, runs, quick=True)
+    json.loads(json.dumps(result, allow_nan=False))
+    assert result["arms"]["grpo"]["curves"]["actor/entropy"]["mean"] == [0.3, None]
+    assert result["arms"]["grpo"]["table"]["e3/temperature (last quarter)"] == [None, None, None]
