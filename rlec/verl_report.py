@@ -78,7 +78,7 @@ class StepWatcher(threading.Thread):
     def __init__(self, path: Path, total: int | None, stream: TextIO, poll_s: float = 0.5) -> None:
         super().__init__(daemon=True, name="rlec-step-watcher")
         self.path, self.total, self.stream, self.poll_s = Path(path), total, stream, poll_s
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._inode = self._stat()
         self.shown: list[int] = []
 
@@ -90,7 +90,7 @@ class StepWatcher(threading.Thread):
 
     def stop(self) -> None:
         """Show the lines written so far, then end the thread."""
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=10)
 
     def run(self) -> None:
@@ -99,7 +99,7 @@ class StepWatcher(threading.Thread):
         bar = None
         done: set[int] | None = None
         while True:
-            stopping = self._stop.is_set()
+            stopping = self._halt.is_set()
             inode = self._stat()
             if inode is not None and (inode != self._inode or done is not None):
                 records = read_metrics(self.path) if self.path.exists() else []
@@ -120,7 +120,7 @@ class StepWatcher(threading.Thread):
                     bar.update(1)
             if stopping:
                 break
-            self._stop.wait(self.poll_s)
+            self._halt.wait(self.poll_s)
         if bar is not None:
             bar.close()
 

@@ -86,7 +86,7 @@ def test_without_gpu_or_dry_run_hands_over_to_the_local_profile():
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is present: the launcher would start cluster training")
-    proc = launch("--help", timeout=300, LAYOUT="qwen3_30b_a3b_1x8")
+    proc = launch("--help", timeout=300, LAYOUT="qwen3_30b_a3b_1x8", TRAINER="local")  # the default is verl's trainer
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "running the local CPU profile" in proc.stderr
     assert "LAYOUT applies to cluster runs only" in proc.stderr  # an ignored variable is named
@@ -101,7 +101,8 @@ def test_without_gpu_or_dry_run_hands_over_to_the_local_profile():
 ])
 def test_verl_on_cpu_checks_the_config_before_building_the_model_and_data(tmp_path, overrides, status, message):
     out, data = tmp_path / "run", tmp_path / "data"
-    proc = launch(*overrides, TRAINER="verl", OUTPUT_DIR=str(out), DATA_DIR=str(data), PYTHON=sys.executable)
+    # no TRAINER: verl's trainer is the default without CUDA (make run, issue 31 item 2)
+    proc = launch(*overrides, OUTPUT_DIR=str(out), DATA_DIR=str(data), PYTHON=sys.executable)
     assert proc.returncode == status, proc.stderr[-3000:]
     assert message in proc.stderr and "nothing written" in proc.stderr
     assert "building the tiny Qwen3-MoE" not in proc.stderr and "preparing the sample data" not in proc.stderr
@@ -119,7 +120,7 @@ def test_launcher_rules():
     user_vars = [n for n in names if re.search(rf"^{n}=\$\{{{n}:-", text, re.M)]
     assert {"MODEL_PATH", "NNODES", "NGPUS_PER_NODE", "CHECKPOINT_DIR", "DRY_RUN", "TRAIN_FILES"} <= set(user_vars)
     for line in text.splitlines():
-        if "main_ppo" in line or "rlec.cluster.config_check" in line:
+        if re.search(r"-m (\S*main_ppo|\S*ENTRY|rlec\.cluster\.config_check)", line):
             assert '"$@"' in line or line.rstrip().endswith("\\"), line
     assert text.count('"${OVERRIDES[@]}" "$@"') == 3  # command line last in every invocation
 
