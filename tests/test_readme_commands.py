@@ -44,6 +44,8 @@ def local_runs(commands: list[str]) -> list[tuple[str, str, str]]:
         env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_]+=", w))
         local = "rlec.local.runner" in command or env.get("TRAINER") == "local"
         default = LOCAL_OUTPUT if local else VERL_OUTPUT
+        if env.get("TRAINER") == "verl":  # the default: the same run as without it
+            env.pop("TRAINER")
         output = env.pop("OUTPUT_DIR", env.pop("CHECKPOINT_DIR", default))
         for key in RESUMABLE:  # a rerun with more steps resumes (documented), it is not another run
             env.pop(key, None)
