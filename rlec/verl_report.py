@@ -66,7 +66,7 @@ class StepWatcher(threading.Thread):
 
     The trainer rewrites the file at train begin (a new inode, steps after the resumed one dropped); the
     watcher waits for that rewrite, takes the steps it then holds as done before this launch, and shows
-    every later line.
+    every later line (a step lasts longer than ``poll_s``, so the first step is never in that first read).
 
     Args:
         path: the ``metrics.jsonl`` file.
@@ -116,7 +116,8 @@ class StepWatcher(threading.Thread):
                     done.add(step)
                     self.shown.append(step)
                     bar.write(step_line(record, self.total), file=self.stream)
-                    bar.set_postfix(reward=f"{record.get('rlec/reward/mean') or float('nan'):.3f}")
+                    reward = record.get("rlec/reward/mean")
+                    bar.set_postfix(reward="-" if reward is None else f"{reward:.3f}")
                     bar.update(1)
             if stopping:
                 break

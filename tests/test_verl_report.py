@@ -65,3 +65,52 @@ def test_no_checkpoint_or_no_hf_folder_is_named(tmp_path: Path) -> None:
     (tmp_path / "latest_checkpointed_iteration.txt").write_text("3")
     with pytest.raises(FileNotFoundError, match="global_step_3/actor/model/huggingface: no Hugging Face model"):
         export_final_model(tmp_path)
+
+
+FAKE_RUN = r'''
+import os, sys, time, warnings
+from omegaconf import OmegaConf
+from rlec.report import MetricsFile
+from rlec.verl_report import run_with_report
+
+out = sys.argv[1]
+cfg = OmegaConf.create({"trainer": {"default_local_dir": out, "total_training_steps": 2},
+                        "actor_rollout_ref": {"model": {"path": out + "/tiny_model"}},
+                        "data": {"val_files": out + "/none.parquet", "seed": 1}})
+
+def body(config):
+    print("step:1 - actor/pg_loss:0.1 (verl's console backend)")
+    os.write(2, b"C-level noise from Ray\n")
+    warnings.warn("Apex is not installed")
+    writer = MetricsFile(out, resume_step=0)  # the trainer's on_train_begin
+    time.sleep(1.0)  # a step takes longer than the watcher's poll (0.5 s)
+    for step in (1, 2):
+        writer.log({"rlec/reward/mean": 0.5, "timing_s/step": 3.0, "timing_s/gen": 1.0}, step)
+    hf = os.path.join(out, "global_step_2", "actor", "model", "huggingface")
+    os.makedirs(hf)
+    open(os.path.join(hf, "config.json"), "w").write("{}")
+    open(os.path.join(out, "latest_checkpointed_iteration.txt"), "w").write("2")
+
+run_with_report(cfg, body)
+'''
+
+
+def test_the_console_shows_rlecs_lines_and_the_log_keeps_the_rest(tmp_path: Path) -> None:
+    """The driver's fds 1 and 2 (what Ray forwards from the workers, C-level output) go to the log; the
+    console gets the start line, the step lines and the summary (no Ray, no training: a stand-in body)."""
+    import os
+    import subprocess
+    import sys
+
+    out, log = tmp_path / "run", tmp_path / "verl.log"
+    env = {**os.environ, "RLEC_VERL_LOG": str(log), "EVAL_AT_END": "0"}
+    env.pop("RLEC_VERBOSE", None)
+    proc = subprocess.run([sys.executable, "-c", FAKE_RUN, str(out)], env=env, capture_output=True, text=True, timeout=240)
+    console = proc.stdout + proc.stderr
+    assert proc.returncode == 0, console[-3000:]
+    assert "verl's trainer starting" in console and "step 2/2  reward +0.500" in console
+    assert "## Training (verl's trainer)" in console and "time split over 2 steps" in console
+    assert "step:1 - " not in console and "C-level noise" not in console and "Apex" not in console
+    text = log.read_text()
+    assert "step:1 - actor/pg_loss" in text and "C-level noise from Ray" in text
+    assert (out / "hf_final" / "rlec_step.txt").read_text() == "2\n" and (out / "training_curves.png").is_file()
