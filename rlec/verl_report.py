@@ -190,7 +190,7 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     total = int(total) if total else None
     log_path = Path(os.environ.get(LOG_VAR) or out_dir / "verl.log")
     saved: tuple[int, int] | None = None
-    watcher = None
+    watcher = console = None
     if not loud:
         quiet_third_party()
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -223,6 +223,7 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
             os.dup2(saved[1], 2)
             os.close(saved[0])
             os.close(saved[1])
+            console.close()
             if failed:
                 print(f"[rlec] verl's trainer stopped with an error; the last lines of {log_path}:\n{_tail(log_path)}\n"
                       f"[rlec] (full log: {log_path}; RLEC_VERBOSE=1 shows it live)", file=sys.stderr, flush=True)
@@ -247,6 +248,13 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
 
 def main() -> None:
     """CLI: ``python -m rlec.verl_report [hydra arguments]`` = ``rlec.cluster.main_ppo`` inside :func:`run_with_report`."""
+    from rlec.report import quiet_third_party
+
+    try:
+        quiet_third_party()  # before verl is imported: its import-time warnings and INFO lines
+    except ValueError as exc:  # a bad RLEC_VERBOSE spelling: one line, exit 2
+        print(f"rlec.verl_report: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     from rlec.cluster import main_ppo
 
     main_ppo.main(wrap=run_with_report)
