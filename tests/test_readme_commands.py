@@ -15,8 +15,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = ["README.md", "docs/local_run.md"]
-DEFAULT_OUTPUT = "outputs/local_run"
-VERL_OUTPUT = "outputs/verl_run"
+LOCAL_OUTPUT = "outputs/local_run"  # the local loop (TRAINER=local, python -m rlec.local.runner)
+VERL_OUTPUT = "outputs/verl_run"  # make run: verl's trainer on CPU, the launcher's default without CUDA
 RESUMABLE = ("STEPS", "TOTAL_TRAINING_STEPS")
 RUNNERS = ("make run", "tools/run_megatron_rlec.sh", "rlec.local.runner")
 
@@ -42,7 +42,10 @@ def local_runs(commands: list[str]) -> list[tuple[str, str, str]]:
             continue
         words = shlex.split(command)
         env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_]+=", w))
-        default = VERL_OUTPUT if env.get("TRAINER") == "verl" else DEFAULT_OUTPUT  # TRAINER=verl: verl's trainer on CPU
+        local = "rlec.local.runner" in command or env.get("TRAINER") == "local"
+        default = LOCAL_OUTPUT if local else VERL_OUTPUT
+        if env.get("TRAINER") == "verl":  # the default: the same run as without it
+            env.pop("TRAINER")
         output = env.pop("OUTPUT_DIR", env.pop("CHECKPOINT_DIR", default))
         for key in RESUMABLE:  # a rerun with more steps resumes (documented), it is not another run
             env.pop(key, None)
@@ -78,4 +81,4 @@ def test_the_readme_says_to_activate_the_environment_before_commands_outside_mak
 def test_the_checker_catches_the_reported_order() -> None:
     """The exact pair from the issue: refused, so the check above would fail on it."""
     runs = local_runs(["make run", "ENVIRONMENTS=arithmetic,maze make run"])
-    assert [r[1] for r in runs] == [DEFAULT_OUTPUT, DEFAULT_OUTPUT] and runs[0][2] != runs[1][2]
+    assert [r[1] for r in runs] == [VERL_OUTPUT, VERL_OUTPUT] and runs[0][2] != runs[1][2]

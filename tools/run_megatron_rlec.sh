@@ -27,9 +27,12 @@
 #   NNODES NGPUS_PER_NODE GPU_MEMORY_GIB TRAIN_BATCH_SIZE ROLLOUT_N MAX_PROMPT_LENGTH
 #   MAX_RESPONSE_LENGTH LR TOTAL_EPOCHS TOTAL_TRAINING_STEPS SAVE_FREQ TEST_FREQ LOGGER
 #   NPROC                processes of the local CPU profile (no GPU, no DRY_RUN) [1]
-#   TRAINER              without a GPU: local (rlec.local.runner) or verl (verl's own trainer on CPU: layout=cpu,
-#                        precision=fp32, the rlec_hf rollout; STEPS, OUTPUT_DIR, ENVIRONMENTS, RESUME as for
-#                        the local run; docs/local_run.md)                                         [local]
+#   TRAINER              without a GPU: verl (verl's own trainer on CPU, `make run`: layout=cpu, precision=fp32, the
+#                        rlec_hf rollout, the tiny model and sample data; STEPS, OUTPUT_DIR [outputs/verl_run],
+#                        ENVIRONMENTS, RESUME, EVAL_AT_END; progress, step table, curves, OUTPUT_DIR/hf_final and the
+#                        final evaluation: rlec.verl_report; docs/local_run.md) or local (the local loop,
+#                        rlec.local.runner). With DRY_RUN=1 only an explicit TRAINER=verl selects the CPU layout [verl]
+#   RLEC_VERBOSE=1       keep third-party output on the console (otherwise in OUTPUT_DIR/launches/<time>/verl.log) [0]
 #   PYTHON               interpreter [python3]
 set -euo pipefail
 
@@ -46,13 +49,17 @@ PRINT_CONFIG=${PRINT_CONFIG:-0}
 FLAGS=$(PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m rlec.flags DRY_RUN SKIP_PATH_CHECKS PRINT_CONFIG) || exit 2
 eval "$FLAGS"
 NPROC=${NPROC:-1}
-TRAINER=${TRAINER:-local}
+TRAINER_SET=${TRAINER:+1}
+TRAINER=${TRAINER:-verl}
 has_cuda() { "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; }
 case "$TRAINER" in local|verl) ;; *) echo "run_megatron_rlec.sh: TRAINER=$TRAINER: expected local or verl" >&2; exit 2 ;; esac
 VERL_ON_CPU=0
-if [[ "$TRAINER" == verl ]] && ! has_cuda; then
+# a DRY_RUN checks the cluster's layout unless TRAINER=verl is asked for by name
+if [[ "$TRAINER" == verl && ( "$DRY_RUN" != 1 || -n "$TRAINER_SET" ) ]] && ! has_cuda; then
   # verl's own trainer on this machine: the CPU layout, fp32, the tiny model and sample data by default
   VERL_ON_CPU=1
+  # the report's on/off variables (rlec.verl_report): a bad spelling exits 2 before anything starts
+  PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m rlec.flags EVAL_AT_END RLEC_VERBOSE >/dev/null || exit 2
   export VERL_PLATFORM=cpu OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
   # Transformer Engine's attention selectors mean nothing here, and Megatron refuses local attention with them set
   unset NVTE_FLASH_ATTN NVTE_FUSED_ATTN NVTE_UNFUSED_ATTN
@@ -191,7 +198,8 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
   fi
   if [[ "$BUILD_MODEL" == 1 ]]; then
     echo "run_megatron_rlec.sh: building the tiny Qwen3-MoE in $MODEL_PATH" >&2
-    "$PYTHON" -c "import sys; from rlec.models import build_tiny_model; build_tiny_model(sys.argv[1])" "$MODEL_PATH" >/dev/null
+    HF_HUB_DISABLE_PROGRESS_BARS=1 \
+      "$PYTHON" -c "import sys; from rlec.models import build_tiny_model; build_tiny_model(sys.argv[1])" "$MODEL_PATH" >/dev/null
   fi
   if [[ ! -f "$TRAIN_FILES" || ! -f "$VAL_FILES" ]]; then
     echo "run_megatron_rlec.sh: preparing the sample data in $DATA_DIR" >&2
@@ -224,5 +232,12 @@ RUN_DIR="$(abspath "$CHECKPOINT_DIR")/launches/$(date -u +%Y%m%dT%H%M%SZ)"
   printf 'command:'; printf ' %q' "$0" "$@"; echo
 } > "$RUN_DIR/git.txt"
 echo "run_megatron_rlec.sh: config, commit and log in $RUN_DIR; checkpoints in $CHECKPOINT_DIR" >&2
-"$PYTHON" -m rlec.cluster.main_ppo --config-path "$REPO_ROOT/megatron_configs" --config-name rlec \
+ENTRY=rlec.cluster.main_ppo
+if [[ "$VERL_ON_CPU" == 1 ]]; then
+  # the same main_ppo inside rlec.verl_report: progress, step table, curves, hf_final and the final evaluation;
+  # third-party output to verl.log
+  ENTRY=rlec.verl_report
+  export RLEC_VERL_LOG="$RUN_DIR/verl.log"
+fi
+"$PYTHON" -m "$ENTRY" --config-path "$REPO_ROOT/megatron_configs" --config-name rlec \
   "${OVERRIDES[@]}" "$@" 2>&1 | tee -a "$RUN_DIR/train.log"

@@ -20,7 +20,7 @@ import errno
 import os
 import re
 import sys
-from typing import Any
+from typing import Any, Callable
 from rlec.config_base import TRACKER
 from rlec.io import error_chain
 
@@ -81,8 +81,14 @@ def _run_verl(config: Any) -> None:
         raise SystemExit(2) from None
 
 
-def main() -> None:
-    """CLI: ``python -m rlec.cluster.main_ppo [hydra arguments]`` (the arguments of ``verl.trainer.main_ppo``)."""
+def main(wrap: Callable[[Any, Callable[[Any], None]], None] | None = None) -> None:
+    """CLI: ``python -m rlec.cluster.main_ppo [hydra arguments]`` (the arguments of ``verl.trainer.main_ppo``).
+
+    Args:
+        wrap: called as ``wrap(config, body)`` instead of ``body(config)`` (``body`` = verl's ``main`` body with
+            the full-disk exit), by a caller that adds what happens around the run in this driver process
+            (:func:`rlec.verl_report.run_with_report`, ``make run``'s console and final evaluation).
+    """
     import hydra
     from verl.trainer import main_ppo
 
@@ -91,7 +97,10 @@ def main() -> None:
                            "rlec.cluster.main_ppo cannot run verl's main body unchanged")
 
     def task(config: Any) -> None:
-        _run_verl(config)
+        if wrap is None:
+            _run_verl(config)
+        else:
+            wrap(config, _run_verl)
 
     # the file is main_ppo.py, so Hydra's job name (its log file, hydra.job.name) is verl's
     config_dir = os.path.join(os.path.dirname(os.path.abspath(main_ppo.__file__)), "config")

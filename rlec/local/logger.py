@@ -13,34 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import math
 import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from rlec.flags import flag
-from rlec.io import atomic_write_text
+from rlec.report import MetricsFile, plain, read_metrics, verbose
 
-
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """All complete step records of a ``metrics.jsonl`` file, in order (a torn line is skipped)."""
-    records = []
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return records
-
-
-def verbose() -> bool:
-    """``RLEC_VERBOSE`` is on (:mod:`rlec.flags`): keep third-party warnings, logs and prints.
-
-    Raises:
-        ValueError: a spelling :mod:`rlec.flags` refuses (names the variable).
-    """
-    return flag("RLEC_VERBOSE")  # rlec.flags' spellings: RLEC_VERBOSE=false is off
+__all__ = ["MetricsLogger", "read_metrics", "verbose"]
 
 
 class MetricsLogger:
@@ -60,22 +40,8 @@ class MetricsLogger:
 
     def __init__(self, log_dir: str | Path, *, resume_step: int | None = None, backends: tuple[str, ...] = ("tensorboard",),
                  project: str = "rlec", experiment: str = "local_run") -> None:
-        self.dir = Path(log_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.dir / "metrics.jsonl"
-        self.notes: list[str] = []
-        if self.path.exists():
-            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
-            kept = []
-            for i, line in enumerate(lines):
-                try:
-                    step = json.loads(line)["step"]
-                except (ValueError, KeyError, TypeError):
-                    self.notes.append(f"{self.path}: dropped an unreadable line {i + 1} (a write cut by an interruption)")
-                    continue
-                if resume_step is not None and step <= resume_step:
-                    kept.append(line)
-            atomic_write_text(self.path, "".join(line + "\n" for line in kept))
+        self._file = MetricsFile(log_dir, resume_step=0 if resume_step is None else resume_step)
+        self.dir, self.path, self.notes = self._file.dir, self._file.path, self._file.notes
         self._tracking = None
         wanted = [b for b in backends if b != "console"]
         if wanted:
@@ -88,13 +54,9 @@ class MetricsLogger:
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Record one step's metrics (finite numbers to the trackers; everything to JSON Lines)."""
-        record = {"step": int(step), **{k: _plain(v) for k, v in metrics.items()}}
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        self._file.log(metrics, step)
         if self._tracking is not None:
-            numbers = {k: v for k, v in record.items()
+            numbers = {k: v for k, v in ((k, plain(v)) for k, v in metrics.items())
                        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
             self._tracking.log(numbers, step=int(step))
 
@@ -103,10 +65,3 @@ class MetricsLogger:
         if self._tracking is not None:
             self._tracking.finish()
 
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

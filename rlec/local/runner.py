@@ -35,12 +35,10 @@ rerunning the same command resumes a compatible run (:mod:`rlec.local.setup` has
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import signal
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -50,39 +48,8 @@ from rlec.config import select
 from rlec.local import checkpoint as ckpt
 from rlec.local.config import LocalConfigError, as_dict, load_config, settings_help, to_yaml
 from rlec.local.setup import LocalRunError, ensure_data, ensure_model, log0, plan_start, preflight
+from rlec.report import quiet_third_party
 from rlec.settings import RlecSettings
-
-QUIET_LOGGERS = ("megatron", "mbridge", "transformers", "datasets", "verl", "torch.distributed", "root")
-
-
-def quiet_third_party() -> None:
-    """Silence third-party warnings, info logs and progress bars that flood a CPU run.
-
-    Kept with ``RLEC_VERBOSE=1``. rlec's own warnings stay; Python warnings of other packages
-    (Apex / Transformer Engine fallbacks, optional verl engines, deprecations), their INFO logs
-    (Megatron's bucket lists, optimizer config dumps) and the progress bars of datasets,
-    transformers and the Hugging Face hub are dropped: the run's own progress bar and step table
-    say what happens.
-    """
-    from rlec.local.logger import verbose
-
-    if verbose():
-        return
-    warnings.filterwarnings("ignore")
-    warnings.filterwarnings("default", module=r"rlec(\.|$)")
-    os.environ.setdefault("VERL_LOGGING_LEVEL", "ERROR")  # verl's modules set their level from it at import
-    for name in [*QUIET_LOGGERS, *(n for n in logging.root.manager.loggerDict if n.startswith(QUIET_LOGGERS))]:
-        logging.getLogger(name).setLevel(logging.ERROR)
-    for var in ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_NO_ADVISORY_WARNINGS"):
-        os.environ.setdefault(var, "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    import datasets
-    import transformers
-
-    datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
-
 
 def run(overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Run the local training loop (then the final evaluation); returns the last step's metrics (rank 0)."""
@@ -321,7 +288,7 @@ def _train(cfg: Any, settings: RlecSettings, layout: Any, out_dir: Path, model_p
         log0(f"final HF weights in {final}; metrics in {out_dir / 'metrics.jsonl'}")
     meg.destroy_parallel()
     if rank0:
-        from rlec.local.summary import evaluate_final, print_training_summary
+        from rlec.report import evaluate_final, print_training_summary
 
         print_training_summary(out_dir / "metrics.jsonl")
         if not select(cfg, "actor_rollout_ref.model.path"):

@@ -59,6 +59,7 @@ from rlec.algorithms import registry
 from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext, RolloutPlan, StepRecord, first_error
 from rlec.config import select
 from rlec.reward.metrics import reward_metrics, rows_from_columns
+from rlec.verl_plugin.metrics_file import MetricsFileMixin
 from rlec.verl_plugin.mismatch import MismatchAlarmMixin
 from rlec.verl_plugin.replay import ReproducibleBatchMixin
 from rlec.verl_plugin.state import CheckpointIntegrityMixin, load_state, resumed_folder, save_state, saving_folder
@@ -295,21 +296,24 @@ class AlgorithmsMixin:
 
 
 @register_trainer("rlec_sync")
-class RLECSyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin, PPOTrainerSync):
+class RLECSyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
+                     PPOTrainerSync):
     """verl's ``sync`` trainer with rlec's algorithms and metrics."""
 
     base_trainer_mode = "sync"
 
 
 @register_trainer("rlec_colocate_async")
-class RLECColocateAsyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin, PPOTrainerColocateAsync):
+class RLECColocateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
+                     PPOTrainerColocateAsync):
     """verl's ``colocate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
 
     base_trainer_mode = "colocate_async"
 
 
 @register_trainer("rlec_separate_async")
-class RLECSeparateAsyncTrainer(CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin, PPOTrainerSeparateAsync):
+class RLECSeparateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
+                     PPOTrainerSeparateAsync):
     """verl's ``separate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
 
     base_trainer_mode = "separate_async"

@@ -1,4 +1,4 @@
-"""The main job end to end: tools/run_megatron_rlec.sh on a machine without CUDA runs the local
+"""The main job end to end: `TRAINER=local tools/run_megatron_rlec.sh` on a machine without CUDA runs the local
 RLEC training (rollout -> score -> mean-only advantage -> Megatron update -> weight sync).
 
 Small settings keep each run to seconds of training; the start-up (imports, model build) dominates.
@@ -34,7 +34,7 @@ VOLATILE = ("timing_s/", "timing_per_token_ms/", "rollout/tokens_per_s")
 def launch(out: Path, data: Path, *overrides: str, nproc: int = 1, extra_env: dict[str, str] | None = None,
            timeout: int = 900) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable, "OUTPUT_DIR": str(out), "DATA_DIR": str(data), "NPROC": str(nproc),
-           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **(extra_env or {})}
+           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TRAINER": "local", **(extra_env or {})}
     for var in ("MODEL_PATH", "RESUME", "STEPS", "WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT", "MASTER_ADDR"):
         if var not in (extra_env or {}):
             env.pop(var, None)
@@ -183,7 +183,7 @@ def test_ctrl_c_stops_with_one_line_and_status_130(data_dir: Path, tmp_path: Pat
     import time
 
     env = {**os.environ, "PYTHON": sys.executable, "OUTPUT_DIR": str(tmp_path / "run"), "DATA_DIR": str(data_dir),
-           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TRAINER": "local"}
     # SIGINT handled as in a terminal even when the test itself runs in the background (where it is ignored)
     proc = subprocess.Popen(["bash", str(LAUNCHER), *SMALL, "trainer.total_training_steps=50", NO_EVAL], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -86,7 +86,7 @@ def test_without_gpu_or_dry_run_hands_over_to_the_local_profile():
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is present: the launcher would start cluster training")
-    proc = launch("--help", timeout=300, LAYOUT="qwen3_30b_a3b_1x8")
+    proc = launch("--help", timeout=300, LAYOUT="qwen3_30b_a3b_1x8", TRAINER="local")  # the default is verl's trainer
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "running the local CPU profile" in proc.stderr
     assert "LAYOUT applies to cluster runs only" in proc.stderr  # an ignored variable is named
@@ -101,7 +101,8 @@ def test_without_gpu_or_dry_run_hands_over_to_the_local_profile():
 ])
 def test_verl_on_cpu_checks_the_config_before_building_the_model_and_data(tmp_path, overrides, status, message):
     out, data = tmp_path / "run", tmp_path / "data"
-    proc = launch(*overrides, TRAINER="verl", OUTPUT_DIR=str(out), DATA_DIR=str(data), PYTHON=sys.executable)
+    # no TRAINER: verl's trainer is the default without CUDA (make run, issue 31 item 2)
+    proc = launch(*overrides, OUTPUT_DIR=str(out), DATA_DIR=str(data), PYTHON=sys.executable)
     assert proc.returncode == status, proc.stderr[-3000:]
     assert message in proc.stderr and "nothing written" in proc.stderr
     assert "building the tiny Qwen3-MoE" not in proc.stderr and "preparing the sample data" not in proc.stderr
@@ -119,7 +120,7 @@ def test_launcher_rules():
     user_vars = [n for n in names if re.search(rf"^{n}=\$\{{{n}:-", text, re.M)]
     assert {"MODEL_PATH", "NNODES", "NGPUS_PER_NODE", "CHECKPOINT_DIR", "DRY_RUN", "TRAIN_FILES"} <= set(user_vars)
     for line in text.splitlines():
-        if "main_ppo" in line or "rlec.cluster.config_check" in line:
+        if re.search(r"-m (\S*main_ppo|\S*ENTRY|rlec\.cluster\.config_check)", line):
             assert '"$@"' in line or line.rstrip().endswith("\\"), line
     assert text.count('"${OVERRIDES[@]}" "$@"') == 3  # command line last in every invocation
 
@@ -158,3 +159,30 @@ def test_the_launcher_trains_through_rlec_entry_and_keeps_its_exit_code_2(tmp_pa
     assert args[-1] == "trainer.total_training_steps=3"  # the command line last, as before
     assert "No space left on device" in proc.stdout  # the trainer's stderr goes through tee (2>&1)
     assert "verl.trainer.main_ppo" not in SCRIPT.read_text()
+
+
+NO_CUDA_PYTHON = STAND_IN_PYTHON.replace('"-c "*) exit 0 ;;', '"-c "*) exit 1 ;;').replace(
+    "printf '%s\\n' \"$@\" > \"$ARGS_FILE\"", "{ printf '%s\\n' \"$@\"; echo \"RLEC_VERL_LOG=$RLEC_VERL_LOG\"; } > \"$ARGS_FILE\"")
+assert "RLEC_VERL_LOG" in NO_CUDA_PYTHON and '"-c "*) exit 1' in NO_CUDA_PYTHON
+
+
+def test_without_cuda_the_default_is_verls_trainer_inside_make_runs_report(tmp_path):
+    """Issue 31 item 2: no TRAINER and no CUDA = verl's main_ppo through rlec.verl_report (the quiet console,
+    summary, hf_final and evaluation), the CPU layout, the full log beside the launch's config."""
+    stand_in = tmp_path / "python"
+    stand_in.write_text(NO_CUDA_PYTHON)
+    stand_in.chmod(0o755)
+    model, data, out = tmp_path / "model", tmp_path / "data", tmp_path / "run"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    data.mkdir()
+    for name in ("train.parquet", "test.parquet"):
+        (data / name).write_text("")
+    args_file = tmp_path / "args.txt"
+    proc = launch(PYTHON=str(stand_in), REAL_PYTHON=sys.executable, ARGS_FILE=str(args_file), OUTPUT_DIR=str(out),
+                  MODEL_PATH=str(model), DATA_DIR=str(data), timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]  # the stand-in trainer's exit
+    args = args_file.read_text().splitlines()
+    assert args[:2] == ["-m", "rlec.verl_report"], args[:2]
+    assert "layout=cpu" in args and "precision=fp32" in args
+    assert args[-1].startswith("RLEC_VERL_LOG=") and args[-1].endswith("/verl.log") and str(out / "launches") in args[-1]

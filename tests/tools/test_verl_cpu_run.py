@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
@@ -26,9 +25,14 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(out: Path, data: Path, model: Path, steps: int, *overrides: str, timeout: int = 1500) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TRAINER": "verl", "STEPS": str(steps), "OUTPUT_DIR": str(out), "DATA_DIR": str(data),
-           "MODEL_PATH": str(model), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHON": os.environ.get("PYTHON", "python")}
+def _run(out: Path, data: Path, model: Path, steps: int, *overrides: str, timeout: int = 1500,
+         **env_vars: str) -> subprocess.CompletedProcess:
+    # no TRAINER: verl's trainer is the launcher's default without CUDA (make run)
+    env = {**os.environ, "STEPS": str(steps), "OUTPUT_DIR": str(out), "DATA_DIR": str(data),
+           "MODEL_PATH": str(model), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHON": os.environ.get("PYTHON", "python"),
+           **env_vars}
+    for var in ("TRAINER", "RLEC_VERBOSE"):
+        env.pop(var, None)
     venv_bin = REPO / ".venv" / "bin"
     if venv_bin.is_dir():
         env["PATH"] = f"{venv_bin}:{env['PATH']}"
@@ -37,23 +41,23 @@ def _run(out: Path, data: Path, model: Path, steps: int, *overrides: str, timeou
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def _step_metrics(log: str) -> dict[int, dict[str, float]]:
-    """verl's console logger lines ``step:N - key:value - ...`` -> {N: {key: value}}."""
-    steps: dict[int, dict[str, float]] = {}
-    for line in log.splitlines():
-        m = re.search(r"step:(\d+) - (.*)$", line)
-        if not m:
-            continue
-        values = {}
-        for part in m.group(2).split(" - "):
-            key, _, value = part.rpartition(":")
-            value = re.sub(r"^np\.\w+\((.*)\)$", r"\1", value.strip())  # np.float64(2.0) -> 2.0
-            try:
-                values[key] = float(value)
-            except ValueError:
-                continue
-        steps[int(m.group(1))] = values
-    return steps
+def _step_metrics(out: Path) -> dict[int, dict]:
+    """``<out>/metrics.jsonl`` (one object per step, verl's metric names) -> {step: metrics}."""
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [row["step"] for row in rows]
+    assert len(steps) == len(set(steps)), f"a step logged twice: {steps}"
+    return {row["step"]: row for row in rows}
+
+
+def _check_console(log: str, steps: int) -> None:
+    """The quiet console of make run: rlec's progress lines and summary, none of verl's or the workers' raw output."""
+    assert "step:1 - " not in log and "Training Progress" not in log and "UserWarning" not in log, log[-4000:]
+    assert "(TaskRunner" not in log and "ray init kwargs" not in log, log[-4000:]
+    assert f"step {steps}/{steps}" in log  # the per-step line
+    table = log[log.index("## Training (verl's trainer)"):]
+    header = next(line for line in table.splitlines() if line.startswith("| step |"))
+    assert "E3 T" in header and "pass@k k" in header and "maze d" not in header  # the enabled algorithms' columns
+    assert f"time split over {steps} steps: gen " in table and "update_actor" in table and "save_checkpoint" in table
 
 
 # sorting's prompts reach 412 tokens at difficulty 12 and 1,002 at its maximum, 25 (the run refuses
@@ -75,10 +79,10 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
     rollout's log-probs off the trainer's. verl's own estimator (``grpo``, the plain RLEC run) is checked through verl's functions in
     tests/verl_plugin/test_advantage.py and tests/verl_plugin/test_estimators.py."""
     out, data = tmp_path / "run", tmp_path / "data"
-    first = _run(out, data, tiny_moe_dir, 2, *SETTINGS)
+    first = _run(out, data, tiny_moe_dir, 2, *SETTINGS, EVAL_AT_END="0")  # the evaluation runs once, after the resume
     log = first.stdout + first.stderr
     assert first.returncode == 0, log[-6000:]
-    m = _step_metrics(log)
+    m = _step_metrics(out)
     assert sorted(m) == [1, 2], sorted(m)
     for step in (1, 2):
         for key in ("timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor", "timing_s/update_weights",
@@ -90,28 +94,45 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
         assert abs(m[step]["rollout_corr/kl"]) < 1e-5 and m[step]["training/rollout_probs_diff_max"] < 1e-4, step
         assert m[step]["rlec/mismatch_alarm"] == 0.0
     assert any(k.startswith("rlec/") for k in m[2]), "rlec's training metrics are missing"
+    _check_console(first.stdout, 2)
+    assert (out / "training_curves.png").stat().st_size > 0
+    assert not (out / "eval").exists()  # EVAL_AT_END=0
+    assert list((out / "launches").glob("*/verl.log"))  # the third-party output, kept for debugging
     # the checkpoint: verl's actor state, the tracker, rlec's algorithm state covered by the manifest
     assert (out / "global_step_2" / "actor").is_dir()
     assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
     assert (out / "global_step_2" / "rlec_algorithms.json").is_file() and (out / "global_step_2" / "rlec_manifest.json").is_file()
     assert list((out / "launches").glob("*/config.yaml"))  # the resolved config beside the checkpoints
+    # the trained model as a Hugging Face folder (verl's mbridge export of the latest checkpoint)
+    assert (out / "hf_final" / "config.json").is_file() and (out / "hf_final" / "model.safetensors").is_file()
+    assert (out / "hf_final" / "rlec_step.txt").read_text().strip() == "2"
+    before = (out / "metrics.jsonl").read_text().splitlines()
 
     # the resumed step also induces a train-inference mismatch (rlec.cpu.rollout_weight_noise, not a setting a resume
     # refuses): the rollout serves a perturbed copy of the synced weights, so its log-probs leave the trainer's
     second = _run(out, data, tiny_moe_dir, 3, *SETTINGS, "rlec.cpu.rollout_weight_noise=0.05")
     log2 = second.stdout + second.stderr
     assert second.returncode == 0, log2[-6000:]
-    resumed = _step_metrics(log2)
-    assert sorted(resumed) == [3], "the rerun must continue at step 3, not train steps 1-2 again"
+    resumed = _step_metrics(out)
+    assert sorted(resumed) == [1, 2, 3], sorted(resumed)
+    # the rerun continued at step 3: steps 1-2 are the first launch's lines, byte for byte
+    assert (out / "metrics.jsonl").read_text().splitlines()[:2] == before
+    assert "resumed after step 2" in second.stdout and "step 1/3" not in second.stdout
+    _check_console(second.stdout, 3)  # the summary covers every step, the resumed ones too
     # the perturbation reached verl's mismatch metrics (steps 1-2 without it: |kl| < 1e-5; benchmarks/mismatch.py
     # measured k3 5e-4 at sigma 0.05) and the routers' choices (rlec_hf compares the perturbed copy's with the exact
     # weights'; 15 % measured)
     assert resumed[3]["rollout_corr/k3_kl"] > 1e-4, resumed[3]
     assert 0 < resumed[3]["rlec/router_disagreement"] < 1
-    assert all("rlec/router_disagreement" not in m[s] for s in (1, 2))
-    m.update(resumed)
+    assert all("rlec/router_disagreement" not in resumed[s] for s in (1, 2))
+    m = resumed
     assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert (out / "global_step_3" / "actor").is_dir()
+    assert (out / "hf_final" / "rlec_step.txt").read_text().strip() == "3"
+    # the final evaluation of hf_final: records over the target grid, then the metrics table
+    records = [json.loads(line) for line in (out / "eval" / "records.jsonl").read_text().splitlines()]
+    assert len({r["target"] for r in records}) > 1 and all("target_p" in r for r in records), records[:1]
+    assert (out / "eval" / "metrics").is_dir() and "## Final evaluation" in second.stdout
     # E3: the entropy target (1 nat) is far below the random model's ~11.9: the temperature falls every step,
     # across the resume too (a fresh controller would start step 3 at 1.0 again)
     temps = [m[s]["e3/temperature"] for s in (1, 2, 3)]
@@ -174,13 +195,13 @@ def killed_and_resumed(tmp_path_factory, tiny_moe_dir):
     root = tmp_path_factory.mktemp("sigkill")
     data = root / "data"
     settings = ("data.max_prompt_length=512", "trainer.save_freq=1")
-    whole = _run(root / "whole", data, tiny_moe_dir, 2, *settings)
+    whole = _run(root / "whole", data, tiny_moe_dir, 2, *settings, EVAL_AT_END="0")
     assert whole.returncode == 0, (whole.stdout + whole.stderr)[-6000:]
-    reference = _step_metrics(whole.stdout + whole.stderr)
+    reference = _step_metrics(root / "whole")
     assert sorted(reference) == [1, 2]
 
     out = root / "killed"
-    env = {**os.environ, "TRAINER": "verl", "STEPS": "2", "OUTPUT_DIR": str(out), "DATA_DIR": str(data),
+    env = {**os.environ, "TRAINER": "verl", "STEPS": "2", "OUTPUT_DIR": str(out), "DATA_DIR": str(data), "EVAL_AT_END": "0",
            "MODEL_PATH": str(tiny_moe_dir), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     venv_bin = REPO / ".venv" / "bin"
     if venv_bin.is_dir():
@@ -197,10 +218,11 @@ def killed_and_resumed(tmp_path_factory, tiny_moe_dir):
     assert not (out / "global_step_2").exists(), "killed too late: step 2 was already saved"
     time.sleep(10)  # Ray's reaper stops the killed driver's workers
 
-    resumed = _run(out, data, tiny_moe_dir, 2, *settings)
+    resumed = _run(out, data, tiny_moe_dir, 2, *settings, EVAL_AT_END="0")
     assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-6000:]
-    again = _step_metrics(resumed.stdout + resumed.stderr)
-    assert sorted(again) == [2], "the rerun must resume after checkpoint 1"
+    assert "resumed after step 1" in resumed.stdout, "the rerun must resume after checkpoint 1"
+    again = _step_metrics(out)  # step 1 from the killed launch, step 2 from the rerun
+    assert sorted(again) == [1, 2]
     return reference, again, root / "whole", out
 
 
@@ -214,6 +236,7 @@ def test_a_sigkilled_run_resumed_draws_and_scores_what_the_uninterrupted_run_did
     and the wall clock) equal the uninterrupted run's exactly. Needs per-request rollout seeds
     (rlec.verl_plugin.cpu_rollout) and batches independent of arrival order (rlec.verl_plugin.replay)."""
     reference, again, _, _ = killed_and_resumed
+    assert _outcomes(again[1]) == _outcomes(reference[1])  # the same run up to the kill: step 1 in full
     want = {k: v for k, v in _outcomes(reference[2]).items() if not k.startswith(_UPDATE)}
     got = {k: v for k, v in _outcomes(again[2]).items() if not k.startswith(_UPDATE)}
     assert len(want) > 50 and got == want

@@ -1,0 +1,360 @@
+"""What a CPU training run shows and keeps, for both loops (verl's trainer on ``layout=cpu`` and the local run).
+
+- :class:`MetricsFile`: ``<dir>/metrics.jsonl``, one JSON object per step (``{"step": N, <metric>: value, ...}``,
+  verl's metric names), flushed and fsynced per line; on resume the lines of steps after the resumed
+  step are dropped first (they will be recomputed) and an unreadable (torn) line is dropped with a note.
+  verl's own ``file`` tracker is not used for it: it opens its file with ``"wb"`` (a resumed run would
+  erase the steps before the checkpoint) and never fsyncs. The file name and shape are a contract
+  (the experiments read it).
+- :func:`quiet_third_party`: third-party warnings, INFO logs and progress bars off (``RLEC_VERBOSE=1`` keeps them).
+- the summary: :func:`training_table` (with each enabled algorithm's columns,
+  :func:`rlec.algorithms.registry.table_columns`), :func:`time_split`, :func:`plot_curves`
+  (``training_curves.png``), :func:`print_training_summary`;
+- the final evaluation: :func:`evaluate_final` (``eval/records.jsonl`` and ``eval/metrics``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from rlec.algorithms import registry
+from rlec.flags import flag
+from rlec.io import atomic_write_text, save_figure
+
+METRICS_FILE = "metrics.jsonl"
+CURVES_FILE = "training_curves.png"
+
+__all__ = ["COLUMNS", "CURVES_FILE", "METRICS_FILE", "MetricsFile", "REWARD_NOTE", "STEP_PHASES", "curve_series",
+           "evaluate_final", "evaluation_args", "plot_curves", "print_training_summary", "quiet_third_party",
+           "read_metrics", "step_time_split", "time_split", "training_table", "verbose"]
+
+
+# ---------------------------------------------------------------------------------------------- metrics file
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """All complete step records of a ``metrics.jsonl`` file, in order (a torn line is skipped)."""
+    records = []
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records
+
+
+def plain(value: Any) -> Any:
+    """A JSON value for one metric: numpy / torch scalars as Python numbers, a non-finite float as None."""
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class MetricsFile:
+    """``<dir>/metrics.jsonl``, appended one fsynced line per step; also a verl ``Tracking`` backend
+    (``.log(data, step)``, ``.finish()``).
+
+    Args:
+        log_dir: output folder (created).
+        resume_step: resuming after step k: lines of steps > k are dropped first; 0 drops every line
+            (a new run in a folder with an old file); None keeps every readable line.
+
+    Attributes:
+        path: the file. It exists (possibly empty) once the object is built, so a reader can tell the
+            rewritten file from an older one (a new inode).
+        notes: what was repaired in the existing file (for the run to report).
+    """
+
+    def __init__(self, log_dir: str | Path, *, resume_step: int | None = None) -> None:
+        self.dir = Path(log_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / METRICS_FILE
+        self.notes: list[str] = []
+        kept = []
+        if self.path.exists():
+            for i, line in enumerate(self.path.read_text(encoding="utf-8", errors="replace").splitlines()):
+                try:
+                    step = int(json.loads(line)["step"])
+                except (ValueError, KeyError, TypeError):
+                    self.notes.append(f"{self.path}: dropped an unreadable line {i + 1} (a write cut by an interruption)")
+                    continue
+                if resume_step is None or step <= resume_step:
+                    kept.append(line)
+        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
+
+    def log(self, data: Mapping[str, Any], step: int) -> None:
+        """Append one step's record ``{"step": step, **data}`` (sorted keys; non-finite floats as null), fsynced."""
+        record = {"step": int(step), **{k: plain(v) for k, v in data.items() if k != "step"}}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def finish(self) -> None:
+        """Nothing to flush (every line is fsynced): verl's ``Tracking`` interface."""
+
+
+# ---------------------------------------------------------------------------------------------- quiet logs
+QUIET_LOGGERS = ("megatron", "mbridge", "transformers", "datasets", "verl", "torch.distributed", "root", "ray")
+
+
+def verbose() -> bool:
+    """``RLEC_VERBOSE`` is on (:mod:`rlec.flags`): keep third-party warnings, logs and prints.
+
+    Raises:
+        ValueError: a spelling :mod:`rlec.flags` refuses (names the variable).
+    """
+    return flag("RLEC_VERBOSE")  # rlec.flags' spellings: RLEC_VERBOSE=false is off
+
+
+def quiet_third_party() -> None:
+    """Silence third-party warnings, info logs and progress bars that flood a CPU run.
+
+    Kept with ``RLEC_VERBOSE=1``. rlec's own warnings stay; Python warnings of other packages
+    (Apex / Transformer Engine fallbacks, optional verl engines, deprecations), their INFO logs
+    (Megatron's bucket lists, optimizer config dumps) and the progress bars of datasets,
+    transformers and the Hugging Face hub are dropped: the run's own progress bar and step table
+    say what happens.
+
+    Raises:
+        ValueError: a bad ``RLEC_VERBOSE`` spelling (:func:`verbose`).
+    """
+    if verbose():
+        return
+    warnings.filterwarnings("ignore")
+    warnings.filterwarnings("default", module=r"rlec(\.|$)")
+    os.environ.setdefault("VERL_LOGGING_LEVEL", "ERROR")  # verl's modules set their level from it at import
+    for name in [*QUIET_LOGGERS, *(n for n in logging.root.manager.loggerDict if n.startswith(QUIET_LOGGERS))]:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    for var in ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_NO_ADVISORY_WARNINGS"):
+        os.environ.setdefault(var, "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+
+
+# ---------------------------------------------------------------------------------------------- summary
+COLUMNS = [
+    ("step", "step", "{:d}"),
+    ("b", "rlec/b", "{:.2f}"),
+    ("reward", "rlec/reward/mean", "{:+.3f}"),
+    ("coverage", "rlec/coverage", "{:.2f}"),
+    ("accuracy", "rlec/accuracy", "{:.2f}"),
+    ("entropy", "actor/entropy", "{:.3f}"),
+    ("pg_loss", "actor/pg_loss", "{:+.4f}"),
+    ("grad_norm", "actor/grad_norm", "{:.3f}"),
+    ("gen s", "timing_s/gen", "{:.1f}"),
+    ("update s", "timing_s/update_actor", "{:.1f}"),
+    ("sync s", "timing_s/update_weights", "{:.1f}"),
+    ("step s", "timing_s/step", "{:.1f}"),
+]
+
+
+def _fmt(fmt: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, str):
+        return value
+    return fmt.format(int(value) if fmt == "{:d}" else value)
+
+
+def _columns(records: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The generic columns plus each registered algorithm's whose metrics the run logged
+    (:meth:`rlec.algorithms.base.Algorithm.table_columns`), before the timings."""
+    keys = {k for rec in records for k in rec}
+    return COLUMNS[:-4] + registry.table_columns(keys) + COLUMNS[-4:]
+
+
+def training_table(records: list[dict[str, Any]]) -> str:
+    """A Markdown table of the per-step metrics, with each enabled algorithm's columns (missing values '-')."""
+    columns = _columns(records)
+    lines = ["| " + " | ".join(c[0] for c in columns) + " |", "|" + "---|" * len(columns)]
+    for rec in records:
+        lines.append("| " + " | ".join(_fmt(fmt, rec.get(key)) for _, key, fmt in columns) + " |")
+    return "\n".join(lines)
+
+
+# the timed phases inside a step, in order: the local run's (rlec/local/runner.py) and verl's ``timing_s/<name>``
+# (verl also times ``save_checkpoint`` inside the step); "other" is the rest of timing_s/step
+STEP_PHASES = ("gen", "reward", "adv", "old_log_prob", "update_actor", "update_weights")
+VERL_STEP_PHASES = (*STEP_PHASES, "save_checkpoint")
+# timed after the step (verl's validation): listed in the split, not part of the step
+OUTSIDE_PHASES = ("testing",)
+REWARD_NOTE = ("reward at the step's b follows the b schedule (0 -> 1: R_p^(b) of an answer changes with b),\n"
+               "so it moves without any learning; reward at b = 1 is comparable across steps")
+
+
+def step_time_split(record: dict[str, Any], phases: Sequence[str] = STEP_PHASES) -> dict[str, float]:
+    """Seconds of one step per phase, plus ``other`` (the step's untimed rest).
+
+    Args:
+        record: one step's metrics (``timing_s/<phase>``, ``timing_s/step``; missing = 0).
+        phases: the phases timed inside ``timing_s/step`` (:data:`STEP_PHASES`; verl's trainer:
+            :data:`VERL_STEP_PHASES`).
+
+    Returns:
+        ``{phase: seconds}`` for every phase and ``"other"`` = ``timing_s/step`` minus the phases
+        (broadcast, learning-rate set-up, hooks; >= 0), so the values sum to ``timing_s/step``
+        (to the phases' sum when the step time is missing or smaller).
+    """
+    split = {phase: float(record.get(f"timing_s/{phase}") or 0.0) for phase in phases}
+    step = float(record.get("timing_s/step") or 0.0)
+    split["other"] = max(0.0, step - sum(split.values()))
+    return split
+
+
+def _phases(records: list[dict[str, Any]]) -> tuple[str, ...]:
+    """:data:`VERL_STEP_PHASES` when the records come from verl's trainer (it times ``save_checkpoint`` in the step)."""
+    verl = any("training/global_step" in r or "perf/time_per_step" in r for r in records)
+    return VERL_STEP_PHASES if verl else STEP_PHASES
+
+
+def time_split(records: list[dict[str, Any]]) -> str:
+    """Total seconds per phase over the run (:func:`step_time_split`), with shares of the step time; then the
+    seconds outside the steps (:data:`OUTSIDE_PHASES`: verl's validation) when any."""
+    totals: dict[str, float] = {}
+    phases = _phases(records)
+    for rec in records:
+        for phase, seconds in step_time_split(rec, phases).items():
+            totals[phase] = totals.get(phase, 0.0) + seconds
+    step_total = sum(totals.values()) or 1.0
+    parts = [f"{phase} {t:.1f}s ({100 * t / step_total:.0f}%)" for phase, t in totals.items()]
+    outside = {p: sum(float(r.get(f"timing_s/{p}") or 0.0) for r in records) for p in OUTSIDE_PHASES}
+    extra = "".join(f"; {p} (after the step) {t:.1f}s" for p, t in outside.items() if t)
+    tokens = sum((r.get("rollout/tokens_per_s") or 0.0) * (r.get("timing_s/gen") or 0.0) for r in records)
+    if not tokens:  # verl: its token count of the step (prompt + response) over the whole step time
+        speed = ""
+    else:
+        speed = f"; rollout {tokens / (totals.get('gen') or 1.0):.0f} tokens/s"
+    return f"time split over {len(records)} steps: " + ", ".join(parts) + extra + speed
+
+
+def curve_series(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The per-step lines of the training-signals panel: ``{label: values}`` (NaN where a step lacks one).
+
+    ``reward (b of the step)`` is ``rlec/reward/mean``; ``reward at b = 1`` is ``rlec/reward_b1/mean``
+    (the evaluation reward, fixed b: the one to read for learning); then ``b`` and ``coverage``.
+    """
+    keys = (("rlec/reward/mean", "reward (b of the step)"), ("rlec/reward_b1/mean", "reward at b = 1"),
+            ("rlec/b", "b"), ("rlec/coverage", "coverage"))
+    return {label: [float("nan") if r.get(key) is None else float(r[key]) for r in records] for key, label in keys
+            if any(key in r for r in records)}
+
+
+def plot_curves(records: list[dict[str, Any]], path: Path) -> Path | None:
+    """Reward (at the step's b and at b = 1), b and coverage per step, and the full step-time split, as one PNG.
+
+    The reward panel carries :data:`REWARD_NOTE`; the time panel stacks :func:`step_time_split`, so each
+    bar is the whole ``timing_s/step``. Returns the PNG's path, None without records.
+    """
+    if not records:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in records]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for label, values in curve_series(records).items():
+        ax1.plot(steps, values, marker="o", label=label, linestyle="--" if label.startswith("reward (") else "-")
+    ax1.set_xlabel("step")
+    ax1.legend(fontsize=7)
+    ax1.set_title("training signals")
+    ax1.text(0.0, -0.2, REWARD_NOTE, transform=ax1.transAxes, fontsize=7, va="top")
+    phases = _phases(records)
+    splits = [step_time_split(r, phases) for r in records]
+    bottom = [0.0] * len(records)
+    for phase in (*phases, "other"):
+        vals = [sp[phase] for sp in splits]
+        ax2.bar(steps, vals, bottom=bottom, label=phase)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("seconds")
+    ax2.legend(fontsize=7)
+    ax2.set_title("step time split (whole step)")
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+def print_training_summary(metrics_path: Path, title: str = "local run") -> list[dict[str, Any]]:
+    """Print the per-step table and time split; save :data:`CURVES_FILE` beside the metrics. Returns the records."""
+    records = read_metrics(metrics_path)
+    print(f"\n## Training ({title})\n")
+    print(training_table(records))
+    print("\n" + time_split(records))
+    png = plot_curves(records, Path(metrics_path).with_name(CURVES_FILE))
+    if png:
+        print(f"curves: {png}")
+    sys.stdout.flush()
+    return records
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+def evaluation_args(cfg: Any, model_dir: Path, records: Path) -> list[str]:
+    """The ``rlec.eval.evaluate`` arguments of the final evaluation of ``model_dir``.
+
+    Greedy, on ``data.val_files`` (the first ``rlec.local.eval.max_questions`` questions), every
+    target of the default grid, ``rlec.local.eval.max_new_tokens`` tokens, seeded by ``data.seed``:
+    one definition, so a warm start and the model trained from it are scored alike.
+    """
+    from rlec.settings import RlecSettings
+
+    local = RlecSettings.from_config(cfg).local
+    val = cfg.data.val_files
+    val = val if isinstance(val, str) else list(val)[0]
+    args = ["--model", str(model_dir), "--data", str(val), "--limit", str(local.eval.max_questions),
+            "--out", str(records), "--engine", "hf",
+            "--max-new-tokens", str(local.eval.max_new_tokens), "--seed", str(cfg.data.seed), "--temperature", "0"]
+    if int(local.threads):
+        args += ["--threads", str(local.threads)]
+    return args
+
+
+def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bool | None = None) -> int:
+    """Evaluate the final policy on the evaluation sample across the target grid, then score it.
+
+    Runs ``rlec.eval.evaluate`` (records to ``<out_dir>/eval/records.jsonl``) and ``rlec.eval.metrics``
+    (tables, ``metrics.json`` and plots in ``<out_dir>/eval/metrics``) in this process.
+
+    Args:
+        cfg: the run's config (``data.val_files``, ``data.seed``, ``rlec.local.eval``).
+        out_dir: the run's output folder.
+        model_dir: the trained model as a Hugging Face folder.
+        random_model: the tiny random model (the heading says to expect 'incorrect'); None: the
+            config names no model path.
+
+    Returns:
+        The metrics command's exit code (0 on success); 0 without an evaluation file.
+    """
+    from rlec.config import select
+    from rlec.eval import evaluate, metrics
+
+    val = cfg.data.val_files
+    eval_file = Path(str(val if isinstance(val, str) else list(val)[0]))
+    if not eval_file.is_file():
+        print(f"[rlec] no evaluation file {eval_file}: skipping the final evaluation", file=sys.stderr)
+        return 0
+    records = Path(out_dir) / "eval" / "records.jsonl"
+    records.parent.mkdir(parents=True, exist_ok=True)
+    if records.exists():
+        records.unlink()  # a new final model: regenerate rather than resume stale records
+    if random_model is None:
+        random_model = not select(cfg, "actor_rollout_ref.model.path")
+    print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if random_model
+          else "\n## Final evaluation\n", flush=True)
+    code = evaluate.main(evaluation_args(cfg, model_dir, records))
+    if code:
+        return code
+    return metrics.main([str(records), "--bootstrap", "200", "--out-dir", str(records.parent / "metrics")])
