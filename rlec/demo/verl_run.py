@@ -4,13 +4,12 @@ Without CUDA that is verl's ``main_ppo`` on the CPU layout with rlec's plugins, 
 follows. The demo (:mod:`rlec.demo.pipeline`) and :mod:`rlec.experiments` train through it; what they
 read back, each written by verl itself:
 
-- per-step metrics: verl's file logger (``trainer.logger`` with ``file``), one file per launch under
-  ``<folder>/metrics/`` (a later launch, a resume, wins for the steps it repeats); a ``metrics.jsonl``
-  the launcher writes itself is read too;
+- per-step metrics: the run's ``<folder>/metrics.jsonl`` (:mod:`rlec.verl_plugin.metrics_file`: one
+  object per step, fsynced, the steps after the resumed one dropped on resume);
 - each response's score by prompt: verl's rollout dump (``trainer.rollout_data_dir`` =
   ``<folder>/rollouts``, ``<step>.jsonl`` with ``uid`` = ``<prompt>_<rollout>_<output>``);
-- the trained weights as a Hugging Face folder: checkpoint contents with ``hf_model``, written by
-  mbridge at ``global_step_<N>/actor/model/huggingface``.
+- the trained weights as a Hugging Face folder: ``<folder>/hf_final`` (:data:`rlec.verl_report.FINAL_MODEL`,
+  verl's mbridge export of the latest checkpoint; ``rlec_step.txt`` names its step).
 
 A rerun on the same folder resumes from verl's last checkpoint (``RESUME=auto``).
 """
@@ -31,22 +30,16 @@ LAUNCHER = REPO / "tools" / "run_megatron_rlec.sh"
 SEED = "data.seed"
 TEST_FREQ = "trainer.test_freq"
 SAVE_FREQ = "trainer.save_freq"
-LOGGER = "trainer.logger"
 ROLLOUT_DUMP = "trainer.rollout_data_dir"
-SAVE_CONTENTS = "actor_rollout_ref.actor.checkpoint.save_contents"
-FILE_LOGGER_PATH = "++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
 
 
 CHECKPOINT_EVERY = 5  # steps: an interrupted run resumes at most this many steps back (verl also saves the last step)
 
 
 def launcher_args(folder: Path, overrides: Sequence[str], *, steps: int, seed: int | None = None) -> list[str]:
-    """The launcher's Hydra overrides: seed, no validation, checkpoints (with HF weights), logs, then ``overrides``."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
+    """The launcher's Hydra overrides: seed, no validation, checkpoint cadence, the rollout dump, then ``overrides``."""
     return [*([f"{SEED}={seed}"] if seed is not None else []), f"{TEST_FREQ}=-1", f"{SAVE_FREQ}={min(steps, CHECKPOINT_EVERY)}",
-            f"{LOGGER}=[console,file]", f"{ROLLOUT_DUMP}={(folder / 'rollouts').resolve()}",
-            f"{FILE_LOGGER_PATH}={(folder / 'metrics' / f'{stamp}.jsonl').resolve()}",
-            f"{SAVE_CONTENTS}=[model,optimizer,extra,hf_model]", *overrides]
+            f"{ROLLOUT_DUMP}={(folder / 'rollouts').resolve()}", *overrides]
 
 
 def launcher_env(folder: Path, *, model: Path, train: Path, test: Path, steps: int) -> dict[str, str]:
@@ -54,7 +47,7 @@ def launcher_env(folder: Path, *, model: Path, train: Path, test: Path, steps: i
     return {**os.environ, "TRAINER": "verl", "OUTPUT_DIR": str(folder.resolve()), "MODEL_PATH": str(model.resolve()),
             "TRAIN_FILES": str(train.resolve()), "VAL_FILES": str(test.resolve()), "STEPS": str(steps),
             "PYTHON": sys.executable, "RESUME": "auto",
-            # the launcher's own end-of-run evaluation (branch verlrun's report): the callers evaluate themselves
+            # the launcher's own end-of-run evaluation (rlec.verl_report): the callers evaluate themselves
             "EVAL_AT_END": "0"}
 
 
@@ -78,7 +71,6 @@ def launch(folder: Path, overrides: Sequence[str], *, model: Path, train: Path, 
         RuntimeError: the launcher failed or wrote no HF weights at ``steps`` (names the log and its last lines).
     """
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "metrics").mkdir(exist_ok=True)
     args = launcher_args(folder, overrides, steps=steps, seed=seed)
     logfile = folder / "launch.log"
     with open(logfile, "ab") as fh:
@@ -99,31 +91,25 @@ def launch(folder: Path, overrides: Sequence[str], *, model: Path, train: Path, 
 
 
 def hf_model(folder: Path, steps: int) -> Path | None:
-    """The HF weights verl wrote at step ``steps`` (``global_step_<steps>/actor/model/huggingface``), or None."""
-    path = folder / f"global_step_{steps}" / "actor" / "model" / "huggingface"
-    return path if (path / "config.json").is_file() else None
+    """The run's final HF weights (``<folder>/hf_final``) when they are those of step ``steps``, else None."""
+    from rlec.verl_report import FINAL_MODEL
+
+    path = folder / FINAL_MODEL
+    try:
+        step = int((path / "rlec_step.txt").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return path if step == steps and (path / "config.json").is_file() else None
 
 
 def read_metrics(folder: Path) -> list[dict[str, Any]]:
-    """Per-step numeric metrics of ``folder``'s launches, steps in order (``{"step": N, <verl metric>: value}``).
+    """Per-step numeric metrics of the run in ``folder`` (``{"step": N, <verl metric>: value}``), steps in order;
+    ``[]`` before its first step (:func:`rlec.report.read_metrics` of ``<folder>/metrics.jsonl``)."""
+    from rlec.report import read_metrics as read_file
 
-    Reads ``<folder>/metrics.jsonl`` (flat rows) when present, then verl's file-logger files
-    ``<folder>/metrics/*.jsonl`` (``{"step", "data"}`` rows) in launch order: a later row for a step
-    replaces an earlier one; a line cut by a kill is skipped.
-    """
-    rows: dict[int, dict[str, Any]] = {}
-    flat = folder / "metrics.jsonl"
-    files = sorted((folder / "metrics").glob("*.jsonl")) if (folder / "metrics").is_dir() else []
-    for path in ([flat] if flat.is_file() else []) + files:
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-                step = int(row["step"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            data = row.get("data", row)
-            rows[step] = {**{k: v for k, v in data.items() if isinstance(v, (int, float))}, "step": step}
-    return [rows[s] for s in sorted(rows)]
+    path = folder / "metrics.jsonl"
+    rows = read_file(path) if path.is_file() else []
+    return [{**{k: v for k, v in row.items() if isinstance(v, (int, float))}, "step": int(row["step"])} for row in rows]
 
 
 def read_groups(folder: Path, steps: int) -> list[list[list[float]]]:

@@ -48,7 +48,7 @@ RLVE_WINDOW = f"{RLVE}.window"
 RLVE_BINARY_FRACTION = f"{RLVE}.binary_fraction"
 RLVE_ROWS = f"{RLVE}.rows_per_epoch"
 
-# metrics of verl's step (metrics.jsonl / verl's file logger)
+# metrics of verl's step (the run's metrics.jsonl)
 M_ENTROPY = "actor/entropy"
 M_GRAD_NORM = "actor/grad_norm"
 M_REWARD = "critic/score/mean"
