@@ -162,6 +162,8 @@ class Algorithm(ABC):
             dataset): verl's dataclasses know none of them, so the keys under ``algorithm`` are
             dropped before verl's ``AlgoConfig`` reads the section
             (:func:`rlec.algorithms.registry.verl_algorithm_keys`).
+        serves_prompts: its data source serves training prompts of its own (RLVE's environment rows), so
+            an empty ``data.train_files`` is a run on those alone (:func:`rlec.algorithms.registry.serves_prompts`).
     """
 
     name: ClassVar[str] = ""
@@ -171,6 +173,7 @@ class Algorithm(ABC):
     record_fields: ClassVar[tuple[str, ...] | None] = None
     registration: ClassVar[str] = ""
     verl_keys: ClassVar[tuple[str, ...]] = ()
+    serves_prompts: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod

@@ -42,6 +42,12 @@ def enabled(cfg: Any) -> list[type[Algorithm]]:
     return [cls for cls in ALGORITHMS if cls.enabled(cfg)]
 
 
+def serves_prompts(cfg: Any) -> bool:
+    """Whether an enabled algorithm serves training prompts of its own (:attr:`~rlec.algorithms.base.Algorithm.serves_prompts`),
+    so an empty ``data.train_files`` is a run on those alone."""
+    return any(cls.serves_prompts for cls in enabled(cfg))
+
+
 def check_all(cfg: Any) -> list[Finding]:
     """Every finding of every registered algorithm's :meth:`~rlec.algorithms.base.Algorithm.check`, in registry order."""
     return [finding for cls in ALGORITHMS for finding in cls.check(cfg)]

@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rlec.algorithms import registry
 from rlec.cluster.layout import Finding
 from rlec.cluster.verl_keys import MEGATRON
 from rlec.config import select
@@ -109,11 +110,6 @@ def _checkpoint_dir(cfg: Any) -> tuple[list[Finding], str | None]:
     return [], f"checkpoints {folder} ({'writable' if probe == folder else 'will be created'})"
 
 
-def _rlve_enabled(cfg: Any) -> bool:
-    """``rlec.rlve.enable`` is on (megatron_configs/algorithm/rlve.yaml: ``data.train_files=[]`` trains on environment rows only)."""
-    return select(cfg, "rlec.rlve.enable") is True
-
-
 def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
     """Check the model folder, the parquet files and the checkpoint folder of a composed config.
 
@@ -129,7 +125,8 @@ def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
     checks = [_model(cfg)]
     for key in ("data.train_files", "data.val_files"):
         files = _as_list(select(cfg, key))
-        if not files and not (key == "data.train_files" and _rlve_enabled(cfg)):  # RLVE: [] = environment rows only
+        # an algorithm with prompts of its own (RLVE's environment rows) may train on those alone
+        if not files and not (key == "data.train_files" and registry.serves_prompts(cfg)):
             checks.append(([Finding("error", key, "no file given")], None))
         checks += [_parquet(key, f) for f in files]
     checks.append(_checkpoint_dir(cfg))

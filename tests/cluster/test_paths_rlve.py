@@ -17,3 +17,11 @@ def test_empty_train_files_are_refused_without_rlve_and_accepted_with_it(tmp_pat
     keys = lambda cfg: [f.key for f in path_findings(cfg)[0] if f.key.startswith("data.")]  # noqa: E731
     assert keys(_cfg(tmp_path, rlve=False)) == ["data.train_files", "data.val_files"]
     assert keys(_cfg(tmp_path, rlve=True)) == ["data.val_files"]  # validation still needs a file
+
+
+def test_the_rule_asks_the_registry_not_an_algorithm_by_name() -> None:
+    """paths.py names no algorithm: the one that serves prompts of its own says so (Algorithm.serves_prompts)."""
+    from rlec.algorithms.registry import ALGORITHMS
+
+    assert [cls.name for cls in ALGORITHMS if cls.serves_prompts] == ["rlve"]
+    assert "rlve" not in (Path(__file__).resolve().parents[2] / "rlec" / "cluster" / "paths.py").read_text()

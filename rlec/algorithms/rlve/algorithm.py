@@ -37,6 +37,7 @@ class RLVE(Algorithm):
     doc = "environments.md"
     record_fields = ("extra_info",)
     verl_keys = (VERL_COPY,)  # verl hands the dataset only `data`: the overlay copies the settings there
+    serves_prompts = True  # environment rows: data.train_files=[] trains on them alone
 
     def __init__(self, source: Any) -> None:
         self.source = source
