@@ -28,7 +28,6 @@ reward workers, which hold no trainer state; what it needs travels with the prom
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Collection, Mapping, Sequence
@@ -36,7 +35,7 @@ from typing import Any, ClassVar, Collection, Mapping, Sequence
 from rlec.config_base import Finding, select
 
 __all__ = ["TEMPERATURE_FIELD", "Algorithm", "AlgorithmContext", "Finding", "RolloutPlan", "StepRecord", "first_error",
-           "trainer_mode", "wrong_type"]
+           "trainer_mode"]
 
 # the batch field carrying the plan's temperature to verl's agent loop (each rollout worker samples with its own
 # config copy, which the trainer's config value never reaches; rlec.verl_plugin.e3's agent loop reads it)
@@ -119,26 +118,6 @@ class AlgorithmContext:
 def first_error(findings: Sequence[Finding]) -> Finding | None:
     """The first finding of level "error", or None."""
     return next((f for f in findings if f.level == "error"), None)
-
-
-def wrong_type(value: Any, kind: type) -> str | None:
-    """The rule a raw config value breaks as a ``kind`` (bool, int or float), or None when it is one.
-
-    Booleans must be true/false; ints whole numbers (not bools); floats finite numbers.
-    """
-    if kind is bool:
-        return None if isinstance(value, bool) else f"expected true or false, got {value!r}"
-    if isinstance(value, bool):
-        return f"expected {kind.__name__}, got {value!r}"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return f"expected {kind.__name__}, got {value!r}"
-    if not math.isfinite(number):
-        return f"expected a finite {kind.__name__}, got {value!r}"
-    if kind is int and number != int(number):
-        return f"expected int, got {value!r}"
-    return None
 
 
 class Algorithm(ABC):

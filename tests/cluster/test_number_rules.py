@@ -66,7 +66,7 @@ LEGAL: dict[str, dict[float, str]] = {
     "rlec.local.tiny_seed": {0: "a seed"},
     "rlec.schedule.start_step": {0: "the ramp starts before the first step (step 1): b is past start_value at step 1"},
     "rlec.rlve.rows_per_epoch": {1e9: "a whole number: the algorithms' settings read whole floats as ints "
-                                 "(rlec.algorithms.base.wrong_type)"},
+                                 "(rlec.settings' typed reader)"},
     "rlec.e3.budget.n_max": {1e9: "a cap; the budget sums to rollout.n x prompts, so no prompt gets more"},
     "rlec.e3.length_bias.mu": {0: "no length bias", 1.5: "a penalty rate", 1e9: "a penalty rate: finite"},
     "rlec.e3.length_bias.penalty_threshold": {0: "no prompt counts as easy"},
