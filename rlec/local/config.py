@@ -271,7 +271,9 @@ def check(cfg: Any) -> None:
         raise LocalConfigError(f"trainer.logger: the local run writes console, tensorboard (and always metrics.jsonl), got {sorted(loggers)}")
     if select(cfg, "data.train_files") is None:
         raise LocalConfigError("data.train_files must name the prepared train parquet (or be [] with algorithm=rlve)")
-    if not train_files(cfg) and not select(cfg, "rlec.rlve.enable", False):
+    from rlec.algorithms import registry
+
+    if not train_files(cfg) and not registry.serves_prompts(cfg):  # an algorithm with prompts of its own (RLVE's rows)
         raise LocalConfigError("data.train_files=[] trains on nothing: name a prepared parquet, or add algorithm=rlve "
                                "(ENVIRONMENTS=...) to train on procedural environments only")
     from rlec.cluster.rules import algorithm_overlay_rules  # E3 / Pass@k: the very rules DRY_RUN applies
