@@ -37,7 +37,7 @@ import torch
 from omegaconf import ListConfig
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from rlec.algorithms.rlve.settings import VERL_COPY, RLVESettings
+from rlec.algorithms.rlve.settings import SECTION, VERL_COPY, RLVESettings
 from rlec.environments import EnvironmentSource
 from rlec.prompts import build_messages
 
@@ -81,7 +81,7 @@ class RLVEDataset(RLHFDataset):
         train_files, val_files = _file_list(config.get("train_files")), _file_list(config.get("val_files"))
         enabled = settings.enable
         if enabled and train_files == val_files:
-            raise ValueError("rlec.rlve.enable: data.train_files and data.val_files are the same list "
+            raise ValueError(f"{SECTION}.enable: data.train_files and data.val_files are the same list "
                              f"({train_files}); RLVEDataset tells the training set from the validation set by its files")
         is_train = enabled and _file_list(data_files) == train_files
         self.rlve_source: EnvironmentSource | None = None
