@@ -13,10 +13,11 @@ seeded noise in every arm. Arms:
 - ``token_tis``: the recipe's token-level truncated IS (cap 2, verl's ``decoupled_token_is`` preset);
 - ``exact``: a control without noise (sigma = 0) and the recipe's TIS: the mismatch is fp32 round-off.
 
-Routing replay R3 is reported, not run: verl 0.9.1's router replay patches Megatron's forward for packed
-(THD) sequences only (``use_remove_padding``), which need Transformer Engine's attention, and DRY_RUN refuses
-it on CPU; on GPUs R3 replays the rollout's routes in the training forward, so its router disagreement is 0 by
-construction and its mismatch KL is what the kernels leave.
+- ``r3``: the recipe's TIS and routing replay R3 (``router_replay=r3``): the trainer's old-log-prob and update
+  forwards replay the routes the (perturbed) rollout chose (on CPU through the ``router_replay_bshd`` shim of
+  :mod:`rlec.verl_plugin.cpu`), so the training forward's router disagreement with the rollout is 0 by
+  construction; ``rlec/router_disagreement`` is then the rollout's routers against the exact weights' ones, the
+  share R3 replayed instead of the trainer's own choice.
 
 Per step, from verl's console metrics: ``rollout_corr/kl`` (mean log pi_rollout - log pi_old), ``rollout_corr/k3_kl``,
 ``training/rollout_probs_diff_{mean,max}``, ``rlec/router_disagreement`` (share of response token-layer
@@ -50,6 +51,7 @@ ARMS: dict[str, dict[str, Any]] = {
              "what": "no correction (metrics only)"},
     "token_tis": {"overrides": [], "noise": True, "what": "token TIS, cap 2 (the recipe)"},
     "exact": {"overrides": [], "noise": False, "what": "control: no noise, token TIS"},
+    "r3": {"overrides": ["router_replay=r3"], "noise": True, "replay": True, "what": "routing replay R3 + token TIS"},
 }
 COLUMNS = {  # table heading -> verl / rlec metric
     "KL": "rollout_corr/kl", "k3 KL": "rollout_corr/k3_kl", "|dp| mean": "training/rollout_probs_diff_mean",
@@ -57,9 +59,7 @@ COLUMNS = {  # table heading -> verl / rlec metric
     "alarm": "rlec/mismatch_alarm", "IS mean": "rollout_corr/rollout_is_mean",
     "IS clipped": "rollout_corr/rollout_is_ratio_fraction_high", "pg_loss": "actor/pg_loss", "grad_norm": "actor/grad_norm",
 }
-R3_NOTE = ("not run on CPU: verl 0.9.1's router replay needs packed sequences (use_remove_padding, Transformer "
-           "Engine attention), refused by DRY_RUN; on GPUs router disagreement is 0 by construction (the rollout's "
-           "routes replayed in the training forward)")
+REPLAYED = "0 (replayed; rollout vs exact {})"  # an R3 arm's router-disagreement cell
 
 
 def step_metrics(log: str) -> dict[int, dict[str, float]]:
@@ -134,16 +134,18 @@ def run_arm(name: str, args: argparse.Namespace, model: Path, data: Path, out: P
 
 
 def table(result: dict[str, Any]) -> str:
-    """The Markdown table of every arm's steps, then the R3 row."""
+    """The Markdown table of every arm's steps (an R3 arm's router disagreement: 0, the rollout's routes replayed)."""
     head = ["arm", "sigma", "step", *COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in result["arms"]:
         for step, row in arm["steps"].items():
             cells = ["-" if v is None else f"{v:.3g}" for v in row.values()]
+            if ARMS.get(arm["arm"], {}).get("replay"):
+                at = list(row).index("router disagr.")
+                cells[at] = REPLAYED.format(cells[at])
             lines.append(f"| {arm['arm']} | {arm['noise']:g} | {step} | " + " | ".join(cells) + " |")
         if not arm["steps"]:
             lines.append(f"| {arm['arm']} | {arm['noise']:g} | failed (exit {arm['returncode']}, {arm['log']}) |")
-    lines.append(f"| R3 | - | - | {R3_NOTE} |")
     return "\n".join(lines)
 
 
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     data = out / "data"  # the launcher prepares the sample data here when missing
     result: dict[str, Any] = {"schema": SCHEMA, "command": "python benchmarks/mismatch.py " + " ".join(argv or sys.argv[1:]),
                               "steps": args.steps, "noise": args.noise, "seed": args.seed, "metrics": COLUMNS,
-                              "r3": R3_NOTE, "loadavg_start": list(os.getloadavg()), "arms": []}
+                              "loadavg_start": list(os.getloadavg()), "arms": []}
     for name in args.arm_list:
         print(f"mismatch: arm {name} ({ARMS[name]['what']}), {args.steps} steps ...", file=sys.stderr, flush=True)
         result["arms"].append(run_arm(name, args, model, data, out))

@@ -169,6 +169,9 @@ TRAINER_ARGS=(trainer.experiment_name="$EXPERIMENT_NAME" trainer.default_local_d
 RAY_ARGS=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="$VERL_USE_EXTERNAL_MODULES"
           ++ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH="$PYTHONPATH"
           ++ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR="$(abspath "$TENSORBOARD_DIR")")
+# the routers' replay log (rlec.verl_plugin.cpu router_replay_bshd: one JSON line per router call), for debugging
+[[ -n "${RLEC_ROUTER_REPLAY_LOG:-}" ]] && RAY_ARGS+=(
+  ++ray_kwargs.ray_init.runtime_env.env_vars.RLEC_ROUTER_REPLAY_LOG="$(abspath "$RLEC_ROUTER_REPLAY_LOG")")
 CPU_ARGS=()
 if [[ "$VERL_ON_CPU" == 1 ]]; then
   # Ray gives an actor without num_cpus OMP_NUM_THREADS=1; the phases of a sync step run one at a time, so

@@ -22,7 +22,8 @@ import torch
 from rlec.cluster.layout import ParallelLayout
 
 __all__ = ["ParallelLayout", "barrier", "broadcast_object", "data_parallel_mean", "data_parallel_rank_and_size", "destroy_parallel",
-           "free_port", "init_distributed", "init_parallel", "is_rank0", "rank"]
+           "free_port", "init_distributed", "init_parallel", "is_rank0", "rank", "sequence_parallel_gather",
+           "sequence_parallel_slice"]
 
 
 def free_port() -> int:
@@ -160,3 +161,20 @@ def data_parallel_mean(values: dict[str, float]) -> dict[str, float]:
     torch.distributed.all_reduce(t, group=mpu.get_data_parallel_group())
     t /= mpu.get_data_parallel_world_size()
     return dict(zip(keys, t.tolist()))
+
+
+def sequence_parallel_slice(rows: torch.Tensor) -> torch.Tensor:
+    """This TP rank's slice of ``rows`` along dim 0 (Megatron's sequence-parallel split of ``(seq * batch, ...)``).
+
+    ``megatron.core.tensor_parallel.scatter_to_sequence_parallel_region``: dim 0 must divide by the TP size.
+    """
+    from megatron.core.tensor_parallel import scatter_to_sequence_parallel_region
+
+    return scatter_to_sequence_parallel_region(rows)
+
+
+def sequence_parallel_gather(rows: torch.Tensor) -> torch.Tensor:
+    """Every TP rank's ``rows`` concatenated along dim 0 (the inverse of :func:`sequence_parallel_slice`)."""
+    from megatron.core.tensor_parallel import gather_from_sequence_parallel_region
+
+    return gather_from_sequence_parallel_region(rows.contiguous(), tensor_parallel_output_grad=False)

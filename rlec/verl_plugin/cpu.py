@@ -20,7 +20,8 @@ What it does, in order:
 3. the shims of :data:`VERL_SHIMS` (the duplicate ``cpu:gloo,cpu:gloo`` backend string, mbridge's
    ``.cuda()`` and Transformer Engine parameter names, fp32 Megatron parameters, response-only
    logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
-   positions that predict response tokens only, as the local run), Megatron-core's own CPU shims).
+   positions that predict response tokens only, as the local run), routing replay (R2 / R3) on the
+   padded micro-batches of this layout, Megatron-core's own CPU shims).
 """
 
 from __future__ import annotations
@@ -503,7 +504,147 @@ def _response_logits_apply() -> None:
     MegatronEngineWithLMHead._lm_head_logits_processor = windowed_processor
 
 
-# --- 8. megatron-core's own CPU shims, in every worker ----------------------------------------
+# --- 8. routing replay (R2 / R3) on padded (BSHD) batches ----------------------------------------
+ROUTER_REPLAY_LOG_ENV = "RLEC_ROUTER_REPLAY_LOG"
+
+
+def _router_replay_bshd_needed() -> bool:
+    from verl.utils.megatron import router_replay_utils
+
+    # verl packs the recorded / replayed routes as THD rows (no padding) whatever the forward's layout
+    record = inspect.getsource(router_replay_utils.merge_router_topk_indices)
+    replay = inspect.getsource(router_replay_utils.set_router_replay_data)
+    return "preprocess_thd_engine(" in record and "preprocess_thd_engine(" in replay and "bshd" not in replay
+
+
+def _model_routers(model: Any) -> list[tuple[int, Any]]:
+    from verl.utils.megatron.router_replay_utils import iter_model_routers
+
+    routers = sorted(iter_model_routers(model), key=lambda item: item[0])
+    if len({number for number, _ in routers}) != len(routers):
+        raise RuntimeError(f"router replay: duplicate layer numbers in the forwarded model: {[n for n, _ in routers]}")
+    return routers
+
+
+def bshd_routes(routes: torch.Tensor, replay_mask: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-sample routes -> the order Megatron's router sees a padded (BSHD) micro-batch in.
+
+    Megatron's router flattens its ``(seq, batch, experts)`` logits to ``seq * batch`` rows (row
+    ``s * b + i`` is token ``s`` of sample ``i``); verl's BSHD forward right-pads every sample to the
+    micro-batch's longest (``preprocess_bshd_engine``, TP-aligned), the same function used here.
+
+    Args:
+        routes: nested ``(batch, j, layers, topk)`` expert indices (a sample's rows are its tokens).
+        replay_mask: nested ``(batch, j)`` bool (True: replay; False: the router's own choice), or None
+            (replay every real token).
+
+    Returns:
+        ``(seq * batch, layers, topk)`` routes (0 at padding) and the ``(seq * batch,)`` bool replay
+        mask, False at every padding position so padding keeps its native routes.
+    """
+    from verl.models.mcore.util import preprocess_bshd_engine
+
+    padded, valid, _ = preprocess_bshd_engine(routes, pre_process=True)  # (b, S, L, k), (b, S)
+    mask = valid.bool()
+    if replay_mask is not None:
+        padded_mask, _, _ = preprocess_bshd_engine(replay_mask.to(torch.long), pre_process=True)
+        mask = mask & padded_mask.bool()
+    b, seq = mask.shape
+    return (padded.permute(1, 0, 2, 3).reshape(seq * b, *padded.shape[2:]).contiguous(),
+            mask.t().reshape(seq * b).contiguous())
+
+
+def _replay_log(record: dict[str, Any]) -> None:
+    """One JSON line per router call into ``$RLEC_ROUTER_REPLAY_LOG`` (the end-to-end test's evidence)."""
+    path = os.environ.get(ROUTER_REPLAY_LOG_ENV)
+    if not path:
+        return
+    import json
+
+    with open(f"{path}.{os.getpid()}", "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _router_replay_bshd_apply() -> None:
+    from verl.utils.megatron import router_replay_patch
+    from verl.workers.engine.megatron import transformer_impl
+
+    from rlec.megatron.parallel import sequence_parallel_gather, sequence_parallel_slice
+
+    replay_data = transformer_impl.set_router_replay_data
+    if getattr(replay_data, "_rlec_bshd", False):
+        return
+    merge = transformer_impl.merge_router_topk_indices
+
+    @functools.wraps(replay_data)
+    def set_router_replay_data(layers_topk_idx: Any, attention_mask: Any, tf_config: Any, vp_rank: Any = None,
+                               replay_mask: Any = None, local_cp_size: Any = None, model: Any = None) -> None:
+        if layers_topk_idx is None or not getattr(layers_topk_idx, "is_nested", False) or model is None:
+            return replay_data(layers_topk_idx, attention_mask, tf_config, vp_rank, replay_mask=replay_mask,
+                               local_cp_size=local_cp_size, model=model)
+        with torch.no_grad():
+            routes, mask = bshd_routes(layers_topk_idx, replay_mask)
+            if tf_config.sequence_parallel:  # each TP rank routes its slice of the sequence
+                routes, mask = sequence_parallel_slice(routes), sequence_parallel_slice(mask)
+            by_layer = routes.shape[1] == tf_config.num_layers  # R3: every layer; R2: the MoE layers
+            routers = _model_routers(model)
+            if not routers:
+                raise RuntimeError("router_replay REPLAY found no routers in the forwarded model.")
+            for ordinal, (number, router) in enumerate(routers):
+                idx = number - 1 if by_layer else ordinal
+                if not 0 <= idx < routes.shape[1]:
+                    raise RuntimeError(f"router_replay REPLAY data has {routes.shape[1]} layers; layer {number} missing")
+                router.set_target_indices(routes[:, idx].to(torch.int64), replay_mask=mask)
+
+    @functools.wraps(merge)
+    def merge_router_topk_indices(attention_mask: Any, input_ids: Any, mini_layer_topk_idx_list: list, tf_config: Any,
+                                  vp_rank: Any = None, local_cp_size: Any = None, model: Any = None) -> None:
+        routers = _model_routers(model) if model is not None else []
+        if not getattr(input_ids, "is_nested", False) or not routers:
+            return merge(attention_mask, input_ids, mini_layer_topk_idx_list, tf_config, vp_rank,
+                         local_cp_size=local_cp_size, model=model)
+        with torch.no_grad():
+            missing = [number for number, router in routers if router.recorded_topk_idx is None]
+            if missing:
+                raise RuntimeError(f"router replay RECORD did not capture the routers of layers {missing}")
+            rows = torch.stack([router.recorded_topk_idx for _, router in routers]).permute(1, 0, 2)  # (S*b, L, k)
+            if tf_config.sequence_parallel:
+                rows = sequence_parallel_gather(rows)
+            lengths = input_ids.offsets().diff().tolist()
+            b = len(lengths)
+            padded = rows.reshape(rows.shape[0] // b, b, *rows.shape[1:]).permute(1, 0, 2, 3)  # (b, S, L, k)
+            parts = [padded[i, :n].to(torch.int16).cpu() for i, n in enumerate(lengths)]
+            mini_layer_topk_idx_list.append(torch.nested.as_nested_tensor(parts, layout=torch.jagged))
+
+    get_replay_topk = router_replay_patch.RouterReplay.get_replay_topk
+
+    @functools.wraps(get_replay_topk)
+    def logged_get_replay_topk(self: Any, scores: torch.Tensor, topk: int, num_groups: Any = None, group_topk: Any = None,
+                               default_compute_topk: Any = None) -> Any:
+        action = self.router_replay_action
+        target, mask = self.target_topk_idx, self.target_replay_mask
+        probs, indices = get_replay_topk(self, scores, topk, num_groups=num_groups, group_topk=group_topk,
+                                         default_compute_topk=default_compute_topk)
+        if os.environ.get(ROUTER_REPLAY_LOG_ENV) and action is not None:
+            record: dict[str, Any] = {"action": getattr(action, "name", str(action)), "rows": int(indices.shape[0]),
+                                      "grad": torch.is_grad_enabled()}
+            if action == router_replay_patch.RouterReplayAction.REPLAY_FORWARD and target is not None:
+                _, native = default_compute_topk(scores, topk, num_groups=num_groups, group_topk=group_topk)
+                chosen = mask.bool().to(indices.device) if mask is not None else torch.ones(indices.shape[0], dtype=torch.bool)
+                same = lambda a, b: (a.sort(-1).values == b.sort(-1).values).all(-1)  # noqa: E731
+                record.update(replayed=int(chosen.sum()),
+                              replayed_equal_target=int((same(indices, target.to(indices.device)) & chosen).sum()),
+                              native_differs=int((~same(native, target.to(indices.device)) & chosen).sum()))
+            _replay_log(record)
+        return probs, indices
+
+    set_router_replay_data._rlec_bshd = True  # type: ignore[attr-defined]
+    transformer_impl.set_router_replay_data = set_router_replay_data
+    transformer_impl.merge_router_topk_indices = merge_router_topk_indices
+    router_replay_patch.RouterReplay.get_replay_topk = logged_get_replay_topk
+
+
+# --- 9. megatron-core's own CPU shims, in every worker ----------------------------------------
 def _megatron_needed() -> bool:
     return not torch.cuda.is_available()
 
@@ -532,6 +673,9 @@ VERL_SHIMS: tuple[Shim, ...] = (
          "onto the 151,936-token vocabulary and takes log-probs / entropy there, though only the response's are used "
          "(the local run: response positions only, rlec.megatron.logprobs.windowed_output)",
          _response_logits_needed, _response_logits_apply),
+    Shim("router_replay_bshd", "RuntimeError: Router replay tensors are not aligned: scores=(1972, 8), targets=(1215, 2) "
+         "(verl 0.9.1 records and replays routes as packed THD rows; the CPU layout's Megatron forward routes every "
+         "position of a padded BSHD micro-batch)", _router_replay_bshd_needed, _router_replay_bshd_apply),
     Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.megatron.compat.SHIMS)", _megatron_needed, _megatron_apply),
 )
 

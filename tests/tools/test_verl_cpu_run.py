@@ -49,6 +49,11 @@ def _step_metrics(out: Path) -> dict[int, dict]:
     return {row["step"]: row for row in rows}
 
 
+def _replay_records(prefix: Path) -> list[dict]:
+    """The router calls the workers logged (``RLEC_ROUTER_REPLAY_LOG``, one file per process)."""
+    return [json.loads(line) for f in sorted(prefix.parent.glob(prefix.name + ".*")) for line in f.read_text().splitlines()]
+
+
 def _check_console(log: str, steps: int) -> None:
     """The quiet console of make run: rlec's progress lines and summary, none of verl's or the workers' raw output."""
     assert "step:1 - " not in log and "Training Progress" not in log and "UserWarning" not in log, log[-4000:]
@@ -79,7 +84,9 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
     rollout's log-probs off the trainer's. verl's own estimator (``grpo``, the plain RLEC run) is checked through verl's functions in
     tests/verl_plugin/test_advantage.py and tests/verl_plugin/test_estimators.py."""
     out, data = tmp_path / "run", tmp_path / "data"
-    first = _run(out, data, tiny_moe_dir, 2, *SETTINGS, EVAL_AT_END="0")  # the evaluation runs once, after the resume
+    # routing replay R2 (the update replays the old-log-prob pass's routes); the resume switches to R3
+    first = _run(out, data, tiny_moe_dir, 2, *SETTINGS, "router_replay=r2", EVAL_AT_END="0",  # one evaluation, after the resume
+                 RLEC_ROUTER_REPLAY_LOG=str(tmp_path / "replay_r2"))
     log = first.stdout + first.stderr
     assert first.returncode == 0, log[-6000:]
     m = _step_metrics(out)
@@ -94,6 +101,12 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
         assert abs(m[step]["rollout_corr/kl"]) < 1e-5 and m[step]["training/rollout_probs_diff_max"] < 1e-4, step
         assert m[step]["rlec/mismatch_alarm"] == 0.0
     assert any(k.startswith("rlec/") for k in m[2]), "rlec's training metrics are missing"
+    # R2 through verl's worker on padded batches (rlec.verl_plugin.cpu router_replay_bshd): the old-log-prob pass
+    # recorded, the update's forwards replayed what it recorded at every real token
+    r2 = _replay_records(tmp_path / "replay_r2")
+    assert any(r["action"] == "RECORD" and not r["grad"] for r in r2), r2[:3]
+    replayed = [r for r in r2 if r["action"] == "REPLAY_FORWARD" and r["grad"]]
+    assert replayed and all(r["replayed"] > 0 and r["replayed_equal_target"] == r["replayed"] for r in replayed)
     _check_console(first.stdout, 2)
     assert (out / "training_curves.png").stat().st_size > 0
     assert not (out / "eval").exists()  # EVAL_AT_END=0
@@ -110,7 +123,9 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
 
     # the resumed step also induces a train-inference mismatch (rlec.cpu.rollout_weight_noise, not a setting a resume
     # refuses): the rollout serves a perturbed copy of the synced weights, so its log-probs leave the trainer's
-    second = _run(out, data, tiny_moe_dir, 3, *SETTINGS, "rlec.cpu.rollout_weight_noise=0.05")
+    # and routing replay R3: the trainer's forwards route as the (perturbed) rollout did
+    second = _run(out, data, tiny_moe_dir, 3, *SETTINGS, "rlec.cpu.rollout_weight_noise=0.05", "router_replay=r3",
+                  RLEC_ROUTER_REPLAY_LOG=str(tmp_path / "replay_r3"))
     log2 = second.stdout + second.stderr
     assert second.returncode == 0, log2[-6000:]
     resumed = _step_metrics(out)
@@ -125,6 +140,12 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
     assert resumed[3]["rollout_corr/k3_kl"] > 1e-4, resumed[3]
     assert 0 < resumed[3]["rlec/router_disagreement"] < 1
     assert all("rlec/router_disagreement" not in resumed[s] for s in (1, 2))
+    # R3: the old-log-prob and update forwards replayed the rollout's routes at every token but each row's last,
+    # and those differ from the trainer's own routers' choices (the perturbed copy routed them)
+    r3 = [r for r in _replay_records(tmp_path / "replay_r3") if r["action"] == "REPLAY_FORWARD"]
+    assert {r["grad"] for r in r3} == {False, True}, r3[:3]
+    assert all(r["replayed"] > 0 and r["replayed_equal_target"] == r["replayed"] for r in r3)
+    assert sum(r["native_differs"] for r in r3 if not r["grad"]) > 0
     m = resumed
     assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert (out / "global_step_3" / "actor").is_dir()
