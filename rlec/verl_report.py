@@ -236,6 +236,11 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     except ImportError:
         pass
     print_training_summary(out_dir / METRICS_FILE, title="verl's trainer")
+    save_freq = int(config.trainer.get("save_freq", -1) or -1)
+    if save_freq <= 0 and not (out_dir / TRACKER).is_file():  # checkpoints off by the caller: nothing to export
+        print(f"no checkpoint saved (trainer.save_freq={save_freq}): no {FINAL_MODEL}, no final evaluation; "
+              f"metrics in {out_dir / METRICS_FILE}", flush=True)
+        return
     final, step = export_final_model(out_dir)
     print(f"final HF weights (step {step}) in {final}; metrics in {out_dir / METRICS_FILE}", flush=True)
     model_path = Path(str(config.actor_rollout_ref.model.path))

@@ -114,3 +114,27 @@ def test_the_console_shows_rlecs_lines_and_the_log_keeps_the_rest(tmp_path: Path
     text = log.read_text()
     assert "step:1 - actor/pg_loss" in text and "C-level noise from Ray" in text
     assert (out / "hf_final" / "rlec_step.txt").read_text() == "2\n" and (out / "training_curves.png").is_file()
+
+
+def test_a_run_with_checkpoints_off_ends_without_hf_final_and_a_run_that_lost_them_fails(tmp_path: Path, monkeypatch, capsys) -> None:
+    """benchmarks/mismatch.py trains with trainer.save_freq=-1: the report ends after the summary, naming why there is
+    no hf_final, instead of raising after a finished training; with checkpoints on, a missing one is an error."""
+    from omegaconf import OmegaConf
+
+    from rlec.verl_report import run_with_report
+
+    monkeypatch.setenv("RLEC_VERBOSE", "1")  # no console redirection in a test
+    trained = []
+
+    def train(config) -> None:  # what verl's trainer leaves: one step's metrics
+        trained.append(config)
+        MetricsFile(tmp_path, resume_step=0).log({"rlec/reward/mean": 0.5, "timing_s/step": 1.0}, 1)
+
+    cfg = OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path), "total_training_steps": 1, "save_freq": -1},
+                            "actor_rollout_ref": {"model": {"path": str(tmp_path / "model")}}})
+    run_with_report(cfg, train)
+    assert trained == [cfg] and "no checkpoint saved (trainer.save_freq=-1): no hf_final" in capsys.readouterr().out
+    assert not (tmp_path / FINAL_MODEL).exists()
+    cfg.trainer.save_freq = 5
+    with pytest.raises(FileNotFoundError, match="saved no checkpoint"):
+        run_with_report(cfg, train)
