@@ -19,7 +19,7 @@ seeded noise in every arm. Arms:
   construction; ``rlec/router_disagreement`` is then the rollout's routers against the exact weights' ones, the
   share R3 replayed instead of the trainer's own choice.
 
-Per step, from verl's console metrics: ``rollout_corr/kl`` (mean log pi_rollout - log pi_old), ``rollout_corr/k3_kl``,
+Per step, from the launch's ``metrics.jsonl`` (verl's metric names): ``rollout_corr/kl`` (mean log pi_rollout - log pi_old), ``rollout_corr/k3_kl``,
 ``training/rollout_probs_diff_{mean,max}``, ``rlec/router_disagreement`` (share of response token-layer
 expert sets the rollout chose differently from the exact weights' routers), ``rlec/mismatch_alarm``, the IS
 weights' mean and clipped share (TIS), ``actor/pg_loss`` and ``actor/grad_norm``. Outputs: a Markdown table
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -62,23 +61,16 @@ COLUMNS = {  # table heading -> verl / rlec metric
 REPLAYED = "0 (replayed; rollout vs exact {})"  # an R3 arm's router-disagreement cell
 
 
-def step_metrics(log: str) -> dict[int, dict[str, float]]:
-    """verl's console logger lines ``step:N - key:value - ...`` -> ``{N: {key: value}}`` (non-numbers dropped)."""
-    steps: dict[int, dict[str, float]] = {}
-    for line in log.splitlines():
-        m = re.search(r"step:(\d+) - (.*)$", line)
-        if not m:
-            continue
-        values = {}
-        for part in m.group(2).split(" - "):
-            key, _, value = part.rpartition(":")
-            value = re.sub(r"^np\.\w+\((.*)\)$", r"\1", value.strip())  # np.float64(2.0) -> 2.0
-            try:
-                values[key] = float(value)
-            except ValueError:
-                continue
-        steps[int(m.group(1))] = values
-    return steps
+def step_metrics(folder: Path) -> dict[int, dict[str, float]]:
+    """``<folder>/metrics.jsonl`` (what every launch writes: one object per step, verl's metric names) ->
+    ``{step: {key: value}}``, numbers only; empty when the launch logged no step."""
+    from rlec.report import METRICS_FILE, read_metrics
+
+    path = Path(folder) / METRICS_FILE
+    if not path.is_file():
+        return {}
+    return {int(row["step"]): {k: float(v) for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            for row in read_metrics(path) if "step" in row}
 
 
 def _portable(path: Path) -> str:
@@ -127,7 +119,7 @@ def run_arm(name: str, args: argparse.Namespace, model: Path, data: Path, out: P
     folder.mkdir(parents=True, exist_ok=True)
     log = proc.stdout + proc.stderr
     atomic_write_text(folder / "launch.log", log)
-    steps = step_metrics(log)
+    steps = step_metrics(folder)
     rows = {step: {col: values.get(key) for col, key in COLUMNS.items()} for step, values in sorted(steps.items())}
     return {"arm": name, "what": arm["what"], "noise": noise, "overrides": overrides, "returncode": proc.returncode,
             "seconds": round(seconds, 1), "steps": rows, "log": _portable(folder / "launch.log")}

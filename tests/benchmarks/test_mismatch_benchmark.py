@@ -1,8 +1,9 @@
-"""benchmarks/mismatch.py without a launch: verl's console step lines parsed into the table's columns, the R3 arm's
+"""benchmarks/mismatch.py without a launch: a launch's metrics.jsonl read into the table's columns, the R3 arm's
 router disagreement stated as replayed, bad arguments refused before any launch."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -16,12 +17,14 @@ def bench(repo_root):
     return mismatch
 
 
-def test_console_step_lines_become_the_tables_rows(bench):
-    log = ("(TaskRunner pid=1) step:2 - rollout_corr/kl:np.float64(-0.0002) - rollout_corr/k3_kl:0.0011 - "
-           "rlec/router_disagreement:0.17 - training/global_step:2 - note:text\nother line\n")
-    steps = bench.step_metrics(log)
-    assert steps == {2: {"rollout_corr/kl": -0.0002, "rollout_corr/k3_kl": 0.0011, "rlec/router_disagreement": 0.17,
-                         "training/global_step": 2.0}}
+def test_the_launchs_metrics_file_becomes_the_tables_rows(bench, tmp_path):
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({
+        "step": 2, "rollout_corr/kl": -0.0002, "rollout_corr/k3_kl": 0.0011, "rlec/router_disagreement": 0.17,
+        "training/global_step": 2, "note": "text", "flag": True}) + "\n" + '{"step": 3, "torn')
+    steps = bench.step_metrics(tmp_path)
+    assert steps == {2: {"step": 2.0, "rollout_corr/kl": -0.0002, "rollout_corr/k3_kl": 0.0011,
+                         "rlec/router_disagreement": 0.17, "training/global_step": 2.0}}
+    assert bench.step_metrics(tmp_path / "missing") == {}
     rows = {2: {col: steps[2].get(key) for col, key in bench.COLUMNS.items()}}
     text = bench.table({"arms": [{"arm": "none", "noise": 0.05, "steps": rows, "returncode": 0, "log": "x"}]})
     assert "| none | 0.05 | 2 | -0.0002 | 0.0011 |" in text and "| 0.17 |" in text
