@@ -32,6 +32,8 @@
 #                        ENVIRONMENTS, RESUME, EVAL_AT_END; progress, step table, curves, OUTPUT_DIR/hf_final and the
 #                        final evaluation: rlec.verl_report; docs/local_run.md) or local (the local loop,
 #                        rlec.local.runner). With DRY_RUN=1 only an explicit TRAINER=verl selects the CPU layout [verl]
+#   RLEC_WAIT_PREVIOUS_S seconds a launch waits for the processes a killed launch into the same CHECKPOINT_DIR left
+#                        behind (Ray's trainer and workers) to end before refusing, naming them [120]
 #   RLEC_VERBOSE=1       keep third-party output on the console (otherwise in OUTPUT_DIR/launches/<time>/verl.log) [0]
 #   PYTHON               interpreter [python3]
 set -euo pipefail
@@ -165,8 +167,14 @@ TRAINER_ARGS=(trainer.experiment_name="$EXPERIMENT_NAME" trainer.default_local_d
 [[ -n "$SAVE_FREQ" ]] && TRAINER_ARGS+=(trainer.save_freq="$SAVE_FREQ")
 [[ -n "$TEST_FREQ" ]] && TRAINER_ARGS+=(trainer.test_freq="$TEST_FREQ")
 [[ -n "$LOGGER" ]] && TRAINER_ARGS+=(trainer.logger="$LOGGER")
+# Every process of this launch (this shell, Ray's raylet and workers) carries the checkpoint folder: a rerun
+# finds what a killed launch left behind and waits for it (rlec.cluster.resume.launch_processes).
+export RLEC_RUN_FOLDER
+RLEC_RUN_FOLDER="$(realpath -m "$CHECKPOINT_DIR")"
+WAIT_ARGS=(--wait-previous "${RLEC_WAIT_PREVIOUS_S:-120}")  # a real launch waits for them; DRY_RUN reports at once
 # Ray workers on other nodes inherit `ray start`'s environment, not this shell's: pass ours on.
-RAY_ARGS=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="$VERL_USE_EXTERNAL_MODULES"
+RAY_ARGS=(++ray_kwargs.ray_init.runtime_env.env_vars.RLEC_RUN_FOLDER="$RLEC_RUN_FOLDER"
+          ++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="$VERL_USE_EXTERNAL_MODULES"
           ++ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH="$PYTHONPATH"
           ++ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR="$(abspath "$TENSORBOARD_DIR")")
 # the routers' replay log (rlec.verl_plugin.cpu router_replay_bshd: one JSON line per router call), for debugging
@@ -190,7 +198,7 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
   if [[ "$BUILD_MODEL" == 1 || ! -f "$TRAIN_FILES" || ! -f "$VAL_FILES" ]]; then
     # every check but the paths (the model and data are built next), so a refused setting writes nothing
     PRE_RC=0
-    PRE_VERDICT=$("$PYTHON" -m rlec.cluster.config_check --skip-path-checks "${CONFIG_ARGS[@]}" "${MODEL_ARGS[@]}" \
+    PRE_VERDICT=$("$PYTHON" -m rlec.cluster.config_check --skip-path-checks "${WAIT_ARGS[@]}" "${CONFIG_ARGS[@]}" "${MODEL_ARGS[@]}" \
       "${DATA_ARGS[@]}" "${CLUSTER_ARGS[@]}" "${ALGO_ARGS[@]}" "${TRAINER_ARGS[@]}" "${RAY_ARGS[@]}" "${CPU_ARGS[@]}" \
       "$@" 2>&1) || PRE_RC=$?
     if [[ "$PRE_RC" != 0 ]]; then
@@ -227,7 +235,7 @@ fi
 # records the layout beside the checkpoints (rlec_layout.json): a later launch under another layout
 # is refused with both named (rlec.cluster.resume).
 RUN_DIR="$(abspath "$CHECKPOINT_DIR")/launches/$(date -u +%Y%m%dT%H%M%SZ)"
-"$PYTHON" -m rlec.cluster.config_check --output "$RUN_DIR/config.yaml" --record-layout "${CHECK_ARGS[@]}" \
+"$PYTHON" -m rlec.cluster.config_check --output "$RUN_DIR/config.yaml" --record-layout "${WAIT_ARGS[@]}" "${CHECK_ARGS[@]}" \
   "${OVERRIDES[@]}" "$@"
 {
   echo "commit: $(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"

@@ -37,6 +37,7 @@ import copy
 import io
 import json
 import logging
+import math
 import os
 import sys
 import warnings
@@ -164,12 +165,14 @@ def verl_checks(cfg: Any, with_model: bool, verbose: bool = False) -> tuple[list
 
 def run_checks(
     cfg: Any, gpu_memory_gib: float | None = None, *, check_paths: bool = True, verbose: bool = False,
-    layout: str = "unnamed",
+    layout: str = "unnamed", wait_previous_s: float = 0.0,
 ) -> tuple[list[Finding], MemoryEstimate | None, dict]:
     """verl's and rlec's checks of a composed config, and (``check_paths``) its paths.
 
     ``layout`` names the launch's layout in the refusal of a layout change (:mod:`rlec.cluster.resume`),
-    checked whenever the checkpoint folder is on this machine.
+    checked whenever the checkpoint folder is on this machine. ``wait_previous_s``: how long to wait
+    for the processes a killed launch into the same folder left behind before refusing
+    (:func:`rlec.cluster.resume.live_writer_findings`; the launcher's real launch waits, DRY_RUN not).
 
     The early rule set (:func:`rlec.cluster.settings_rules.settings_rules`) runs first; when it
     refuses a setting, nothing else is checked (no paths, no model, no verl conversion).
@@ -184,7 +187,7 @@ def run_checks(
         return early, None, {"paths": []}
     settings = RlecSettings.from_config(cfg)
     path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
-    path_errors += layout_change_findings(cfg, layout) + resume_setting_findings(cfg) + live_writer_findings(cfg)
+    path_errors += layout_change_findings(cfg, layout) + resume_setting_findings(cfg) + live_writer_findings(cfg, wait_previous_s)
     try:
         hf_config, source, is_model = load_model_config(cfg, settings)
         shape = ModelShape.from_hf_config(hf_config, source)
@@ -254,6 +257,17 @@ def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, c
     return "\n".join(lines)
 
 
+def _seconds(text: str) -> float:
+    """argparse type: a finite number of seconds, at least 0 (RLEC_WAIT_PREVIOUS_S)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number of seconds >= 0 (RLEC_WAIT_PREVIOUS_S)")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m rlec.cluster.config_check", description=__doc__.split("\n\n")[0],
@@ -273,6 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="when every check passes, record the layout beside the checkpoints "
                              "(trainer.default_local_dir/rlec_layout.json), as the launcher does; the next launch "
                              "refuses another layout")
+    parser.add_argument("--wait-previous", type=_seconds, default=0.0, metavar="SECONDS",
+                        help="wait up to SECONDS for the processes a killed launch into the same checkpoint folder "
+                             "left behind (Ray's trainer and workers) to end before refusing (default: %(default)s)")
     parser.add_argument("--gpu-memory-gib", type=float, help="GPU memory (default: rlec.check.gpu_memory_gib)")
     parser.add_argument("--verbose", action="store_true", help="let verl's console output and Python warnings through")
     args = parser.parse_intermixed_args(argv)  # options may follow Hydra overrides
@@ -301,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text)
     name = layout_name(args.overrides, args.config_dir, args.config_name)
     findings, est, context = run_checks(cfg, args.gpu_memory_gib, check_paths=not args.skip_path_checks,
-                                        verbose=args.verbose, layout=name)
+                                        verbose=args.verbose, layout=name, wait_previous_s=args.wait_previous)
     failed = any(f.level == "error" for f in findings)
     note = None
     if args.output and not failed:

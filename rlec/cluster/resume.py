@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rlec.cluster.layout import Finding
 from rlec.cluster.verl_keys import layout_of
@@ -263,16 +265,92 @@ def live_writers(folder: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
     return sorted(out)
 
 
-def live_writer_findings(cfg: Any) -> list[Finding]:
-    """Refuse a launch while another process still writes into the checkpoint folder (on this machine).
+RUN_FOLDER_ENV = "RLEC_RUN_FOLDER"
+"""The environment variable the launcher exports (and hands Ray's workers) naming its checkpoint folder:
+every process of a launch carries it, so a rerun finds the processes a killed launch left behind."""
 
-    A launcher killed mid-save leaves its Ray workers (outside its process group) writing their shards;
-    its output-folder lock is already free, so a rerun would race them. The error names each process
-    (pid, command, the file it writes): wait for it to finish, or stop it.
+LAUNCHER = "run_megatron_rlec.sh"
+
+
+def launch_processes(folder: str | os.PathLike[str]) -> list[tuple[int, str]]:
+    """Processes on this machine, other than this launch and its parents, of a launch into ``folder``.
+
+    A launch's processes are those whose environment (``/proc/<pid>/environ``, as they were started)
+    has :data:`RUN_FOLDER_ENV` equal to ``folder``'s real path: the launcher exports it, Ray's
+    raylet and workers inherit it (and ``ray_init.runtime_env`` hands it to workers elsewhere). Linux;
+    elsewhere, or for another user's processes, nothing is found.
+
+    Returns:
+        ``(pid, command line)`` per process, by pid.
+    """
+    wanted = f"{RUN_FOLDER_ENV}={os.path.realpath(folder)}".encode()
+    mine, out = _ancestors(), []
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return []
+    for name in entries:
+        pid = int(name)
+        if pid in mine:
+            continue
+        try:
+            if wanted not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                continue
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if command:  # a zombie has no command line and holds nothing
+            out.append((pid, command))
+    return sorted(out)
+
+
+def wait_for_earlier_launch(folder: str | os.PathLike[str], wait_s: float, *, poll_s: float = 0.5,
+                            say: Callable[[str], None] | None = None) -> list[tuple[int, str]]:
+    """Wait up to ``wait_s`` seconds for the processes a killed launch into ``folder`` left behind to end.
+
+    A launcher killed with SIGKILL (its process group) leaves Ray's processes (outside that group):
+    its trainer and workers may still write a checkpoint, the tracker or ``metrics.jsonl`` for a few
+    seconds, until Ray's reaper stops them. A rerun started at once would race them, so it waits
+    here (one line on ``say`` while it does). A live launcher into the same folder is not waited
+    for: another launch is running, and the caller refuses at once.
+
+    Returns:
+        The processes still alive (:func:`launch_processes`): empty when the rerun may go ahead.
+    """
+    procs = launch_processes(folder)
+    if not procs or wait_s <= 0 or any(LAUNCHER in command for _, command in procs):
+        return procs
+    if say is not None:
+        say(f"waiting up to {wait_s:g} s for {len(procs)} process(es) of an earlier launch into {folder} to end "
+            f"(pids {', '.join(str(p) for p, _ in procs[:8])}{' ...' if len(procs) > 8 else ''})")
+    deadline = time.monotonic() + wait_s
+    while procs and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        procs = launch_processes(folder)
+    return procs
+
+
+def live_writer_findings(cfg: Any, wait_s: float = 0.0) -> list[Finding]:
+    """Refuse a launch while another process still works in the checkpoint folder (on this machine).
+
+    Two kinds, each named (pid, command): a process of another launch into the folder
+    (:func:`launch_processes`: another launcher running, or what a killed launch left behind,
+    after waiting up to ``wait_s`` seconds for it to end, :func:`wait_for_earlier_launch`), and any
+    other process with a file under the folder open for writing (:func:`live_writers`).
     """
     folder = _folder(cfg)
     if not str(folder) or not folder.is_dir():
         return []
-    return [Finding("error", CHECKPOINT_KEY, f"{folder}: process {pid} ({command}) still writes {path}: a previous run's "
-                    "worker outliving its launcher? wait for it to finish or stop it (kill "
-                    f"{pid}), then rerun") for pid, command, path in live_writers(folder)]
+    procs = wait_for_earlier_launch(folder, wait_s, say=lambda line: print(f"rlec: {line}", file=sys.stderr, flush=True))
+    running = [(pid, command) for pid, command in procs if LAUNCHER in command]
+    findings = [Finding("error", CHECKPOINT_KEY, f"{folder}: another launch into this folder is running (process {pid}: "
+                        f"{command[:120]}): wait for it to end or stop it, then rerun") for pid, command in running]
+    if not running:
+        after = f" after {wait_s:g} s" if wait_s > 0 else ""
+        findings += [Finding("error", CHECKPOINT_KEY, f"{folder}: process {pid} ({command[:120]}) of an earlier launch into this "
+                             f"folder is still running{after}: a worker outliving its killed launcher? wait for it to end "
+                             f"or stop it (kill {pid}), then rerun") for pid, command in procs]
+    seen = {pid for pid, _ in procs}
+    return findings + [Finding("error", CHECKPOINT_KEY, f"{folder}: process {pid} ({command}) still writes {path}: a previous "
+                               "run's worker outliving its launcher? wait for it to finish or stop it (kill "
+                               f"{pid}), then rerun") for pid, command, path in live_writers(folder) if pid not in seen]

@@ -207,11 +207,16 @@ def _weights(step_dir: Path) -> dict[str, "object"]:
 
 @pytest.fixture(scope="module")
 def killed_and_resumed(tmp_path_factory, tiny_moe_dir):
-    """Issue 31 item 4's scenario, launched once for the two tests below: a 2-step run never interrupted, and
-    the same run killed with SIGKILL (the launcher's whole process group) in step 2, after checkpoint 1, then
-    rerun with the same command. Returns (reference step metrics, resumed step metrics, both run folders)."""
+    """Issue 31 item 4's scenario, launched once for the tests below: a 2-step run never interrupted, and the
+    same run killed with SIGKILL (the launcher's whole process group) in step 2's checkpoint save
+    (``global_step_2`` being written, checkpoint 1 complete), then rerun at once with the same command (issue 34
+    item 3: the killed launch's Ray trainer and workers, outside that group, may still be writing; the rerun
+    waits for them to end). Returns (reference step metrics, resumed step metrics, both run folders, the
+    killed launch's processes alive right after the kill, the rerun's log)."""
     import signal
     import time
+
+    from rlec.cluster.resume import launch_processes
 
     root = tmp_path_factory.mktemp("sigkill")
     data = root / "data"
@@ -229,22 +234,34 @@ def killed_and_resumed(tmp_path_factory, tiny_moe_dir):
         env["PATH"], env["PYTHON"] = f"{venv_bin}:{env['PATH']}", str(venv_bin / "python")
     proc = subprocess.Popen(["bash", str(REPO / "tools" / "run_megatron_rlec.sh"), "trainer.test_freq=-1", *settings],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    tracker, deadline = out / "latest_checkpointed_iteration.txt", time.monotonic() + 900
-    while not (tracker.is_file() and tracker.read_text().strip() == "1" and (out / "global_step_1" / "rlec_manifest.json").is_file()):
-        assert proc.poll() is None and time.monotonic() < deadline, "the run ended or stalled before checkpoint 1"
-        time.sleep(0.5)
-    time.sleep(3)  # into step 2's rollout
+    step2, deadline = out / "global_step_2", time.monotonic() + 900
+    while not step2.exists():  # verl creates the step's folder as its save begins
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 2's save"
+        time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not (out / "global_step_2").exists(), "killed too late: step 2 was already saved"
-    time.sleep(10)  # Ray's reaper stops the killed driver's workers
+    left = launch_processes(out)  # Ray's processes of the killed launch (they carry RLEC_RUN_FOLDER)
+    assert (out / "global_step_1" / "rlec_manifest.json").is_file()
+    assert not (step2 / "rlec_manifest.json").is_file(), "killed too late: step 2's save had finished"
 
-    resumed = _run(out, data, tiny_moe_dir, 2, *settings, EVAL_AT_END="0")
-    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-6000:]
-    assert "resumed after step 1" in resumed.stdout, "the rerun must resume after checkpoint 1"
-    again = _step_metrics(out)  # step 1 from the killed launch, step 2 from the rerun
-    assert sorted(again) == [1, 2]
-    return reference, again, root / "whole", out
+    resumed = _run(out, data, tiny_moe_dir, 2, *settings, EVAL_AT_END="0")  # at once: no wait for Ray's reaper here
+    log = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, log[-6000:]
+    again = _step_metrics(out)  # step 1 from the killed launch; step 2 from the rerun, or from a save that completed
+    return reference, again, root / "whole", out, left, log
+
+
+def test_a_rerun_at_once_after_a_kill_mid_save_waits_for_the_killed_launchs_processes(killed_and_resumed):
+    """Issue 34 item 3: right after SIGKILL mid-save the killed launch's Ray processes may live on, writing; the
+    rerun started at once waits for them (naming them) and only then resumes after the last complete checkpoint:
+    no step is lost (an earlier rerun that raced them exited 0 with step 2 missing from metrics.jsonl)."""
+    _, again, _, out, left, log = killed_and_resumed
+    if left:  # the scenario this test is for: the rerun saw them and waited
+        assert "of an earlier launch into" in log and "waiting up to" in log, log[-4000:]
+    assert "resumed after step 1" in log or "resumed after step 2" in log, log[-4000:]
+    assert sorted(again) == [1, 2], f"steps in metrics.jsonl: {sorted(again)}"
+    assert (out / "global_step_2" / "rlec_manifest.json").is_file()
+    assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
 
 
 # the update's own figures (the policy loss, its KL to the old policy, the gradient norm, the clip fractions)
@@ -256,7 +273,7 @@ def test_a_sigkilled_run_resumed_draws_and_scores_what_the_uninterrupted_run_did
     advantages, rollout log-probs and old log-probs (every logged outcome but the update's ``actor/*``
     and the wall clock) equal the uninterrupted run's exactly. Needs per-request rollout seeds
     (rlec.verl_plugin.cpu_rollout) and batches independent of arrival order (rlec.verl_plugin.replay)."""
-    reference, again, _, _ = killed_and_resumed
+    reference, again, *_ = killed_and_resumed
     assert _outcomes(again[1]) == _outcomes(reference[1])  # the same run up to the kill: step 1 in full
     want = {k: v for k, v in _outcomes(reference[2]).items() if not k.startswith(_UPDATE)}
     got = {k: v for k, v in _outcomes(again[2]).items() if not k.startswith(_UPDATE)}
@@ -271,7 +288,7 @@ def test_a_sigkilled_run_resumed_updates_to_bit_identical_weights(killed_and_res
     """Issue 31 item 4, update side: the same ``actor/*`` figures and bit-identical final weights."""
     import torch
 
-    reference, again, whole, out = killed_and_resumed
+    reference, again, whole, out, *_ = killed_and_resumed
     assert {k: v for k, v in _outcomes(again[2]).items() if k.startswith(_UPDATE)} == \
         {k: v for k, v in _outcomes(reference[2]).items() if k.startswith(_UPDATE)}
     a, b = _weights(whole / "global_step_2"), _weights(out / "global_step_2")
