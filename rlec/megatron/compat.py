@@ -411,6 +411,36 @@ def _distopt_fp32_load_apply() -> None:
     DistributedOptimizer._set_main_param_and_optimizer_states = set_states
 
 
+# --- 14. one Adam step counter per parameter after loading a distributed-optimizer checkpoint -------
+def _distopt_shared_step_needed() -> bool:
+    from megatron.core.optimizer import distrib_optimizer
+
+    fn = distrib_optimizer.DistributedOptimizer.load_state_dict
+    return (not getattr(distrib_optimizer, "HAVE_APEX_OR_TE", True) and not getattr(fn, "_rlec_cpu", False)
+            and 's["step"] = step' in inspect.getsource(fn))
+
+
+def _distopt_shared_step_apply() -> None:
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    load = DistributedOptimizer.load_state_dict
+
+    @functools.wraps(load)
+    def load_state_dict(self: Any, state_dict: Any) -> Any:
+        out = load(self, state_dict)
+        # megatron gives every parameter's state the same 'step' tensor; torch's Adam(W) adds 1 to each
+        # parameter's counter in place, so after a resume the shared one grew by the number of parameters
+        # per step (bias correction of step 1 + N instead of 2): a copy each, as a fresh Adam keeps them
+        for state in self.optimizer.state.values():
+            step = state.get("step")
+            if isinstance(step, torch.Tensor):
+                state["step"] = step.clone()
+        return out
+
+    load_state_dict._rlec_cpu = True  # type: ignore[attr-defined]
+    DistributedOptimizer.load_state_dict = load_state_dict
+
+
 SHIMS: tuple[Shim, ...] = (
     Shim("rng_tracker", "AssertionError: Torch not compiled with CUDA enabled (CudaRNGStatesTracker.add / fork)",
          lambda: _raises(torch.cuda.get_rng_state), _rng_apply),
@@ -438,6 +468,10 @@ SHIMS: tuple[Shim, ...] = (
     Shim("distributed_optimizer_fp32_load", "RuntimeError: a view of a leaf Variable that requires grad is being used in an "
          "in-place operation (_set_main_param_and_optimizer_states copies into fp32 parameters outside no_grad)",
          _distopt_fp32_load_needed, _distopt_fp32_load_apply),
+    Shim("distributed_optimizer_shared_step", "a resumed run's Adam updates differ from the uninterrupted run's (no error): "
+         "DistributedOptimizer.load_state_dict without Apex / TE gives every parameter's state one shared 'step' tensor, "
+         "which torch's Adam(W) then advances once per parameter per step",
+         _distopt_shared_step_needed, _distopt_shared_step_apply),
     Shim("cuda_synchronize", "AssertionError: Torch not compiled with CUDA enabled (torch.cuda.synchronize in the dist-checkpoint writer, pipeline p2p)",
          _sync_needed, _sync_apply),
 )

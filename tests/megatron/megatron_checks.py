@@ -213,6 +213,67 @@ def distopt(args: argparse.Namespace) -> dict | None:
             "weight_max_diff": max(float((w_plain[k] - w_dist[k]).abs().max()) for k in w_plain)}
 
 
+def distopt_resume(args: argparse.Namespace) -> dict | None:
+    """Resume with Megatron's distributed optimizer (verl's CPU layout): one step, a dist checkpoint with the
+    optimizer, a fresh model + optimizer loaded from it, then one more step on both. Adam's step counters of the
+    resumed optimizer and the weights after that step, against the run never interrupted (weight decay on)."""
+    import torch
+    from megatron.core import dist_checkpointing
+    from megatron.core.dist_checkpointing.serialization import StrictHandling
+
+    from rlec.megatron.checkpoint import load_dist_checkpoint, model_sharded_state_dict
+    from rlec.megatron.compat import in_process_checkpoint_results
+    from rlec.megatron.model import build_model, export_hf_weights
+    from rlec.megatron.parallel import ParallelLayout, init_parallel
+    from rlec.megatron.training import build_optimizer, train_step
+
+    layout = ParallelLayout(world_size=int(os.environ.get("WORLD_SIZE", "1")))
+    init_parallel(layout)
+    gen = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, 151_000, (4, 12), generator=gen)
+    mask = torch.ones_like(ids)
+
+    def loss_fn(log_probs: Any, batch: dict) -> tuple[Any, dict]:
+        keep = batch["valid"].float()
+        keep[:, 0] = 0
+        return -(log_probs * keep).sum() / keep.sum(), {}
+
+    def build() -> tuple[Any, Any]:
+        policy = build_model(args.hf, layout, wrap_ddp=True, use_distributed_optimizer=True)
+        return policy, build_optimizer(policy, lr=1e-3, weight_decay=0.1, use_distributed_optimizer=True)
+
+    # verl's checkpoint manager's format of the distributed optimizer's state (MegatronCheckpointManager:
+    # _build_sharded_state_dict_metadata), saved and loaded as its load_checkpoint does
+    metadata = {"distrib_optim_sharding_type": "dp_reshardable", "singleton_local_shards": False,
+                "chained_optim_avoid_prefix": True}
+
+    policy, optimizer = build()
+    train_step(policy, optimizer, ids, mask, loss_fn, micro_batch_size=2)
+    Path(args.out).mkdir(parents=True)
+    state = model_sharded_state_dict(policy)
+    state["optimizer"] = optimizer.sharded_state_dict(state, metadata=metadata)
+    with in_process_checkpoint_results():
+        dist_checkpointing.save(state, args.out)
+    fresh, fresh_optimizer = build()
+    load_dist_checkpoint(fresh, args.out)  # the weights
+    model_state = model_sharded_state_dict(fresh, te_extras=False)
+    loaded = dist_checkpointing.load({"optimizer": fresh_optimizer.sharded_state_dict(model_state, is_loading=True, metadata=metadata)},
+                                     args.out, strict=StrictHandling.ASSUME_OK_UNEXPECTED)
+    fresh_optimizer.load_state_dict(loaded["optimizer"])
+    train_step(policy, optimizer, ids, mask, loss_fn, micro_batch_size=2)
+    train_step(fresh, fresh_optimizer, ids, mask, loss_fn, micro_batch_size=2)
+    if torch.distributed.get_rank() != 0:
+        return None
+    a, b = dict(export_hf_weights(policy)), dict(export_hf_weights(fresh))
+
+    def steps(opt: Any) -> list[float]:
+        return sorted({float(s["step"]) for s in opt.optimizer.state.values() if "step" in s})
+
+    return {"steps": steps(optimizer), "steps_resumed": steps(fresh_optimizer),
+            "parameters": len(fresh_optimizer.optimizer.state),
+            "weight_max_diff": max(float((a[k] - b[k]).abs().max()) for k in a)}
+
+
 def routes(args: argparse.Namespace) -> dict:
     """Megatron's router choices for a few sequences against the CPU rollout's ``routed_experts`` (issue 32).
 
@@ -275,7 +336,8 @@ def main() -> None:
             results.append(convert(params))
         else:
             args = argparse.Namespace(**{"out": None, "tp": 1, "ep": 1, **params})
-            results.append({"controls": controls, "train": train, "distopt": distopt, "routes": routes}[kind](args))
+            results.append({"controls": controls, "train": train, "distopt": distopt, "distopt_resume": distopt_resume,
+                            "routes": routes}[kind](args))
     import torch
 
     from rlec.megatron.parallel import destroy_parallel

@@ -287,12 +287,10 @@ def test_a_sigkilled_run_resumed_draws_and_scores_what_the_uninterrupted_run_did
     assert len(want) > 50 and got == want
 
 
-@pytest.mark.xfail(strict=True, reason="measured 2026-12-02: after a resume step 2's actor/grad_norm 0.0024945 vs "
-                   "0.0024838 uninterrupted and actor/ppo_kl -4.6e-5 vs -1.9e-5, with identical data, rewards and old "
-                   "log-probs (the test above): the restored Megatron optimizer / scheduler state differs from the live "
-                   "one; not yet found where (issue 31 item 4)")
 def test_a_sigkilled_run_resumed_updates_to_bit_identical_weights(killed_and_resumed):
-    """Issue 31 item 4, update side: the same ``actor/*`` figures and bit-identical final weights."""
+    """Issue 31 item 4, update side: the same ``actor/*`` figures and bit-identical final weights. Needs one Adam
+    step counter per parameter after the optimizer's load (rlec.megatron.compat ``distributed_optimizer_shared_step``;
+    without it step 2's actor/grad_norm was 0.0024945 against 0.0024838, tests/megatron/test_distopt_resume.py)."""
     import torch
 
     reference, again, whole, out, *_ = killed_and_resumed
