@@ -74,7 +74,8 @@ SETTINGS = ("data.max_prompt_length=512", "algorithm=[rlve,e3,passk]", "rlec.rlv
             # and RLVE raises a difficulty once accuracy at h reaches 0.1 over 4 samples
             "rlec.cpu.scripted_fraction=0.75", "rlec.rlve.threshold=0.1", "rlec.rlve.min_samples_factor=1")
 
-WARMUP = "actor_rollout_ref.actor.optim.lr_warmup_steps=1"
+# a linear LR decay over 4 steps: verl logs each step's lr after its scheduler step, 1e-5 x (1 - k/4) at step k
+LR_DECAY = ("actor_rollout_ref.actor.optim.lr_decay_style=linear", "actor_rollout_ref.actor.optim.lr_decay_steps=4")
 
 
 def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_cpu(tmp_path, tiny_moe_dir):
@@ -87,8 +88,8 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
     tests/verl_plugin/test_advantage.py and tests/verl_plugin/test_estimators.py."""
     out, data = tmp_path / "run", tmp_path / "data"
     # routing replay R2 (the update replays the old-log-prob pass's routes); the resume switches to R3
-    # a one-step warm-up (lr 0 at step 1, the full lr from step 2): the resume must continue the LR schedule
-    first = _run(out, data, tiny_moe_dir, 2, *SETTINGS, WARMUP, "router_replay=r2", EVAL_AT_END="0",  # one evaluation, after the resume
+    # the LR decays linearly over 4 steps: the resume must continue the LR schedule
+    first = _run(out, data, tiny_moe_dir, 2, *SETTINGS, *LR_DECAY, "router_replay=r2", EVAL_AT_END="0",  # one evaluation, after the resume
                  RLEC_ROUTER_REPLAY_LOG=str(tmp_path / "replay_r2"))
     log = first.stdout + first.stderr
     assert first.returncode == 0, log[-6000:]
@@ -127,7 +128,7 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
     # the resumed step also induces a train-inference mismatch (rlec.cpu.rollout_weight_noise, not a setting a resume
     # refuses): the rollout serves a perturbed copy of the synced weights, so its log-probs leave the trainer's
     # and routing replay R3: the trainer's forwards route as the (perturbed) rollout did
-    second = _run(out, data, tiny_moe_dir, 3, *SETTINGS, WARMUP, "rlec.cpu.rollout_weight_noise=0.05", "router_replay=r3",
+    second = _run(out, data, tiny_moe_dir, 3, *SETTINGS, *LR_DECAY, "rlec.cpu.rollout_weight_noise=0.05", "router_replay=r3",
                   RLEC_ROUTER_REPLAY_LOG=str(tmp_path / "replay_r3"))
     log2 = second.stdout + second.stderr
     assert second.returncode == 0, log2[-6000:]
@@ -137,9 +138,9 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
     assert (out / "metrics.jsonl").read_text().splitlines()[:2] == before
     assert "resumed after step 2" in second.stdout and "step 1/3" not in second.stdout
     # the LR schedule continued from the checkpoint (recipe: use_checkpoint_opt_param_scheduler; verl's default
-    # restarts it on every resume, verl#7953: step 3 would train at lr 0 again, the warm-up replayed)
-    assert m[1]["actor/lr"] == 0.0 and m[2]["actor/lr"] > 0, (m[1]["actor/lr"], m[2]["actor/lr"])
-    assert resumed[3]["actor/lr"] == m[2]["actor/lr"], (resumed[3]["actor/lr"], m[2]["actor/lr"])
+    # restarts it on every resume, verl#7953: step 3 would log 7.5e-6 again, the decay replayed from 1e-5)
+    lrs = [resumed[k]["actor/lr"] for k in (1, 2, 3)]
+    assert lrs == pytest.approx([7.5e-6, 5e-6, 2.5e-6], rel=1e-6), lrs
     _check_console(second.stdout, 3)  # the summary covers every step, the resumed ones too
     # the perturbation reached verl's mismatch metrics (steps 1-2 without it: |kl| < 1e-5; benchmarks/mismatch.py
     # measured k3 5e-4 at sigma 0.05) and the routers' choices (rlec_hf compares the perturbed copy's with the exact
