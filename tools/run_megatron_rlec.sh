@@ -186,7 +186,10 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
   # the trainer worker and the rollout server each use every core, as the local run does
   RAY_ARGS+=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM=cpu
              ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY="$OMP_WAIT_POLICY"
-             ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="'${OMP_NUM_THREADS:-$(nproc)}'")  # quoted: Ray wants a string
+             ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="'${OMP_NUM_THREADS:-$(nproc)}'"  # quoted: Ray wants a string
+             # TransferQueue's threads (8 by default) capped at the physical cores, as TransferQueue itself caps them, without
+             # its warning per call, which Ray forwards to the console after the run (issue 31 item 2: quiet logs)
+             ++ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS="'${TQ_NUM_THREADS:-$("$PYTHON" -c 'import psutil; print(min(8, psutil.cpu_count(logical=False) or 1))')}'")
   if [[ -n "${ENVIRONMENTS:-}" ]]; then  # RLVE on these environments only, as in the local run
     CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENVIRONMENTS}]")
   fi
