@@ -182,6 +182,10 @@ RAY_ARGS=(++ray_kwargs.ray_init.runtime_env.env_vars.RLEC_RUN_FOLDER="$RLEC_RUN_
   ++ray_kwargs.ray_init.runtime_env.env_vars.RLEC_ROUTER_REPLAY_LOG="$(abspath "$RLEC_ROUTER_REPLAY_LOG")")
 CPU_ARGS=()
 if [[ "$VERL_ON_CPU" == 1 ]]; then
+  # physical cores (TransferQueue's own cap), at most its default of 8; nproc where lscpu cannot tell
+  TQ_THREADS=$( (lscpu -p=Core,Socket 2>/dev/null || true) | grep -v '^#' | sort -u | wc -l)
+  [[ "$TQ_THREADS" -ge 1 ]] 2>/dev/null || TQ_THREADS=$(nproc)
+  (( TQ_THREADS > 8 )) && TQ_THREADS=8
   # Ray gives an actor without num_cpus OMP_NUM_THREADS=1; the phases of a sync step run one at a time, so
   # the trainer worker and the rollout server each use every core, as the local run does
   RAY_ARGS+=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM=cpu
@@ -189,7 +193,7 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
              ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="'${OMP_NUM_THREADS:-$(nproc)}'"  # quoted: Ray wants a string
              # TransferQueue's threads (8 by default) capped at the physical cores, as TransferQueue itself caps them, without
              # its warning per call, which Ray forwards to the console after the run (issue 31 item 2: quiet logs)
-             ++ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS="'${TQ_NUM_THREADS:-$("$PYTHON" -c 'import psutil; print(min(8, psutil.cpu_count(logical=False) or 1))')}'")
+             ++ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS="'${TQ_NUM_THREADS:-$TQ_THREADS}'")
   if [[ -n "${ENVIRONMENTS:-}" ]]; then  # RLVE on these environments only, as in the local run
     CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENVIRONMENTS}]")
   fi
