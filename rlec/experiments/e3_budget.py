@@ -24,7 +24,9 @@ EXPERIMENT = Experiment(
         Arm("dynamic", "per-prompt n in [4, 16] by difficulty rank, sum = 8 x prompts",
             (*_E3_ONLY_BUDGET, f"{K.E3_BUDGET}=true", f"{K.E3_N_MIN}=4", f"{K.E3_N_MAX}=16")),
     ),
-    settings=shared_settings(),
+    # 32 rows are 4 steps of 8 prompts: verl's loop ends after trainer.total_epochs passes over the data whatever
+    # trainer.total_training_steps says (a 1-epoch run stopped at step 4), so 5 epochs cover the 20 steps
+    settings=shared_settings(**{"trainer.total_epochs": 5}),
     data="binary",
     curves=(Curve("all_wrong_share", "share of all-wrong groups (rollout dump)", all_wrong_share),
             metric_curve(K.M_ROLLOUT_N_MAX, "largest per-prompt n (e3/rollout_n/max)")),
