@@ -223,6 +223,15 @@ def _ancestors() -> set[int]:
     return pids
 
 
+def _other_pids() -> list[int]:
+    """The pids in ``/proc`` other than this process and its parents (empty where ``/proc`` cannot be read)."""
+    mine = _ancestors()
+    try:
+        return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and int(e.name) not in mine]
+    except OSError:
+        return []
+
+
 def live_writers(folder: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
     """Processes on this machine, other than this launch, with a file under ``folder`` open for writing.
 
@@ -233,15 +242,8 @@ def live_writers(folder: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
         ``(pid, command line (cut), file)`` per process, the first such file of each.
     """
     root = os.path.realpath(folder) + os.sep
-    mine, out = _ancestors(), []
-    try:
-        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
-    except OSError:
-        return []
-    for name in entries:
-        pid = int(name)
-        if pid in mine:
-            continue
+    out = []
+    for pid in _other_pids():
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
@@ -284,15 +286,8 @@ def launch_processes(folder: str | os.PathLike[str]) -> list[tuple[int, str]]:
         ``(pid, command line)`` per process, by pid.
     """
     wanted = f"{RUN_FOLDER_ENV}={os.path.realpath(folder)}".encode()
-    mine, out = _ancestors(), []
-    try:
-        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
-    except OSError:
-        return []
-    for name in entries:
-        pid = int(name)
-        if pid in mine:
-            continue
+    out = []
+    for pid in _other_pids():
         try:
             if wanted not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
                 continue

@@ -179,6 +179,21 @@ def train(args: argparse.Namespace) -> dict | None:
     }
 
 
+def _lm_batch(seed: int) -> tuple[Any, Any, Any]:
+    """4 random sequences of 12 tokens, their mask and a mean log-likelihood loss (the first token left out)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, 151_000, (4, 12), generator=gen)
+
+    def loss_fn(log_probs: Any, batch: dict) -> tuple[Any, dict]:
+        keep = batch["valid"].float()
+        keep[:, 0] = 0
+        return -(log_probs * keep).sum() / keep.sum(), {}
+
+    return ids, torch.ones_like(ids), loss_fn
+
+
 def distopt(args: argparse.Namespace) -> dict | None:
     """One train step with Megatron's distributed optimizer (state sharded over data-parallel
     ranks) against the plain one, from the same HF weights: same loss, grad norm and update."""
@@ -190,14 +205,7 @@ def distopt(args: argparse.Namespace) -> dict | None:
 
     layout = ParallelLayout(tp=args.tp, ep=args.ep, world_size=int(os.environ.get("WORLD_SIZE", "1")))
     init_parallel(layout)
-    gen = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, 151_000, (4, 12), generator=gen)
-    mask = torch.ones_like(ids)
-
-    def loss_fn(log_probs: Any, batch: dict) -> tuple[Any, dict]:
-        keep = batch["valid"].float()
-        keep[:, 0] = 0
-        return -(log_probs * keep).sum() / keep.sum(), {}
+    ids, mask, loss_fn = _lm_batch(1)
 
     runs = {}
     for distributed in (False, True):
@@ -229,14 +237,7 @@ def distopt_resume(args: argparse.Namespace) -> dict | None:
 
     layout = ParallelLayout(world_size=int(os.environ.get("WORLD_SIZE", "1")))
     init_parallel(layout)
-    gen = torch.Generator().manual_seed(2)
-    ids = torch.randint(0, 151_000, (4, 12), generator=gen)
-    mask = torch.ones_like(ids)
-
-    def loss_fn(log_probs: Any, batch: dict) -> tuple[Any, dict]:
-        keep = batch["valid"].float()
-        keep[:, 0] = 0
-        return -(log_probs * keep).sum() / keep.sum(), {}
+    ids, mask, loss_fn = _lm_batch(2)
 
     def build() -> tuple[Any, Any]:
         policy = build_model(args.hf, layout, wrap_ddp=True, use_distributed_optimizer=True)
