@@ -12,7 +12,11 @@ checks, without writing anything:
   a list): present, readable by pyarrow, at least one row, and the first
   :data:`ROWS_CHECKED` rows satisfy the data contract (:func:`rlec.data.contract.check_row`);
 - the checkpoint folder (``trainer.default_local_dir``): writable, or creatable under a
-  writable parent.
+  writable parent;
+- the step count: verl's loop ends after ``trainer.total_epochs`` passes over the train files
+  whatever ``trainer.total_training_steps`` says (an e3_budget run of 20 steps over 4 steps of
+  data stopped at step 4, its LR schedule planned for 20), so more steps than the epochs hold
+  are refused (:func:`steps_findings`).
 
 On a login node the paths may exist only on the cluster: ``--skip-path-checks``
 (``SKIP_PATH_CHECKS=1``) skips these checks and the report says so.
@@ -34,7 +38,7 @@ MODEL_KEY = "actor_rollout_ref.model.path"
 DIST_KEY = f"{MEGATRON}.dist_checkpointing_path"
 CHECKPOINT_KEY = "trainer.default_local_dir"
 
-__all__ = ["ROWS_CHECKED", "path_findings"]
+__all__ = ["ROWS_CHECKED", "path_findings", "steps_findings"]
 
 
 def _as_list(value: Any) -> list[str]:
@@ -70,7 +74,7 @@ def _model(cfg: Any) -> tuple[list[Finding], str | None]:
     return out, summary if not out else None
 
 
-def _parquet(key: str, path_text: str) -> tuple[list[Finding], str | None]:
+def _parquet(key: str, path_text: str) -> tuple[list[Finding], str | None, int]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -80,21 +84,56 @@ def _parquet(key: str, path_text: str) -> tuple[list[Finding], str | None]:
     hint = "; prepare it with python -m rlec.data.prepare (docs/cluster.md section 2)"
     if not path.is_file():
         what = "is a folder, expected a parquet file" if path.is_dir() else "does not exist"
-        return [Finding("error", key, f"{path}: {what}{hint}")], None
+        return [Finding("error", key, f"{path}: {what}{hint}")], None, 0
     try:
         reader = pq.ParquetFile(path)
         rows = reader.metadata.num_rows
         first = next(reader.iter_batches(batch_size=ROWS_CHECKED), None)
     except (OSError, pa.ArrowException) as exc:
-        return [Finding("error", key, f"{path}: not a readable parquet file ({exc})")], None
+        return [Finding("error", key, f"{path}: not a readable parquet file ({exc})")], None, 0
     if not rows or first is None:
-        return [Finding("error", key, f"{path}: no rows")], None
+        return [Finding("error", key, f"{path}: no rows")], None, 0
     for i, rec in enumerate(first.to_pylist()):
         try:
             check_row(rec, f"{path}: row {i}")
         except ValueError as exc:
-            return [Finding("error", key, f"{exc} (the data contract: docs/data.md)")], None
-    return [], f"{path.name} {rows:,} rows"
+            return [Finding("error", key, f"{exc} (the data contract: docs/data.md)")], None, 0
+    return [], f"{path.name} {rows:,} rows", rows
+
+
+def steps_findings(cfg: Any, rows: int) -> list[Finding]:
+    """Refuse a step count the train files cannot give: verl ends its loop after ``trainer.total_epochs``.
+
+    verl's train loader drops the last partial batch (``drop_last=True``), so an epoch is
+    ``rows // batch`` steps, ``batch`` = ``data.gen_batch_size`` or ``data.train_batch_size``;
+    prompts over ``data.max_prompt_length`` that verl filters out make it fewer still, so this is
+    a bound, not the exact count. An algorithm that serves its own prompts (RLVE) is not checked.
+
+    Args:
+        cfg: the composed trainer config.
+        rows: the train files' rows, together.
+
+    Returns:
+        An error naming ``trainer.total_training_steps``, the steps the data holds and the
+        ``trainer.total_epochs`` that would hold them; nothing when they fit or no step count is set.
+    """
+    steps = select(cfg, "trainer.total_training_steps", None)
+    batch = select(cfg, "data.gen_batch_size", None) or select(cfg, "data.train_batch_size", None)
+    epochs = select(cfg, "trainer.total_epochs", 1)
+    if steps in (None, "", "null") or not batch or registry.serves_prompts(cfg):
+        return []
+    steps, batch, epochs = int(steps), int(batch), int(epochs)
+    per_epoch = rows // batch
+    if per_epoch == 0:
+        return [Finding("error", "data.train_batch_size", f"{batch} prompts a step, but data.train_files hold {rows:,} rows: "
+                        "verl's loader drops a partial batch, so no step would run")]
+    if steps <= per_epoch * epochs:
+        return []
+    need = -(-steps // per_epoch)
+    return [Finding("error", "trainer.total_training_steps", f"{steps} steps, but trainer.total_epochs={epochs} pass(es) over "
+                    f"data.train_files give {per_epoch * epochs} ({rows:,} rows / {batch} prompts a step = {per_epoch} a pass, "
+                    f"the last partial batch dropped) and verl's loop ends after its epochs, its LR schedule planned for "
+                    f"{steps}: set trainer.total_epochs={need} (TOTAL_EPOCHS={need}) or at most {per_epoch * epochs} steps")]
 
 
 def _checkpoint_dir(cfg: Any) -> tuple[list[Finding], str | None]:
@@ -128,7 +167,10 @@ def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
         # an algorithm with prompts of its own (RLVE's environment rows) may train on those alone
         if not files and not (key == "data.train_files" and registry.serves_prompts(cfg)):
             checks.append(([Finding("error", key, "no file given")], None))
-        checks += [_parquet(key, f) for f in files]
+        parquets = [_parquet(key, f) for f in files]
+        checks += [(found, summary) for found, summary, _ in parquets]
+        if key == "data.train_files" and files and not any(found for found, *_ in parquets):
+            checks.append((steps_findings(cfg, sum(rows for *_, rows in parquets)), None))
     checks.append(_checkpoint_dir(cfg))
     for found, summary in checks:
         findings += found

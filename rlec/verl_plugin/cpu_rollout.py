@@ -12,7 +12,7 @@ rollout's ``update_weights``, backend ``naive``) run unchanged on CPU:
 - :class:`HFRolloutServer` answers ``generate(prompt_ids, sampling_params, request_id)`` with a
   ``TokenOutput`` like vLLM's server. Requests that arrive together are generated as one batch per
   distinct (temperature, top-p, top-k, max tokens) through rlec's one generation engine
-  (:class:`rlec.generation.HFEngine`, exact inverse-CDF sampling), so E3's per-prompt temperature
+  (:class:`rlec.generation.HFEngine`, exact sampling by an exponential race, one generator per request), so E3's per-prompt temperature
   and verl's per-prompt ``__rollout_n__`` (each sample is one request) work as with vLLM; a request's
   ``sampling_params["seed"]`` seeds its own generator (as vLLM's per-request seed), so the same
   request gets the same tokens whatever batch it is generated in and a resumed run samples
