@@ -115,20 +115,22 @@ def steps_findings(cfg: Any, rows: int) -> list[Finding]:
 
     Returns:
         An error naming ``trainer.total_training_steps``, the steps the data holds and the
-        ``trainer.total_epochs`` that would hold them; nothing when they fit or no step count is set.
+        ``trainer.total_epochs`` that would hold them (nothing when they fit or no step count is
+        set), or one naming ``data.train_batch_size`` when the files hold less than one batch.
     """
     steps = select(cfg, "trainer.total_training_steps", None)
     batch = select(cfg, "data.gen_batch_size", None) or select(cfg, "data.train_batch_size", None)
     epochs = select(cfg, "trainer.total_epochs", 1)
-    if steps in (None, "", "null") or not batch or registry.serves_prompts(cfg):
+    if not batch or registry.serves_prompts(cfg):
         return []
-    steps, batch, epochs = int(steps), int(batch), int(epochs)
+    batch, epochs = int(batch), int(epochs)
     per_epoch = rows // batch
     if per_epoch == 0:
         return [Finding("error", "data.train_batch_size", f"{batch} prompts a step, but data.train_files hold {rows:,} rows: "
                         "verl's loader drops a partial batch, so no step would run")]
-    if steps <= per_epoch * epochs:
+    if steps in (None, "", "null") or int(steps) <= per_epoch * epochs:
         return []
+    steps = int(steps)
     need = -(-steps // per_epoch)
     return [Finding("error", "trainer.total_training_steps", f"{steps} steps, but trainer.total_epochs={epochs} pass(es) over "
                     f"data.train_files give {per_epoch * epochs} ({rows:,} rows / {batch} prompts a step = {per_epoch} a pass, "

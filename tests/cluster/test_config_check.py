@@ -207,26 +207,31 @@ def test_verl_entry_point_composes_exactly_what_config_check_validates(compose_r
 
 # --- paths (DRY_RUN checks what it can see) ---------------------------------------------------
 
+_ROWS = [
+    {"data_source": "math_dapo", "prompt": [{"role": "user", "content": "What is 1 + 1?"}],
+     "reward_model": {"ground_truth": "2", "style": "rule"},
+     "extra_info": {"question_id": "q1", "target_p": 0.3, "objective": "rlec"}},
+    {"data_source": "hotpotqa", "prompt": [{"role": "user", "content": "Who wrote Emma?"}],
+     "reward_model": {"ground_truth": "Jane Austen", "style": "rule"},
+     "extra_info": {"question_id": "q2", "target_p": 0.0, "objective": "binary"}},
+]
+
+
 def write_prepared(path, rows=None):
     """A parquet file in rlec's data contract (verl's schema), written by hand."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = rows if rows is not None else [
-        {"data_source": "math_dapo", "prompt": [{"role": "user", "content": "What is 1 + 1?"}],
-         "reward_model": {"ground_truth": "2", "style": "rule"},
-         "extra_info": {"question_id": "q1", "target_p": 0.3, "objective": "rlec"}},
-        {"data_source": "hotpotqa", "prompt": [{"role": "user", "content": "Who wrote Emma?"}],
-         "reward_model": {"ground_truth": "Jane Austen", "style": "rule"},
-         "extra_info": {"question_id": "q2", "target_p": 0.0, "objective": "binary"}},
-    ]
+    rows = rows if rows is not None else _ROWS
     pq.write_table(pa.Table.from_pylist(rows), path)
     return path
 
 
 @pytest.fixture()
 def run_paths(tmp_path, tiny_moe_dir):
-    train, val = write_prepared(tmp_path / "train.parquet"), write_prepared(tmp_path / "test.parquet")
+    # 32 rows: layout tiny_1gpu's 4 steps of 8 prompts (rlec.cluster.paths.steps_findings)
+    rows = [{**row, "extra_info": {**row["extra_info"], "question_id": f"q{i}"}} for i, row in enumerate(_ROWS * 16)]
+    train, val = write_prepared(tmp_path / "train.parquet", rows), write_prepared(tmp_path / "test.parquet")
     return [f"actor_rollout_ref.model.path={tiny_moe_dir}", f"data.train_files={train}", f"data.val_files={val}",
             f"trainer.default_local_dir={tmp_path / 'ckpt' / 'run1'}"]
 
@@ -235,7 +240,7 @@ def test_paths_that_exist_pass_and_are_summarised(compose_rlec, run_paths, tiny_
     cfg = compose_rlec("layout=tiny_1gpu", *run_paths)
     findings, est, context = run_checks(cfg)
     assert errors(findings) == []
-    assert context["paths"] == [f"model {tiny_moe_dir} (1 safetensors)", "train.parquet 2 rows", "test.parquet 2 rows",
+    assert context["paths"] == [f"model {tiny_moe_dir} (1 safetensors)", "train.parquet 32 rows", "test.parquet 2 rows",
                                 f"checkpoints {run_paths[3].split('=', 1)[1]} (will be created)"]
     assert "paths   model " in report(findings, est, context, cfg)
 

@@ -56,3 +56,9 @@ def test_path_findings_counts_every_train_file(tmp_path: Path, sample_data_dir: 
     cfg["trainer"]["total_training_steps"] = (2 * rows) // 8 + 1
     (found,) = steps(path_findings(cfg)[0])
     assert f"{2 * rows:,} rows" in found.message
+
+
+def test_less_than_a_batch_is_refused_without_a_step_count_too() -> None:
+    """verl's own count (len(loader) x epochs) is then 0: nothing would train."""
+    (found,) = steps_findings(_cfg(None, batch=64), rows=32)
+    assert found.key == "data.train_batch_size"
