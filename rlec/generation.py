@@ -5,9 +5,10 @@ Two backends behind one interface, chosen by :func:`make_engine`:
 - ``"hf"``: ``transformers`` ``generate``, batched with left padding, on CUDA when present (bf16)
   else CPU (fp32). Sampling is exact: :class:`RaceSampler` draws each token from
   ``softmax(logits / T)`` (after top-k / top-p) itself by an exponential race, because
-  ``torch.multinomial`` was the CPU bottleneck (measured below). One seed per call (``generate`` has no per-row generator), so
-  sampled text depends on the batch composition. The local run's rollout uses this backend on a
-  live model whose weights the Megatron policy refreshes after every update (the weight sync).
+  ``torch.multinomial`` was the CPU bottleneck (measured below). ``generate`` (evaluation) takes one
+  seed per call, so its sampled text depends on the batch composition; ``sample(row_seeds=...)``
+  (verl's CPU rollout) gives each row its own generator, so a row's tokens do not. The rollouts
+  use this backend on a live model whose weights the policy refreshes after every update.
 - ``"vllm"``: vLLM's offline ``LLM`` with tensor parallelism and per-request seeds (a sample is
   reproducible whatever batch it lands in). GPU-only: imported only here, only when chosen.
 - ``"auto"``: vLLM when it is importable and a CUDA GPU is present, else transformers.
