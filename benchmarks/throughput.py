@@ -9,7 +9,7 @@ Measured (warm-up excluded, ``--repeats`` timed runs: median and spread):
 - update: Megatron log-prob forward, forward-backward (verl's policy loss) and optimizer step on
   a Qwen3-MoE (the tiny model by default; ``--model DIR``; ``--layers N`` = Qwen3-30B-A3B's real
   dimensions with N layers), at each ``--layouts`` entry (TP/EP over gloo on CPU, NCCL on GPUs),
-  with the full vocabulary projection and with the local run's logit window; tokens/s, FLOPs by
+  with the full vocabulary projection and with the response-only logit window (verl's trainer on CPU); tokens/s, FLOPs by
   verl's formula, GFLOP/s, MFU against the GPU's peak (not meaningful on CPU), peak memory;
 - rollout: generated tokens/s and requests/s of ``rlec.generation`` (vLLM on a GPU when
   installed, else transformers ``generate``) on fixed prompts;

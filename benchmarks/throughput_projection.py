@@ -24,7 +24,7 @@ MIN_PROJECTED_PARAMS = 1e9  # smaller models are smoke tests, not projected
 
 
 def committed_layouts() -> list[str]:
-    """Names of the committed cluster layouts (``megatron_configs/layout/*.yaml`` but the local CPU one), sorted."""
+    """Names of the committed cluster layouts (``megatron_configs/layout/*.yaml`` but the CPU one), sorted."""
     from rlec.config import cluster_layouts
 
     return cluster_layouts(LAYOUT_DIR.parent)

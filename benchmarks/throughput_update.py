@@ -7,17 +7,18 @@ cores, importing torch + Megatron + mbridge costs ~20 CPU-seconds per process, m
 measurement). Between layouts Megatron's parallel state is rebuilt on the same process group.
 
 Per (layout, precision, logits variant) it times, with barriers (and CUDA synchronisation) around
-each part so the slowest rank sets the time, exactly what the local run's update does
-(``rlec.local.update.update_policy``), in pieces:
+each part so the slowest rank sets the time, the pieces of a Megatron PPO update (the order verl's Megatron
+actor runs them; :mod:`rlec.megatron.training`):
 
 - ``logprob_s``: ``rlec.megatron.compute_log_probs`` (verl's ``old_log_prob`` phase, no grad);
 - ``fwd_bwd_s``: ``rlec.megatron.forward_backward`` with verl's ``vanilla`` policy loss
-  (``rlec.local.update.policy_loss_fn``): Megatron schedule, DDP, ``finalize_model_grads``;
+  (:func:`policy_loss_fn`, normalised as verl's Megatron engine does): Megatron schedule, DDP,
+  ``finalize_model_grads``;
 - ``optimizer_s``: ``optimizer.step()`` (Megatron Adam, grad clipping).
 
 Logits variants: ``full`` (vocabulary projection on every position, as verl's Megatron actor
 does and as verl's FLOPs formula counts) and ``window`` (``logit_window`` = response length, as
-the local run does; not applicable when the output layer runs sequence parallel, i.e. TP > 1).
+verl's trainer on CPU does with rlec's ``response_only_logits`` shim; not applicable when the output layer runs sequence parallel, i.e. TP > 1).
 Rank 0 writes OUT.json (atomically) with one record per measurement; a failing measurement is
 recorded with its error and the others still run.
 """
@@ -97,12 +98,46 @@ def make_batch(spec: dict[str, Any], seed: int) -> dict[str, Any]:
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "loss_mask": resp, "advantages": adv}
 
 
+def policy_loss_fn(config: Any, num_micro_batches: int, dp_size: int, global_tokens: int, global_sequences: int):
+    """The configured verl policy loss on one Megatron micro-batch, normalised as verl's Megatron engine does.
+
+    ``config.global_batch_info`` gives ``agg_loss`` the mini-batch's token and sequence counts over all
+    data-parallel ranks (token-mean divides by the global token count and multiplies by ``dp_size``: DDP
+    averages over DP ranks); the result is multiplied by the number of micro-batches because Megatron's
+    schedule divides each micro-batch loss by it (``verl/workers/engine/megatron/transformer_impl.py``,
+    ``postprocess_micro_batch_func``).
+
+    Args:
+        config: verl's actor config (:func:`rlec.verl_plugin.typed_config.actor_config`).
+        num_micro_batches: micro-batches of this rank in the mini-batch.
+        dp_size: data-parallel size.
+        global_tokens, global_sequences: response tokens and non-empty responses of the whole mini-batch.
+
+    Returns:
+        ``loss_fn(log_probs, micro_batch) -> (loss, metrics)`` for :func:`rlec.megatron.training.forward_backward`.
+    """
+    import torch
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+
+    config.global_batch_info.update({"dp_size": dp_size, "batch_num_tokens": global_tokens,
+                                     "global_batch_size": global_sequences, "loss_scale_factor": config.loss_scale_factor})
+    loss = get_policy_loss_fn(config.policy_loss.get("loss_mode", "vanilla"))
+
+    def loss_fn(log_probs: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
+        value, metrics = loss(old_log_prob=batch["old_log_probs"], log_prob=log_probs, advantages=batch["advantages"],
+                              response_mask=batch["loss_mask"].bool(), loss_agg_mode=config.loss_agg_mode, config=config,
+                              rollout_is_weights=None)
+        return value * num_micro_batches, metrics
+
+    return loss_fn
+
+
 def measure(policy: Any, optimizer: Any, batch: dict[str, Any], spec: dict[str, Any], window: int | None) -> dict[str, Any]:
     """Warm-up, then timed repeats of log-prob forward, forward-backward and optimizer step."""
     import math
 
-    from rlec.config import compose
-    from rlec.local.update import actor_config, policy_loss_fn
+    from rlec.config import CPU_LAYOUT, compose
+    from rlec.verl_plugin.typed_config import actor_config
     from rlec.megatron.logprobs import compute_log_probs
     from rlec.megatron.parallel import data_parallel_rank_and_size
     from rlec.megatron.training import forward_backward
@@ -114,7 +149,8 @@ def measure(policy: Any, optimizer: Any, batch: dict[str, Any], spec: dict[str, 
     rows = slice(dp_rank * n // dp, (dp_rank + 1) * n // dp)
     ids, attn = batch["input_ids"][rows], batch["attention_mask"][rows]
     mbs = int(spec["micro_batch_size"])
-    config = actor_config(compose([], "local"))  # the local run's policy loss settings (the cluster's recipe)
+    # the recipe's policy loss (the precision overlay changes no loss key; verl's engine dataclass refuses fp32 here)
+    config = actor_config(compose([f"layout={CPU_LAYOUT}"]))
     loss_mask = batch["loss_mask"]
     loss_fn = policy_loss_fn(config, math.ceil(ids.shape[0] / mbs), dp, int(loss_mask.sum()), int((loss_mask.sum(dim=1) > 0).sum()))
     parts: dict[str, list[float]] = {"logprob_s": [], "fwd_bwd_s": [], "optimizer_s": []}

@@ -11,8 +11,9 @@ above p, and otherwise abstain with ``I don't know``. The packages, by layer:
 - :mod:`rlec.eval`: raw evaluation records (transformers or vLLM), metrics, plots;
 - :mod:`rlec.verl_plugin`: the only code that registers with verl (reward manager, trainers);
 - :mod:`rlec.megatron`: the only code that imports Megatron (mbridge adapter, CPU shims, model,
-  log-probs, train step, dist checkpoints);
-- :mod:`rlec.local`: the local CPU training run on the pieces above.
+  log-probs, train step, dist checkpoints); the converter and verl's engine on CPU use it;
+- training runs are verl's ``main_ppo`` everywhere (``tools/run_megatron_rlec.sh``; :mod:`rlec.verl_report`
+  adds ``make run``'s console, summary and final evaluation on CPU).
 
 The layer rules are checked by ``lint-imports`` (pyproject.toml) in the test command.
 """

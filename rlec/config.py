@@ -1,10 +1,10 @@
 """The one config schema of rlec: verl's trainer config plus ``rlec.*``, composed by Hydra.
 
-Cluster runs (``python -m verl.trainer.main_ppo --config-path megatron_configs --config-name rlec``)
-and the local CPU run (``python -m rlec.local.runner``, config name ``local``) compose the same
-files under ``megatron_configs/``: ``recipe.yaml`` holds every algorithm setting once (``rlec.yaml``
-puts it on verl's trainer config), layouts, precisions and algorithm overlays are groups, and ``local.yaml`` only changes scale (batch,
-lengths, steps) and adds the ``rlec.local.*`` settings a CPU run needs. rlec's own settings are
+Every run (``python -m verl.trainer.main_ppo --config-path megatron_configs --config-name rlec``, on the
+cluster and on CPU with ``layout=cpu precision=fp32``) composes the files under ``megatron_configs/``:
+``recipe.yaml`` holds every algorithm setting once (``rlec.yaml`` puts it on verl's trainer config);
+layouts (the CPU one adds the ``rlec.cpu.*`` settings a CPU run needs), precisions and algorithm overlays are
+groups. rlec's own settings are
 read once, typed and checked, through :class:`rlec.settings.RlecSettings`; verl's keys through
 :func:`select`, which accepts a composed ``DictConfig`` or a plain nested dict (tests, JSON metadata).
 The ground floor (:data:`CONFIG_DIR`, :class:`Finding`, :func:`select`, :func:`flatten`) is
@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from rlec.config_base import CLUSTER_CONFIG, CONFIG_DIR, LOCAL_CONFIG, REPO_ROOT, Finding, flatten, select
+from rlec.config_base import CLUSTER_CONFIG, CONFIG_DIR, REPO_ROOT, Finding, flatten, select
 
-__all__ = ["CLUSTER_CONFIG", "CONFIG_DIR", "LOCAL_CONFIG", "REPO_ROOT", "Finding", "compose", "flatten", "pinned_schedule_end",
+__all__ = ["CLUSTER_CONFIG", "CONFIG_DIR", "REPO_ROOT", "Finding", "compose", "flatten", "pinned_schedule_end",
            "resume_differences", "resume_refused", "select"]
 
 
@@ -28,7 +28,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = CLUSTER_CONFIG, co
 
     Args:
         overrides: Hydra overrides (``key=value``, ``group=option``, ``+new.key=value``).
-        config_name: ``rlec`` (cluster) or ``local`` (the CPU run).
+        config_name: ``rlec`` (every run; the CPU run adds ``layout=cpu precision=fp32``).
         config_dir: the folder holding the YAML files.
 
     Returns:
@@ -56,7 +56,7 @@ RESUME_REFUSED = (
     "data.custom_cls.", "actor_rollout_ref.model.path", "actor_rollout_ref.rollout.n", "actor_rollout_ref.rollout.temperature",
     "actor_rollout_ref.rollout.top_p", "actor_rollout_ref.rollout.seed", "actor_rollout_ref.actor.clip_ratio",
     "actor_rollout_ref.actor.loss_agg_mode", "actor_rollout_ref.actor.policy_loss.", "actor_rollout_ref.actor.ppo_mini_batch_size",
-    "actor_rollout_ref.actor.optim.", "rlec.local.scripted_fraction", "rlec.local.tiny_seed",
+    "actor_rollout_ref.actor.optim.", "rlec.cpu.scripted_fraction",
 )
 
 
@@ -71,7 +71,7 @@ def resume_refused() -> tuple[str, ...]:
 def resume_differences(saved: Any, current: Any) -> tuple[list[str], list[str]]:
     """Compare a run's saved settings with the ones it is resumed with.
 
-    The rule (one for the local run and the cluster launcher): a setting that changes what the run
+    The rule (one for every launch: the launcher before Ray starts, verl's trainer at construction): a setting that changes what the run
     optimises (:func:`resume_refused`: the algorithm, every registered algorithm's settings, the b
     schedule, data, sampling, loss, optimiser) refuses the resume; anything else (step count, checkpoint cadence, logging,
     parallel layout, evaluation settings, an explicit ``rlec.schedule.end_step``) continues with a
@@ -116,7 +116,6 @@ def pinned_schedule_end(saved: Any, current: Any) -> int | None:
     return int(old)
 
 
-LOCAL_LAYOUT = "local_cpu"
 # verl's own trainer on CPU (TRAINER=verl without a GPU): megatron_configs/layout/cpu.yaml + precision/fp32.yaml
 CPU_LAYOUT = "cpu"
 CPU_PRECISION = "fp32"
@@ -125,15 +124,15 @@ CPU_PRECISION = "fp32"
 def options(group: str, config_dir: str | Path = CONFIG_DIR) -> list[str]:
     """The committed options of a config group (``megatron_configs/<group>/*.yaml`` stems), sorted.
 
-    ``options("layout")`` includes :data:`LOCAL_LAYOUT`, which only ``local.yaml`` composes (the
-    cluster checks are not meant for it): use :func:`cluster_layouts` for cluster runs.
+    ``options("layout")`` includes :data:`CPU_LAYOUT` (verl's trainer on CPU; the GPU checks are not meant for it):
+    use :func:`cluster_layouts` for cluster runs.
     """
     return sorted(p.stem for p in (Path(config_dir) / group).glob("*.yaml"))
 
 
 def cluster_layouts(config_dir: str | Path = CONFIG_DIR) -> list[str]:
-    """The layouts a GPU run can select (every layout but the local run's and verl-on-CPU's)."""
-    return [name for name in options("layout", config_dir) if name not in (LOCAL_LAYOUT, CPU_LAYOUT)]
+    """The layouts a GPU run can select (every layout but verl-on-CPU's)."""
+    return [name for name in options("layout", config_dir) if name != CPU_LAYOUT]
 
 
 def gpu_precisions(config_dir: str | Path = CONFIG_DIR) -> list[str]:

@@ -17,9 +17,8 @@ CONFIG_DIR = REPO_ROOT / "megatron_configs"
 # verl's tracker of the newest checkpoint in trainer.default_local_dir (its step number as text)
 TRACKER = "latest_checkpointed_iteration.txt"
 CLUSTER_CONFIG = "rlec"
-LOCAL_CONFIG = "local"
 
-__all__ = ["TRACKER", "CLUSTER_CONFIG", "CONFIG_DIR", "LOCAL_CONFIG", "REPO_ROOT", "Finding", "flatten", "select"]
+__all__ = ["TRACKER", "CLUSTER_CONFIG", "CONFIG_DIR", "REPO_ROOT", "Finding", "flatten", "select"]
 
 
 @dataclass(frozen=True)

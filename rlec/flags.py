@@ -5,8 +5,12 @@ the launcher's ``DRY_RUN``, ``SKIP_PATH_CHECKS``, ``PRINT_CONFIG`` through ``pyt
 accepts :data:`TRUE` and :data:`FALSE`, case-insensitive, surrounding blanks ignored; anything else is
 refused naming the variable, its value and the spellings.
 
+``RESUME`` is verl's ``trainer.resume_mode`` (:func:`resume_mode`): ``auto`` / ``disable`` / ``resume_path``, or a
+boolean spelling (on = ``auto``, off = ``disable``).
+
 ``python -m rlec.flags NAME ...`` prints ``NAME=1`` or ``NAME=0`` per variable read from the
-environment (unset or empty: 0), for the shell to ``eval``; exit status 2 and one line on a bad value.
+environment (unset or empty: 0), for the shell to ``eval``; ``--resume NAME`` prints ``NAME=<mode>``; exit
+status 2 and one line on a bad value.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from typing import Mapping, Sequence
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
 
-__all__ = ["FALSE", "TRUE", "flag", "main", "parse_flag"]
+__all__ = ["FALSE", "RESUME_MODES", "TRUE", "flag", "main", "parse_flag", "resume_mode"]
+
+RESUME_MODES = ("auto", "disable", "resume_path")  # verl's trainer.resume_mode
 
 
 def parse_flag(name: str, value: str) -> bool:
@@ -45,11 +51,36 @@ def flag(name: str, default: bool = False, env: Mapping[str, str] | None = None)
     return default if value.strip() == "" else parse_flag(name, value)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Print ``NAME=1`` / ``NAME=0`` for each variable named (module docstring); 2 on a bad value."""
-    names = list(sys.argv[1:] if argv is None else argv)
+def resume_mode(name: str, value: str) -> str:
+    """verl's ``trainer.resume_mode`` from the variable ``name`` (``RESUME``): empty = ``auto``; one of
+    :data:`RESUME_MODES` as is; a boolean spelling of :func:`parse_flag`: on = ``auto``, off = ``disable``.
+
+    Raises:
+        ValueError: anything else (the message names the variable, its value and what is accepted).
+    """
+    low = str(value).strip().lower()
+    if low in RESUME_MODES or not low:
+        return low or "auto"
     try:
-        lines = [f"{name}={int(flag(name))}" for name in names]
+        return "auto" if parse_flag(name, value) else "disable"
+    except ValueError:
+        raise ValueError(f"{name}={value!r}: expected one of {'/'.join(RESUME_MODES)} (verl's trainer.resume_mode) or "
+                         f"{'/'.join(TRUE)} (auto) or {'/'.join(FALSE)} (disable)") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print ``NAME=1`` / ``NAME=0`` for each variable named, ``NAME=<mode>`` for ``--resume NAME`` (module docstring);
+    2 on a bad value."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        lines = []
+        while args:
+            name = args.pop(0)
+            if name == "--resume":
+                name = args.pop(0)
+                lines.append(f"{name}={resume_mode(name, os.environ.get(name, ''))}")
+            else:
+                lines.append(f"{name}={int(flag(name))}")
     except ValueError as exc:
         print(f"rlec.flags: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""What a CPU training run shows and keeps, for both loops (verl's trainer on ``layout=cpu`` and the local run).
+"""What a CPU training run shows and keeps (verl's trainer on ``layout=cpu``: ``make run``, the demo, the experiments).
 
 - :class:`MetricsFile`: ``<dir>/metrics.jsonl``, one JSON object per step (``{"step": N, <metric>: value, ...}``,
   verl's metric names), flushed and fsynced per line; on resume the lines of steps after the resumed
@@ -185,10 +185,9 @@ def training_table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-# the timed phases inside a step, in order: the local run's (rlec/local/runner.py) and verl's ``timing_s/<name>``
-# (verl also times ``save_checkpoint`` inside the step); "other" is the rest of timing_s/step
-STEP_PHASES = ("gen", "reward", "adv", "old_log_prob", "update_actor", "update_weights")
-VERL_STEP_PHASES = (*STEP_PHASES, "save_checkpoint")
+# the timed phases inside a step, in order: verl's ``timing_s/<name>`` (verl times ``save_checkpoint`` inside the step);
+# "other" is the rest of timing_s/step
+STEP_PHASES = ("gen", "reward", "adv", "old_log_prob", "update_actor", "update_weights", "save_checkpoint")
 # timed after the step (verl's validation): listed in the split, not part of the step
 OUTSIDE_PHASES = ("testing",)
 REWARD_NOTE = ("reward at the step's b follows the b schedule (0 -> 1: R_p^(b) of an answer changes with b),\n"
@@ -200,8 +199,7 @@ def step_time_split(record: dict[str, Any], phases: Sequence[str] = STEP_PHASES)
 
     Args:
         record: one step's metrics (``timing_s/<phase>``, ``timing_s/step``; missing = 0).
-        phases: the phases timed inside ``timing_s/step`` (:data:`STEP_PHASES`; verl's trainer:
-            :data:`VERL_STEP_PHASES`).
+        phases: the phases timed inside ``timing_s/step`` (:data:`STEP_PHASES`).
 
     Returns:
         ``{phase: seconds}`` for every phase and ``"other"`` = ``timing_s/step`` minus the phases
@@ -214,30 +212,18 @@ def step_time_split(record: dict[str, Any], phases: Sequence[str] = STEP_PHASES)
     return split
 
 
-def _phases(records: list[dict[str, Any]]) -> tuple[str, ...]:
-    """:data:`VERL_STEP_PHASES` when the records come from verl's trainer (it times ``save_checkpoint`` in the step)."""
-    verl = any("training/global_step" in r or "perf/time_per_step" in r for r in records)
-    return VERL_STEP_PHASES if verl else STEP_PHASES
-
-
 def time_split(records: list[dict[str, Any]]) -> str:
     """Total seconds per phase over the run (:func:`step_time_split`), with shares of the step time; then the
     seconds outside the steps (:data:`OUTSIDE_PHASES`: verl's validation) when any."""
     totals: dict[str, float] = {}
-    phases = _phases(records)
     for rec in records:
-        for phase, seconds in step_time_split(rec, phases).items():
+        for phase, seconds in step_time_split(rec).items():
             totals[phase] = totals.get(phase, 0.0) + seconds
     step_total = sum(totals.values()) or 1.0
     parts = [f"{phase} {t:.1f}s ({100 * t / step_total:.0f}%)" for phase, t in totals.items()]
     outside = {p: sum(float(r.get(f"timing_s/{p}") or 0.0) for r in records) for p in OUTSIDE_PHASES}
     extra = "".join(f"; {p} (after the step) {t:.1f}s" for p, t in outside.items() if t)
-    tokens = sum((r.get("rollout/tokens_per_s") or 0.0) * (r.get("timing_s/gen") or 0.0) for r in records)
-    if not tokens:  # verl: its token count of the step (prompt + response) over the whole step time
-        speed = ""
-    else:
-        speed = f"; rollout {tokens / (totals.get('gen') or 1.0):.0f} tokens/s"
-    return f"time split over {len(records)} steps: " + ", ".join(parts) + extra + speed
+    return f"time split over {len(records)} steps: " + ", ".join(parts) + extra
 
 
 def curve_series(records: list[dict[str, Any]]) -> dict[str, list[float]]:
@@ -273,10 +259,9 @@ def plot_curves(records: list[dict[str, Any]], path: Path) -> Path | None:
     ax1.legend(fontsize=7)
     ax1.set_title("training signals")
     ax1.text(0.0, -0.2, REWARD_NOTE, transform=ax1.transAxes, fontsize=7, va="top")
-    phases = _phases(records)
-    splits = [step_time_split(r, phases) for r in records]
+    splits = [step_time_split(r) for r in records]
     bottom = [0.0] * len(records)
-    for phase in (*phases, "other"):
+    for phase in (*STEP_PHASES, "other"):
         vals = [sp[phase] for sp in splits]
         ax2.bar(steps, vals, bottom=bottom, label=phase)
         bottom = [b + v for b, v in zip(bottom, vals)]
@@ -288,7 +273,7 @@ def plot_curves(records: list[dict[str, Any]], path: Path) -> Path | None:
     return save_figure(fig, path, dpi=110)
 
 
-def print_training_summary(metrics_path: Path, title: str = "local run") -> list[dict[str, Any]]:
+def print_training_summary(metrics_path: Path, title: str = "verl's trainer") -> list[dict[str, Any]]:
     """Print the per-step table and time split; save :data:`CURVES_FILE` beside the metrics. Returns the records."""
     records = read_metrics(metrics_path)
     print(f"\n## Training ({title})\n")
@@ -305,21 +290,18 @@ def print_training_summary(metrics_path: Path, title: str = "local run") -> list
 def evaluation_args(cfg: Any, model_dir: Path, records: Path) -> list[str]:
     """The ``rlec.eval.evaluate`` arguments of the final evaluation of ``model_dir``.
 
-    Greedy, on ``data.val_files`` (the first ``rlec.local.eval.max_questions`` questions), every
-    target of the default grid, ``rlec.local.eval.max_new_tokens`` tokens, seeded by ``data.seed``:
+    Greedy, on ``data.val_files`` (the first ``rlec.cpu.eval.max_questions`` questions), every
+    target of the default grid, ``rlec.cpu.eval.max_new_tokens`` tokens, seeded by ``data.seed``:
     one definition, so a warm start and the model trained from it are scored alike.
     """
     from rlec.settings import RlecSettings
 
-    local = RlecSettings.from_config(cfg).local
+    settings = RlecSettings.from_config(cfg).cpu.eval
     val = cfg.data.val_files
     val = val if isinstance(val, str) else list(val)[0]
-    args = ["--model", str(model_dir), "--data", str(val), "--limit", str(local.eval.max_questions),
+    return ["--model", str(model_dir), "--data", str(val), "--limit", str(settings.max_questions),
             "--out", str(records), "--engine", "hf",
-            "--max-new-tokens", str(local.eval.max_new_tokens), "--seed", str(cfg.data.seed), "--temperature", "0"]
-    if int(local.threads):
-        args += ["--threads", str(local.threads)]
-    return args
+            "--max-new-tokens", str(settings.max_new_tokens), "--seed", str(cfg.data.seed), "--temperature", "0"]
 
 
 def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bool | None = None) -> int:
@@ -329,7 +311,7 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
     (tables, ``metrics.json`` and plots in ``<out_dir>/eval/metrics``) in this process.
 
     Args:
-        cfg: the run's config (``data.val_files``, ``data.seed``, ``rlec.local.eval``).
+        cfg: the run's config (``data.val_files``, ``data.seed``, ``rlec.cpu.eval``).
         out_dir: the run's output folder.
         model_dir: the trained model as a Hugging Face folder.
         random_model: the tiny random model (the heading says to expect 'incorrect'); None: the

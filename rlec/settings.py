@@ -1,8 +1,8 @@
 """rlec's own settings outside the algorithms, as one typed schema read once from the composed config.
 
 The sections ``rlec.schedule``, ``rlec.grading``, ``rlec.metrics``, ``rlec.checkpoint``,
-``rlec.check``, ``rlec.cpu`` and ``rlec.local`` of the config (``megatron_configs/recipe.yaml``,
-``layout/cpu.yaml``, ``local.yaml``: the places users read the defaults; ``tests/test_settings.py``
+``rlec.check`` and ``rlec.cpu`` of the config (``megatron_configs/recipe.yaml``,
+``layout/cpu.yaml``: the places users read the defaults; ``tests/test_settings.py``
 checks that every field's default below equals the composed YAML) become frozen dataclasses,
 as verl turns its ``algorithm`` section into ``AlgoConfig`` with ``omega_conf_to_dataclass``:
 
@@ -36,8 +36,8 @@ T = TypeVar("T")
 EXACT_INT = "exact_int"
 
 __all__ = [
-    "EXACT_INT", "CheckSettings", "CheckpointSettings", "CpuSettings", "GradingSettings", "LocalEvalSettings",
-    "LocalSettings", "MetricsSettings", "RlecSettings", "ScheduleSettings", "SettingError", "compute_capability",
+    "EXACT_INT", "CheckSettings", "CheckpointSettings", "CpuEvalSettings", "CpuSettings", "GradingSettings",
+    "MetricsSettings", "RlecSettings", "ScheduleSettings", "SettingError", "compute_capability",
     "plain", "read_section",
 ]
 
@@ -174,6 +174,22 @@ class CheckSettings:
 
 
 @dataclass(frozen=True)
+class CpuEvalSettings:
+    """``rlec.cpu.eval``: the final evaluation of a CPU run (``make run``: :func:`rlec.report.evaluate_final`; the
+    demo's before / after evaluation): greedy, every target of the grid, on the first ``max_questions`` questions of
+    ``data.val_files`` (>= 1), at most ``max_new_tokens`` tokens per answer (>= 1). ``EVAL_AT_END=0`` skips it."""
+
+    max_questions: int = 8
+    max_new_tokens: int = 64
+
+    def check(self, prefix: str = "rlec.cpu.eval") -> None:
+        """Raises :class:`SettingError` for a count < 1."""
+        for name in ("max_questions", "max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise SettingError(f"{prefix}.{name}", getattr(self, name), "must be an integer >= 1")
+
+
+@dataclass(frozen=True)
 class CpuSettings:
     """``rlec.cpu`` (verl's trainer on CPU, ``layout=cpu``; meaning in ``megatron_configs/layout/cpu.yaml``).
 
@@ -183,14 +199,17 @@ class CpuSettings:
             ``sigma * rms(W) * N(0, 1)`` noise after every weight sync (:mod:`rlec.verl_plugin.induced_mismatch`);
             sigma in [0, 1], 0 = off.
         rollout_noise_seed: the noise's seed (>= 0).
+        eval: the final evaluation (:class:`CpuEvalSettings`).
     """
 
     scripted_fraction: float = 0.0
     rollout_weight_noise: float = 0.0
     rollout_noise_seed: int = 0
+    eval: CpuEvalSettings = field(default_factory=CpuEvalSettings)
 
     def check(self, prefix: str = "rlec.cpu") -> None:
-        """Raises :class:`SettingError` for a share outside [0, 1), a noise scale outside [0, 1], a negative seed."""
+        """Raises :class:`SettingError` for a share outside [0, 1), a noise scale outside [0, 1], a negative seed,
+        an evaluation count < 1."""
         if not (_finite(self.scripted_fraction) and 0.0 <= self.scripted_fraction < 1.0):
             raise SettingError(f"{prefix}.scripted_fraction", self.scripted_fraction, "must be in [0, 1)")
         if not (_finite(self.rollout_weight_noise) and 0.0 <= self.rollout_weight_noise <= 1.0):
@@ -198,57 +217,12 @@ class CpuSettings:
                                "must be a relative noise scale in [0, 1] (0 = the rollout serves the exact weights)")
         if self.rollout_noise_seed < 0:
             raise SettingError(f"{prefix}.rollout_noise_seed", self.rollout_noise_seed, "must be an integer >= 0")
-
-
-@dataclass(frozen=True)
-class LocalEvalSettings:
-    """``rlec.local.eval``: the final evaluation of the local run (``max_questions`` >= 1, ``max_new_tokens`` >= 1)."""
-
-    at_end: bool = True
-    max_questions: int = 8
-    max_new_tokens: int = 64
-
-    def check(self, prefix: str = "rlec.local.eval") -> None:
-        """Raises :class:`SettingError` for a count < 1."""
-        for name in ("max_questions", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise SettingError(f"{prefix}.{name}", getattr(self, name), "must be an integer >= 1")
-
-
-@dataclass(frozen=True)
-class LocalSettings:
-    """``rlec.local`` (the local CPU run only; meaning in ``megatron_configs/local.yaml``).
-
-    Attributes:
-        tiny_seed: weights of the tiny random model (>= 0).
-        prepare_data_if_missing: run ``python -m rlec.data.prepare`` when the default data is missing.
-        scripted_fraction: share of each group answered by script, in [0, 1); None = 0.25 for the tiny
-            random model, else 0 (resolved by :func:`rlec.local.config.load_config`).
-        threads: torch threads per process (>= 0; 0 = cores / processes).
-        eval: the final evaluation.
-    """
-
-    tiny_seed: int = 0
-    prepare_data_if_missing: bool = True
-    scripted_fraction: float | None = None
-    threads: int = 0
-    eval: LocalEvalSettings = field(default_factory=LocalEvalSettings)
-
-    def check(self, prefix: str = "rlec.local") -> None:
-        """Raises :class:`SettingError` for a negative seed or thread count, a share outside [0, 1)."""
-        if self.tiny_seed < 0:
-            raise SettingError(f"{prefix}.tiny_seed", self.tiny_seed, "must be an integer >= 0")
-        frac = self.scripted_fraction
-        if frac is not None and not (_finite(frac) and 0.0 <= frac < 1.0):
-            raise SettingError(f"{prefix}.scripted_fraction", frac, "must be in [0, 1) or null")
-        if self.threads < 0:
-            raise SettingError(f"{prefix}.threads", self.threads, "must be an integer >= 0 (0 = cores / processes)")
         self.eval.check(f"{prefix}.eval")
 
 
 @dataclass(frozen=True)
 class RlecSettings:
-    """Every non-algorithm ``rlec.*`` setting; ``cpu`` and ``local`` hold their defaults when the config has no such section."""
+    """Every non-algorithm ``rlec.*`` setting; ``cpu`` holds its defaults when the config has no such section (a GPU layout)."""
 
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     grading: GradingSettings = field(default_factory=GradingSettings)
@@ -256,7 +230,6 @@ class RlecSettings:
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
     check_: CheckSettings = field(default_factory=CheckSettings, metadata={"key": "check"})
     cpu: CpuSettings = field(default_factory=CpuSettings)
-    local: LocalSettings = field(default_factory=LocalSettings)
 
     @classmethod
     def from_config(cls, cfg: Any) -> "RlecSettings":

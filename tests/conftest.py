@@ -178,9 +178,9 @@ def _restore_distributed_env():
 
 @pytest.fixture(autouse=True)
 def _restore_logging_levels():
-    """Undo the logger levels a test changed: rlec.local.runner.main, called in-process, quiets the root,
-    verl and transformers loggers to ERROR (quiet_third_party), and a later test's caplog then saw
-    no warnings (measured: tests/data/test_prepare.py failed when it ran after tests/local)."""
+    """Undo the logger levels a test changed: a run's report called in-process (rlec.report.quiet_third_party)
+    quiets the root, verl and transformers loggers to ERROR, and a later test's caplog then saw no warnings
+    (measured: tests/data/test_prepare.py failed when it ran after the local loop's tests, since retired)."""
     loggers = logging.root.manager.loggerDict
     saved = {name: lg.level for name, lg in loggers.items() if isinstance(lg, logging.Logger)}
     root_level = logging.root.level

@@ -1,23 +1,31 @@
-"""The one config schema: the local run composes the cluster's settings; resume compares settings."""
+"""The one config schema: verl's trainer on CPU composes the cluster's settings; resume compares settings."""
 
 from __future__ import annotations
 
 import pytest
 
-from rlec.config import CLUSTER_CONFIG, LOCAL_CONFIG, compose, flatten, pinned_schedule_end, resume_differences, select
-from rlec.local.config import SCALE_KEYS
+from rlec.config import (CLUSTER_CONFIG, CPU_LAYOUT, CPU_PRECISION, compose, flatten, pinned_schedule_end, resume_differences,
+                         resume_refused, select)
+
+# what the CPU layout may change of the keys a resume refuses: the toy scale (batch, lengths, group size, model, lr)
+CPU_SCALE = ("data.train_batch_size", "data.max_prompt_length", "data.max_response_length", "actor_rollout_ref.model.path",
+             "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.optim.lr",
+             "rlec.cpu.scripted_fraction")
 
 
 @pytest.fixture(scope="module")
 def both() -> tuple[dict, dict]:
-    return flatten(compose([], CLUSTER_CONFIG)), flatten(compose([], LOCAL_CONFIG))
+    return flatten(compose([], CLUSTER_CONFIG)), flatten(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}"]))
 
 
-def test_local_run_changes_only_scale_layout_and_its_own_section(both) -> None:
-    cluster, local = both
-    differ = sorted(k for k in set(cluster) | set(local) if cluster.get(k, "<absent>") != local.get(k, "<absent>"))
-    outside = [k for k in differ if not k.startswith(SCALE_KEYS)]
-    assert not outside, f"local.yaml changes settings that must mean the same on both paths: {outside}"
+def test_the_cpu_layout_changes_only_scale_never_what_the_run_optimises(both) -> None:
+    """``make run`` trains what the cluster trains: of every key a resume refuses (the algorithm, schedule, grading,
+    loss, sampling, optimiser), the CPU layout changes the toy scale only."""
+    cluster, cpu = both
+    differ = sorted(k for k in set(cluster) | set(cpu) if cluster.get(k, "<absent>") != cpu.get(k, "<absent>"))
+    assert differ  # the layout does change scale and parallel sizes
+    objective = [k for k in differ if k.startswith(resume_refused()) and not k.startswith(CPU_SCALE)]
+    assert not objective, f"layout/cpu.yaml changes settings that must mean the same on both paths: {objective}"
 
 
 @pytest.mark.parametrize("key", [
@@ -26,10 +34,11 @@ def test_local_run_changes_only_scale_layout_and_its_own_section(both) -> None:
     "actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high", "actor_rollout_ref.actor.loss_agg_mode",
     "actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.optim.weight_decay", "data.seed",
     "data.apply_chat_template_kwargs.enable_thinking", "reward.reward_manager.name",
+    "algorithm.rollout_correction.rollout_is", "actor_rollout_ref.rollout.calculate_log_probs",
 ])
 def test_algorithm_settings_are_the_clusters(both, key: str) -> None:
-    cluster, local = both
-    assert key in cluster and cluster[key] == local[key]
+    cluster, cpu = both
+    assert key in cluster and cluster[key] == cpu[key]
 
 
 def test_select_reads_nested_dicts_and_configs() -> None:

@@ -2,7 +2,7 @@
 
 A new user ran the README's commands one after the other: `python -m ...` failed without the
 virtual environment (the README never said to activate it), and `ENVIRONMENTS=arithmetic,maze make
-run` after `make run` was refused because both wrote `outputs/local_run` with other settings.
+run` after `make run` was refused because both wrote the same output folder with other settings.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = ["README.md", "docs/local_run.md"]
-LOCAL_OUTPUT = "outputs/local_run"  # the local loop (TRAINER=local, python -m rlec.local.runner)
 VERL_OUTPUT = "outputs/verl_run"  # make run: verl's trainer on CPU, the launcher's default without CUDA
 RESUMABLE = ("STEPS", "TOTAL_TRAINING_STEPS")
-RUNNERS = ("make run", "tools/run_megatron_rlec.sh", "rlec.local.runner")
+RUNNERS = ("make run", "tools/run_megatron_rlec.sh")
 
 
 def bash_commands(text: str) -> list[str]:
@@ -33,24 +32,22 @@ def bash_commands(text: str) -> list[str]:
 
 
 def local_runs(commands: list[str]) -> list[tuple[str, str, str]]:
-    """``(command, output folder, settings)`` of each command that starts the local training run."""
+    """``(command, output folder, settings)`` of each command that starts a training run on this machine."""
     runs = []
     for command in commands:
         if not any(r in command for r in RUNNERS) or "DRY_RUN=1" in command or "--help" in command:
             continue
-        if "NNODES=" in command:  # a cluster launch (GPU nodes): checkpoints/<experiment>, not the local run
+        if "NNODES=" in command:  # a cluster launch (GPU nodes): checkpoints/<experiment>, not a CPU run
             continue
         words = shlex.split(command)
         env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_]+=", w))
-        local = "rlec.local.runner" in command or env.get("TRAINER") == "local"
-        default = LOCAL_OUTPUT if local else VERL_OUTPUT
         if env.get("TRAINER") == "verl":  # the default: the same run as without it
             env.pop("TRAINER")
-        output = env.pop("OUTPUT_DIR", env.pop("CHECKPOINT_DIR", default))
+        output = env.pop("OUTPUT_DIR", env.pop("CHECKPOINT_DIR", VERL_OUTPUT))
         for key in RESUMABLE:  # a rerun with more steps resumes (documented), it is not another run
             env.pop(key, None)
         args = [w for w in words if not re.match(r"^[A-Z_]+=", w) and w not in ("make", "run", "bash", "python", "-m")
-                and not w.endswith(("run_megatron_rlec.sh", "rlec.local.runner"))]
+                and not w.endswith("run_megatron_rlec.sh")]
         runs.append((command, output, " ".join([*sorted(f"{k}={v}" for k, v in env.items()), *args])))
     return runs
 
@@ -58,7 +55,7 @@ def local_runs(commands: list[str]) -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize("doc", DOCS)
 def test_runs_with_other_settings_use_their_own_output_folder(doc: str) -> None:
     runs = local_runs(bash_commands((REPO / doc).read_text()))
-    assert runs, f"{doc}: no local-run command found"
+    assert runs, f"{doc}: no training-run command found"
     seen: dict[str, tuple[str, str]] = {}
     for command, output, settings in runs:
         if output in seen:
@@ -73,9 +70,6 @@ def test_the_readme_says_to_activate_the_environment_before_commands_outside_mak
     first_outside_make = re.search(r"^(?:[A-Z_]+=\S+ )*(?:python -m rlec|bash tools/)", text, flags=re.M).start()
     assert "source .venv/bin/activate" in text[:first_outside_make]
     assert "No module named 'omegaconf'" in text
-    for command in bash_commands(text):
-        if command.startswith("python -m rlec.local.runner"):
-            pytest.fail(f"`{command}` uses the make run folder with other settings")
 
 
 def test_the_checker_catches_the_reported_order() -> None:

@@ -1,5 +1,5 @@
 """rlec's settings schema (rlec/settings.py): defaults agree with the YAML, every field refuses nonsense,
-and both paths (DRY_RUN's checks, the local run's) refuse it before any other work."""
+and every path (DRY_RUN's checks, verl's trainer at construction) refuses it before any other work."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from omegaconf import OmegaConf, open_dict
 
 from rlec.cluster.config_check import run_checks
 from rlec.config import compose
-from rlec.local.config import LocalConfigError, check
+from rlec.cluster.settings_rules import early_errors
 from rlec.settings import RlecSettings, SettingError
 
 # where each section's defaults are written (the YAML users read): (config name, overrides)
 SECTION_SOURCES = {
     "schedule": ("rlec", ()), "grading": ("rlec", ()), "metrics": ("rlec", ()), "checkpoint": ("rlec", ()),
-    "check": ("rlec", ()), "cpu": ("rlec", ("layout=cpu", "precision=fp32")), "local": ("local", ()),
+    "check": ("rlec", ()), "cpu": ("rlec", ("layout=cpu", "precision=fp32")),
 }
 
 # one value per field that no run should accept, with the rule it breaks
@@ -40,13 +40,8 @@ NONSENSE: dict[str, typing.Any] = {
     "rlec.cpu.scripted_fraction": 1.0,                 # a whole group scripted: no rollout left
     "rlec.cpu.rollout_weight_noise": 1.5,              # noise larger than the weights themselves
     "rlec.cpu.rollout_noise_seed": -1,
-    "rlec.local.tiny_seed": -1,
-    "rlec.local.prepare_data_if_missing": "maybe",
-    "rlec.local.scripted_fraction": 1.0,
-    "rlec.local.threads": -1,
-    "rlec.local.eval.at_end": "sometimes",
-    "rlec.local.eval.max_questions": 0,
-    "rlec.local.eval.max_new_tokens": 0,
+    "rlec.cpu.eval.max_questions": 0,
+    "rlec.cpu.eval.max_new_tokens": 0,
 }
 # fields where no value is nonsense (free text), with the reason; none today: the two strings have rules
 FREE_STRINGS: dict[str, str] = {}
@@ -121,7 +116,7 @@ def test_a_string_where_a_number_or_switch_is_expected_is_refused(key: str) -> N
 
 @pytest.mark.parametrize(("rlec", "key"), [
     ({"grading": {"timout_s": 1}}, "rlec.grading.timout_s"),    # a typo under a known section
-    ({"local": {"eval": {"at_start": True}}}, "rlec.local.eval.at_start"),
+    ({"cpu": {"eval": {"at_start": True}}}, "rlec.cpu.eval.at_start"),
 ])
 def test_unknown_keys_under_rlec_are_refused(rlec: dict, key: str) -> None:
     with pytest.raises(SettingError, match=rf"^{key}=.*is not an? "):
@@ -155,16 +150,15 @@ def _with(cfg: typing.Any, key: str, value: typing.Any) -> typing.Any:
 
 
 @pytest.mark.parametrize("key", sorted(NONSENSE))
-def test_a_nonsense_value_of_every_field_is_refused_by_both_paths_before_any_work(composed, key: str) -> None:
+def test_a_nonsense_value_of_every_field_is_refused_by_every_path_before_any_work(composed, key: str) -> None:
     """DRY_RUN's checks stop at the early rule set (no model shape read, no path or verl check, so no
-    model is built or loaded), and the local run's check, which load_config runs before anything is
-    written, refuses the same value naming the same key."""
+    model is built or loaded), and the rules verl's trainer runs at construction (before any worker starts)
+    refuse the same value naming the same key."""
     cfg = _with(composed[key.split(".")[1]], key, NONSENSE[key])
     findings, est, context = run_checks(cfg, check_paths=True)
     assert [(f.level, f.key) for f in findings] == [("error", key)]
     assert est is None and "shape" not in context and "verl_passed" not in context  # nothing else was looked at
-    with pytest.raises(LocalConfigError, match=rf"^ERROR \[{key}\] "):
-        check(_with(composed["local"], key, NONSENSE[key]))
+    assert [(f.level, f.key) for f in early_errors(cfg)] == [("error", key)]
 
 
 def test_read_section_is_the_generic_typed_reader_of_the_algorithms_settings() -> None:

@@ -5,7 +5,7 @@
 #   DRY_RUN=1 LAYOUT=qwen3_30b_a3b_1x8 PRECISION=fp8 bash tools/run_megatron_rlec.sh   # validate, start nothing
 #
 # Run it on the Ray head node of a running cluster (docs/cluster.md), or on one GPU node (it
-# starts a local Ray). Without a CUDA GPU and without DRY_RUN it runs the local CPU profile.
+# starts a local Ray). Without a CUDA GPU it runs the same verl trainer on CPU (`make run`: layout=cpu).
 #
 # Environment (empty = the value in megatron_configs/; command-line overrides win over all):
 #   DRY_RUN=1            compose and validate the resolved config (verl's checks + rlec's: layout, vLLM, memory,
@@ -21,17 +21,19 @@
 #   DIST_CKPT_PATH       optional Megatron dist checkpoint (tools/convert_hf_to_mcore.py) to load instead
 #   TRAIN_FILES VAL_FILES  parquet files from rlec's data preparation   [data/processed/{train,test}.parquet]
 #   CHECKPOINT_DIR       checkpoints, launch records, TensorBoard logs    [checkpoints/<EXPERIMENT_NAME>]
-#   EXPERIMENT_NAME      [rlec_<LAYOUT>_<PRECISION>]      RESUME  verl resume_mode: auto|disable [auto]
+#   EXPERIMENT_NAME      [rlec_<LAYOUT>_<PRECISION>]
+#   RESUME               verl's resume_mode: auto|disable|resume_path, or on/off spellings (1/true/yes/on = auto,
+#                        0/false/no/off = disable)                                                    [auto]
 #   GPU_ARCH             compute capability of the GPUs (sm_90: H100/H200; sm_100: B200), checked by rlec's rules
 #                        (Blackwell + MoE is refused: verl#7978)   [from nvidia-smi at launch; sm_90 for DRY_RUN]
 #   NNODES NGPUS_PER_NODE GPU_MEMORY_GIB TRAIN_BATCH_SIZE ROLLOUT_N MAX_PROMPT_LENGTH
 #   MAX_RESPONSE_LENGTH LR TOTAL_EPOCHS TOTAL_TRAINING_STEPS SAVE_FREQ TEST_FREQ LOGGER
-#   NPROC                processes of the local CPU profile (no GPU, no DRY_RUN) [1]
-#   TRAINER              without a GPU: verl (verl's own trainer on CPU, `make run`: layout=cpu, precision=fp32, the
-#                        rlec_hf rollout, the tiny model and sample data; STEPS, OUTPUT_DIR [outputs/verl_run],
-#                        ENVIRONMENTS, RESUME, EVAL_AT_END; progress, step table, curves, OUTPUT_DIR/hf_final and the
-#                        final evaluation: rlec.verl_report; docs/local_run.md) or local (the local loop,
-#                        rlec.local.runner). With DRY_RUN=1 only an explicit TRAINER=verl selects the CPU layout [verl]
+#   TRAINER              verl, the only trainer (the local loop, TRAINER=local, retired with issue 31). Without a GPU
+#                        it runs verl's own trainer on CPU (`make run`: layout=cpu, precision=fp32, the rlec_hf rollout,
+#                        the tiny model and sample data; STEPS, OUTPUT_DIR [outputs/verl_run], ENVIRONMENTS, RESUME,
+#                        EVAL_AT_END; progress, step table, curves, OUTPUT_DIR/hf_final and the final evaluation:
+#                        rlec.verl_report; docs/local_run.md). With DRY_RUN=1 only an explicit TRAINER=verl selects
+#                        the CPU layout (otherwise DRY_RUN checks the cluster's)                                  [verl]
 #   RLEC_WAIT_PREVIOUS_S seconds a launch waits for the processes a killed launch into the same CHECKPOINT_DIR left
 #                        behind (Ray's trainer and workers) to end before refusing, naming them [120]
 #   RLEC_VERBOSE=1       keep third-party output on the console (otherwise in OUTPUT_DIR/launches/<time>/verl.log) [0]
@@ -48,13 +50,25 @@ SKIP_PATH_CHECKS=${SKIP_PATH_CHECKS:-0}
 PRINT_CONFIG=${PRINT_CONFIG:-0}
 # on/off variables: the spellings of rlec.flags (1/true/yes/on, 0/false/no/off), the one parser of every
 # boolean variable of rlec (EVAL_AT_END, RESUME, ...); they read 1 or 0 from here on, a bad one exits 2
-FLAGS=$(PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m rlec.flags DRY_RUN SKIP_PATH_CHECKS PRINT_CONFIG) || exit 2
+# RESUME: verl's resume_mode (auto|disable|resume_path) or a boolean spelling (on = auto, off = disable)
+FLAGS=$(PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m rlec.flags DRY_RUN SKIP_PATH_CHECKS PRINT_CONFIG \
+  --resume RESUME) || exit 2
 eval "$FLAGS"
-NPROC=${NPROC:-1}
 TRAINER_SET=${TRAINER:+1}
 TRAINER=${TRAINER:-verl}
 has_cuda() { "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; }
-case "$TRAINER" in local|verl) ;; *) echo "run_megatron_rlec.sh: TRAINER=$TRAINER: expected local or verl" >&2; exit 2 ;; esac
+case "$TRAINER" in
+  verl) ;;
+  local) echo "run_megatron_rlec.sh: TRAINER=local: the local loop is retired; verl's trainer is the one loop on CPU too" \
+              "(unset TRAINER; docs/local_run.md)" >&2; exit 2 ;;
+  *) echo "run_megatron_rlec.sh: TRAINER=$TRAINER: expected verl (the one trainer)" >&2; exit 2 ;;
+esac
+# the retired local loop's own variable names: refused with the name that does it now, never silently ignored
+for pair in SEED:data.seed=N SAVE_EVERY:SAVE_FREQ PROMPTS_PER_STEP:TRAIN_BATCH_SIZE MAX_NEW_TOKENS:MAX_RESPONSE_LENGTH; do
+  if [[ -n "$(printenv "${pair%%:*}" || true)" ]]; then
+    echo "run_megatron_rlec.sh: ${pair%%:*} is not read (a name of the retired local loop): use ${pair#*:}" >&2; exit 2
+  fi
+done
 VERL_ON_CPU=0
 # a DRY_RUN checks the cluster's layout unless TRAINER=verl is asked for by name
 if [[ "$TRAINER" == verl && ( "$DRY_RUN" != 1 || -n "$TRAINER_SET" ) ]] && ! has_cuda; then
@@ -78,7 +92,7 @@ fi
 LAYOUT=${LAYOUT:-qwen3_30b_a3b_4x8}
 PRECISION=${PRECISION:-bf16}
 case "$LAYOUT" in tiny*) DEFAULT_MODEL=$REPO_ROOT/models/tiny_qwen3_moe ;; *) DEFAULT_MODEL=$REPO_ROOT/models/Qwen3-30B-A3B ;; esac
-# verl on CPU: the tiny random model built beside the run's outputs, as the local run does
+# verl on CPU: the tiny random model built beside the run's outputs
 [[ "$VERL_ON_CPU" == 1 ]] && DEFAULT_MODEL=$(abspath "$OUTPUT_DIR")/tiny_model
 MODEL_PATH=${MODEL_PATH:-$DEFAULT_MODEL}
 DIST_CKPT_PATH=${DIST_CKPT_PATH:-}
@@ -89,7 +103,6 @@ EXPERIMENT_NAME=${EXPERIMENT_NAME:-rlec_${LAYOUT}_${PRECISION}}
 ALGO_TAG=$(printf '%s\n' "$@" | sed -n 's/^algorithm=//p' | tr -d '[] ' | tr ',' '_' | tail -n 1)
 DRY_RUN_CONFIG=${DRY_RUN_CONFIG:-$REPO_ROOT/outputs/dry_run/$EXPERIMENT_NAME${ALGO_TAG:+_$ALGO_TAG}.yaml}
 CHECKPOINT_DIR=${CHECKPOINT_DIR:-$REPO_ROOT/checkpoints/$EXPERIMENT_NAME}
-RESUME=${RESUME:-auto}
 NNODES=${NNODES:-}
 NGPUS_PER_NODE=${NGPUS_PER_NODE:-}
 GPU_MEMORY_GIB=${GPU_MEMORY_GIB:-}
@@ -109,29 +122,6 @@ PLUGIN_MODULE=rlec.verl_plugin
 
 
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
-
-# No GPU and no DRY_RUN: the local CPU profile (rlec.local.runner, docs/local_run.md). It composes
-# megatron_configs/local.yaml (the cluster's recipe at toy scale), reads the variables of
-# rlec.local.config.ENV_OVERRIDES (MODEL_PATH, STEPS / TOTAL_TRAINING_STEPS, RESUME, OUTPUT_DIR or
-# CHECKPOINT_DIR, SAVE_FREQ, TP, EP, ETP, PP, ROLLOUT_N, TRAIN_BATCH_SIZE, MAX_RESPONSE_LENGTH, LR,
-# SEED, DATA_DIR, TRAIN_FILES, VAL_FILES, EVAL_AT_END) and takes the same hydra overrides;
-# NPROC > 1 runs it under torchrun (gloo).
-if [[ "$DRY_RUN" != 1 && "$VERL_ON_CPU" != 1 ]] && ! has_cuda; then
-  echo "run_megatron_rlec.sh: no CUDA GPU here, running the local CPU profile (rlec.local.runner, $NPROC process(es))" >&2
-  for name in LAYOUT PRECISION TEST_FREQ NNODES NGPUS_PER_NODE GPU_MEMORY_GIB DIST_CKPT_PATH LOGGER; do
-    if [[ -n "$(printenv "$name" || true)" ]]; then
-      echo "run_megatron_rlec.sh: warning: $name applies to cluster runs only; the local profile ignores it" \
-           "(its settings: python -m rlec.local.runner --help)" >&2
-    fi
-  done
-  # OpenMP threads that sleep instead of spinning while they wait: on a few shared cores the
-  # default active waiting made transformers generate 6x slower (docs/throughput.md).
-  export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-  if [[ "$NPROC" -gt 1 ]]; then
-    exec "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" -m rlec.local.runner "$@"
-  fi
-  exec "$PYTHON" -m rlec.local.runner "$@"
-fi
 
 export VERL_USE_EXTERNAL_MODULES="$PLUGIN_MODULE${VERL_USE_EXTERNAL_MODULES:+,$VERL_USE_EXTERNAL_MODULES}"
 export HYDRA_FULL_ERROR=1
@@ -187,18 +177,18 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
   [[ "$TQ_THREADS" -ge 1 ]] 2>/dev/null || TQ_THREADS=$(nproc)
   (( TQ_THREADS > 8 )) && TQ_THREADS=8
   # Ray gives an actor without num_cpus OMP_NUM_THREADS=1; the phases of a sync step run one at a time, so
-  # the trainer worker and the rollout server each use every core, as the local run does
+  # the trainer worker and the rollout server each use every core
   RAY_ARGS+=(++ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM=cpu
              ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_WAIT_POLICY="$OMP_WAIT_POLICY"
              ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="'${OMP_NUM_THREADS:-$(nproc)}'"  # quoted: Ray wants a string
              # TransferQueue's threads (8 by default) capped at the physical cores, as TransferQueue itself caps them, without
              # its warning per call, which Ray forwards to the console after the run (issue 31 item 2: quiet logs)
              ++ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS="'${TQ_NUM_THREADS:-$TQ_THREADS}'")
-  if [[ -n "${ENVIRONMENTS:-}" ]]; then  # RLVE on these environments only, as in the local run
+  if [[ -n "${ENVIRONMENTS:-}" ]]; then  # RLVE on these environments only
     CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENVIRONMENTS}]")
   fi
-  # the tiny model and the sample data, built once (what the local run builds on first use)
-  # the tiny random model is never right: a quarter of each group answers by script (rlec.cpu, as the local run)
+  # the tiny model and the sample data, built once
+  # the tiny random model is never right: a quarter of each group answers by script (rlec.cpu.scripted_fraction)
   [[ "$MODEL_PATH" == "$DEFAULT_MODEL" ]] && CPU_ARGS+=(rlec.cpu.scripted_fraction=0.25)
   BUILD_MODEL=0
   [[ "$MODEL_PATH" == "$DEFAULT_MODEL" && ! -f "$MODEL_PATH/config.json" ]] && BUILD_MODEL=1

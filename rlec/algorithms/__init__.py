@@ -12,5 +12,5 @@
 
 Each folder holds the math, one settings class whose ``check`` is the only validator, and
 ``algorithm.py``. The verl side (:mod:`rlec.verl_plugin`) keeps only verl's registrations plus one
-generic trainer mixin; the local run (:mod:`rlec.local.runner`) drives the same objects.
+generic trainer mixin, which drives the algorithm objects.
 """

@@ -6,11 +6,11 @@ An algorithm (E3, Pass@k Training, RLVE: :mod:`rlec.algorithms.registry`) is a s
 DRY_RUN, by the local run before anything is written and by verl's trainer at construction) and
 :meth:`Algorithm.from_config`; and what the pipeline shows or protects of it, so no pipeline module
 names an algorithm: :meth:`Algorithm.verdict` (its part of DRY_RUN's ``algo`` line),
-:meth:`Algorithm.table_columns` (its columns of the local run's step table),
+:meth:`Algorithm.table_columns` (its columns of the CPU run's step table),
 :meth:`Algorithm.resume_refused` (the keys a resume may not change) and :attr:`Algorithm.verl_keys`
 (the keys it adds to verl's own sections). An instance holds the algorithm's state across steps. verl's trainer
-(:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`) and the local run (:mod:`rlec.local.runner`)
-call, at each step t (counted from 1), for every enabled algorithm in registry order::
+(:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`, the one training loop)
+calls, at each step t (counted from 1), for every enabled algorithm in registry order::
 
     plan = RolloutPlan(temperature=rollout.temperature, n_per_prompt=[rollout.n] * prompts)
     algorithm.plan_rollout(t, extra_infos, plan)       # temperature, per-prompt n, per-prompt fields

@@ -8,7 +8,7 @@ the run stops because a checkpoint could not be written on a full disk (rlec's
 :class:`~rlec.verl_plugin.state.CheckpointIntegrityMixin` raises ``OSError(ENOSPC)`` naming
 ``global_step_N`` inside Ray's TaskRunner; the driver gets it as a ``ray.exceptions.RayTaskError``),
 it prints one line naming "No space left on device", the folder and the checkpoint a rerun resumes,
-and exits 2, as the local run does (:func:`rlec.local.runner.main`). Any other error propagates
+and exits 2. Any other error propagates
 unchanged (Hydra prints it and exits 1, as verl does).
 
 Detection needs neither Ray nor verl (:func:`full_disk_error`), so it is tested in-process.

@@ -9,8 +9,10 @@ checks, without writing anything:
   instead (``actor.megatron.use_dist_checkpointing``: then its ``dist_checkpointing_path``
   must hold a Megatron dist checkpoint, ``metadata.json``);
 - the train and validation parquet files (``data.train_files``, ``data.val_files``; a path or
-  a list): present, readable by pyarrow, at least one row, and the first
-  :data:`ROWS_CHECKED` rows satisfy the data contract (:func:`rlec.data.contract.check_row`);
+  a list): present, readable by pyarrow, at least one row, and every row satisfies the data
+  contract (:func:`check_parquet`, :func:`rlec.data.contract.check_row`, read in batches of
+  :data:`ROWS_PER_BATCH`): a bad row deep in the file would otherwise stop the run at the step
+  that reads it;
 - the checkpoint folder (``trainer.default_local_dir``): writable, or creatable under a
   writable parent;
 - the step count: verl's loop ends after ``trainer.total_epochs`` passes over the train files
@@ -33,12 +35,13 @@ from rlec.cluster.layout import Finding
 from rlec.cluster.verl_keys import MEGATRON
 from rlec.config import select
 
-ROWS_CHECKED = 256  # rows of each parquet file checked against the data contract
+ROWS_PER_BATCH = 4096  # rows of a parquet file read at once by the data-contract check (memory bound)
+REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model", "extra_info")  # verl's schema, what the contract reads
 MODEL_KEY = "actor_rollout_ref.model.path"
 DIST_KEY = f"{MEGATRON}.dist_checkpointing_path"
 CHECKPOINT_KEY = "trainer.default_local_dir"
 
-__all__ = ["ROWS_CHECKED", "path_findings", "steps_findings"]
+__all__ = ["REQUIRED_COLUMNS", "ROWS_PER_BATCH", "check_parquet", "path_findings", "steps_findings"]
 
 
 def _as_list(value: Any) -> list[str]:
@@ -74,31 +77,53 @@ def _model(cfg: Any) -> tuple[list[Finding], str | None]:
     return out, summary if not out else None
 
 
-def _parquet(key: str, path_text: str) -> tuple[list[Finding], str | None, int]:
+def check_parquet(path: str | Path) -> int:
+    """Check every row of a prepared parquet file against the data contract (:func:`rlec.data.contract.check_row`).
+
+    Returns:
+        The number of rows (>= 1).
+
+    Raises:
+        FileNotFoundError: the file does not exist (or is a folder).
+        ValueError: not a readable parquet file, a column of :data:`REQUIRED_COLUMNS` missing, no rows, or a row
+            that breaks the contract (the message names the file, the row and the key).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from rlec.data.contract import check_row
 
-    path = Path(os.path.expanduser(path_text))
-    hint = "; prepare it with python -m rlec.data.prepare (docs/cluster.md section 2)"
+    path = Path(os.path.expanduser(str(path)))
     if not path.is_file():
         what = "is a folder, expected a parquet file" if path.is_dir() else "does not exist"
-        return [Finding("error", key, f"{path}: {what}{hint}")], None, 0
+        raise FileNotFoundError(f"{path}: {what}; prepare it with python -m rlec.data.prepare (docs/cluster.md section 2)")
     try:
         reader = pq.ParquetFile(path)
         rows = reader.metadata.num_rows
-        first = next(reader.iter_batches(batch_size=ROWS_CHECKED), None)
+        missing = [c for c in REQUIRED_COLUMNS if c not in reader.schema_arrow.names]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {missing}; expected verl's schema {list(REQUIRED_COLUMNS)}")
+        if not rows:
+            raise ValueError(f"{path}: no rows")
+        start = 0
+        for batch in reader.iter_batches(batch_size=ROWS_PER_BATCH, columns=list(REQUIRED_COLUMNS)):
+            for i, rec in enumerate(batch.to_pylist(), start):
+                check_row(rec, f"{path}: row {i}")
+            start += batch.num_rows
     except (OSError, pa.ArrowException) as exc:
-        return [Finding("error", key, f"{path}: not a readable parquet file ({exc})")], None, 0
-    if not rows or first is None:
-        return [Finding("error", key, f"{path}: no rows")], None, 0
-    for i, rec in enumerate(first.to_pylist()):
-        try:
-            check_row(rec, f"{path}: row {i}")
-        except ValueError as exc:
-            return [Finding("error", key, f"{exc} (the data contract: docs/data.md)")], None, 0
-    return [], f"{path.name} {rows:,} rows", rows
+        raise ValueError(f"{path}: not a readable parquet file ({exc})") from None
+    return rows
+
+
+def _parquet(key: str, path_text: str) -> tuple[list[Finding], str | None, int]:
+    try:
+        rows = check_parquet(path_text)
+    except FileNotFoundError as exc:
+        return [Finding("error", key, str(exc))], None, 0
+    except ValueError as exc:
+        contract = " (the data contract: docs/data.md)" if ": row " in str(exc) else ""
+        return [Finding("error", key, f"{exc}{contract}")], None, 0
+    return [], f"{Path(path_text).name} {rows:,} rows", rows
 
 
 def steps_findings(cfg: Any, rows: int) -> list[Finding]:

@@ -1,8 +1,8 @@
 """The checks every run passes before any work or write: rlec's settings schema and verl's keys verl checks late.
 
 One rule set, called by ``DRY_RUN`` and the launcher (:func:`rlec.cluster.config_check.main`, exit 2
-before anything is written), by the local run (:func:`rlec.local.config.check`, before anything is
-written) and by verl's trainer at construction (:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`).
+before anything is written), by verl's trainer at construction (:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`)
+and by the demo before its first stage (both through :func:`early_errors`).
 Each finding names the full key, the value and the rule:
 
 - rlec's own non-algorithm settings (:meth:`rlec.settings.RlecSettings.from_config`: types, ranges,
@@ -332,6 +332,21 @@ def settings_rules(cfg: Any) -> list[Finding]:
     else:
         out += _schedule_rules(cfg, settings)
     return out + _section_rules(cfg) + _verl_rules(cfg) + _number_rules(cfg) + _threshold_rules(cfg)
+
+
+def early_errors(cfg: Any, overrides: Sequence[str] = ()) -> list[Finding]:
+    """The errors a run is refused for before any work: :func:`override_rules` (when the caller has the overrides),
+    :func:`settings_rules`, then, when those pass, every enabled algorithm's check
+    (:func:`rlec.algorithms.registry.check_all`). What verl's trainer runs at construction and the demo before its
+    first stage; DRY_RUN runs the same and more (:func:`rlec.cluster.config_check.run_checks`).
+
+    Returns:
+        The ``error`` findings, in that order (empty: the run may start).
+    """
+    from rlec.algorithms.registry import check_all
+
+    errors = [f for f in override_rules(overrides) + settings_rules(cfg) if f.level == "error"]
+    return errors or [f for f in check_all(cfg) if f.level == "error"]
 
 
 def _threshold_rules(cfg: Any) -> list[Finding]:

@@ -11,8 +11,8 @@ Stages (each is skipped when its output exists, so an interrupted demo resumes w
    rate independent of the target and of the problem.
 2. **data** (:mod:`rlec.demo.data`): training rows and held-out evaluation questions in
    the data contract (``train.parquet``, ``test.parquet``).
-3. **warm-start evaluation**: ``rlec.eval.evaluate`` with the local run's evaluation settings
-   (:func:`rlec.local.summary.evaluation_args`: greedy, every target of the grid).
+3. **warm-start evaluation**: ``rlec.eval.evaluate`` with the CPU run's evaluation settings
+   (:func:`rlec.report.evaluation_args`, ``rlec.cpu.eval``: greedy, every target of the grid).
 4. **RLEC**: the launcher users run, ``tools/run_megatron_rlec.sh`` with ``TRAINER=verl``
    (:mod:`rlec.demo.verl_run`: verl's ``main_ppo`` on the CPU layout, the loop ``make run`` follows:
    the rlec_hf rollout, rlec grading, the scheduled reward, verl's mean-only GRPO advantage, the
@@ -43,7 +43,7 @@ import numpy as np
 DEFAULT_OUT = "outputs/demo"
 DEFAULT_STEPS = 80
 
-# The settings the demo changes (key=value arguments override them; rlec.local.* set its evaluation). Scale: 16 prompts
+# The settings the demo changes (key=value arguments override them; rlec.cpu.eval.* set its evaluation). Scale: 16 prompts
 # x 8 responses per step, 4 optimizer steps per step; responses of the warm start are at most
 # ~20 tokens ("0.80 \\boxed{I don't know}"); 120 held-out evaluation questions.
 DEMO_SETTINGS: dict[str, Any] = {
@@ -61,16 +61,16 @@ DEMO_SETTINGS: dict[str, Any] = {
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 32,
     "actor_rollout_ref.actor.optim.lr": 1e-4,
     "trainer.save_freq": 10,
-    "rlec.local.eval.max_questions": 120,
-    "rlec.local.eval.max_new_tokens": 24,
-    "rlec.local.eval.at_end": True,  # the trained model's records are the comparison's second input
+    "rlec.cpu.eval.max_questions": 120,
+    "rlec.cpu.eval.max_new_tokens": 24,
 }
 LOW_TARGET, HIGH_TARGET = 0.1, 0.8
 MIN_GAP, MAX_WARM_GAP = 0.3, 0.1  # the demo's goal (issue 17)
 
 
 def run_overrides(out: Path, steps: int, extra: Sequence[str] = ()) -> list[str]:
-    """The ``key=value`` overrides of the demo over ``megatron_configs/local.yaml`` (validation and the evaluation's settings).
+    """The ``key=value`` overrides of the demo's run over ``megatron_configs/rlec.yaml`` on the CPU layout
+    (:func:`compose_checked`: validation and the evaluation's settings).
 
     Paths, :data:`DEMO_SETTINGS`, ``steps``, then ``extra``.
     """
@@ -176,16 +176,31 @@ def _records_complete(records: Path) -> bool:
 def launcher_overrides(extra: Sequence[str] = ()) -> list[str]:
     """The launcher's Hydra overrides of the demo's RLEC run: :data:`DEMO_SETTINGS`, then ``extra``.
 
-    The local run's own settings (``rlec.local.*``: the evaluation's questions and tokens) are not
-    verl's: they set the demo's evaluation (:func:`rlec.local.summary.evaluation_args`) and are left
-    out here. Paths and steps go to the launcher as ``MODEL_PATH`` / ``TRAIN_FILES`` / ``VAL_FILES``
-    / ``STEPS`` (:func:`rlec.demo.verl_run.launch`).
+    Paths and steps go to the launcher as ``MODEL_PATH`` / ``TRAIN_FILES`` / ``VAL_FILES`` / ``STEPS``
+    (:func:`rlec.demo.verl_run.launch`).
     """
-    values = [f"{k}={v}" for k, v in DEMO_SETTINGS.items()] + list(extra)
-    return [v for v in values if not v.lstrip("+~").startswith(LOCAL_ONLY)]
+    return [f"{k}={v}" for k, v in DEMO_SETTINGS.items()] + list(extra)
 
 
-LOCAL_ONLY = "rlec.local."
+def compose_checked(overrides: Sequence[str]) -> Any:
+    """The demo run's config: ``megatron_configs/rlec.yaml`` on the CPU layout with ``overrides``, checked by the
+    rules every launch passes first (:func:`rlec.cluster.settings_rules.early_errors`).
+
+    Raises:
+        ValueError: the config does not compose (an unknown key or option), or a setting is refused; the
+            message names each key, value and rule.
+    """
+    from rlec.cluster.settings_rules import early_errors
+    from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
+
+    try:
+        cfg = compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", *overrides])
+    except Exception as exc:  # Hydra and OmegaConf errors: one line
+        raise ValueError(f"cannot compose the run's config with {list(overrides)}: {type(exc).__name__}: {exc}") from None
+    errors = early_errors(cfg, overrides)
+    if errors:
+        raise ValueError("; ".join(str(e) for e in errors))
+    return cfg
 
 
 def _data_settings(folder: Path) -> dict[str, Any] | None:
@@ -203,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m rlec.demo", description=__doc__.split("\n\n")[0],
                                 epilog="Stages and outputs: see the module docstring (docs/local_run.md, 'The learning demo').",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="settings over the demo's: verl's keys go to the launcher, rlec.local.eval.* set the evaluation")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="settings over the demo's (verl's and rlec's keys, rlec.cpu.eval.* set the evaluation)")
     p.add_argument("--out", default=DEFAULT_OUT, help="output folder of every stage")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="RLEC steps (b goes 0 -> 1 over them)")
     p.add_argument("--warm-start-steps", type=int, default=None, help="a quick warm start instead of the shipped one: this many base steps, no fine-tuning stages (for "
@@ -224,8 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rlec.io import atomic_write_text
     from rlec.demo import data as demo_data
     from rlec.demo import verl_run, warm_start
-    from rlec.local.config import LocalConfigError, load_config
-    from rlec.local.summary import evaluation_args
+    from rlec.report import evaluation_args
 
     args = build_parser().parse_args(argv)
     try:
@@ -244,8 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     overrides = run_overrides(out, args.steps, args.overrides)
     try:
-        cfg = load_config(overrides)
-    except LocalConfigError as exc:
+        cfg = compose_checked(overrides)
+    except ValueError as exc:
         print(f"rlec.demo: error: {exc}", file=sys.stderr)
         return 2
 
@@ -253,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.warm_start_steps is not None:
         ws_cfg = dataclasses.replace(ws_cfg, steps=args.warm_start_steps, finetune=())
     data_settings = dict(seed=int(cfg.data.seed), digits=sorted(set(ws_cfg.digits)), train_rows=2000,
-                         test_questions=int(cfg.rlec.local.eval.max_questions), binary_fraction=0.0, targets=train_targets)
+                         test_questions=int(cfg.rlec.cpu.eval.max_questions), binary_fraction=0.0, targets=train_targets)
     # everything that decides the outputs; a folder holds one demo (checked before any stage writes)
     settings = {"warm_start_key": ws_cfg.key(), "data": demo_data.settings(**data_settings),
                 "evaluation": evaluation_args(cfg, Path("MODEL"), Path("RECORDS"))}

@@ -396,8 +396,7 @@ SCRIPTED_AGENT_LOOP = "rlec_scripted_agent"
 class ScriptedAnswersMixin:
     """For an agent loop: the last ``round(rollout.n x rlec.cpu.scripted_fraction)`` samples of each
     prompt answer a scripted ``\\boxed{<gold>}`` or ``\\boxed{I don't know}`` (seeded coin per prompt
-    and sample) instead of the rollout's generation, as the local run does for the tiny random model
-    (``rlec.local.rollout.inject_scripted``): a random model is never right, so every group's rewards
+    and sample) instead of the rollout's generation, for the tiny random model: a random model is never right, so every group's rewards
     are equal, every mean-only advantage is 0 and nothing downstream (the update, RLVE's difficulty
     controller) sees a correct answer. Off-policy demonstrations: 0 (the default) for real training.
     Validation (one sample per prompt) is never scripted.

@@ -11,6 +11,8 @@ Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async
   step's record read once from TransferQueue; a no-op when none is enabled;
 - :class:`rlec.verl_plugin.mismatch.MismatchAlarmMixin`: the train-inference mismatch alarm
   (``rlec.check.mismatch_kl_alarm``), checked before every actor update;
+- :class:`rlec.verl_plugin.update_guard.FiniteUpdateMixin`: a NaN / infinite loss or gradient norm stops the
+  run right after the update, before the step is checkpointed;
 - :class:`RLECMetricsMixin`: verl 0.9.1 logs ``reward_extra_info`` only in validation
   (``val-core/<data_source>/<key>/mean@N``); its training steps log just ``critic/score/*``, so
   it adds ``rlec/...`` (training) and ``val-rlec/...`` (validation) metrics from
@@ -56,11 +58,12 @@ from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync
 from verl.utils import tensordict_utils as tu
 
 from rlec.algorithms import registry
-from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext, RolloutPlan, StepRecord, first_error
+from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext, RolloutPlan, StepRecord
 from rlec.config import select
 from rlec.reward.metrics import reward_metrics, rows_from_columns
 from rlec.verl_plugin.metrics_file import MetricsFileMixin
 from rlec.verl_plugin.mismatch import MismatchAlarmMixin
+from rlec.verl_plugin.update_guard import FiniteUpdateMixin
 from rlec.verl_plugin.replay import ReproducibleBatchMixin
 from rlec.verl_plugin.state import CheckpointIntegrityMixin, load_state, resumed_folder, save_state, saving_folder
 
@@ -168,7 +171,7 @@ class AlgorithmsMixin:
             the first error of the early rule set (:func:`rlec.cluster.settings_rules.settings_rules`:
             rlec's settings schema and verl's estimator / loss / seed / unknown-key rules), then of an
             enabled algorithm's check, so a ``main_ppo`` launched without the launcher is refused by the same
-            rules as DRY_RUN and the local run.
+            rules as DRY_RUN and the launcher.
     """
 
     rlec_algorithms: list[Algorithm] | None = None
@@ -179,13 +182,12 @@ class AlgorithmsMixin:
         # a config already handed to an rlec trainer holds verl's base mode (RLECMetricsMixin): rlec's is rlec_<base>
         self._rlec_mode = f"rlec_{mode}" if mode == getattr(self, "base_trainer_mode", None) else mode
         from rlec.cluster.resume import apply_resume_rules
-        from rlec.cluster.settings_rules import settings_rules  # the rules DRY_RUN and the local run apply first
+        from rlec.cluster.settings_rules import early_errors  # the rules DRY_RUN and the launcher apply first
 
         apply_resume_rules(config)  # a resume keeps the run's settings and b schedule (before any worker reads them)
-        rlec_config = self._rlec_config(config)
-        error = first_error(settings_rules(rlec_config)) or first_error(registry.check_all(rlec_config))
-        if error is not None:
-            raise ValueError(str(error))
+        errors = early_errors(self._rlec_config(config))
+        if errors:
+            raise ValueError(str(errors[0]))
         self.rlec_algorithms = None
         super().__init__(config, *args, **kwargs)
 
@@ -296,7 +298,7 @@ class AlgorithmsMixin:
 
 
 @register_trainer("rlec_sync")
-class RLECSyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
+class RLECSyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
                      PPOTrainerSync):
     """verl's ``sync`` trainer with rlec's algorithms and metrics."""
 
@@ -304,7 +306,7 @@ class RLECSyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmM
 
 
 @register_trainer("rlec_colocate_async")
-class RLECColocateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
+class RLECColocateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
                      PPOTrainerColocateAsync):
     """verl's ``colocate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
 
@@ -312,7 +314,7 @@ class RLECColocateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, Misma
 
 
 @register_trainer("rlec_separate_async")
-class RLECSeparateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
+class RLECSeparateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
                      PPOTrainerSeparateAsync):
     """verl's ``separate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
 

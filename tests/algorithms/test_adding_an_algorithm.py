@@ -84,12 +84,12 @@ def test_the_examples_section_passes_the_early_rules_once_registered(example, co
 
 def test_once_registered_the_example_is_in_the_verdict_the_step_table_and_the_resume_rules(example, compose_rlec,
                                                                                          monkeypatch):
-    """The registry line alone (no change to rlec/cluster, rlec/local or rlec/config.py) puts the new algorithm
-    in DRY_RUN's verdict, in the local run's step table and in the settings a resume may not change."""
+    """The registry line alone (no change to rlec/cluster, rlec/report.py or rlec/config.py) puts the new algorithm
+    in DRY_RUN's verdict, in the CPU run's step table and in the settings a resume may not change."""
     from rlec.algorithms import registry
     from rlec.cluster.config_check import algorithms_line
     from rlec.config import resume_differences
-    from rlec.local.summary import training_table
+    from rlec.report import training_table
 
     cls, overlay = example
     cfg = _config(compose_rlec, overlay, c0=0.001)

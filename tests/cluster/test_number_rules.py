@@ -1,6 +1,6 @@
 """Every numeric setting of the recipe and the overlays, fed non-finite, negative, zero and out-of-range values:
-the one early rule set (rlec.cluster.settings_rules with every algorithm's check, what DRY_RUN, the local run and
-verl's trainer run before any build or Ray start) refuses each naming the key, or LEGAL says why it is legal."""
+the one early rule set (rlec.cluster.settings_rules with every algorithm's check, what DRY_RUN, the launcher and
+verl's trainer run before any build or Ray start, on every layout) refuses each naming the key, or LEGAL says why it is legal."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import yaml
 
 from rlec.algorithms.registry import check_all
 from rlec.cluster.config_check import main
-from rlec.cluster.settings_rules import NUMBER_RULES, override_rules, settings_rules
-from rlec.config import compose
-from rlec.local.config import LocalConfigError, load_config
+from rlec.cluster.settings_rules import NUMBER_RULES, early_errors, override_rules, settings_rules
+from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
 
 CONFIGS = Path(__file__).resolve().parents[2] / "megatron_configs"
 ACTOR, ROLLOUT = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
@@ -62,8 +61,6 @@ LEGAL: dict[str, dict[float, str]] = {
     "rlec.cpu.scripted_fraction": {0: "no scripted answers"},
     "rlec.cpu.rollout_weight_noise": {0: "no induced mismatch (the default)"},
     "rlec.cpu.rollout_noise_seed": {0: "a seed"},
-    "rlec.local.threads": {0: "cores / processes"},
-    "rlec.local.tiny_seed": {0: "a seed"},
     "rlec.schedule.start_step": {0: "the ramp starts before the first step (step 1): b is past start_value at step 1"},
     "rlec.rlve.rows_per_epoch": {1e9: "a whole number: the algorithms' settings read whole floats as ints "
                                  "(rlec.settings' typed reader)"},
@@ -81,7 +78,7 @@ LEGAL: dict[str, dict[float, str]] = {
 
 
 def _numeric_keys() -> list[str]:
-    """Every numeric leaf of recipe.yaml, rlec.yaml, local.yaml and the overlays (megatron_configs/*/*.yaml)."""
+    """Every numeric leaf of recipe.yaml, rlec.yaml and the layouts and overlays (megatron_configs/*/*.yaml)."""
     keys: set[str] = set()
 
     def walk(node: dict, prefix: str) -> None:
@@ -180,38 +177,41 @@ ISSUE_34 = [
 ]
 
 
+def _cpu_errors(overrides: list[str]) -> list:
+    """The early errors of ``make run``'s config (the CPU layout) with ``overrides``: what verl's trainer refuses at construction."""
+    return early_errors(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", *overrides]), overrides)
+
+
 @pytest.mark.parametrize(("key", "override"), ISSUE_34)
-def test_settings_verls_check_accepted_are_refused_by_dry_run_and_the_local_run(tmp_path, capsys, key, override):
+def test_settings_verls_check_accepted_are_refused_by_dry_run_and_the_cpu_layout(tmp_path, capsys, key, override):
     out = tmp_path / "resolved.yaml"
     assert main(["layout=tiny_1gpu", "--skip-path-checks", "--output", str(out), override]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"rlec.cluster.config_check: refused: ERROR [{key}] "), lines
     assert not out.exists()
-    with pytest.raises(LocalConfigError, match=rf"^ERROR \[{key}\] "):
-        load_config([override], env={})
+    assert [f.key for f in _cpu_errors([override])][:1] == [key]
 
 
-def test_passks_active_k_above_rollout_n_is_refused_by_its_own_check_in_dry_run_and_the_local_run(tmp_path, capsys):
+def test_passks_active_k_above_rollout_n_is_refused_by_its_own_check_in_dry_run_and_the_cpu_layout(tmp_path, capsys):
     """The runtime slot verl's estimator reads (``algorithm.passk.active_k``) is Pass@k's key: its rule is
-    ``PassK.check`` (issue 35), which DRY_RUN reports with the other checks (exit 1, nothing written) and the
-    local run applies before any work."""
+    ``PassK.check`` (issue 35), which DRY_RUN reports with the other checks (exit 1, nothing written) and verl's
+    trainer applies at construction."""
     key, out = "algorithm.passk.active_k", tmp_path / "resolved.yaml"
-    overrides = ["algorithm=passk", f"{key}=9"]  # above rollout.n (4 on tiny_1gpu, 4 locally)
+    overrides = ["algorithm=passk", f"{key}=9"]  # above rollout.n (4 on tiny_1gpu and on the CPU layout)
     assert main(["layout=tiny_1gpu", "--skip-path-checks", "--output", str(out), *overrides]) == 1
     captured = capsys.readouterr()
     assert f"ERROR [{key}] 9 must be an integer in [1, actor_rollout_ref.rollout.n = 4]" in captured.out + captured.err
     assert not out.exists()
-    with pytest.raises(LocalConfigError, match=rf"^ERROR \[{key}\] "):
-        load_config(overrides, env={})
+    assert [f.key for f in _cpu_errors(overrides)] == [key]
 
 
-def test_an_algorithm_named_twice_is_refused_by_dry_run_and_the_local_run(capsys):
+def test_an_algorithm_named_twice_is_refused_by_dry_run_and_the_cpu_layout(capsys):
     assert [f.key for f in override_rules(["algorithm=[e3,e3]"])] == ["algorithm"]
     assert override_rules(["algorithm=[e3,passk]", "rlec.passk.k=2"]) == []
     assert main(["layout=tiny_1gpu", "--skip-path-checks", "algorithm=[e3,e3]"]) == 2
     assert "ERROR [algorithm] '[e3,e3]' names e3 more than once" in capsys.readouterr().err
-    with pytest.raises(LocalConfigError, match=r"^ERROR \[algorithm\] .* names e3 more than once"):
-        load_config(["algorithm=[e3,e3]"], env={})
+    errors = _cpu_errors(["algorithm=[e3,e3]"])
+    assert [f.key for f in errors] == ["algorithm"] and "names e3 more than once" in errors[0].message
 
 
 @pytest.mark.parametrize(("key", "override"), ISSUE_34[:2] + [ISSUE_34[9], ISSUE_34[14]])

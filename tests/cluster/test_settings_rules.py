@@ -1,14 +1,15 @@
-"""The early rule set (rlec/cluster/settings_rules.py): one set of refusals for DRY_RUN and the local run,
-before any other check, the model or a write."""
+"""The early rule set (rlec/cluster/settings_rules.py): one set of refusals for DRY_RUN, the launcher and verl's
+trainer on every layout (the CPU one of `make run` too), before any other check, the model or a write."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from rlec.cluster.config_check import main
-from rlec.cluster.settings_rules import known_top_level_keys, settings_rules
-from rlec.config import compose
-from rlec.local.config import LocalConfigError, load_config
+from rlec.cluster.settings_rules import early_errors, known_top_level_keys, settings_rules
+from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
 
 ACTOR = "actor_rollout_ref.actor"
 # settings that passed every early check before (issue 24): key refused, the override that sets it
@@ -29,8 +30,8 @@ REFUSED = [
 
 @pytest.mark.parametrize(("key", "override", "rule"), REFUSED)
 def test_settings_that_passed_the_early_checks_are_refused_with_key_value_and_rule(tmp_path, capsys, key, override, rule):
-    with pytest.raises(LocalConfigError, match=rf"^ERROR \[{key}\] .*{rule}"):
-        load_config([override], env={})
+    errors = early_errors(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", override]), [override])
+    assert errors and errors[0].key == key and re.search(rule, errors[0].message), errors  # make run's layout too
     out = tmp_path / "resolved.yaml"
     assert main(["layout=tiny_1gpu", "--output", str(out), "--record-layout", override]) == 2
     lines = capsys.readouterr().err.strip().splitlines()

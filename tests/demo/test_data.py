@@ -13,10 +13,10 @@ from rlec.demo.warm_start import is_held_out
 
 
 def load_rows(path: Path) -> list[dict]:
-    """The rows of a prepared parquet, after the local run's data-contract check."""
+    """The rows of a prepared parquet, after the data-contract check every launch runs (rlec.cluster.paths)."""
     import pyarrow.parquet as pq
 
-    from rlec.local.data import check_parquet
+    from rlec.cluster.paths import check_parquet
 
     check_parquet(path)
     return pq.read_table(path).to_pylist()

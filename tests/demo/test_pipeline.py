@@ -56,24 +56,32 @@ def test_target_check_names_a_missing_target(tmp_path: Path) -> None:
 
 
 def test_run_overrides_put_paths_then_demo_settings_then_the_users(tmp_path: Path) -> None:
-    from rlec.local.config import load_config
-
     overrides = demo.run_overrides(tmp_path, 7, ["actor_rollout_ref.actor.optim.lr=3e-5"])
-    cfg = load_config(overrides)
+    cfg = demo.compose_checked(overrides)
     assert cfg.actor_rollout_ref.model.path == str(tmp_path / "warm_start")
     assert cfg.data.val_files == str(tmp_path / "data" / "test.parquet")
     assert cfg.trainer.total_training_steps == 7
     assert cfg.data.train_batch_size == demo.DEMO_SETTINGS["data.train_batch_size"]
     assert cfg.actor_rollout_ref.actor.optim.lr == pytest.approx(3e-5)  # the user's value wins
-    assert cfg.rlec.local.scripted_fraction == 0  # a real model: no scripted answers
+    assert cfg.rlec.cpu.scripted_fraction == 0  # a real model: no scripted answers
+    assert cfg.rlec.cpu.eval.max_questions == demo.DEMO_SETTINGS["rlec.cpu.eval.max_questions"]  # the evaluation's
     assert cfg.actor_rollout_ref.rollout.top_k == demo.DEMO_SETTINGS["actor_rollout_ref.rollout.top_k"] > 0  # reaches the run
 
 
-def test_launcher_overrides_keep_verls_keys_and_leave_the_local_evaluation_out() -> None:
-    got = demo.launcher_overrides(["actor_rollout_ref.actor.optim.lr=3e-5", "rlec.local.eval.max_questions=4"])
+def test_launcher_overrides_are_the_demos_settings_then_the_users() -> None:
+    got = demo.launcher_overrides(["rlec.cpu.eval.max_questions=4", "actor_rollout_ref.actor.optim.lr=3e-5"])
     assert f"data.train_batch_size={demo.DEMO_SETTINGS['data.train_batch_size']}" in got
     assert got[-1] == "actor_rollout_ref.actor.optim.lr=3e-5"  # the user's value comes last: it wins
-    assert not [v for v in got if v.startswith("rlec.local.")]  # not a key of verl's config (Hydra would refuse it)
+    assert demo.compose_checked(got).rlec.cpu.eval.max_questions == 4  # every one a key of the run's config
+
+
+def test_a_setting_the_run_would_refuse_stops_the_demo_before_its_first_stage(tmp_path: Path, capsys) -> None:
+    """What the launcher refuses (the early rule set) the demo refuses before the warm start, naming the key."""
+    assert demo.main(["--out", str(tmp_path / "d"), "actor_rollout_ref.actor.optim.lr=-1"]) == 2
+    assert "ERROR [actor_rollout_ref.actor.optim.lr]" in capsys.readouterr().err
+    assert demo.main(["--out", str(tmp_path / "d"), "rlec.cpu.eval.max_questions=0"]) == 2
+    assert "ERROR [rlec.cpu.eval.max_questions]" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
 
 
 def test_cli_refuses_bad_settings_before_any_work(tmp_path: Path, capsys) -> None:
@@ -93,7 +101,7 @@ def test_demo_end_to_end_tiny(tmp_path: Path, capsys) -> None:
     4 evaluation questions; a rerun reuses every stage."""
     out = tmp_path / "demo"
     args = ["--out", str(out), "--steps", "2", "--warm-start-steps", "3", "--bootstrap", "100",
-            "rlec.local.eval.max_questions=4", "rlec.local.eval.max_new_tokens=12", "data.train_batch_size=4",
+            "rlec.cpu.eval.max_questions=4", "rlec.cpu.eval.max_new_tokens=12", "data.train_batch_size=4",
             "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
             # verl validates that prompts x n (8) is a multiple of the micro-batch (the demo's 32 fits its 16 x 8)
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"]

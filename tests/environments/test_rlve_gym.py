@@ -145,15 +145,24 @@ def test_source_rows_and_pool_metrics(pool):
     assert metrics["rlve/gym/Maze/generated"] >= len(gym_rows) and "rlve/gym/Maze/gen_timeouts" in metrics
 
 
-def test_local_run_evaluation_set_and_metric_groups_take_rlve_gym_names(pool):
+def test_the_cpu_runs_config_evaluation_set_and_metric_groups_take_rlve_gym_names(pool):
+    """``ENVIRONMENTS=rlve_gym:Maze,sorting make run``: the launcher's overrides (``algorithm=rlve``,
+    ``rlec.rlve.environments=[...]``) on the CPU layout; an environment RLVE's check refuses is named."""
+    from rlec.cluster.settings_rules import early_errors
+    from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
     from rlec.environments.testset import EnvTestConfig, build_rows
     from rlec.eval.metrics import source_groups
-    from rlec.local.config import LocalConfigError, load_config
 
-    cfg = load_config([], env={"ENVIRONMENTS": "rlve_gym:Maze,sorting"})
-    assert list(cfg.rlec.rlve.environments) == [MAZE, "sorting"] and cfg.rlec.rlve.max_prompt_tokens == cfg.data.max_prompt_length
-    with pytest.raises(LocalConfigError, match="rlve_gym:PolyaModel is refused: its reference answer"):
-        load_config([], env={"ENVIRONMENTS": "rlve_gym:PolyaModel"})
+    def cpu_run(environments: str):
+        overrides = [f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", "algorithm=rlve", f"rlec.rlve.environments=[{environments}]"]
+        cfg = compose(overrides)
+        return cfg, early_errors(cfg, overrides)
+
+    cfg, errors = cpu_run("rlve_gym:Maze,sorting")
+    assert not errors and list(cfg.rlec.rlve.environments) == [MAZE, "sorting"]
+    assert cfg.rlec.rlve.max_prompt_tokens == cfg.data.max_prompt_length
+    _, errors = cpu_run("rlve_gym:PolyaModel")
+    assert len(errors) == 1 and "rlve_gym:PolyaModel is refused: its reference answer" in errors[0].message
     rows = build_rows(EnvTestConfig(environments=(MAZE,), difficulties=(0, 3), per_difficulty=2))
     assert [r["extra_info"]["source"] for r in rows] == [f"{MAZE}/d0"] * 2 + [f"{MAZE}/d3"] * 2
     assert all(r["extra_info"]["env_seed"] % 2 == 1 and r["data_source"] == "rlve/" + MAZE for r in rows)

@@ -80,17 +80,18 @@ def test_config_check_reports_bad_override_as_usage_error(capsys):
     assert "cannot compose" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # the launcher's Python imports verl (~8 CPU-s)
-def test_without_gpu_or_dry_run_hands_over_to_the_local_profile():
-    import torch
-
-    if torch.cuda.is_available():
-        pytest.skip("a CUDA GPU is present: the launcher would start cluster training")
-    proc = launch("--help", timeout=300, LAYOUT="qwen3_30b_a3b_1x8", TRAINER="local")  # the default is verl's trainer
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "running the local CPU profile" in proc.stderr
-    assert "LAYOUT applies to cluster runs only" in proc.stderr  # an ignored variable is named
-    assert "rollout:" in proc.stdout and "ppo_mini_batch_size" in proc.stdout  # the runner's settings
+@pytest.mark.parametrize(("env", "message"), [
+    ({"TRAINER": "local"}, "TRAINER=local: the local loop is retired"),
+    ({"TRAINER": "fsdp"}, "TRAINER=fsdp: expected verl"),
+    # the retired local loop's own variables: named with what does it now, never silently ignored
+    ({"SEED": "3"}, "SEED is not read (a name of the retired local loop): use data.seed=N"),
+    ({"SAVE_EVERY": "2"}, "use SAVE_FREQ"), ({"PROMPTS_PER_STEP": "4"}, "use TRAIN_BATCH_SIZE"),
+    ({"MAX_NEW_TOKENS": "8"}, "use MAX_RESPONSE_LENGTH"),
+])
+def test_the_retired_local_loop_and_its_variables_are_refused_before_anything_starts(tmp_path, env, message):
+    proc = launch(OUTPUT_DIR=str(tmp_path / "out"), timeout=120, **env)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow  # the launcher's Python imports torch and verl (~12 CPU-s per case)
