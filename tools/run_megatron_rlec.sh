@@ -185,7 +185,12 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
              # its warning per call, which Ray forwards to the console after the run (issue 31 item 2: quiet logs)
              ++ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS="'${TQ_NUM_THREADS:-$TQ_THREADS}'")
   if [[ -n "${ENVIRONMENTS:-}" ]]; then  # RLVE on these environments only
-    CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENVIRONMENTS}]")
+    ENV_LIST=$(printf '%s' "$ENVIRONMENTS" | tr ',' '\n' | sed 's/^ *//; s/ *$//' | grep -v '^$' | paste -sd, - || true)
+    if [[ -z "$ENV_LIST" ]]; then
+      echo "run_megatron_rlec.sh: ENVIRONMENTS='$ENVIRONMENTS' names no environment: list them (maze,sorting) or all" >&2
+      exit 2
+    fi
+    CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENV_LIST}]")
   fi
   # the tiny model and the sample data, built once
   # the tiny random model is never right: a quarter of each group answers by script (rlec.cpu.scripted_fraction)

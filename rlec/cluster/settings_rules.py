@@ -17,7 +17,8 @@ Each finding names the full key, the value and the rule:
 - ``actor_rollout_ref.actor.policy_loss.loss_mode`` is registered in verl's ``POLICY_LOSS_REGISTRY``
   and ``actor_rollout_ref.actor.loss_agg_mode`` is accepted by verl's ``ActorConfig`` (its list is
   verl's, asked, not copied);
-- ``actor_rollout_ref.actor.optim.clip_grad`` is a finite number > 0 and ``data.seed`` an integer or null;
+- ``actor_rollout_ref.actor.optim.clip_grad`` is a finite number > 0, ``data.seed`` an integer or null and
+  ``trainer.resume_mode`` one of verl's modes (``auto``, ``disable``, ``resume_path``);
 - every numeric setting of verl's that the recipe, a layout or an overlay sets, or that rlec reads
   (:data:`NUMBER_RULES`: learning rate, weight decay, clip ratios, sampling temperature / top-p /
   top-k, batch sizes, lengths, parallel sizes, step counts, seeds ...) is a number of its kind
@@ -305,6 +306,11 @@ def _verl_rules(cfg: Any) -> list[Finding]:
     except ValueError:
         error(f"{ACTOR}.loss_agg_mode", agg, "must be a loss aggregation mode verl's ActorConfig accepts "
               "(token-mean, token-sum, seq-mean-token-sum, seq-mean-token-mean, ...)")
+    from rlec.flags import RESUME_MODES
+
+    resume = select(cfg, "trainer.resume_mode", "auto")
+    if str(resume) not in RESUME_MODES:  # verl logs "Unknown resume mode" and fails on an unbound name, after Ray started
+        error("trainer.resume_mode", resume, f"must be one of verl's resume modes {list(RESUME_MODES)}")
     clip = select(cfg, f"{ACTOR}.optim.clip_grad", 1.0)
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip) or clip <= 0:
         error(f"{ACTOR}.optim.clip_grad", clip, "must be a finite gradient-norm bound > 0")

@@ -25,6 +25,8 @@ REFUSED = [
     ("rlec.metrics.target_bucket_edges", "rlec.metrics.target_bucket_edges=[0,0.5,1.5]", r"must be at least 2 numbers in \[0, 1\]"),
     ("foo", "+foo.bar=1", "is not a key of verl's trainer config"),
     (f"{ACTOR}.checkpoint.async_save", f"{ACTOR}.checkpoint.async_save=true", "needs its files complete"),  # not hours in
+    # verl logs "Unknown resume mode" and then fails on an unbound name inside Ray (the local loop refused it)
+    ("trainer.resume_mode", "trainer.resume_mode=sometimes", "must be one of verl's resume modes"),
 ]
 
 

@@ -87,6 +87,8 @@ def test_config_check_reports_bad_override_as_usage_error(capsys):
     ({"SEED": "3"}, "SEED is not read (a name of the retired local loop): use data.seed=N"),
     ({"SAVE_EVERY": "2"}, "use SAVE_FREQ"), ({"PROMPTS_PER_STEP": "4"}, "use TRAIN_BATCH_SIZE"),
     ({"MAX_NEW_TOKENS": "8"}, "use MAX_RESPONSE_LENGTH"),
+    # the local loop refused an empty list; verl's path passed rlec.rlve.environments=[,] on to Hydra's parser
+    ({"ENVIRONMENTS": " , "}, "ENVIRONMENTS=' , ' names no environment: list them (maze,sorting) or all"),
 ])
 def test_the_retired_local_loop_and_its_variables_are_refused_before_anything_starts(tmp_path, env, message):
     proc = launch(OUTPUT_DIR=str(tmp_path / "out"), timeout=120, **env)
