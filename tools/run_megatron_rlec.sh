@@ -38,7 +38,18 @@
 #                        behind (Ray's trainer and workers) to end before refusing, naming them [120]
 #   RLEC_VERBOSE=1       keep third-party output on the console (otherwise in OUTPUT_DIR/launches/<time>/verl.log) [0]
 #   PYTHON               interpreter [python3]
+#
+# Every setting of a run with its value (verl's keys and rlec's, after the layout, precision and overlays):
+#   DRY_RUN=1 PRINT_CONFIG=1 SKIP_PATH_CHECKS=1 [TRAINER=verl] bash tools/run_megatron_rlec.sh [overrides...]
 set -euo pipefail
+
+# -h / --help: this header, before anything is built or started
+for arg in "$@"; do
+  if [[ "$arg" == -h || "$arg" == --help ]]; then
+    sed -n '2,/^set -euo pipefail$/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'
+    exit 0
+  fi
+done
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Ray actors do not run in this directory: make existing relative paths absolute.

@@ -80,6 +80,17 @@ def test_config_check_reports_bad_override_as_usage_error(capsys):
     assert "cannot compose" in capsys.readouterr().err
 
 
+def test_help_prints_the_launchers_settings_and_builds_nothing(tmp_path):
+    """``--help`` used to build the tiny model and the sample data, then print config_check's usage."""
+    proc = launch("layout=cpu", "--help", OUTPUT_DIR=str(tmp_path / "out"), timeout=60)
+    assert proc.returncode == 0 and proc.stderr == ""
+    text = proc.stdout
+    assert text.startswith("Train RLEC with verl 0.9.1's Megatron backend")
+    for var in ("DRY_RUN=1", "MODEL_PATH", "OUTPUT_DIR", "STEPS", "ENVIRONMENTS", "RESUME", "EVAL_AT_END", "PRINT_CONFIG=1"):
+        assert var in text, var
+    assert "set -euo" not in text and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("env", "message"), [
     ({"TRAINER": "local"}, "TRAINER=local: the local loop is retired"),
     ({"TRAINER": "fsdp"}, "TRAINER=fsdp: expected verl"),
