@@ -210,6 +210,8 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     failed = False
     try:
         body(config)
+    except SystemExit:  # a deliberate exit (rlec.cluster.main_ppo.FullDiskExit) carries its own one line
+        raise
     except BaseException:
         failed = True
         raise

@@ -263,5 +263,11 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
   ENTRY=rlec.verl_report
   export RLEC_VERL_LOG="$RUN_DIR/verl.log"
 fi
+# the trainer's exit status, not tee's (tee fails too when the disk is full, and pipefail would report its 1 for
+# the trainer's 2); tee keeps writing to the console after its file fails
+set +e
 "$PYTHON" -m "$ENTRY" --config-path "$REPO_ROOT/megatron_configs" --config-name rlec \
   "${OVERRIDES[@]}" "$@" 2>&1 | tee -a "$RUN_DIR/train.log"
+STATUS=("${PIPESTATUS[@]}")
+set -e
+exit "${STATUS[0]}"

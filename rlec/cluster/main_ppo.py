@@ -24,7 +24,17 @@ from typing import Any, Callable
 from rlec.config_base import TRACKER
 from rlec.io import error_chain
 
-__all__ = ["full_disk_error", "full_disk_message", "main"]
+__all__ = ["FullDiskExit", "full_disk_error", "full_disk_message", "main"]
+
+
+class FullDiskExit(SystemExit):
+    """Exit status 2 after a full disk; :attr:`message` is the one line :func:`main` prints once the console is back
+    (``make run`` sends stderr to ``verl.log`` during the run, which sits on the full disk: printing there raised
+    ``OSError: [Errno 28]`` and the run ended with a traceback and status 1)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
 
 _ENOSPC_TEXT = re.compile(r"\[Errno %d\] No space left on device[^\n]*?: '([^'\n]+)'" % errno.ENOSPC)
 
@@ -77,8 +87,7 @@ def _run_verl(config: Any) -> None:
         full = full_disk_error(exc)
         if full is None:
             raise
-        print(full_disk_message(full), file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
+        raise FullDiskExit(full_disk_message(full)) from None
 
 
 def main(wrap: Callable[[Any, Callable[[Any], None]], None] | None = None) -> None:
@@ -104,7 +113,14 @@ def main(wrap: Callable[[Any, Callable[[Any], None]], None] | None = None) -> No
 
     # the file is main_ppo.py, so Hydra's job name (its log file, hydra.job.name) is verl's
     config_dir = os.path.join(os.path.dirname(os.path.abspath(main_ppo.__file__)), "config")
-    hydra.main(config_path=config_dir, config_name="ppo_trainer", version_base=None)(task)()
+    try:
+        hydra.main(config_path=config_dir, config_name="ppo_trainer", version_base=None)(task)()
+    except FullDiskExit as exc:  # Hydra lets a SystemExit through; the console is this process's own again here
+        try:
+            print(exc.message, file=sys.stderr, flush=True)
+        except OSError:  # stderr itself on the full disk: the status still says it
+            pass
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

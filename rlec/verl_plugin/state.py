@@ -126,6 +126,17 @@ def intact_checkpoint(root: str, verify: bool = True) -> int | None:
                                                       "global_step_<N> is there to resume"])
 
 
+def _remove_partial(folder: str, root: str) -> None:
+    """Remove the checkpoint folder a failed save left, unless verl's tracker names it (best effort: a file
+    another rank still writes on a shared filesystem may stay; a rerun overwrites the folder)."""
+    import shutil
+
+    tracked, _ = _tracked_step(os.path.join(root, TRACKER))
+    if tracked is not None and os.path.basename(os.path.normpath(folder)) == f"global_step_{tracked}":
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 class CheckpointIntegrityMixin:
     """A manifest (size + SHA-256 of every file, :func:`rlec.io.write_manifest`) in every verl checkpoint,
     checked before resuming (:func:`intact_checkpoint`): a damaged checkpoint is never trained on.
@@ -133,7 +144,10 @@ class CheckpointIntegrityMixin:
     A save that fails on a full disk is one ``OSError`` (``ENOSPC``, naming the step's folder,
     :func:`rlec.io.no_space_error`, also when the writer lost the errno or freed its partial shard);
     verl moves its tracker only after a complete save, so the partial folder is never resumed (it is
-    newer than the tracker) and a rerun after freeing space resumes the previous checkpoint.
+    newer than the tracker) and a rerun after freeing space resumes the previous checkpoint. The partial
+    folder is removed first (never the tracked one), which gives the disk back the room to log the finished
+    step's metrics (measured on a 700 MB tmpfs: step 2's save stopped at 88 MB of 613, and with the
+    partial folder in place its metrics line could not be written either).
 
     verl 0.9.1's ``_save_checkpoint`` writes the tracker itself before returning, so the manifest is
     written right after it (synchronous saves; verl's ``async_save`` is refused by the early rule set, before the run): a crash in between
@@ -170,6 +184,7 @@ class CheckpointIntegrityMixin:
         except Exception as exc:  # a full disk: one error naming ENOSPC and the folder; verl's tracker is unmoved
             full = no_space_error(exc, folder, needed=needed, free_before=free_before)
             if full is not None:
+                _remove_partial(folder, self.config.trainer.default_local_dir)
                 self._log_finished_step()
                 raise full from exc
             raise

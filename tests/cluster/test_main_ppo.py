@@ -87,15 +87,44 @@ def _fake_verl(monkeypatch, raised: BaseException) -> None:
     monkeypatch.setitem(sys.modules, "verl.trainer", trainer)
 
 
-def test_a_full_disk_on_the_driver_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+def test_a_full_disk_on_the_driver_is_exit_2_with_one_line(tmp_path, monkeypatch):
     folder = str(tmp_path / "global_step_3")
     _fake_verl(monkeypatch, _remote(_enospc(folder)))
-    with pytest.raises(SystemExit) as stop:
+    with pytest.raises(main_ppo.FullDiskExit) as stop:
         main_ppo._run_verl(config=None)
     assert stop.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "No space left on device" in err and folder in err
-    assert "Traceback" not in err
+    assert stop.value.message.count("\n") == 0 and "No space left on device" in stop.value.message and folder in stop.value.message
+
+
+def test_the_line_is_printed_once_the_console_is_back_when_the_runs_stderr_was_on_the_full_disk(tmp_path, monkeypatch,
+                                                                                               capfd):
+    """A real full disk under ``make run`` (700 MB tmpfs): stderr was verl.log on that disk during the run, so
+    printing the line there raised ``OSError: [Errno 28]`` and the run ended with a traceback and status 1.
+    Here the run's stderr is /dev/full (every write fails with ENOSPC)."""
+    import hydra
+
+    folder = str(tmp_path / "global_step_2")
+    _fake_verl(monkeypatch, _remote(_enospc(folder)))
+    sys.modules["verl.trainer"].main_ppo.__file__ = str(tmp_path / "main_ppo.py")
+    monkeypatch.setattr(hydra, "main", lambda **kw: (lambda task: (lambda: task(None))))
+
+    def wrap(config, body):  # rlec.verl_report.run_with_report: stderr to the log during the run, then back
+        console = sys.stderr
+        sys.stderr = open("/dev/full", "w")  # noqa: SIM115 - what sys.stderr writes to while fd 2 is the log
+        try:
+            body(config)
+        finally:
+            full, sys.stderr = sys.stderr, console
+            try:
+                full.close()
+            except OSError:
+                pass
+
+    with pytest.raises(SystemExit) as stop:
+        main_ppo.main(wrap=wrap)
+    assert stop.value.code == 2
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err and folder in err and "Traceback" not in err
 
 
 def test_any_other_error_propagates_unchanged(monkeypatch):
