@@ -1,4 +1,4 @@
-"""The one generation engine of rlec: rollout in the local run and evaluation, on CPU or GPU.
+"""The one generation engine of rlec: the CPU rollout (``rlec_hf``) and evaluation, on CPU or GPU.
 
 Two backends behind one interface, chosen by :func:`make_engine`:
 
@@ -240,7 +240,7 @@ class HFEngine:
     """transformers ``generate`` on a model folder or a live model (see the module docstring).
 
     Args:
-        model: a Hugging Face model folder, or an already loaded causal LM (the local run's
+        model: a Hugging Face model folder, or an already loaded causal LM (the CPU rollout's
             rollout model, whose weights the weight sync replaces in place).
         tokenizer: the tokenizer used to render the prompts.
         sampling: the settings :meth:`generate` uses (evaluation); :meth:`sample` takes its own.

@@ -121,7 +121,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 
 
 LOW_SPACE_BYTES = 64 * 2**20
-STEP_PREFIX = "global_step_"  # verl's checkpoint folder names, global_step_<N> (the local run uses the same)
+STEP_PREFIX = "global_step_"  # verl's checkpoint folder names, global_step_<N>
 
 
 def step_folders(root: str | os.PathLike[str]) -> list[tuple[int, Path]]:

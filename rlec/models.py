@@ -5,7 +5,7 @@
   files by the Qwen team). We only read those files; the package itself is never imported
   because its ``__init__`` needs ``pkg_resources``.
 - The tiny random Qwen3-MoE (``megatron_configs/model/tiny_qwen3_moe.json``) is the embedded
-  default model of the local run and the fixture of the tests.
+  default model of ``make run`` and the fixture of the tests.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def read_model_config(
 ) -> dict[str, Any]:
     """``config.json`` of a local Hugging Face model folder, as a dict, with its ``model_type`` checked.
 
-    The one check of a model folder's config: the local run, ``rlec.eval.evaluate``, the mbridge
+    The one check of a model folder's config: ``rlec.eval.evaluate``, the mbridge
     adapter and the converter's preflight all call it.
 
     Args:

@@ -39,7 +39,7 @@ FORMAT_RLEC = (
     "Put your final answer (or I don't know) within \\boxed{{}}."
 )
 # Qwen3's hybrid chat template: the confidence decision is made in the visible answer, so the
-# default renders without a thinking block (short responses, as in the local run). Clusters may
+# default renders without a thinking block (short responses, as in the CPU run). Clusters may
 # turn thinking on through verl's data.apply_chat_template_kwargs; the grader reads only the text
 # after </think> either way.
 CHAT_TEMPLATE_KWARGS: dict[str, Any] = {"enable_thinking": False}

@@ -17,8 +17,8 @@ untouched. Around it:
   ``resume_mode=auto``, and the summary covers every step in ``metrics.jsonl``): the step table with
   the enabled algorithms' columns, the time split in verl's ``timing_s`` phases, the curves
   ``<OUTPUT_DIR>/training_curves.png`` (:func:`rlec.report.print_training_summary`);
-- **the trained model as a Hugging Face folder at** ``<OUTPUT_DIR>/hf_final`` (:data:`FINAL_MODEL`,
-  the path the local run uses): verl's own export, the ``model/huggingface`` folder mbridge writes into
+- **the trained model as a Hugging Face folder at** ``<OUTPUT_DIR>/hf_final`` (:data:`FINAL_MODEL`):
+  verl's own export, the ``model/huggingface`` folder mbridge writes into
   the latest checkpoint (``global_step_<N>/actor/model/huggingface``: weights, ``config.json``,
   tokenizer), hard-linked (copied across file systems) into a fresh folder that a later checkpoint
   rotation cannot remove; ``hf_final/rlec_step.txt`` names the step;

@@ -247,7 +247,7 @@ def tiny_dense_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def sample_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped samples prepared once per session as `python -m rlec.data.prepare` does by default
-    (train.parquet, test.parquet, summary.json): the local run's data. Read it, never write into it."""
+    (train.parquet, test.parquet, summary.json): make run's data. Read it, never write into it."""
     from rlec.data.prepare import main as prepare
 
     out = tmp_path_factory.mktemp("sample_data") / "data"

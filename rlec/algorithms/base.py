@@ -3,7 +3,7 @@
 An algorithm (E3, Pass@k Training, RLVE: :mod:`rlec.algorithms.registry`) is a subclass of
 :class:`Algorithm`. Its class methods read the config: :meth:`Algorithm.enabled` (its switch),
 :meth:`Algorithm.check` (the only validator of its settings, cross-key rules included, called by
-DRY_RUN, by the local run before anything is written and by verl's trainer at construction) and
+DRY_RUN and the launcher before anything is written and by verl's trainer at construction) and
 :meth:`Algorithm.from_config`; and what the pipeline shows or protects of it, so no pipeline module
 names an algorithm: :meth:`Algorithm.verdict` (its part of DRY_RUN's ``algo`` line),
 :meth:`Algorithm.table_columns` (its columns of the CPU run's step table),
@@ -50,7 +50,7 @@ class RolloutPlan:
         temperature: the sampling temperature (> 0), its one carrier: the loop samples at it and the
             step's log-probs divide the logits by it (verl's trainer writes it into its config's
             ``actor_rollout_ref.rollout.temperature`` and the batch field :data:`TEMPERATURE_FIELD`
-            the agent loop samples at; the local run passes it to its sampler and log-probs).
+            the agent loop samples at).
         n_per_prompt: responses per prompt (each >= 2 for a group baseline); their sum must stay
             ``rollout.n x prompts`` (verl sizes mini-batches by it).
         prompt_fields: ``{name: one value per prompt}``: fields that travel with the prompt to the
@@ -133,8 +133,6 @@ class Algorithm(ABC):
             (``extra_info`` fills :attr:`StepRecord.extra_info`, planned fields :attr:`StepRecord.fields`;
             the reward info always comes with them); None: :meth:`observe` reads only the step's
             metrics, so verl's trainer reads no responses for it.
-        registration: the :mod:`rlec.verl_plugin` module holding what verl needs registered for it
-            to run outside verl's trainer (the local run imports it; "" = nothing).
         verl_keys: the dotted keys it adds to verl's own sections, set by its overlay from the home because
             verl hands a plugin only that section (``algorithm.passk``: the estimator's copy of
             ``rlec.passk.k`` and the runtime ``active_k``; ``data.rlve``: ``${rlec.rlve}`` for the
@@ -150,7 +148,6 @@ class Algorithm(ABC):
     switch: ClassVar[str] = ""
     doc: ClassVar[str] = ""
     record_fields: ClassVar[tuple[str, ...] | None] = None
-    registration: ClassVar[str] = ""
     verl_keys: ClassVar[tuple[str, ...]] = ()
     serves_prompts: ClassVar[bool] = False
 
@@ -185,7 +182,7 @@ class Algorithm(ABC):
 
     @classmethod
     def table_columns(cls, metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
-        """Its columns of the local run's step table, ``(header, metric key, format)`` each (a metric
+        """Its columns of the CPU run's step table, ``(header, metric key, format)`` each (a metric
         key of :meth:`observe`; ``metric_keys``: every key the run logged); none by default."""
         return []
 

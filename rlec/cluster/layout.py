@@ -8,7 +8,7 @@ finding means:
 
 - ``rlec.cluster.config_check`` (``DRY_RUN=1``) reports them under verl's keys;
 - the Megatron side (:meth:`ParallelLayout.check`, :meth:`ParallelLayout.check_model`, used by
-  the converter, the local run and ``rlec.megatron.model.build_model``) raises ``ValueError``.
+  the converter and ``rlec.megatron.model.build_model``) raises ``ValueError``.
 
 Limits, with the component that imposes them:
 

@@ -8,7 +8,7 @@ resharded optimizer. A launch that passes its checks records the layout beside t
 (:func:`record_layout`, ``rlec_layout.json``); the next launch, and ``DRY_RUN=1`` on a machine that
 sees the folder, refuse a different one naming both (:func:`layout_change_findings`).
 
-The settings follow the same rule as the local run's (:func:`rlec.config.resume_differences`): the
+The settings follow one rule (:func:`rlec.config.resume_differences`): the
 launch that starts a run (no checkpoint to resume) records its resolved config beside the
 checkpoints (:func:`record_run`, ``rlec_run.json``, kept by every resume); a launch that resumes is
 refused, before Ray starts, when a setting that changes what the run optimises differs from it

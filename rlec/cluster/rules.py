@@ -245,7 +245,7 @@ def verl_algorithm_section(algorithm: Any) -> Any:
 
 def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
     """Every registered algorithm's findings (E3, Pass@k Training, RLVE): :func:`rlec.algorithms.registry.check_all`,
-    the one rule set that DRY_RUN, the local run and verl's trainer apply."""
+    the one rule set that DRY_RUN, the launcher and verl's trainer apply."""
     from rlec.algorithms.registry import check_all
 
     return check_all(cfg)

@@ -1,6 +1,6 @@
 """The verl parquet schema of rlec's data, and the atomic, byte-reproducible write.
 
-One row (the project's data contract, shared with the verl plugin, the local run and the
+One row (the project's data contract, shared with the verl plugin and the
 evaluator)::
 
     data_source   "math_dapo" | "hotpotqa"            (keys of rlec.grading.TASKS)

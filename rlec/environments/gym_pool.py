@@ -22,7 +22,7 @@ one fails), so problems submitted together overlap and one slow problem delays o
 ``gen_timeouts``, ``retries``, ``skipped`` (problems given up), ``verified``, ``verify_timeouts``,
 ``verify_errors``.
 
-The dataset, evaluation and the local run share :func:`shared_gym_pool` (one per process).
+The dataset and the evaluation share :func:`shared_gym_pool` (one per process).
 """
 
 from __future__ import annotations

@@ -8,6 +8,6 @@
 - :mod:`rlec.eval.bootstrap`: question-level bootstrap confidence intervals;
 - :mod:`rlec.eval.report`: the Markdown tables (one run, or two side by side).
 
-Generation (transformers or vLLM) is :mod:`rlec.generation`, shared with the local run's rollout;
+Generation (transformers or vLLM) is :mod:`rlec.generation`, shared with the CPU rollout (``rlec_hf``);
 the modules here are numpy and the standard library, so metrics stay fast to import and to test.
 """

@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
 def default_threads() -> int | None:
     """CPU threads for torch when ``--threads`` is not given: 1 on a CPU-only machine, else torch's choice.
 
-    The CPU engine serves small models (the local run's, tests'), whose matrix products are too
+    The CPU engine serves small models (the CPU run's, tests'), whose matrix products are too
     small to split: extra OpenMP threads mostly wait on each other, and on a shared machine they
     wait for cores too. Measured on the README's CPU example (tiny model, 4 questions x 11 targets,
     64 greedy tokens; 2-core machine shared with other jobs; docs/metrics.md section 6): generation

@@ -14,7 +14,7 @@ Environments sit above grading (they read answers with :mod:`rlec.grading.extrac
 never imports them. The package that owns a prefix registers its verifiers here when it is
 imported (:func:`register_verifiers`; :mod:`rlec.environments.registry` does it for ``rlve/``), and
 :data:`VERIFIER_PACKAGES` names that package by prefix, so a process that grades such a row
-(a reward worker, the evaluation, the local run) imports it on the row's first use without
+(a reward worker, the evaluation) imports it on the row's first use without
 importing it itself.
 """
 

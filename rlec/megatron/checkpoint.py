@@ -93,7 +93,7 @@ def remove_stale_partials(folder: str | Path) -> tuple[list[Path], list[Path]]:
     Only folders whose writer is gone are removed (their lock can be taken); a write in progress
     is left alone; a partial folder without a lock file (an older rlec) is reported with the
     command to remove it. Rank 0 only; every save calls it for its destination's folder, and a
-    job may call it at start (the local run on ``<output_dir>/checkpoints``).
+    job may call it at start on its checkpoint folder.
 
     Returns:
         (removed folders, reported folders); both empty on ranks other than 0.

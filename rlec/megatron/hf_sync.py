@@ -61,7 +61,7 @@ def load_into_hf_model(hf_model: torch.nn.Module, hub_weights: Iterable[tuple[st
     """Copy hub-layout weights into a live transformers model in place (strict: every weight).
 
     Args:
-        hf_model: e.g. the rollout model of the local run.
+        hf_model: e.g. the rollout model of the CPU rollout ``rlec_hf``.
         hub_weights: ``(name, tensor)`` pairs or a dict, e.g. ``export_hf_weights(policy)``.
 
     Returns:

@@ -237,7 +237,7 @@ def check_conversion(
 def check_hf_weights(hf_path: str | os.PathLike[str]) -> tuple[Any, dict[str, tuple[tuple[int, ...], Path]], tuple[Path, ...]]:
     """Check that a Hugging Face folder's safetensors hold exactly the tensors its config implies.
 
-    The one full check of a model folder's weights (the converter and the local run): every file
+    The one full check of a model folder's weights (the converter and the evaluation): every file
     readable and complete, no tensor missing or unexpected, every shape as ``config.json`` says.
 
     Returns:

@@ -5,7 +5,7 @@ The step is Megatron's own machinery, nothing re-implemented: ``get_forward_back
 ``finalize_model_grads`` (TP/SP/EP/DP gradient reductions) and ``get_megatron_optimizer``
 (Adam, gradient clipping, separate dense and expert parameter groups).
 
-The loss contract (what the local run passes verl's policy loss through)::
+The loss contract (what the update benchmark passes verl's policy loss through, ``benchmarks/throughput_update.py``)::
 
     def loss_fn(log_probs, batch) -> (loss, metrics):
         # log_probs: (mb, s') float32 with grad, log p(token_t | tokens_<t), 0 at padding

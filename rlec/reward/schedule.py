@@ -71,7 +71,7 @@ def schedule_length(config: Any, settings: RlecSettings | None = None) -> int:
     First match wins:
 
     1. ``rlec.schedule.end_step`` (rlec's own setting);
-    2. ``trainer.total_training_steps`` (verl's explicit step count; the local run sets it);
+    2. ``trainer.total_training_steps`` (verl's explicit step count; the launcher's STEPS sets it);
     3. ``actor_rollout_ref.actor.optim.total_training_steps / parameter_sync_step``: verl's
        trainer writes this (dataset size // train_batch_size * total_epochs, times the local
        updates per step) into the config in ``_init_dataloader``, before it starts the reward

@@ -20,7 +20,7 @@ What it does, in order:
 3. the shims of :data:`VERL_SHIMS` (the duplicate ``cpu:gloo,cpu:gloo`` backend string, mbridge's
    ``.cuda()`` and Transformer Engine parameter names, fp32 Megatron parameters, response-only
    logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
-   positions that predict response tokens only, as the local run), routing replay (R2 / R3) on the
+   positions that predict response tokens only), routing replay (R2 / R3) on the
    padded micro-batches of this layout, Megatron-core's own CPU shims).
 """
 
@@ -663,7 +663,7 @@ VERL_SHIMS: tuple[Shim, ...] = (
     Shim("mbridge_cpu_spec", "NameError: TENorm / KeyError on TE parameter names (verl builds mbridge's TE layer spec "
          "and loads by TE names)", _cpu_bridge_needed, _cpu_bridge_apply),
     Shim("megatron_fp32", "AssertionError: dtype float32 not supported (McoreEngineConfig accepts bfloat16 / float16; "
-         "precision=fp32 is the CPU path's dtype, as in the local run)", _fp32_needed, _fp32_apply),
+         "precision=fp32 is the CPU path's dtype)", _fp32_needed, _fp32_apply),
     Shim("bshd_attention_mask", "RuntimeError: The size of tensor a (S) must match the size of tensor b (B) at non-singleton "
          "dimension 2 (verl passes a (batch, seq) padding mask that only TE attention reads; Megatron's local "
          "DotProductAttention needs (batch, 1, seq, seq))", _bshd_mask_needed, _bshd_mask_apply),
@@ -671,7 +671,7 @@ VERL_SHIMS: tuple[Shim, ...] = (
          "model_parallel_cuda_manual_seed without an accelerator)", _rng_seed_needed, _rng_seed_apply),
     Shim("response_only_logits", "74-90 s per step: verl's Megatron LM head projects every prompt and response position "
          "onto the 151,936-token vocabulary and takes log-probs / entropy there, though only the response's are used "
-         "(the local run: response positions only, rlec.megatron.logprobs.windowed_output)",
+         "(response positions only, rlec.megatron.logprobs.windowed_output)",
          _response_logits_needed, _response_logits_apply),
     Shim("router_replay_bshd", "RuntimeError: Router replay tensors are not aligned: scores=(1972, 8), targets=(1215, 2) "
          "(verl 0.9.1 records and replays routes as packed THD rows; the CPU layout's Megatron forward routes every "

@@ -49,7 +49,7 @@ def active_k(config: Any) -> int:
 
     Both are validated before the first step, once, by :meth:`rlec.algorithms.passk.algorithm.PassK.check`
     (2 <= k < rollout.n, the copy equal to ``rlec.passk.k``, ``active_k`` within [1, rollout.n]),
-    which verl's trainer (rlec's modes), DRY_RUN and the local run apply; the trainer then writes
+    which verl's trainer (rlec's modes), DRY_RUN and the launcher apply; the trainer then writes
     only k or 1 there. So this reads, and does not re-check them.
 
     Raises:

@@ -144,7 +144,7 @@ assert sorted(k for k in TASKS if k.startswith("rlve/")) == {builtins!r}, TASKS
 def test_an_environment_row_grades_whichever_package_a_process_imported(first, repo_root):
     """Grading never imports rlec.environments itself; a process that grades an rlve/ row gets its
     verifier on the row's first use: verl's reward workers (rlec.reward.score, and rlec.reward.batch
-    through the reward manager), the local run (rlec.reward.batch) and the evaluation (rlec.eval.metrics)."""
+    through the reward manager), the batch scoring (rlec.reward.batch) and the evaluation (rlec.eval.metrics)."""
     problem = get_environment("sorting").generate(4, 1)
     code = _GRADE_IN_A_FRESH_PROCESS.format(first=first, builtins=sorted("rlve/" + n for n in builtin_names()))
     subprocess.run([sys.executable, "-c", code, f"\\boxed{{{problem.answer}}}", problem.to_json(), "rlve/sorting"],

@@ -4,8 +4,8 @@
 
 Same reward (``rlec.reward.formula.rlec_reward``), b schedule (0 -> 1 over the run), mean-only
 group advantage, PPO clip (0.2 / 0.28), token-mean loss, Adam and gradient clipping as the demo's
-local run (rlec.demo.pipeline.DEMO_SETTINGS), on the compact model (its ~151,850 unused vocabulary
-rows stay frozen at 0, the one difference from the local run, which trains them). Every
+demo's RLEC run (rlec.demo.pipeline.DEMO_SETTINGS), on the compact model (its ~151,850 unused vocabulary
+rows stay frozen at 0, the one difference from the demo's run, which trains them). Every
 ``--eval-every`` steps it prints greedy coverage / accuracy by target and operand digit count on
 fixed problems. Not the deliverable (the demo is ``make demo``): it is how the demo's settings were
 found (tools/demo/FINDINGS.md).

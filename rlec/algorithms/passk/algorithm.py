@@ -40,7 +40,6 @@ class PassK(Algorithm):
     section = SECTION
     switch = f"{SECTION}.enable=true"
     doc = "passk.md"
-    registration = "rlec.verl_plugin.estimators"  # the rlec_passk estimator verl's compute_advantage calls
     verl_keys = (VERL_COPY,)  # what the estimator reads from verl's algorithm section (AlgoConfig has no passk field)
 
     def __init__(self, k: int, switch: EntropySwitch | None) -> None:
