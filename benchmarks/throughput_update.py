@@ -34,7 +34,7 @@ import time
 import traceback
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
@@ -98,7 +98,8 @@ def make_batch(spec: dict[str, Any], seed: int) -> dict[str, Any]:
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "loss_mask": resp, "advantages": adv}
 
 
-def policy_loss_fn(config: Any, num_micro_batches: int, dp_size: int, global_tokens: int, global_sequences: int):
+def policy_loss_fn(config: Any, num_micro_batches: int, dp_size: int, global_tokens: int,
+                   global_sequences: int) -> Callable[[Any, dict[str, Any]], tuple[Any, dict[str, Any]]]:
     """The configured verl policy loss on one Megatron micro-batch, normalised as verl's Megatron engine does.
 
     ``config.global_batch_info`` gives ``agg_loss`` the mini-batch's token and sequence counts over all

@@ -77,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         while args:
             name = args.pop(0)
             if name == "--resume":
+                if not args:
+                    raise ValueError("--resume: expected the variable's name (python -m rlec.flags --resume RESUME)")
                 name = args.pop(0)
                 lines.append(f"{name}={resume_mode(name, os.environ.get(name, ''))}")
             else:

@@ -179,6 +179,7 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
         whatever ``body`` raises (after the log's last lines are printed); RuntimeError when the final
         evaluation fails.
     """
+    from rlec.cluster.main_ppo import RunStopped
     from rlec.flags import flag
     from rlec.report import evaluate_final, print_training_summary, quiet_third_party, verbose
 
@@ -210,7 +211,7 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     failed = False
     try:
         body(config)
-    except SystemExit:  # a deliberate exit (rlec.cluster.main_ppo.FullDiskExit) carries its own one line
+    except RunStopped:  # a full disk or a deliberate stop: its own one line, printed by rlec.cluster.main_ppo.main
         raise
     except BaseException:
         failed = True

@@ -7,10 +7,31 @@ import pytest
 from rlec.config import (CLUSTER_CONFIG, CPU_LAYOUT, CPU_PRECISION, compose, flatten, pinned_schedule_end, resume_differences,
                          resume_refused, select)
 
-# what the CPU layout may change of the keys a resume refuses: the toy scale (batch, lengths, group size, model, lr)
-CPU_SCALE = ("data.train_batch_size", "data.max_prompt_length", "data.max_response_length", "actor_rollout_ref.model.path",
-             "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.optim.lr",
-             "rlec.cpu.scripted_fraction")
+# every key layout/cpu.yaml + precision/fp32.yaml may change: the toy scale (batch, lengths, group size, model, lr,
+# checkpoint cadence), how the run is laid out (parallel sizes, the CPU platform, the rollout engine, Ray's logical
+# resources, TransferQueue's storage) and rlec's CPU and check sections; verl interpolates some of them into its
+# other sections (rollout_n, response_length, token budgets, critic / distillation / ref copies)
+CPU_LAYOUT_KEYS = (
+    "data.train_batch_size", "data.max_prompt_length", "data.max_response_length", "data.dataloader_num_workers",
+    "data.val_max_samples", "actor_rollout_ref.model.path", "actor_rollout_ref.model.use_remove_padding",
+    "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "actor_rollout_ref.actor.use_dynamic_bsz", "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.megatron.",
+    "actor_rollout_ref.actor.rollout_n", "actor_rollout_ref.ref.", "actor_rollout_ref.rollout.n",
+    "actor_rollout_ref.rollout.name", "actor_rollout_ref.rollout.agent.", "actor_rollout_ref.rollout.custom.",
+    "actor_rollout_ref.rollout.dtype", "actor_rollout_ref.rollout.free_cache_engine",
+    "actor_rollout_ref.rollout.gpu_memory_utilization", "actor_rollout_ref.rollout.log_prob_",
+    "actor_rollout_ref.rollout.max_num_batched_tokens", "actor_rollout_ref.rollout.n_gpus_per_node",
+    "actor_rollout_ref.rollout.prometheus.", "actor_rollout_ref.rollout.prompt_length",
+    "actor_rollout_ref.rollout.response_length", "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "actor_rollout_ref.rollout.data_parallel_size", "actor_rollout_ref.rollout.expert_parallel_size",
+    "actor_rollout_ref.rollout.pipeline_model_parallel_size", "actor_rollout_ref.rollout.trace.",
+    "actor_rollout_ref.rollout.checkpoint_engine.", "actor_rollout_ref.rollout.val_kwargs.n",
+    "critic.", "distillation.", "ray_kwargs.", "reward.num_workers", "transfer_queue.",
+    "trainer.nnodes", "trainer.n_gpus_per_node", "trainer.device", "trainer.experiment_name", "trainer.default_local_dir",
+    "trainer.total_training_steps", "trainer.save_freq", "trainer.test_freq", "trainer.val_before_train",
+    "trainer.log_val_generations", "trainer.max_actor_ckpt_to_keep", "trainer.balance_batch", "trainer.logger",
+    "rlec.cpu.", "rlec.check.model_shape",
+)
 
 
 @pytest.fixture(scope="module")
@@ -18,14 +39,15 @@ def both() -> tuple[dict, dict]:
     return flatten(compose([], CLUSTER_CONFIG)), flatten(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}"]))
 
 
-def test_the_cpu_layout_changes_only_scale_never_what_the_run_optimises(both) -> None:
-    """``make run`` trains what the cluster trains: of every key a resume refuses (the algorithm, schedule, grading,
-    loss, sampling, optimiser), the CPU layout changes the toy scale only."""
+def test_the_cpu_layout_changes_only_scale_and_layout_never_what_the_run_optimises(both) -> None:
+    """``make run`` trains what the cluster trains: every key the CPU layout changes is in :data:`CPU_LAYOUT_KEYS`
+    (so a layout that turned on a KL loss, more PPO epochs, an entropy bonus or other sampling would fail here)."""
     cluster, cpu = both
     differ = sorted(k for k in set(cluster) | set(cpu) if cluster.get(k, "<absent>") != cpu.get(k, "<absent>"))
     assert differ  # the layout does change scale and parallel sizes
-    objective = [k for k in differ if k.startswith(resume_refused()) and not k.startswith(CPU_SCALE)]
-    assert not objective, f"layout/cpu.yaml changes settings that must mean the same on both paths: {objective}"
+    outside = [k for k in differ if not k.startswith(CPU_LAYOUT_KEYS)]
+    assert not outside, f"layout/cpu.yaml changes settings that must mean the same on both paths: {outside}"
+    assert not [k for k in differ if k.startswith(resume_refused()) and k.startswith("algorithm.")]
 
 
 @pytest.mark.parametrize("key", [

@@ -64,3 +64,8 @@ def test_a_bad_resume_is_refused_by_the_launcher_before_anything_starts():
     done = subprocess.run(["bash", str(REPO / "tools" / "run_megatron_rlec.sh")], env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().startswith("rlec.flags: RESUME='sometimes': expected one of")
+
+
+def test_resume_without_a_variable_name_is_a_usage_error_not_a_traceback(capsys):
+    assert main(["--resume"]) == 2
+    assert "expected the variable's name" in capsys.readouterr().err

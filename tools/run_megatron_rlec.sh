@@ -74,17 +74,18 @@ case "$TRAINER" in
               "(unset TRAINER; docs/local_run.md)" >&2; exit 2 ;;
   *) echo "run_megatron_rlec.sh: TRAINER=$TRAINER: expected verl (the one trainer)" >&2; exit 2 ;;
 esac
-# the retired local loop's own variable names: refused with the name that does it now, never silently ignored
-for pair in SEED:data.seed=N SAVE_EVERY:SAVE_FREQ PROMPTS_PER_STEP:TRAIN_BATCH_SIZE MAX_NEW_TOKENS:MAX_RESPONSE_LENGTH; do
-  if [[ -n "$(printenv "${pair%%:*}" || true)" ]]; then
-    echo "run_megatron_rlec.sh: ${pair%%:*} is not read (a name of the retired local loop): use ${pair#*:}" >&2; exit 2
-  fi
-done
 VERL_ON_CPU=0
 # a DRY_RUN checks the cluster's layout unless TRAINER=verl is asked for by name
 if [[ "$TRAINER" == verl && ( "$DRY_RUN" != 1 || -n "$TRAINER_SET" ) ]] && ! has_cuda; then
   # verl's own trainer on this machine: the CPU layout, fp32, the tiny model and sample data by default
   VERL_ON_CPU=1
+  # the retired local loop's own variable names (it ran on CPU): refused with the name that does it now, never
+  # silently ignored (not checked on GPU machines, where such generic names mean nothing to rlec)
+  for pair in SEED:data.seed=N SAVE_EVERY:SAVE_FREQ PROMPTS_PER_STEP:TRAIN_BATCH_SIZE MAX_NEW_TOKENS:MAX_RESPONSE_LENGTH; do
+    if [[ -n "$(printenv "${pair%%:*}" || true)" ]]; then
+      echo "run_megatron_rlec.sh: ${pair%%:*} is not read (a name of the retired local loop): use ${pair#*:}" >&2; exit 2
+    fi
+  done
   # the report's on/off variables (rlec.verl_report): a bad spelling exits 2 before anything starts
   PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m rlec.flags EVAL_AT_END RLEC_VERBOSE >/dev/null || exit 2
   export VERL_PLATFORM=cpu OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}

@@ -1,6 +1,6 @@
 """The algorithms rlec adds to RLEC training, one folder each (pure: no verl, no torch.distributed).
 
-- :mod:`rlec.algorithms.base`: the one interface both loops drive (:class:`~rlec.algorithms.base.Algorithm`,
+- :mod:`rlec.algorithms.base`: the one interface verl's trainer drives (:class:`~rlec.algorithms.base.Algorithm`,
   :class:`~rlec.algorithms.base.RolloutPlan`, :class:`~rlec.algorithms.base.StepRecord`);
 - :mod:`rlec.algorithms.registry`: the registered algorithms, how each is switched on, ``check_all``;
 - :mod:`rlec.algorithms.e3`: E3 (arXiv 2505.18573): the entropy-targeting temperature scheduler,

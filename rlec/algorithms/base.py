@@ -1,4 +1,4 @@
-"""The one interface of an algorithm rlec adds to RLEC training, driven the same way by both loops.
+"""The one interface of an algorithm rlec adds to RLEC training, driven by verl's trainer (the one loop).
 
 An algorithm (E3, Pass@k Training, RLVE: :mod:`rlec.algorithms.registry`) is a subclass of
 :class:`Algorithm`. Its class methods read the config: :meth:`Algorithm.enabled` (its switch),

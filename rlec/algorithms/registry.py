@@ -1,4 +1,4 @@
-"""The algorithms rlec adds to RLEC training, in the order both loops drive them.
+"""The algorithms rlec adds to RLEC training, in the order verl's trainer drives them.
 
 Each entry is an :class:`rlec.algorithms.base.Algorithm` subclass. Every algorithm has one settings
 home, ``rlec.<name>`` (its ``section``), and one switch there, ``rlec.<name>.enable``;

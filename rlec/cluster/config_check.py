@@ -48,7 +48,8 @@ from rlec.algorithms import registry
 from rlec.cluster.layout import Finding
 from rlec.cluster.memory import MemoryEstimate
 from rlec.cluster.paths import path_findings
-from rlec.cluster.resume import layout_change_findings, live_writer_findings, record_layout, record_run, resume_setting_findings
+from rlec.cluster.resume import (fresh_start_findings, layout_change_findings, live_writer_findings, record_layout, record_run,
+                                 resume_setting_findings)
 from rlec.cluster.rules import check_layout, verl_algorithm_section
 from rlec.cluster.settings_rules import override_rules, settings_rules
 from rlec.cluster.shape import ModelShape
@@ -187,7 +188,8 @@ def run_checks(
         return early, None, {"paths": []}
     settings = RlecSettings.from_config(cfg)
     path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
-    path_errors += layout_change_findings(cfg, layout) + resume_setting_findings(cfg) + live_writer_findings(cfg, wait_previous_s)
+    path_errors += (layout_change_findings(cfg, layout) + resume_setting_findings(cfg) + fresh_start_findings(cfg)
+                    + live_writer_findings(cfg, wait_previous_s))
     try:
         hf_config, source, is_model = load_model_config(cfg, settings)
         shape = ModelShape.from_hf_config(hf_config, source)

@@ -1,4 +1,4 @@
-"""The launcher's training entry: verl's own ``main_ppo``, with a full disk reported as one line and exit 2.
+"""The launcher's training entry: verl's own ``main_ppo``, with a full disk or a deliberate stop as one line and exit 2.
 
 ``python -m rlec.cluster.main_ppo [hydra arguments]`` takes exactly what ``python -m
 verl.trainer.main_ppo`` takes (``--config-path``, ``--config-name``, overrides, ``--cfg job``...)
@@ -8,8 +8,10 @@ the run stops because a checkpoint could not be written on a full disk (rlec's
 :class:`~rlec.verl_plugin.state.CheckpointIntegrityMixin` raises ``OSError(ENOSPC)`` naming
 ``global_step_N`` inside Ray's TaskRunner; the driver gets it as a ``ray.exceptions.RayTaskError``),
 it prints one line naming "No space left on device", the folder and the checkpoint a rerun resumes,
-and exits 2. Any other error propagates
-unchanged (Hydra prints it and exits 1, as verl does).
+and exits 2; a run rlec stops on purpose (a non-finite update, :mod:`rlec.verl_plugin.update_guard`; a
+train-inference mismatch above its stop level, :mod:`rlec.verl_plugin.mismatch`) is one line with that error's
+message and exit 2 too (:data:`STOP_ERRORS`). Any other error propagates unchanged (Hydra prints it and exits 1,
+as verl does).
 
 Detection needs neither Ray nor verl (:func:`full_disk_error`), so it is tested in-process.
 """
@@ -24,13 +26,18 @@ from typing import Any, Callable
 from rlec.config_base import TRACKER
 from rlec.io import error_chain
 
-__all__ = ["FullDiskExit", "full_disk_error", "full_disk_message", "main"]
+__all__ = ["RunStopped", "STOP_ERRORS", "full_disk_error", "full_disk_message", "main", "stop_message"]
 
 
-class FullDiskExit(SystemExit):
-    """Exit status 2 after a full disk; :attr:`message` is the one line :func:`main` prints once the console is back
-    (``make run`` sends stderr to ``verl.log`` during the run, which sits on the full disk: printing there raised
-    ``OSError: [Errno 28]`` and the run ended with a traceback and status 1)."""
+# rlec's errors that stop a run on purpose, raised in verl's TaskRunner (rlec.verl_plugin.update_guard, .mismatch):
+# named, not imported (rlec.cluster does not import the verl plugin); their message is the one line
+STOP_ERRORS = ("NonFiniteUpdateError", "MismatchError")
+
+
+class RunStopped(SystemExit):
+    """Exit status 2 after a full disk or a stop of :data:`STOP_ERRORS`; :attr:`message` is the one line :func:`main`
+    prints once the console is back (``make run`` sends stderr to ``verl.log`` during the run, which sits on the full
+    disk: printing there raised ``OSError: [Errno 28]`` and the run ended with a traceback and status 1)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(2)
@@ -77,17 +84,30 @@ def full_disk_message(full: OSError, prog: str = "rlec.cluster.main_ppo") -> str
             f"the latest checkpoint is still {latest}: free space, then rerun the same command to resume")
 
 
+def stop_message(exc: BaseException, prog: str = "rlec.cluster.main_ppo") -> str | None:
+    """The one line of a deliberate stop (:data:`STOP_ERRORS`: a non-finite update, a train-inference mismatch above
+    ``rlec.check.mismatch_kl_stop``) anywhere in ``exc``'s chain (Ray's ``RayTaskError.cause`` included), or None."""
+    for error in error_chain(exc):
+        if type(error).__name__ in STOP_ERRORS:  # the remote error itself, not Ray's dual class around it
+            return f"{prog}: error: {error}"
+    return None
+
+
 def _run_verl(config: Any) -> None:
-    """verl's ``main`` body (``verl.trainer.main_ppo.main`` without its Hydra wrapper); a full disk exits 2."""
+    """verl's ``main`` body (``verl.trainer.main_ppo.main`` without its Hydra wrapper); a full disk or a deliberate
+    stop (:func:`stop_message`) exits 2 with one line."""
     from verl.trainer import main_ppo
 
     try:
         main_ppo.main.__wrapped__(config)
     except Exception as exc:
         full = full_disk_error(exc)
-        if full is None:
-            raise
-        raise FullDiskExit(full_disk_message(full)) from None
+        if full is not None:
+            raise RunStopped(full_disk_message(full)) from None
+        stopped = stop_message(exc)
+        if stopped is not None:
+            raise RunStopped(stopped) from None
+        raise
 
 
 def main(wrap: Callable[[Any, Callable[[Any], None]], None] | None = None) -> None:
@@ -115,7 +135,7 @@ def main(wrap: Callable[[Any, Callable[[Any], None]], None] | None = None) -> No
     config_dir = os.path.join(os.path.dirname(os.path.abspath(main_ppo.__file__)), "config")
     try:
         hydra.main(config_path=config_dir, config_name="ppo_trainer", version_base=None)(task)()
-    except FullDiskExit as exc:  # Hydra lets a SystemExit through; the console is this process's own again here
+    except RunStopped as exc:  # Hydra lets a SystemExit through; the console is this process's own again here
         try:
             print(exc.message, file=sys.stderr, flush=True)
         except OSError:  # stderr itself on the full disk: the status still says it

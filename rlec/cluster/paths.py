@@ -85,8 +85,9 @@ def check_parquet(path: str | Path) -> int:
 
     Raises:
         FileNotFoundError: the file does not exist (or is a folder).
-        ValueError: not a readable parquet file, a column of :data:`REQUIRED_COLUMNS` missing, no rows, or a row
-            that breaks the contract (the message names the file, the row and the key).
+        ValueError: not a readable parquet file, a column of :data:`REQUIRED_COLUMNS` missing, or no rows;
+            :class:`rlec.data.contract.ContractError` (a ValueError) for a row that breaks the contract (the message
+            names the file, the row and the key).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -116,13 +117,16 @@ def check_parquet(path: str | Path) -> int:
 
 
 def _parquet(key: str, path_text: str) -> tuple[list[Finding], str | None, int]:
+    from rlec.data.contract import ContractError
+
     try:
         rows = check_parquet(path_text)
     except FileNotFoundError as exc:
         return [Finding("error", key, str(exc))], None, 0
+    except ContractError as exc:
+        return [Finding("error", key, f"{exc} (the data contract: docs/data.md)")], None, 0
     except ValueError as exc:
-        contract = " (the data contract: docs/data.md)" if ": row " in str(exc) else ""
-        return [Finding("error", key, f"{exc}{contract}")], None, 0
+        return [Finding("error", key, str(exc))], None, 0
     return [], f"{Path(path_text).name} {rows:,} rows", rows
 
 

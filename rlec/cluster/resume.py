@@ -39,7 +39,8 @@ CHECKPOINT_KEY = "trainer.default_local_dir"
 # what decides how a checkpoint is sharded (the rollout side is rebuilt from the weights each launch)
 SHARDING_FIELDS = ("world_size", "tp", "pp", "cp", "ep", "etp", "vpp", "distributed_optimizer")
 
-__all__ = ["LAYOUT_RECORD", "RUN_RECORD", "apply_resume_rules", "checkpoint_layout", "describe", "layout_change_findings",
+__all__ = ["LAYOUT_RECORD", "RUN_RECORD", "apply_resume_rules", "checkpoint_layout", "describe", "fresh_start_findings",
+           "layout_change_findings",
            "record_layout", "record_run", "resume_setting_findings", "resumes", "saved_run_config"]
 
 
@@ -113,9 +114,31 @@ def record_layout(cfg: Any, name: str) -> Path:
 
 
 def resumes(cfg: Any) -> bool:
-    """Whether this launch resumes a checkpoint: ``trainer.resume_mode`` is not ``disable`` and the
-    checkpoint folder holds verl's tracker (``latest_checkpointed_iteration.txt``)."""
-    return str(select(cfg, "trainer.resume_mode", "auto")) != "disable" and (_folder(cfg) / TRACKER).is_file()
+    """Whether this launch resumes a checkpoint: ``trainer.resume_mode`` is ``resume_path`` (a ``global_step_<N>`` of
+    the checkpoint folder, :mod:`rlec.cluster.settings_rules`), or ``auto`` and the checkpoint folder holds verl's
+    tracker (``latest_checkpointed_iteration.txt``)."""
+    mode = str(select(cfg, "trainer.resume_mode", "auto"))
+    return mode == "resume_path" or (mode != "disable" and (_folder(cfg) / TRACKER).is_file())
+
+
+def fresh_start_findings(cfg: Any) -> list[Finding]:
+    """Refuse ``trainer.resume_mode=disable`` (``RESUME=disable``) into a folder that holds an earlier run's checkpoints.
+
+    A new run there would record its settings over the earlier run's (:func:`record_run`) and start a new
+    ``metrics.jsonl``, while the earlier tracker and ``global_step_<N>`` folders stay: killed before its first save,
+    a rerun with ``auto`` would resume the earlier run's checkpoint under the new run's record. (The retired local
+    loop moved such a folder aside; this refuses and names it.) Reads only.
+    """
+    if str(select(cfg, "trainer.resume_mode", "auto")) != "disable":
+        return []
+    folder = _folder(cfg)
+    held = sorted(p.name for p in folder.glob("global_step_*") if p.is_dir()) if folder.is_dir() else []
+    if not held and not (folder / TRACKER).is_file():
+        return []
+    what = ", ".join(held[-3:]) if held else TRACKER
+    return [Finding("error", CHECKPOINT_KEY, f"{folder} holds an earlier run's checkpoints ({what}): RESUME=disable "
+                    "(trainer.resume_mode=disable) would start a new run beside them and a later resume would mix the "
+                    "two; choose another OUTPUT_DIR / CHECKPOINT_DIR, or move this folder aside")]
 
 
 def saved_run_config(cfg: Any) -> dict[str, Any] | None:

@@ -36,6 +36,7 @@ import contextlib
 import functools
 import io
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -129,7 +130,7 @@ _SEED = NumberRule(int, low=0, high=SEED_LIMIT, high_open=True, nullable=True,
                    why="numpy's and torch's generators take seeds in [0, 2**32)")
 _PARALLEL = "a parallel size (processes per group)"
 
-# Every numeric verl setting that megatron_configs/ (recipe.yaml, rlec.yaml, local.yaml, the layout,
+# Every numeric verl setting that megatron_configs/ (recipe.yaml, rlec.yaml, the layout,
 # precision, moe and algorithm overlays) sets or that rlec reads: full key -> its rule. rlec's own
 # settings (rlec.*) are the settings schema's (rlec.settings) and each algorithm's check.
 NUMBER_RULES: dict[str, NumberRule] = {
@@ -311,6 +312,10 @@ def _verl_rules(cfg: Any) -> list[Finding]:
     resume = select(cfg, "trainer.resume_mode", "auto")
     if str(resume) not in RESUME_MODES:  # verl logs "Unknown resume mode" and fails on an unbound name, after Ray started
         error("trainer.resume_mode", resume, f"must be one of verl's resume modes {list(RESUME_MODES)}")
+    elif str(resume) == "resume_path":
+        error_ = _resume_path_rule(select(cfg, "trainer.resume_from_path"), select(cfg, "trainer.default_local_dir"))
+        if error_:
+            error("trainer.resume_from_path", select(cfg, "trainer.resume_from_path"), error_)
     clip = select(cfg, f"{ACTOR}.optim.clip_grad", 1.0)
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip) or clip <= 0:
         error(f"{ACTOR}.optim.clip_grad", clip, "must be a finite gradient-norm bound > 0")
@@ -319,6 +324,20 @@ def _verl_rules(cfg: Any) -> list[Finding]:
               "after verl's save and needs its files complete (synchronous saves); set async_save=false, or "
               "rlec.checkpoint.manifest=false to train without the checkpoint integrity check")
     return out
+
+
+def _resume_path_rule(path: Any, root: Any) -> str | None:
+    """The rule ``trainer.resume_from_path`` breaks with ``resume_mode=resume_path``, or None: a ``global_step_<N>`` folder
+    inside ``trainer.default_local_dir`` (verl asserts a string naming a step, inside Ray; rlec's resume rules read the
+    run's records, rlec_run.json and rlec_layout.json, beside the checkpoints)."""
+    import re
+
+    if not isinstance(path, str) or not re.fullmatch(r"global_step_\d+", os.path.basename(os.path.normpath(path))):
+        return "must name a global_step_<N> checkpoint folder with trainer.resume_mode=resume_path"
+    if root is None or os.path.normpath(os.path.dirname(os.path.normpath(path))) != os.path.normpath(str(root)):
+        return (f"must be a folder inside trainer.default_local_dir ({root}): the run's settings and layout records there "
+                "are what a resume is checked against")
+    return None
 
 
 def settings_rules(cfg: Any) -> list[Finding]:

@@ -1,6 +1,6 @@
 """rlec's Megatron boundary: Qwen3 / Qwen3-MoE on megatron-core 0.16.1 through mbridge 0.15.1.
 
-The API the converter and the local training run share (names resolve lazily, so importing
+The API the converter, verl's engine on CPU (:mod:`rlec.verl_plugin.cpu`) and the update benchmark share (names resolve lazily, so importing
 ``rlec.megatron`` does not import Megatron):
 
 - layout and process groups: :class:`ParallelLayout`, :func:`init_parallel`,

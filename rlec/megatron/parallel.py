@@ -1,7 +1,7 @@
 """Megatron process-group set-up for a parallel layout (TP / EP / ETP / PP), on gloo or NCCL.
 
-Also the one home of rank helpers (:func:`rank`, :func:`is_rank0`, :func:`barrier`,
-:func:`broadcast_object`, data-parallel size / mean). The layout is :class:`rlec.cluster.layout.ParallelLayout`, the one layout class of rlec (also
+Also the one home of rank helpers (:func:`rank`, :func:`barrier`,
+:func:`broadcast_object`, data-parallel rank and size). The layout is :class:`rlec.cluster.layout.ParallelLayout`, the one layout class of rlec (also
 importable here and as ``rlec.megatron.ParallelLayout``); its rules
 (:meth:`~rlec.cluster.layout.ParallelLayout.check_model`) reject a layout that does not fit a
 Hugging Face config *before* any heavy work, with the setting and the numbers involved.
@@ -21,8 +21,8 @@ import torch
 
 from rlec.cluster.layout import ParallelLayout
 
-__all__ = ["ParallelLayout", "barrier", "broadcast_object", "data_parallel_mean", "data_parallel_rank_and_size", "destroy_parallel",
-           "free_port", "init_distributed", "init_parallel", "is_rank0", "rank", "sequence_parallel_gather",
+__all__ = ["ParallelLayout", "barrier", "broadcast_object", "data_parallel_rank_and_size", "destroy_parallel",
+           "free_port", "init_distributed", "init_parallel", "rank", "sequence_parallel_gather",
            "sequence_parallel_slice"]
 
 
@@ -120,11 +120,6 @@ def rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
-def is_rank0() -> bool:
-    """Rank 0 of the job (or a single process): the rank that writes shared files and logs."""
-    return rank() == 0
-
-
 def barrier() -> None:
     """Wait for every rank (a no-op without torch.distributed)."""
     if torch.distributed.is_initialized():
@@ -148,19 +143,6 @@ def data_parallel_rank_and_size() -> tuple[int, int]:
     from megatron.core import parallel_state as mpu
 
     return mpu.get_data_parallel_rank(), mpu.get_data_parallel_world_size()
-
-
-def data_parallel_mean(values: dict[str, float]) -> dict[str, float]:
-    """The mean of each value over the data-parallel ranks (every DP rank calls; float64 all-reduce)."""
-    from megatron.core import parallel_state as mpu
-
-    if mpu.get_data_parallel_world_size() == 1:
-        return values
-    keys = sorted(values)
-    t = torch.tensor([values[k] for k in keys], dtype=torch.float64)
-    torch.distributed.all_reduce(t, group=mpu.get_data_parallel_group())
-    t /= mpu.get_data_parallel_world_size()
-    return dict(zip(keys, t.tolist()))
 
 
 def sequence_parallel_slice(rows: torch.Tensor) -> torch.Tensor:

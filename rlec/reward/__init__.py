@@ -7,7 +7,7 @@
   (:func:`schedule_from_config`), and the evaluation b;
 - :mod:`rlec.reward.score`: ``compute_score``, the verl custom score function (public entry point
   for verl users who plug rlec's scoring into another reward manager);
-- :mod:`rlec.reward.batch`: grading + reward of one training batch (shared by both trainers);
+- :mod:`rlec.reward.batch`: grading + reward of one training batch (verl's reward manager scores one response at a time with the same functions);
 - :mod:`rlec.reward.metrics`: the per-step ``rlec/...`` training metrics.
 
 Pure: imports neither verl nor torch.distributed nor Megatron.

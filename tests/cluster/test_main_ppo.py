@@ -90,7 +90,7 @@ def _fake_verl(monkeypatch, raised: BaseException) -> None:
 def test_a_full_disk_on_the_driver_is_exit_2_with_one_line(tmp_path, monkeypatch):
     folder = str(tmp_path / "global_step_3")
     _fake_verl(monkeypatch, _remote(_enospc(folder)))
-    with pytest.raises(main_ppo.FullDiskExit) as stop:
+    with pytest.raises(main_ppo.RunStopped) as stop:
         main_ppo._run_verl(config=None)
     assert stop.value.code == 2
     assert stop.value.message.count("\n") == 0 and "No space left on device" in stop.value.message and folder in stop.value.message
@@ -161,3 +161,15 @@ def test_a_full_disk_raised_in_a_real_ray_actor_is_found_on_the_driver(tmp_path)
         ray.shutdown()
     full = full_disk_error(caught.value)
     assert full is not None and full.errno == errno.ENOSPC and full.filename == folder
+
+
+def test_a_non_finite_update_stopped_in_the_taskrunner_is_one_line_and_exit_2(monkeypatch):
+    """rlec.verl_plugin.update_guard's error reaches the driver inside Ray's RayTaskError (the retired local loop
+    printed one line and exited 2; verl's path printed Hydra's traceback and exited 1)."""
+    from rlec.verl_plugin.update_guard import NonFiniteUpdateError
+
+    _fake_verl(monkeypatch, _remote(NonFiniteUpdateError("step 4: actor/grad_norm=nan after the update: stopped")))
+    with pytest.raises(main_ppo.RunStopped) as stop:
+        main_ppo._run_verl(config=None)
+    assert stop.value.code == 2
+    assert stop.value.message == "rlec.cluster.main_ppo: error: step 4: actor/grad_norm=nan after the update: stopped"

@@ -105,3 +105,31 @@ def test_a_resume_that_changes_passks_settings_in_their_home_is_refused(compose_
     assert sorted(f.key for f in findings) == ["algorithm.passk.k", "rlec.passk.k", "rlec.passk.switch.enable",
                                                "rlec.passk.switch.entropy_threshold"]
     assert all(f.level == "error" for f in findings) and "2 -> 3" in next(f for f in findings if f.key == "rlec.passk.k").message
+
+
+def test_resume_disabled_into_a_folder_with_an_earlier_runs_checkpoints_is_refused_naming_it(compose_rlec, tmp_path):
+    """The retired local loop moved such a folder aside; verl's path recorded the new run's settings over the earlier
+    run's and kept its checkpoints, so a rerun with auto would resume them under the new record."""
+    from rlec.cluster.resume import fresh_start_findings
+
+    assert fresh_start_findings(launch(compose_rlec, tmp_path / "new", "trainer.resume_mode=disable")) == []  # no folder
+    assert fresh_start_findings(launch(compose_rlec, tmp_path, "trainer.resume_mode=disable")) == []  # empty folder
+    (tmp_path / "global_step_3").mkdir()
+    findings = fresh_start_findings(launch(compose_rlec, tmp_path, "trainer.resume_mode=disable"))
+    assert [(f.level, f.key) for f in findings] == [("error", "trainer.default_local_dir")]
+    assert "global_step_3" in findings[0].message and "another OUTPUT_DIR" in findings[0].message
+    assert fresh_start_findings(launch(compose_rlec, tmp_path)) == []  # auto resumes them: the resume rules apply
+
+
+def test_resume_path_names_a_step_folder_of_the_checkpoint_folder_and_counts_as_a_resume(compose_rlec, tmp_path):
+    from rlec.cluster.settings_rules import settings_rules
+
+    def refused(*overrides):
+        return [f.key for f in settings_rules(launch(compose_rlec, tmp_path, "trainer.resume_mode=resume_path", *overrides))]
+
+    assert refused() == ["trainer.resume_from_path"]  # verl asserts a str inside Ray, after the start-up
+    assert refused(f"trainer.resume_from_path={tmp_path}/step_3") == ["trainer.resume_from_path"]
+    assert refused(f"trainer.resume_from_path={tmp_path.parent}/other/global_step_3") == ["trainer.resume_from_path"]
+    assert refused(f"trainer.resume_from_path={tmp_path}/global_step_3") == []
+    assert resumes(launch(compose_rlec, tmp_path, "trainer.resume_mode=resume_path",
+                          f"trainer.resume_from_path={tmp_path}/global_step_3"))  # so the resume rules apply to it

@@ -143,7 +143,7 @@ def has_key(tree: dict, dotted: str) -> bool:
     return True
 
 
-# the verl configs (megatron_configs/local.yaml holds the CPU run's own config, not verl's)
+# the verl configs
 CONFIG_FILES = sorted(p.relative_to(CONFIG_DIR) for p in [CONFIG_DIR / "rlec.yaml", *CONFIG_DIR.glob("layout/*.yaml"),
                                                           *CONFIG_DIR.glob("precision/*.yaml"), *CONFIG_DIR.glob("moe/*.yaml")])
 

@@ -184,3 +184,17 @@ def test_a_full_disk_during_verls_save_is_one_enospc_error_and_the_rerun_resumes
     assert (tmp_path / "global_step_2" / "actor" / "optim.pt").exists()  # the tracked checkpoint untouched
     assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "2"
     assert intact_checkpoint(str(tmp_path)) == 2  # the rerun resumes step 2, not the partial step 3
+
+
+def test_a_failed_save_never_removes_the_folder_the_tracker_names(tmp_path):
+    """The partial folder of a failed save is removed, but never the tracked checkpoint (a re-save of the tracked step
+    that fails must not delete the one checkpoint a rerun resumes)."""
+    from rlec.verl_plugin.state import _remove_partial
+
+    (tmp_path / "global_step_2" / "actor").mkdir(parents=True)
+    (tmp_path / "global_step_3" / "actor").mkdir(parents=True)
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("2")
+    _remove_partial(str(tmp_path / "global_step_2"), str(tmp_path))
+    assert (tmp_path / "global_step_2" / "actor").is_dir()
+    _remove_partial(str(tmp_path / "global_step_3"), str(tmp_path))
+    assert not (tmp_path / "global_step_3").exists()

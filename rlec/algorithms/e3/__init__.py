@@ -51,7 +51,7 @@ How this differs from the public E3 code (FSDP only):
 
 Modules: :mod:`.temperature` (1), :mod:`.budget` (2-4), :mod:`.settings` (``rlec.e3`` of the config),
 :mod:`.controller` (the per-step plan / observe / state), :mod:`.algorithm` (the
-:class:`rlec.algorithms.base.Algorithm` both loops drive).
+:class:`rlec.algorithms.base.Algorithm` verl's trainer drives).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""E3 as an :class:`rlec.algorithms.base.Algorithm`: the per-step behaviour both loops drive.
+"""E3 as an :class:`rlec.algorithms.base.Algorithm`: the per-step behaviour verl's trainer drives.
 
 Switched on by ``rlec.e3.enable`` (``megatron_configs/algorithm/e3.yaml``); settings ``rlec.e3``
 (:class:`rlec.algorithms.e3.settings.E3Settings`). Per step t (formulas: :mod:`rlec.algorithms.e3`):
 
 - :meth:`E3.plan_rollout`: the controller's per-prompt budget n_i and the step's temperature
-  T_t (``plan.temperature``, its one carrier: both loops sample at it and divide the old, reference
+  T_t (``plan.temperature``, its one carrier: the rollout samples at it and divide the old, reference
   and new log-probs' logits by it; in verl the ``rlec_e3_agent`` agent loop samples at it, because
   every rollout worker has its own config copy); each prompt carries its history key
   (``rlec_e3_prompt``) and length-bias coefficient (``rlec_e3_length_mu``);

@@ -1,4 +1,4 @@
-"""E3's per-step bookkeeping shared by both trainers: plan a batch, observe the step, keep the state.
+"""E3's per-step bookkeeping in verl's trainer: plan a batch, observe the step, keep the state.
 
 A trainer calls, each step t (verl counts from 1)::
 
@@ -9,8 +9,8 @@ A trainer calls, each step t (verl counts from 1)::
     controller.state_dict()                    # saved with every checkpoint
 
 :meth:`E3Controller.observe` updates the per-prompt history (the ranks of step t + 1) and the
-temperature (T_{t+1}) and returns the ``e3/...`` metrics of step t. Pure Python: both loops
-drive it through :class:`rlec.algorithms.e3.algorithm.E3`.
+temperature (T_{t+1}) and returns the ``e3/...`` metrics of step t. Pure Python: the trainer
+drives it through :class:`rlec.algorithms.e3.algorithm.E3`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 - :mod:`.advantage`: the analytic pass@k group advantage, its batch form, the entropy switch and
   the unbiased pass@k estimator of evaluation (formulas and sources in its docstring);
 - :mod:`.settings`: ``rlec.passk`` (:class:`PasskSettings`; verl's copy ``algorithm.passk`` is set from it);
-- :mod:`.algorithm`: :class:`PassK`, the :class:`rlec.algorithms.base.Algorithm` both loops drive
+- :mod:`.algorithm`: :class:`PassK`, the :class:`rlec.algorithms.base.Algorithm` verl's trainer drives
   (the entropy switch sets ``algorithm.passk.active_k`` for the ``rlec_passk`` estimator of
   :mod:`rlec.verl_plugin.estimators`).
 """

@@ -1,4 +1,4 @@
-"""Pass@k Training as an :class:`rlec.algorithms.base.Algorithm`: the entropy switch both loops drive.
+"""Pass@k Training as an :class:`rlec.algorithms.base.Algorithm`: the entropy switch verl's trainer drives.
 
 Switched on by ``rlec.passk.enable``; settings ``rlec.passk`` (:class:`rlec.algorithms.passk.PasskSettings`,
 their one home). ``algorithm=passk`` (``megatron_configs/algorithm/passk.yaml``) sets the switch and,

@@ -6,7 +6,7 @@ data preparation and evaluation use too); this folder holds what makes it an alg
 
 - :mod:`.settings`: ``rlec.rlve``, the home (verl's copy ``data.rlve`` is set from it) (:class:`RLVESettings`, extending
   :class:`rlec.environments.SourceConfig`);
-- :mod:`.algorithm`: :class:`RLVE`, the :class:`rlec.algorithms.base.Algorithm` both loops drive
+- :mod:`.algorithm`: :class:`RLVE`, the :class:`rlec.algorithms.base.Algorithm` verl's trainer drives
   (after each step, every response's environment, difficulty and outcome update the controllers).
 """
 

@@ -1,4 +1,4 @@
-"""RLVE as an :class:`rlec.algorithms.base.Algorithm`: the difficulty controllers both loops update.
+"""RLVE as an :class:`rlec.algorithms.base.Algorithm`: the difficulty controllers verl's trainer updates.
 
 Switched on by ``rlec.rlve.enable``; settings ``rlec.rlve`` (:class:`RLVESettings`, their one home).
 ``algorithm=rlve`` (``megatron_configs/algorithm/rlve.yaml``) sets the switch and, from the home,
