@@ -5,8 +5,10 @@ read-only checkpoint folder fails minutes later inside a Ray worker. :func:`path
 checks, without writing anything:
 
 - the model folder (``actor_rollout_ref.model.path``): ``config.json`` of a supported model
-  type, tokenizer files, and ``*.safetensors`` weights unless a dist checkpoint is loaded
-  instead (``actor.megatron.use_dist_checkpointing``: then its ``dist_checkpointing_path``
+  type, tokenizer files, and ``*.safetensors`` weights holding every tensor ``config.json`` implies,
+  with its shape, in complete files (:func:`rlec.megatron.preflight.check_hf_weights`, safetensors
+  headers only; the retired local loop checked this, verl's path found it inside a Ray worker) unless a
+  dist checkpoint is loaded instead (``actor.megatron.use_dist_checkpointing``: then its ``dist_checkpointing_path``
   must hold a Megatron dist checkpoint, ``metadata.json``);
 - the train and validation parquet files (``data.train_files``, ``data.val_files``; a path or
   a list): present, readable by pyarrow, at least one row, and every row satisfies the data
@@ -73,6 +75,13 @@ def _model(cfg: Any) -> tuple[list[Finding], str | None]:
                                "with tools/convert_hf_to_mcore.py)"))
     elif not weights:
         out.append(Finding("error", MODEL_KEY, f"model folder {folder}: no *.safetensors weights"))
+    else:  # the weights verl's bridge loads inside a Ray worker: every tensor config.json implies, shapes, complete files
+        from rlec.megatron.preflight import ConversionInputError, check_hf_weights  # header reads only: no model built
+
+        try:
+            check_hf_weights(folder)
+        except ConversionInputError as exc:
+            out.append(Finding("error", MODEL_KEY, str(exc)))
     summary = f"model {folder} ({len(weights)} safetensors{', dist checkpoint' if use_dist else ''})"
     return out, summary if not out else None
 
