@@ -194,6 +194,22 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
              # TransferQueue's threads (8 by default) capped at the physical cores, as TransferQueue itself caps them, without
              # its warning per call, which Ray forwards to the console after the run (issue 31 item 2: quiet logs)
              ++ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS="'${TQ_NUM_THREADS:-$TQ_THREADS}'")
+  # NPROC Megatron worker processes (one logical GPU each; gloo), split by TP / EP / ETP / PP; the early rules and
+  # DRY_RUN's refuse bad values (not integers, TP x PP not dividing NPROC, EP not dividing the experts, ...) before
+  # Ray starts. The rollout: one rlec_hf replica over all of them (rollout DP = NPROC); Ray's logical CPUs: 3 per worker
+  # bundle + TransferQueue (2) + actor creation and headroom (3), 8 at NPROC=1 as layout/cpu.yaml declares
+  CPU_ARGS+=(trainer.n_gpus_per_node="${NPROC:-1}" ray_kwargs.ray_init.num_gpus="${NPROC:-1}"
+             actor_rollout_ref.rollout.data_parallel_size="${NPROC:-1}")
+  [[ "${NPROC:-1}" =~ ^[1-9][0-9]{0,2}$ ]] && CPU_ARGS+=(ray_kwargs.ray_init.num_cpus=$((5 + 3 * ${NPROC:-1})))
+  for SIZE in tensor_model:TP expert_model:EP expert_tensor:ETP pipeline_model:PP; do
+    SIZE_VAR=${SIZE#*:}
+    [[ -z "${!SIZE_VAR:-}" ]] && continue
+    CPU_ARGS+=("actor_rollout_ref.actor.megatron.${SIZE%%:*}_parallel_size=${!SIZE_VAR}"
+               "actor_rollout_ref.ref.megatron.${SIZE%%:*}_parallel_size=${!SIZE_VAR}")
+  done
+  # Megatron needs sequence parallel with TP > 1 and MoE layers (rlec's rules refuse it off)
+  [[ -n "${TP:-}" && "${TP:-}" != 1 ]] && CPU_ARGS+=(actor_rollout_ref.actor.megatron.sequence_parallel=true
+                                                    actor_rollout_ref.ref.megatron.sequence_parallel=true)
   if [[ -n "${ENVIRONMENTS:-}" ]]; then  # RLVE on these environments only, as in the local run
     CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENVIRONMENTS}]")
   fi
