@@ -26,7 +26,13 @@
 #                        (Blackwell + MoE is refused: verl#7978)   [from nvidia-smi at launch; sm_90 for DRY_RUN]
 #   NNODES NGPUS_PER_NODE GPU_MEMORY_GIB TRAIN_BATCH_SIZE ROLLOUT_N MAX_PROMPT_LENGTH
 #   MAX_RESPONSE_LENGTH LR TOTAL_EPOCHS TOTAL_TRAINING_STEPS SAVE_FREQ TEST_FREQ LOGGER
-#   NPROC                processes of the local CPU profile (no GPU, no DRY_RUN) [1]
+#   NPROC                processes of the local CPU profile (no GPU, no DRY_RUN); with TRAINER=verl without a GPU, verl's
+#                        Megatron worker processes over gloo (trainer.n_gpus_per_node = ray_init.num_gpus = NPROC logical
+#                        GPUs; one rlec_hf rollout replica over them, rollout data_parallel_size = NPROC) [1]
+#   TP EP ETP PP         TRAINER=verl without a GPU: actor_rollout_ref.{actor,ref}.megatron.{tensor_model,expert_model,
+#                        expert_tensor,pipeline_model}_parallel_size; TP > 1 also turns on sequence_parallel (Megatron needs
+#                        it with MoE). Values that are not integers >= 1, TP x PP not dividing NPROC, EP or ETP not dividing
+#                        the model are refused before Ray starts, naming key, value and rule [layout/cpu.yaml: 1]
 #   TRAINER              without a GPU: verl (verl's own trainer on CPU, `make run`: layout=cpu, precision=fp32, the
 #                        rlec_hf rollout, the tiny model and sample data; STEPS, OUTPUT_DIR [outputs/verl_run],
 #                        ENVIRONMENTS, RESUME, EVAL_AT_END; progress, step table, curves, OUTPUT_DIR/hf_final and the
