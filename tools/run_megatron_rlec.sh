@@ -28,6 +28,13 @@
 #                        (Blackwell + MoE is refused: verl#7978)   [from nvidia-smi at launch; sm_90 for DRY_RUN]
 #   NNODES NGPUS_PER_NODE GPU_MEMORY_GIB TRAIN_BATCH_SIZE ROLLOUT_N MAX_PROMPT_LENGTH
 #   MAX_RESPONSE_LENGTH LR TOTAL_EPOCHS TOTAL_TRAINING_STEPS SAVE_FREQ TEST_FREQ LOGGER
+#   NPROC                without a GPU: verl's Megatron worker processes over gloo (trainer.n_gpus_per_node =
+#                        ray_init.num_gpus = NPROC logical GPUs; one rlec_hf rollout replica over them, rollout
+#                        data_parallel_size = NPROC) [1]
+#   TP EP ETP PP         without a GPU: actor_rollout_ref.{actor,ref}.megatron.{tensor_model,expert_model,
+#                        expert_tensor,pipeline_model}_parallel_size; TP > 1 also turns on sequence_parallel (Megatron needs
+#                        it with MoE). Values that are not integers >= 1, TP x PP not dividing NPROC, EP or ETP not dividing
+#                        the model are refused before Ray starts, naming key, value and rule [layout/cpu.yaml: 1]
 #   TRAINER              verl, the only trainer (the local loop, TRAINER=local, retired with issue 31). Without a GPU
 #                        it runs verl's own trainer on CPU (`make run`: layout=cpu, precision=fp32, the rlec_hf rollout,
 #                        the tiny model and sample data; STEPS, OUTPUT_DIR [outputs/verl_run], ENVIRONMENTS, RESUME,
@@ -196,6 +203,22 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
              # TransferQueue's threads (8 by default) capped at the physical cores, as TransferQueue itself caps them, without
              # its warning per call, which Ray forwards to the console after the run (issue 31 item 2: quiet logs)
              ++ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS="'${TQ_NUM_THREADS:-$TQ_THREADS}'")
+  # NPROC Megatron worker processes (one logical GPU each; gloo), split by TP / EP / ETP / PP; the early rules and
+  # DRY_RUN's refuse bad values (not integers, TP x PP not dividing NPROC, EP not dividing the experts, ...) before
+  # Ray starts. The rollout: one rlec_hf replica over all of them (rollout DP = NPROC); Ray's logical CPUs: 3 per worker
+  # bundle + TransferQueue (2) + actor creation and headroom (3), 8 at NPROC=1 as layout/cpu.yaml declares
+  CPU_ARGS+=(trainer.n_gpus_per_node="${NPROC:-1}" ray_kwargs.ray_init.num_gpus="${NPROC:-1}"
+             actor_rollout_ref.rollout.data_parallel_size="${NPROC:-1}")
+  [[ "${NPROC:-1}" =~ ^[1-9][0-9]{0,2}$ ]] && CPU_ARGS+=(ray_kwargs.ray_init.num_cpus=$((5 + 3 * ${NPROC:-1})))
+  for SIZE in tensor_model:TP expert_model:EP expert_tensor:ETP pipeline_model:PP; do
+    SIZE_VAR=${SIZE#*:}
+    [[ -z "${!SIZE_VAR:-}" ]] && continue
+    CPU_ARGS+=("actor_rollout_ref.actor.megatron.${SIZE%%:*}_parallel_size=${!SIZE_VAR}"
+               "actor_rollout_ref.ref.megatron.${SIZE%%:*}_parallel_size=${!SIZE_VAR}")
+  done
+  # Megatron needs sequence parallel with TP > 1 and MoE layers (rlec's rules refuse it off)
+  [[ -n "${TP:-}" && "${TP:-}" != 1 ]] && CPU_ARGS+=(actor_rollout_ref.actor.megatron.sequence_parallel=true
+                                                    actor_rollout_ref.ref.megatron.sequence_parallel=true)
   if [[ -n "${ENVIRONMENTS:-}" ]]; then  # RLVE on these environments only
     ENV_LIST=$(printf '%s' "$ENVIRONMENTS" | tr ',' '\n' | sed 's/^ *//; s/ *$//' | grep -v '^$' | paste -sd, - || true)
     if [[ -z "$ENV_LIST" ]]; then

@@ -175,8 +175,15 @@ def windowed_output(model: torch.nn.Module, logit_index: torch.Tensor | None):
     A forward pre-hook gathers the hidden states ``(s, b, h) -> (K, b, h)`` before the output
     layer, so the vocabulary projection (99% of a small model's FLOPs with Qwen3's 151,936-token
     vocabulary) and the cross entropy run on K positions instead of s. Autograd flows through the
-    gather. Not used when the output layer runs sequence parallel (its input is then split over the
-    sequence): callers fall back to full logits.
+    gather.
+
+    When the output layer runs sequence parallel (TP > 1: its input is this TP rank's slice of the
+    sequence, which it would all-gather), the hook all-gathers the sequence first and runs the layer
+    once without sequence parallel, as Megatron's own last-token inference path does
+    (``GPTModel._postprocess``): the layer then copies its input into the TP region (backward: the
+    all-reduce of the partial input gradients that sequence parallel's reduce-scatter does) and the
+    gather's backward keeps this rank's slice of that sum. Values and gradients equal the sequence-
+    parallel full computation (``tests/verl_plugin/check_response_logits.py`` at TP 2).
     """
     import contextlib
 
@@ -195,16 +202,30 @@ def windowed_output(model: torch.nn.Module, logit_index: torch.Tensor | None):
             return
         idx = logit_index.clamp(min=0).t().to(torch.long)  # (K, b)
 
+        split = bool(getattr(output_layer, "sequence_parallel", False))
+
         def pre_hook(module: torch.nn.Module, args: tuple) -> tuple:
             hidden = args[0]
+            if split:  # the whole sequence on every TP rank, then the layer without sequence parallel
+                from rlec.megatron.parallel import sequence_parallel_gather
+
+                hidden = sequence_parallel_gather(hidden)
+                module.sequence_parallel = False
             gathered = torch.gather(hidden, 0, idx.to(hidden.device)[..., None].expand(-1, -1, hidden.shape[-1]))
             return (gathered,) + tuple(args[1:])
 
-        handle = output_layer.register_forward_pre_hook(pre_hook)
+        def post_hook(module: torch.nn.Module, args: tuple, output: Any) -> None:
+            if split:
+                module.sequence_parallel = True
+
+        handles = [output_layer.register_forward_pre_hook(pre_hook), output_layer.register_forward_hook(post_hook)]
         try:
             yield
         finally:
-            handle.remove()
+            for handle in handles:
+                handle.remove()
+            if split:
+                output_layer.sequence_parallel = True
 
     return ctx()
 

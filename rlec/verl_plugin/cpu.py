@@ -21,7 +21,8 @@ What it does, in order:
    ``.cuda()`` and Transformer Engine parameter names, fp32 Megatron parameters, response-only
    logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
    positions that predict response tokens only), routing replay (R2 / R3) on the
-   padded micro-batches of this layout, Megatron-core's own CPU shims).
+   padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
+   size > 1, Megatron-core's own CPU shims).
 """
 
 from __future__ import annotations
@@ -439,13 +440,12 @@ def _window_applies(engine: Any, batch: Any) -> bool:
     from verl.utils import tensordict_utils as tu
 
     cfg = engine.engine_config
-    tf = getattr(engine, "tf_config", None)
+    # sequence parallel (TP > 1) is covered: windowed_output gathers the sequence before the window
     return not (
         cfg.use_remove_padding  # packed (THD) rows: positions are not per-row
         or cfg.use_fused_kernels
         or getattr(cfg, "dynamic_context_parallel", False)
         or int(getattr(cfg, "context_parallel_size", 1) or 1) > 1  # each rank holds a slice of every row
-        or (tf is not None and tf.sequence_parallel)  # the output layer's input is split over the sequence
         or engine.model_config.mtp.enable
         or hasattr(engine.model_config.hf_config, "vision_config")
         or tu.get_non_tensor_data(batch, key="distillation_use_topk", default=False)  # reads every position
@@ -644,7 +644,39 @@ def _router_replay_bshd_apply() -> None:
     router_replay_patch.RouterReplay.get_replay_topk = logged_get_replay_topk
 
 
-# --- 9. megatron-core's own CPU shims, in every worker ----------------------------------------
+# --- 9. verl's fully parallel dist-checkpoint load over data-parallel ranks ---------------------
+def _parallel_load_needed() -> bool:
+    from megatron.core.dist_checkpointing.strategies.fully_parallel import FullyParallelLoadStrategyWrapper
+    from verl.utils.megatron import dist_checkpointing
+
+    # verl wraps every load in Megatron's fully parallel loader over the data-parallel group, which exchanges the
+    # shards it read on CUDA devices and calls torch.cuda.synchronize (any data-parallel size > 1: NPROC=4 TP=2)
+    return ("FullyParallelLoadStrategyWrapper(" in inspect.getsource(dist_checkpointing.load_dist_checkpointing)
+            and "torch.cuda.synchronize()" in inspect.getsource(FullyParallelLoadStrategyWrapper.load))
+
+
+def _parallel_load_apply() -> None:
+    from verl.utils.megatron import dist_checkpointing
+
+    wrapper = dist_checkpointing.FullyParallelLoadStrategyWrapper
+    if getattr(wrapper, "_rlec_each_rank", False):
+        return
+
+    class EachRankLoadStrategyWrapper(wrapper):  # type: ignore[misc, valid-type]
+        """Megatron's fully parallel loader as verl's checkpoint load sees it on CPU: every rank reads its own shards
+        with the wrapped strategy. What the wrapper does at a data-parallel size of 1, and what its load promises to
+        equal at any size ("equivalent to a state dict that would be loaded with the underlying strategy without this
+        wrapper"); it only spreads the reads over the ranks, then exchanges them on CUDA."""
+
+        _rlec_each_rank = True
+
+        def load(self, sharded_state_dict: Any, checkpoint_dir: Any) -> Any:
+            return self.base_strategy.load(sharded_state_dict, checkpoint_dir)
+
+    dist_checkpointing.FullyParallelLoadStrategyWrapper = EachRankLoadStrategyWrapper
+
+
+# --- 10. megatron-core's own CPU shims, in every worker ---------------------------------------
 def _megatron_needed() -> bool:
     return not torch.cuda.is_available()
 
@@ -676,6 +708,9 @@ VERL_SHIMS: tuple[Shim, ...] = (
     Shim("router_replay_bshd", "RuntimeError: Router replay tensors are not aligned: scores=(1972, 8), targets=(1215, 2) "
          "(verl 0.9.1 records and replays routes as packed THD rows; the CPU layout's Megatron forward routes every "
          "position of a padded BSHD micro-batch)", _router_replay_bshd_needed, _router_replay_bshd_apply),
+    Shim("parallel_checkpoint_load", "AssertionError: Torch not compiled with CUDA enabled (resuming at a data-parallel "
+         "size > 1: verl's load_dist_checkpointing wraps the load in Megatron's FullyParallelLoadStrategyWrapper, whose "
+         "load exchanges the shards on CUDA and calls torch.cuda.synchronize())", _parallel_load_needed, _parallel_load_apply),
     Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.megatron.compat.SHIMS)", _megatron_needed, _megatron_apply),
 )
 

@@ -2,7 +2,8 @@
 (rlec.verl_plugin.cpu's ``response_only_logits`` shim) equals verl's full-sequence computation.
 
 Calls verl's own ``MegatronEngineWithLMHead.forward_step`` on the tiny Qwen3-MoE twice per batch
-layout, unpatched (logits at every position) and patched, and prints one line ``RESULT_JSON {...}``:
+layout, unpatched (logits at every position) and patched, and prints one line ``RESULT_JSON {...}``
+(under ``torchrun --nproc_per_node 2``: at TP 2 with sequence parallel, the worst difference over the ranks):
 per layout the positions the vocabulary projection ran on (full, windowed), the largest differences of the response log-probs, the response entropies and every
 parameter gradient of a weighted response loss, and the gradients' scale.
 """
@@ -102,12 +103,15 @@ def main(hf_path: str) -> dict:
     from rlec.verl_plugin import cpu
 
     torch.set_num_threads(1)
-    init_parallel(ParallelLayout(world_size=1))
+    world = int(os.environ.get("WORLD_SIZE", "1"))  # under torchrun: TP = the world size, with sequence parallel
+    layout = ParallelLayout(world_size=world, tp=world)
+    init_parallel(layout)
     applied = cpu.enable_cpu(force=True)  # the CPU platform first: verl's engine modules ask for it on import
     from verl.workers.engine.megatron.transformer_impl import MegatronEngineWithLMHead
 
     assert "response_only_logits" in applied, applied
-    policy = build_model(hf_path, ParallelLayout(world_size=1))
+    policy = build_model(hf_path, layout, config_overrides={"sequence_parallel": world > 1})
+    assert bool(policy.config.sequence_parallel) == (world > 1)
     model = policy.chunks[0]
     eng = engine(policy, None)
     patched = (MegatronEngineWithLMHead.forward_step, MegatronEngineWithLMHead._lm_head_logits_processor)
@@ -128,9 +132,19 @@ def main(hf_path: str) -> dict:
             "grad_scale": max(float(v.abs().max()) for v in full[2].values()),
             "positions_full": full[3], "positions_windowed": win[3],
             "output_layer_grad": float(full[2][next(k for k in full[2] if "output_layer" in k)].abs().max()),
+            "sequence_parallel": bool(model.output_layer.sequence_parallel),  # restored after the windowed forward
         }
+    if world > 1:  # each TP rank compared its own shards: the worst over the ranks
+        for r in result.values():
+            for key in ("lp_diff", "entropy_diff", "grad_diff"):
+                value = torch.tensor([r[key]], dtype=torch.float64)
+                torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
+                r[key] = float(value)
+    result["world"] = world
     return result
 
 
 if __name__ == "__main__":
-    print("RESULT_JSON " + json.dumps(main(sys.argv[1])), flush=True)
+    out = main(sys.argv[1])
+    if int(os.environ.get("RANK", "0")) == 0:
+        print("RESULT_JSON " + json.dumps(out), flush=True)

@@ -28,6 +28,37 @@ def test_shims_apply_only_when_asked_for_and_without_cuda(monkeypatch):
     assert cpu.cpu_requested() is (not torch.cuda.is_available())
 
 
+def test_checkpoint_load_at_data_parallel_size_2_reads_each_ranks_own_shards(monkeypatch):
+    """verl's load_dist_checkpointing wraps the load in Megatron's fully parallel loader over the data-parallel group;
+    at a data-parallel size > 1 that loader exchanges the shards on CUDA (``torch.cuda.synchronize``: the TP2 x EP2
+    resume on CPU stopped there). The shim's wrapper hands the wrapped strategy every rank's own load instead."""
+    from megatron.core.dist_checkpointing.strategies.fully_parallel import FullyParallelLoadStrategyWrapper
+    from verl.utils.megatron import dist_checkpointing
+
+    monkeypatch.setattr(dist_checkpointing, "FullyParallelLoadStrategyWrapper", FullyParallelLoadStrategyWrapper)
+    assert cpu._parallel_load_needed()
+    cpu._parallel_load_apply()
+    cpu._parallel_load_apply()  # idempotent
+    wrapper = dist_checkpointing.FullyParallelLoadStrategyWrapper
+    assert wrapper is not FullyParallelLoadStrategyWrapper and issubclass(wrapper, FullyParallelLoadStrategyWrapper)
+    assert wrapper.__base__ is FullyParallelLoadStrategyWrapper
+
+    class Base:
+        calls: list = []
+
+        def load(self, sharded_state_dict, checkpoint_dir):
+            self.calls.append((sharded_state_dict, checkpoint_dir))
+            return {"loaded": sharded_state_dict}
+
+    class TwoRanks:  # a data-parallel group of 2: the unpatched wrapper would plan, read a part and exchange on CUDA
+        def size(self):
+            return 2
+
+    base = Base()
+    assert wrapper(base, TwoRanks()).load({"w": 1}, "/ckpt") == {"loaded": {"w": 1}}
+    assert base.calls == [({"w": 1}, "/ckpt")]
+
+
 @pytest.mark.parametrize(("backend", "expected"), [
     ("cpu:gloo,cpu:gloo", "gloo"),
     ("cpu:gloo,cuda:nccl", "cpu:gloo,cuda:nccl"),
@@ -128,10 +159,34 @@ def test_response_only_logits_equal_verls_full_computation(tiny_moe_dir: Path):
                           timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT_JSON "))[12:])
-    assert set(result) == {"tq", "padded"}
+    assert result.pop("world") == 1 and set(result) == {"tq", "padded"}
     for layout, r in result.items():
         assert r["same_params"], layout
         # the window ran: 18 positions (the longest row) in verl's forward, 6 (the longest response) in rlec's
+        assert r["positions_full"] == [18] and r["positions_windowed"] == [6], (layout, r)
+        assert r["lp_scale"] > 1.0 and r["grad_scale"] > 0 and r["output_layer_grad"] > 0, (layout, r)
+        assert r["lp_diff"] <= 1e-6 and r["entropy_diff"] <= 1e-6, (layout, r)
+        assert r["grad_diff"] <= 1e-6 * max(1.0, r["grad_scale"]), (layout, r)
+
+
+@pytest.mark.slow  # two gloo processes (torchrun) importing verl and Megatron: ~40 s on 2 cores
+def test_response_only_logits_equal_verls_full_computation_at_tp2_with_sequence_parallel(tiny_moe_dir: Path):
+    """TP 2 with sequence parallel (what Megatron requires for MoE at TP > 1; issue 31 item 5's TP2 x EP2 run): the
+    output layer's input is each rank's slice of the sequence, so the window gathers the sequence first and runs the
+    layer once without sequence parallel (rlec.megatron.logprobs.windowed_output). Response log-probs, entropies and
+    every rank's gradient shards equal verl's full sequence-parallel computation (measured: 0 and 9.5e-7 at a gradient
+    scale of 7.5; the gather's backward summing the all-reduced gradient again, tensor_parallel_output_grad=True, gave
+    6.7), and the layer is sequence parallel again afterwards."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "VERL_PLATFORM": "cpu"}
+    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(CHECK_RESPONSE_LOGITS), str(tiny_moe_dir)], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT_JSON "))[12:])
+    assert result.pop("world") == 2 and set(result) == {"tq", "padded"}
+    for layout, r in result.items():
+        assert r["same_params"] and r["sequence_parallel"], (layout, r)
         assert r["positions_full"] == [18] and r["positions_windowed"] == [6], (layout, r)
         assert r["lp_scale"] > 1.0 and r["grad_scale"] > 0 and r["output_layer_grad"] > 0, (layout, r)
         assert r["lp_diff"] <= 1e-6 and r["entropy_diff"] <= 1e-6, (layout, r)
