@@ -10,7 +10,6 @@ value and the rule (the early rule set's integer rules, the layout rules' world-
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
