@@ -646,13 +646,16 @@ def _router_replay_bshd_apply() -> None:
 
 # --- 9. verl's fully parallel dist-checkpoint load over data-parallel ranks ---------------------
 def _parallel_load_needed() -> bool:
-    from megatron.core.dist_checkpointing.strategies.fully_parallel import FullyParallelLoadStrategyWrapper
     from verl.utils.megatron import dist_checkpointing
 
     # verl wraps every load in Megatron's fully parallel loader over the data-parallel group, which exchanges the
-    # shards it read on CUDA devices and calls torch.cuda.synchronize (any data-parallel size > 1: NPROC=4 TP=2)
+    # shards it read on CUDA devices and calls torch.cuda.synchronize (any data-parallel size > 1: NPROC=4 TP=2);
+    # Megatron's class as verl's module holds it (only rlec.megatron imports Megatron), the original once patched
+    wrapper = dist_checkpointing.FullyParallelLoadStrategyWrapper
+    if getattr(wrapper, "_rlec_each_rank", False):
+        wrapper = wrapper.__mro__[1]
     return ("FullyParallelLoadStrategyWrapper(" in inspect.getsource(dist_checkpointing.load_dist_checkpointing)
-            and "torch.cuda.synchronize()" in inspect.getsource(FullyParallelLoadStrategyWrapper.load))
+            and "torch.cuda.synchronize()" in inspect.getsource(wrapper.load))
 
 
 def _parallel_load_apply() -> None:
