@@ -10,7 +10,7 @@ the run stops because a checkpoint could not be written on a full disk (rlec's
 it prints one line naming "No space left on device", the folder and the checkpoint a rerun resumes,
 and exits 2; a run rlec stops on purpose (a non-finite update, :mod:`rlec.verl_plugin.update_guard`; a
 train-inference mismatch above its stop level, :mod:`rlec.verl_plugin.mismatch`) is one line with that error's
-message and exit 2 too (:data:`STOP_ERRORS`). Any other error propagates unchanged (Hydra prints it and exits 1,
+message and exit 2 too (:class:`RunStopError`). Any other error propagates unchanged (Hydra prints it and exits 1,
 as verl does).
 
 Detection needs neither Ray nor verl (:func:`full_disk_error`), so it is tested in-process.
@@ -26,16 +26,17 @@ from typing import Any, Callable
 from rlec.config_base import TRACKER
 from rlec.io import error_chain
 
-__all__ = ["RunStopped", "STOP_ERRORS", "full_disk_error", "full_disk_message", "main", "stop_message"]
+__all__ = ["RunStopError", "RunStopped", "full_disk_error", "full_disk_message", "main", "stop_message"]
 
 
-# rlec's errors that stop a run on purpose, raised in verl's TaskRunner (rlec.verl_plugin.update_guard, .mismatch):
-# named, not imported (rlec.cluster does not import the verl plugin); their message is the one line
-STOP_ERRORS = ("NonFiniteUpdateError", "MismatchError")
+class RunStopError(RuntimeError):
+    """The base of rlec's errors that stop a run on purpose inside verl's TaskRunner (a non-finite update,
+    :class:`rlec.verl_plugin.update_guard.NonFiniteUpdateError`; a mismatch above its stop level,
+    :class:`rlec.verl_plugin.mismatch.MismatchError`): the driver prints its message as one line and exits 2."""
 
 
 class RunStopped(SystemExit):
-    """Exit status 2 after a full disk or a stop of :data:`STOP_ERRORS`; :attr:`message` is the one line :func:`main`
+    """Exit status 2 after a full disk or a :class:`RunStopError`; :attr:`message` is the one line :func:`main`
     prints once the console is back (``make run`` sends stderr to ``verl.log`` during the run, which sits on the full
     disk: printing there raised ``OSError: [Errno 28]`` and the run ended with a traceback and status 1)."""
 
@@ -85,10 +86,11 @@ def full_disk_message(full: OSError, prog: str = "rlec.cluster.main_ppo") -> str
 
 
 def stop_message(exc: BaseException, prog: str = "rlec.cluster.main_ppo") -> str | None:
-    """The one line of a deliberate stop (:data:`STOP_ERRORS`: a non-finite update, a train-inference mismatch above
-    ``rlec.check.mismatch_kl_stop``) anywhere in ``exc``'s chain (Ray's ``RayTaskError.cause`` included), or None."""
+    """The one line of a deliberate stop (a :class:`RunStopError`) anywhere in ``exc``'s chain (Ray's
+    ``RayTaskError.cause`` included), or None."""
     for error in error_chain(exc):
-        if type(error).__name__ in STOP_ERRORS:  # the remote error itself, not Ray's dual class around it
+        # the remote error itself: Ray's dual RayTaskError(<cause class>) is an instance too, but prints a traceback
+        if isinstance(error, RunStopError) and not hasattr(error, "cause"):
             return f"{prog}: error: {error}"
     return None
 

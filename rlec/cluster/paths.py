@@ -12,8 +12,7 @@ checks, without writing anything:
   must hold a Megatron dist checkpoint, ``metadata.json``);
 - the train and validation parquet files (``data.train_files``, ``data.val_files``; a path or
   a list): present, readable by pyarrow, at least one row, and every row satisfies the data
-  contract (:func:`check_parquet`, :func:`rlec.data.contract.check_row`, read in batches of
-  :data:`ROWS_PER_BATCH`): a bad row deep in the file would otherwise stop the run at the step
+  contract (:func:`rlec.data.contract.check_parquet`): a bad row deep in the file would otherwise stop the run at the step
   that reads it;
 - the checkpoint folder (``trainer.default_local_dir``): writable, or creatable under a
   writable parent;
@@ -37,13 +36,11 @@ from rlec.cluster.layout import Finding
 from rlec.cluster.verl_keys import MEGATRON
 from rlec.config import select
 
-ROWS_PER_BATCH = 4096  # rows of a parquet file read at once by the data-contract check (memory bound)
-REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model", "extra_info")  # verl's schema, what the contract reads
 MODEL_KEY = "actor_rollout_ref.model.path"
 DIST_KEY = f"{MEGATRON}.dist_checkpointing_path"
 CHECKPOINT_KEY = "trainer.default_local_dir"
 
-__all__ = ["REQUIRED_COLUMNS", "ROWS_PER_BATCH", "check_parquet", "path_findings", "steps_findings"]
+__all__ = ["path_findings", "steps_findings"]
 
 
 def _as_list(value: Any) -> list[str]:
@@ -86,47 +83,8 @@ def _model(cfg: Any) -> tuple[list[Finding], str | None]:
     return out, summary if not out else None
 
 
-def check_parquet(path: str | Path) -> int:
-    """Check every row of a prepared parquet file against the data contract (:func:`rlec.data.contract.check_row`).
-
-    Returns:
-        The number of rows (>= 1).
-
-    Raises:
-        FileNotFoundError: the file does not exist (or is a folder).
-        ValueError: not a readable parquet file, a column of :data:`REQUIRED_COLUMNS` missing, or no rows;
-            :class:`rlec.data.contract.ContractError` (a ValueError) for a row that breaks the contract (the message
-            names the file, the row and the key).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from rlec.data.contract import check_row
-
-    path = Path(os.path.expanduser(str(path)))
-    if not path.is_file():
-        what = "is a folder, expected a parquet file" if path.is_dir() else "does not exist"
-        raise FileNotFoundError(f"{path}: {what}; prepare it with python -m rlec.data.prepare (docs/cluster.md section 2)")
-    try:
-        reader = pq.ParquetFile(path)
-        rows = reader.metadata.num_rows
-        missing = [c for c in REQUIRED_COLUMNS if c not in reader.schema_arrow.names]
-        if missing:
-            raise ValueError(f"{path}: missing column(s) {missing}; expected verl's schema {list(REQUIRED_COLUMNS)}")
-        if not rows:
-            raise ValueError(f"{path}: no rows")
-        start = 0
-        for batch in reader.iter_batches(batch_size=ROWS_PER_BATCH, columns=list(REQUIRED_COLUMNS)):
-            for i, rec in enumerate(batch.to_pylist(), start):
-                check_row(rec, f"{path}: row {i}")
-            start += batch.num_rows
-    except (OSError, pa.ArrowException) as exc:
-        raise ValueError(f"{path}: not a readable parquet file ({exc})") from None
-    return rows
-
-
 def _parquet(key: str, path_text: str) -> tuple[list[Finding], str | None, int]:
-    from rlec.data.contract import ContractError
+    from rlec.data.contract import ContractError, check_parquet
 
     try:
         rows = check_parquet(path_text)

@@ -37,6 +37,7 @@ import functools
 import io
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -330,8 +331,6 @@ def _resume_path_rule(path: Any, root: Any) -> str | None:
     """The rule ``trainer.resume_from_path`` breaks with ``resume_mode=resume_path``, or None: a ``global_step_<N>`` folder
     inside ``trainer.default_local_dir`` (verl asserts a string naming a step, inside Ray; rlec's resume rules read the
     run's records, rlec_run.json and rlec_layout.json, beside the checkpoints)."""
-    import re
-
     if not isinstance(path, str) or not re.fullmatch(r"global_step_\d+", os.path.basename(os.path.normpath(path))):
         return "must name a global_step_<N> checkpoint folder with trainer.resume_mode=resume_path"
     if root is None or os.path.normpath(os.path.dirname(os.path.normpath(path))) != os.path.normpath(str(root)):

@@ -9,10 +9,16 @@ model work starts.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from rlec.grading import TASKS, has_grader
 from rlec.reward.score import target_of
+
+
+ROWS_PER_BATCH = 4096  # rows of a parquet file read at once by check_parquet (memory bound)
+REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model", "extra_info")  # the columns check_row reads
 
 
 class ContractError(ValueError):
@@ -56,3 +62,40 @@ def check_row(row: dict[str, Any], where: str) -> dict[str, Any]:
         raise ContractError(f"{where}: {exc}") from None
     return row
 
+
+def check_parquet(path: str | Path) -> int:
+    """Check every row of a prepared parquet file against the data contract (:func:`check_row`), read in batches of
+    :data:`ROWS_PER_BATCH` rows (memory bound): what every launch runs before Ray starts (:mod:`rlec.cluster.paths`).
+
+    Returns:
+        The number of rows (>= 1).
+
+    Raises:
+        FileNotFoundError: the file does not exist (or is a folder).
+        ValueError: not a readable parquet file, a column of :data:`REQUIRED_COLUMNS` missing, or no rows;
+            :class:`ContractError` (a ValueError) for a row that breaks the contract (the message
+            names the file, the row and the key).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(os.path.expanduser(str(path)))
+    if not path.is_file():
+        what = "is a folder, expected a parquet file" if path.is_dir() else "does not exist"
+        raise FileNotFoundError(f"{path}: {what}; prepare it with python -m rlec.data.prepare (docs/cluster.md section 2)")
+    try:
+        reader = pq.ParquetFile(path)
+        rows = reader.metadata.num_rows
+        missing = [c for c in REQUIRED_COLUMNS if c not in reader.schema_arrow.names]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {missing}; expected verl's schema {list(REQUIRED_COLUMNS)}")
+        if not rows:
+            raise ValueError(f"{path}: no rows")
+        start = 0
+        for batch in reader.iter_batches(batch_size=ROWS_PER_BATCH, columns=list(REQUIRED_COLUMNS)):
+            for i, rec in enumerate(batch.to_pylist(), start):
+                check_row(rec, f"{path}: row {i}")
+            start += batch.num_rows
+    except (OSError, pa.ArrowException) as exc:
+        raise ValueError(f"{path}: not a readable parquet file ({exc})") from None
+    return rows

@@ -21,6 +21,8 @@ import logging
 import math
 from typing import Any, Mapping
 
+from rlec.cluster.main_ppo import RunStopError
+
 __all__ = ["ALARM_KEY", "MismatchAlarmMixin", "MismatchError", "SUMMARY_KEYS", "check_mismatch"]
 
 logger = logging.getLogger(__name__)
@@ -30,7 +32,7 @@ SUMMARY_KEYS = ("rollout_corr/kl", "rollout_corr/k3_kl", "rollout_corr/chi2_toke
                 "training/rollout_probs_diff_mean", "rlec/router_disagreement")
 
 
-class MismatchError(RuntimeError):
+class MismatchError(RunStopError):
     """A step's train-inference KL is above ``rlec.check.mismatch_kl_alarm`` with ``mismatch_kl_stop=true``."""
 
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from rlec.cluster.main_ppo import RunStopError
+
 __all__ = ["FINITE_KEYS", "FiniteUpdateMixin", "NonFiniteUpdateError", "check_finite_update"]
 
 FINITE_KEYS = ("actor/pg_loss", "actor/grad_norm")
 
 
-class NonFiniteUpdateError(RuntimeError):
+class NonFiniteUpdateError(RunStopError):
     """A step's policy loss or gradient norm is NaN or infinite (the message names each and the step)."""
 
 

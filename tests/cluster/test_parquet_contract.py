@@ -1,5 +1,5 @@
 """Every row of the train and validation files is checked against the data contract before a launch starts
-(rlec.cluster.paths.check_parquet; the retired local loop checked every row, verl's path only the first 256)."""
+(rlec.data.contract.check_parquet, run by rlec.cluster.paths; the retired local loop checked every row, verl's path only the first 256)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rlec.cluster.paths import ROWS_PER_BATCH, _parquet, check_parquet
+from rlec.cluster.paths import _parquet
+from rlec.data.contract import ROWS_PER_BATCH, check_parquet
 
 
 @pytest.fixture(scope="module")

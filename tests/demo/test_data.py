@@ -16,7 +16,7 @@ def load_rows(path: Path) -> list[dict]:
     """The rows of a prepared parquet, after the data-contract check every launch runs (rlec.cluster.paths)."""
     import pyarrow.parquet as pq
 
-    from rlec.cluster.paths import check_parquet
+    from rlec.data.contract import check_parquet
 
     check_parquet(path)
     return pq.read_table(path).to_pylist()
