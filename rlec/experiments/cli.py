@@ -74,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if steps < 2:
             raise ValueError(f"--steps must be >= 2, got {steps}")
         out = Path(args.out or f"outputs/experiments/{exp.name}{'_quick' if args.quick else ''}")
+        refused = core.arm_errors(exp, arms, steps)
+        if refused:
+            raise ValueError(f"{exp.name}: the launch would refuse " + "; ".join(refused))
         core.claim_folder(out, core.settings_stamp(exp, steps))
     except ValueError as exc:
         print(f"rlec.experiments: error: {exc}", file=sys.stderr)

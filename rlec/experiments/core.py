@@ -74,6 +74,28 @@ def claim_folder(out: Path, stamp: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(stamp, indent=1) + "\n")
 
 
+def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
+    """Each named arm's stages composed in-process and checked by the rules every launch applies first (the early
+    rule set and the algorithms' own, :func:`rlec.cluster.rules.algorithm_overlay_rules`): one message per refused
+    stage, naming the arm, the stage, the key and the rule; empty when every launch would pass them. Seconds,
+    before any warm start or launch: a full ``passk`` run once trained two arm-seeds (15 minutes) before its third
+    arm's launch refused a key (``--check`` runs the whole ``DRY_RUN=1`` of each launch instead)."""
+    from rlec.cluster.rules import algorithm_overlay_rules
+    from rlec.demo.pipeline import compose_checked
+
+    errors = []
+    for arm in arms:
+        for idx, (overrides, n) in enumerate(exp.arm(arm).stages(steps)):
+            where = f"arm {arm!r}" + (f" stage {idx + 1}" if exp.arm(arm).then is not None else "")
+            try:
+                cfg = compose_checked([*(f"{k}={v}" for k, v in exp.settings.items()), *overrides])
+            except ValueError as exc:
+                errors.append(f"{where}: {exc}")
+                continue
+            errors += [f"{where}: {f}" for f in algorithm_overlay_rules(cfg) if f.level == "error"]
+    return errors
+
+
 def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
     """The warm start and the data every arm shares (each built once, reused when present)."""
     from rlec.demo import data as demo_data

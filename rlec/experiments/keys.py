@@ -2,8 +2,8 @@
 
 The launch's own keys (seed, logging, rollout dump, HF export) are :mod:`rlec.demo.verl_run`'s.
 Settings are passed to the launcher as hydra overrides (``key=value``); overlays as
-``algorithm=<name>``. Pass@k's settings are under ``algorithm.passk`` today (they may move to
-``rlec.passk``: change :data:`PASSK` only).
+``algorithm=<name>``. Pass@k's settings live in ``rlec.passk`` (``algorithm.passk`` is verl's copy, which the
+launch refuses to set directly).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ E3_N_MAX = f"{E3}.budget.n_max"
 E3_LENGTH_BIAS = f"{E3}.length_bias.enable"
 
 # Pass@k Training (rlec/algorithms/passk/settings.py)
-PASSK = "algorithm.passk"
+PASSK = "rlec.passk"
 PASSK_K = f"{PASSK}.k"
 
 # RLVE (rlec/algorithms/rlve/settings.py; megatron_configs/algorithm/rlve.yaml)

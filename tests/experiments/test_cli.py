@@ -106,3 +106,23 @@ def test_a_curve_missing_at_some_steps_is_null_in_strict_json() -> None:
     json.loads(json.dumps(result, allow_nan=False))
     assert result["arms"]["grpo"]["curves"]["actor/entropy"]["mean"] == [0.3, None]
     assert result["arms"]["grpo"]["table"]["e3/temperature (last quarter)"] == [None, None, None]
+
+
+def test_every_arm_of_every_experiment_passes_the_launchs_first_rules() -> None:
+    """Each arm's launch (settings + overrides, every stage) composes and passes the early and the algorithms' rules:
+    a full ``passk`` run trained its first arm's two seeds before the ``passk`` arm's launch refused
+    ``algorithm.passk.k`` (verl's copy of ``rlec.passk.k``)."""
+    for name in cli.EXPERIMENTS:
+        exp = cli.load(name)
+        assert core.arm_errors(exp, [a.name for a in exp.arms], exp.steps) == [], name
+
+
+def test_an_arm_the_launch_would_refuse_stops_the_experiment_before_any_work(tmp_path, monkeypatch, capsys) -> None:
+    exp = cli.load("passk")
+    bad = Arm("passk", "verl's copy set directly", ("algorithm=passk", "algorithm.passk.k=4"))
+    monkeypatch.setattr(cli, "load", lambda name: type(exp)(**{**exp.__dict__, "arms": (exp.arms[0], bad)}))
+    out = tmp_path / "out"
+    assert cli.main(["passk", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "arm 'passk'" in err and "[algorithm.passk.k]" in err and "rlec.passk.k" in err, err
+    assert not out.exists()
