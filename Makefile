@@ -18,9 +18,10 @@ run: setup  ## set up, then run the main job on the embedded default (tiny model
 demo: setup  ## set up, then the learning demo: warm start, RLEC, evaluation before and after (docs/local_run.md)
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m rlec.demo $(DEMO_ARGS)
 
-# pytest-xdist workers (CI has 2 cores); a file's tests stay in one worker, so its module fixtures run once
+# pytest-xdist workers (CI has 2 cores); a file's tests stay in one worker, so its module fixtures run once;
+# files go out in collection order, the longest first (@pytest.mark.minutes, tests/conftest.py)
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: setup lint  ## set up, check lint and layer rules, then run the whole test suite (TEST_WORKERS=1: one process)
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)

@@ -138,11 +138,27 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.write_line(f"{child_cpu:6.1f} CPU-s in children  {wall:7.1f} s wall  {nodeid}")
 
 
+def module_minutes(items: list[pytest.Item]) -> dict[str, float]:
+    """``{module path: its tests' largest @pytest.mark.minutes(m)}`` (0 for a module without the mark)."""
+    minutes: dict[str, float] = {}
+    for item in items:
+        mark = item.get_closest_marker("minutes")
+        key = str(item.path)
+        minutes[key] = max(minutes.get(key, 0.0), float(mark.args[0]) if mark else 0.0)
+    return minutes
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:  # a test on the shared Ray cluster is slow by definition (before `-m` deselects)
         if _RAY_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    # the longest modules first (stable: a module's tests stay together and in order): `make test` hands whole
+    # files to 2 xdist workers in this order (--dist loadfile --no-loadscope-reorder), so the few multi-minute
+    # verl launches start at once and the many short tests fill in after; xdist's own order (most tests first)
+    # left single-test modules of 5-7 minutes for the end, one worker idle meanwhile
+    minutes = module_minutes(items)
+    items.sort(key=lambda item: -minutes[str(item.path)])
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items or _has_cuda():
         return

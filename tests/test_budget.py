@@ -67,3 +67,18 @@ def test_a_child_over_the_fail_limit_fails_only_an_unmarked_test(child_suite) ->
     assert "test_marked" not in "\n".join(line for line in result.outlines if "ERROR" in line)
     off = child_suite.runpytest_inprocess("--child-cpu-limit=0", "-p", "no:cacheprovider")
     off.assert_outcomes(passed=3)
+
+
+def test_the_longest_modules_are_collected_first_each_kept_whole(pytester) -> None:
+    """`make test` hands files to its xdist workers in collection order (--no-loadscope-reorder): a module marked
+    ``minutes(m)`` comes before every shorter one, its tests together and in order; unmarked ones keep their order."""
+    pytester.makeconftest((Path(__file__).with_name("conftest.py")).read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    slow: end-to-end\n    gpu: needs a GPU\n    minutes(m): minutes\n")
+    pytester.makepyfile(
+        test_a="def test_a1():\n    pass\n\ndef test_a2():\n    pass\n",
+        test_b="import pytest\n\npytestmark = pytest.mark.minutes(2)\n\ndef test_b1():\n    pass\n\ndef test_b2():\n    pass\n",
+        test_c="import pytest\n\ndef test_c1():\n    pass\n\n@pytest.mark.minutes(9)\ndef test_c2():\n    pass\n",
+        test_d="def test_d1():\n    pass\n")
+    result = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
+    order = [line.split("::")[1] for line in result.outlines if "::" in line]
+    assert order == ["test_c1", "test_c2", "test_b1", "test_b2", "test_a1", "test_a2", "test_d1"]

@@ -19,6 +19,8 @@ import throughput  # noqa: E402
 import throughput_report as report  # noqa: E402
 from throughput_sections import parse_layout  # noqa: E402
 
+pytestmark = pytest.mark.minutes(1.5)  # tests/conftest.py: the longest modules start first
+
 SMOKE = ["--layouts", "tp1", "--window-layouts", "tp1", "--batch", "2", "--prompt-len", "24", "--response-len", "8",
          "--micro-batch-size", "1", "--warmup", "0", "--repeats", "1", "--rollout-prompts", "2", "--rollout-new-tokens", "4",
          "--rollout-warmup", "0", "--rollout-repeats", "1", "--reward-n", "30", "--reward-warmup", "0", "--reward-repeats", "1"]

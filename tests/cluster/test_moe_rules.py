@@ -10,6 +10,8 @@ from rlec.cluster.config_check import run_checks
 from rlec.cluster.moe_rules import moe_stability_rules
 from rlec.config import cluster_layouts, gpu_precisions, options
 
+pytestmark = pytest.mark.minutes(1)  # tests/conftest.py: the longest modules start first
+
 LAYOUTS = cluster_layouts()
 PRECISIONS = gpu_precisions()
 

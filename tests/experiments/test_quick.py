@@ -14,7 +14,7 @@ import pytest
 
 from rlec.experiments import cli, keys as K
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(11)]  # tests/conftest.py: the longest modules start first
 
 
 def _quick(tmp_path_factory: pytest.TempPathFactory, name: str, arms: str) -> Path:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.minutes(2)  # tests/conftest.py: the longest modules start first
+
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "run_megatron_rlec.sh"
 
 
