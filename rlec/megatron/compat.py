@@ -441,6 +441,45 @@ def _distopt_shared_step_apply() -> None:
     DistributedOptimizer.load_state_dict = load_state_dict
 
 
+# --- 15. the checkpoint's Adam step counter after loading a dp-reshardable distributed-optimizer checkpoint -------
+def _distopt_step_value_needed() -> bool:
+    from megatron.core.optimizer import distrib_optimizer
+
+    cls = distrib_optimizer.DistributedOptimizer
+    load = cls.load_state_dict
+    setter = inspect.unwrap(cls._set_main_param_and_optimizer_states)
+    return (not getattr(distrib_optimizer, "HAVE_APEX_OR_TE", True) and not getattr(load, "_rlec_step_value", False)
+            # the per-parameter 'step' is saved as a LocalNonpersistentObject: a load hands back the live one ...
+            and "if key == 'step':" in inspect.getsource(cls.sharded_param_state_dp_reshardable)
+            # ... and the setter copies every state key, 'step' included, over what load_state_dict set
+            and "**optim_state}" in inspect.getsource(setter))
+
+
+def _distopt_step_value_apply() -> None:
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    load = DistributedOptimizer.load_state_dict
+
+    @functools.wraps(load)
+    def load_state_dict(self: Any, state_dict: Any) -> Any:
+        out = load(self, state_dict)
+        groups = (state_dict.get("optimizer") or {}).get("param_groups", []) if isinstance(state_dict, dict) else []
+        steps = {group["step"] for group in groups if group.get("step") is not None}
+        if len(steps) == 1:
+            # the step the checkpoint holds (megatron keeps it in param_groups for torch's Adam): the parameter state
+            # load just copied the fresh optimizer's own counter (1 after the dummy init) over it; one tensor per
+            # parameter, as a fresh Adam keeps them
+            (step,) = steps
+            for state in self.optimizer.state.values():
+                if isinstance(state.get("step"), torch.Tensor):
+                    state["step"] = torch.tensor(float(step), dtype=state["step"].dtype, device=state["step"].device)
+        return out
+
+    load_state_dict._rlec_cpu = True  # type: ignore[attr-defined]
+    load_state_dict._rlec_step_value = True  # type: ignore[attr-defined]
+    DistributedOptimizer.load_state_dict = load_state_dict
+
+
 SHIMS: tuple[Shim, ...] = (
     Shim("rng_tracker", "AssertionError: Torch not compiled with CUDA enabled (CudaRNGStatesTracker.add / fork)",
          lambda: _raises(torch.cuda.get_rng_state), _rng_apply),
@@ -472,6 +511,12 @@ SHIMS: tuple[Shim, ...] = (
          "DistributedOptimizer.load_state_dict without Apex / TE gives every parameter's state one shared 'step' tensor, "
          "which torch's Adam(W) then advances once per parameter per step",
          _distopt_shared_step_needed, _distopt_shared_step_apply),
+    Shim("distributed_optimizer_step_value", "a resumed run's Adam updates differ from the uninterrupted run's (no error): "
+         "loading a dp-reshardable DistributedOptimizer checkpoint without Apex / TE leaves every parameter's Adam 'step' at the "
+         "fresh optimizer's own value (1 after the dummy init of distributed_optimizer_load), not the checkpoint's: the "
+         "per-parameter 'step' is saved as a LocalNonpersistentObject and _set_main_param_and_optimizer_states copies it over "
+         "the value load_state_dict set from param_groups (exact only when the checkpoint was taken after one optimizer step)",
+         _distopt_step_value_needed, _distopt_step_value_apply),
     Shim("cuda_synchronize", "AssertionError: Torch not compiled with CUDA enabled (torch.cuda.synchronize in the dist-checkpoint writer, pipeline p2p)",
          _sync_needed, _sync_apply),
 )

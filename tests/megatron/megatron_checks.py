@@ -222,9 +222,12 @@ def distopt(args: argparse.Namespace) -> dict | None:
 
 
 def distopt_resume(args: argparse.Namespace) -> dict | None:
-    """Resume with Megatron's distributed optimizer (verl's CPU layout): one step, a dist checkpoint with the
-    optimizer, a fresh model + optimizer loaded from it, then one more step on both. Adam's step counters of the
-    resumed optimizer and the weights after that step, against the run never interrupted (weight decay on)."""
+    """Resume with Megatron's distributed optimizer (verl's CPU layout): ``steps`` optimizer steps (2, as verl's CPU
+    layout takes per trainer step: with 1 the checkpoint's Adam step counter equals the fresh optimizer's own after its
+    dummy init, which hid the ``distributed_optimizer_step_value`` defect), a dist checkpoint with the optimizer, a
+    fresh model + optimizer loaded from it, then one more step on both. Adam's step counters of the resumed
+    optimizer right after the load and after that step, and the weights, against the run never interrupted (weight
+    decay on)."""
     import torch
     from megatron.core import dist_checkpointing
     from megatron.core.dist_checkpointing.serialization import StrictHandling
@@ -249,7 +252,8 @@ def distopt_resume(args: argparse.Namespace) -> dict | None:
                 "chained_optim_avoid_prefix": True}
 
     policy, optimizer = build()
-    train_step(policy, optimizer, ids, mask, loss_fn, micro_batch_size=2)
+    for _ in range(int(getattr(args, "steps", 2))):
+        train_step(policy, optimizer, ids, mask, loss_fn, micro_batch_size=2)
     Path(args.out).mkdir(parents=True)
     state = model_sharded_state_dict(policy)
     state["optimizer"] = optimizer.sharded_state_dict(state, metadata=metadata)
@@ -261,16 +265,17 @@ def distopt_resume(args: argparse.Namespace) -> dict | None:
     loaded = dist_checkpointing.load({"optimizer": fresh_optimizer.sharded_state_dict(model_state, is_loading=True, metadata=metadata)},
                                      args.out, strict=StrictHandling.ASSUME_OK_UNEXPECTED)
     fresh_optimizer.load_state_dict(loaded["optimizer"])
+
+    def steps(opt: Any) -> list[float]:
+        return sorted({float(s["step"]) for s in opt.optimizer.state.values() if "step" in s})
+
+    loaded_steps = steps(fresh_optimizer)
     train_step(policy, optimizer, ids, mask, loss_fn, micro_batch_size=2)
     train_step(fresh, fresh_optimizer, ids, mask, loss_fn, micro_batch_size=2)
     if torch.distributed.get_rank() != 0:
         return None
     a, b = dict(export_hf_weights(policy)), dict(export_hf_weights(fresh))
-
-    def steps(opt: Any) -> list[float]:
-        return sorted({float(s["step"]) for s in opt.optimizer.state.values() if "step" in s})
-
-    return {"steps": steps(optimizer), "steps_resumed": steps(fresh_optimizer),
+    return {"steps": steps(optimizer), "steps_loaded": loaded_steps, "steps_resumed": steps(fresh_optimizer),
             "parameters": len(fresh_optimizer.optimizer.state),
             "weight_max_diff": max(float((a[k] - b[k]).abs().max()) for k in a)}
 

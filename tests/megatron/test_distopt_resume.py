@@ -4,8 +4,14 @@ megatron-core 0.16.1's ``DistributedOptimizer.load_state_dict`` without Apex / T
 one shared ``step`` tensor; torch's Adam(W) advances each parameter's counter in place, so the shared one grew by
 the number of parameters per step and a resumed run's updates left the uninterrupted run's (verl's trainer on
 CPU: step 2's ``actor/grad_norm`` 0.0024945 vs 0.0024838). The shim ``distributed_optimizer_shared_step``
-(``rlec.megatron.compat``) gives each parameter its own copy. One plain process (``megatron_checks.py`` plan
-``distopt_resume``): one step, checkpoint, a fresh model + optimizer loaded from it, one more step on both.
+(``rlec.megatron.compat``) gives each parameter its own copy. And the counter's value: the per-parameter ``step`` is
+saved as a ``LocalNonpersistentObject``, so the load's parameter-state copy put the fresh optimizer's own counter
+(1, from the dummy init that shim ``distributed_optimizer_load`` runs) over the checkpoint's (kept in param_groups):
+exact only for a checkpoint taken after ONE optimizer step, which is what this check did until 2026-12-03; verl's CPU
+layout takes two per trainer step (step 2's ``actor/grad_norm`` 0.0024747 vs 0.0024838 after the shared-step fix).
+Shim ``distributed_optimizer_step_value`` restores the checkpoint's counter. One plain process
+(``megatron_checks.py`` plan ``distopt_resume``): two steps, checkpoint, a fresh model + optimizer loaded from it,
+one more step on both.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ def test_a_resumed_distributed_optimizer_steps_as_the_uninterrupted_one(tiny_moe
     assert proc.returncode == 0 and lines, f"rc={proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     (result,) = json.loads(lines[-1][len(RESULT_PREFIX):])
     assert result["parameters"] > 1, result  # a shared counter needs more than one parameter to show
-    assert result["steps"] == [2.0], result  # two optimizer steps, one counter value per parameter
-    assert result["steps_resumed"] == [2.0], result  # without the shim: 1 + the number of parameters
+    assert result["steps"] == [3.0], result  # three optimizer steps, one counter value per parameter
+    # the checkpoint's counter (2 steps); without distributed_optimizer_step_value: 1, the fresh optimizer's own
+    assert result["steps_loaded"] == [2.0], result
+    assert result["steps_resumed"] == [3.0], result  # without distributed_optimizer_shared_step: 2 + the number of parameters
     assert result["weight_max_diff"] == 0.0, result

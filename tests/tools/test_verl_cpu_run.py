@@ -195,13 +195,20 @@ def _outcomes(metrics: dict[str, float]) -> dict[str, float]:
 
 
 def _weights(step_dir: Path) -> dict[str, "object"]:
-    """Every tensor of a verl Megatron dist checkpoint's actor model, by name (torch's DCP reader)."""
+    """Every tensor of a verl Megatron checkpoint's actor model, by name: the Hugging Face weights its bridge writes
+    (``actor/model/huggingface``: the model slot without ``use_dist_checkpointing``, as on this layout) or else the
+    Megatron shards of ``actor/model/dist_ckpt`` (torch's DCP reader). Never the optimizer's tree (its buckets hold
+    uninitialised padding between parameters) nor ``actor/extra`` (the RNG state only, no tensors)."""
     import torch
+    from safetensors.torch import load_file
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-    model = next(p for p in (step_dir / "actor").rglob(".metadata") if "optim" not in str(p)).parent
-    target = step_dir.parent / f"{step_dir.name}_{model.name}.pt"
-    dcp_to_torch_save(str(model), str(target))
+    model = step_dir / "actor" / "model"
+    files = sorted((model / "huggingface").glob("*.safetensors"))
+    if files:
+        return {name: tensor for f in files for name, tensor in load_file(f).items()}
+    target = step_dir.parent / f"{step_dir.name}_model.pt"
+    dcp_to_torch_save(str(model / "dist_ckpt"), str(target))
     state = torch.load(target, weights_only=False)
     flat: dict[str, object] = {}
 
@@ -294,15 +301,12 @@ def test_a_sigkilled_run_resumed_draws_and_scores_what_the_uninterrupted_run_did
     assert len(want) > 50 and got == want
 
 
-@pytest.mark.xfail(strict=True, reason="measured 2026-12-02 after the shared-step fix (rlec.megatron.compat "
-                   "distributed_optimizer_shared_step): step 2's actor/grad_norm 0.0024747 vs 0.0024838 uninterrupted and "
-                   "actor/ppo_kl -5.2e-6 vs -1.9e-5 (before the fix 0.0024945 and -4.6e-5), with identical data, rewards and "
-                   "old log-probs; Megatron's own optimizer resume is exact (tests/megatron/test_distopt_resume.py): what "
-                   "else verl's resume restores differently is not yet found (issue 31 item 4)")
 def test_a_sigkilled_run_resumed_updates_to_bit_identical_weights(killed_and_resumed):
-    """Issue 31 item 4, update side: the same ``actor/*`` figures and bit-identical final weights. Needs one Adam
-    step counter per parameter after the optimizer's load (rlec.megatron.compat ``distributed_optimizer_shared_step``;
-    without it step 2's actor/grad_norm was 0.0024945 against 0.0024838, tests/megatron/test_distopt_resume.py)."""
+    """Issue 31 item 4, update side: the same ``actor/*`` figures and bit-identical final weights. Needs, after the
+    optimizer's load, one Adam step counter per parameter (rlec.megatron.compat ``distributed_optimizer_shared_step``;
+    without it step 2's actor/grad_norm was 0.0024945 against 0.0024838) holding the checkpoint's value, not the fresh
+    optimizer's 1 (``distributed_optimizer_step_value``; without it 0.0024747 against 0.0024838: verl's CPU layout takes
+    two optimizer steps per trainer step, so the checkpoint holds 2). tests/megatron/test_distopt_resume.py."""
     import torch
 
     reference, again, whole, out, *_ = killed_and_resumed
