@@ -1,4 +1,4 @@
-"""``python -m rlec.experiments ... --quick`` end to end through the launcher (verl's trainer on CPU).
+"""``python -m rlec.experiments e3 --quick`` end to end through the launcher (verl's trainer on CPU).
 
 One module-scoped run per experiment, shared by every assertion: each arm trained with the setting it
 names (read back from the per-step metrics verl logged), the result file has every figure, the PNG
@@ -14,17 +14,7 @@ import pytest
 
 from rlec.experiments import cli, keys as K
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(11)]  # tests/conftest.py: the longest modules start first
-
-
-def _quick(tmp_path_factory: pytest.TempPathFactory, name: str, arms: str) -> Path:
-    out = tmp_path_factory.mktemp(name) / "out"
-    assert cli.main([name, "--quick", "--seeds", "1", "--arms", arms, "--out", str(out)]) == 0
-    return out
-
-
-def _metrics(out: Path, arm: str) -> list[dict]:
-    return json.loads((out / arm / "seed0" / "run.json").read_text())["metrics"]
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(8)]  # tests/conftest.py: the longest modules start first
 
 
 def _launches(out: Path) -> int:
@@ -32,16 +22,16 @@ def _launches(out: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def e3_out(tmp_path_factory: pytest.TempPathFactory) -> Path:  # 2 launches of 3 steps: ~9 min on a loaded 2-core box
-    return _quick(tmp_path_factory, "e3", "grpo,scheduler")
+def e3_out(quick) -> Path:  # 2 launches of 3 steps: ~8 min on 2 cores
+    return quick("e3", "grpo,scheduler")
 
 
-def test_e3_arm_moves_the_temperature_and_grpo_has_none(e3_out: Path) -> None:
-    sched = [row[K.M_TEMPERATURE] for row in _metrics(e3_out, "scheduler")]
+def test_e3_arm_moves_the_temperature_and_grpo_has_none(e3_out: Path, arm_metrics) -> None:
+    sched = [row[K.M_TEMPERATURE] for row in arm_metrics(e3_out, "scheduler")]
     assert len(sched) == cli.load("e3").quick_steps
     assert sched[0] == 1.0 and len(set(sched)) > 1, sched  # T_0, then the scheduler's update from the step-1 target
-    assert not any(K.M_TEMPERATURE in row for row in _metrics(e3_out, "grpo"))  # fixed T: E3 not composed
-    assert all(K.M_ENTROPY in row for row in _metrics(e3_out, "grpo"))
+    assert not any(K.M_TEMPERATURE in row for row in arm_metrics(e3_out, "grpo"))  # fixed T: E3 not composed
+    assert all(K.M_ENTROPY in row for row in arm_metrics(e3_out, "grpo"))
 
 
 def test_e3_result_file_has_every_figure_for_every_arm(e3_out: Path) -> None:
@@ -62,11 +52,3 @@ def test_e3_rerun_reuses_every_finished_arm_seed(e3_out: Path) -> None:
     assert before == 2
     assert cli.main(["e3", "--quick", "--seeds", "1", "--arms", "grpo,scheduler", "--out", str(e3_out)]) == 0
     assert _launches(e3_out) == before
-
-
-def test_rlve_static_arm_never_changes_its_difficulty(tmp_path_factory: pytest.TempPathFactory) -> None:
-    out = _quick(tmp_path_factory, "rlve", "low_static")  # one launch of 2 steps: ~4 min
-    key = K.rlve_difficulty_metric("arithmetic")
-    assert [row[key] for row in _metrics(out, "low_static")] == [0.0, 0.0]
-    result = json.loads((out / "results.json").read_text())
-    assert set(result["arms"]["low_static"]["table"]) >= {f"held-out accuracy d={d}" for d in range(4)}

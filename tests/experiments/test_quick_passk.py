@@ -1,0 +1,26 @@
+"""``python -m rlec.experiments passk --quick --arms passk_then_pass1 --steps 2`` end to end (verl's trainer on CPU):
+the switch arm's two launches train pass@k (k = 4) and then pass@1 from the first launch's final weights."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from rlec.experiments import keys as K
+
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(4)]  # tests/conftest.py: the longest modules start first
+
+
+def test_passk_switch_arm_trains_pass_at_k_then_pass_at_1_from_its_weights(quick, arm_metrics) -> None:
+    out = quick("passk", "passk_then_pass1", "--steps", "2")  # two launches of 1 step: ~4 min
+    rows = arm_metrics(out, "passk_then_pass1")
+    assert [row["step"] for row in rows] == [1, 2]
+    assert rows[0][K.M_ACTIVE_K] == 4 and K.M_ACTIVE_K not in rows[1], rows  # pass@k, then the plain advantage
+    seed = out / "passk_then_pass1" / "seed0"
+    (second,) = (seed / "stage2" / "launches").glob("*/config.yaml")
+    model = yaml.safe_load(second.read_text())["actor_rollout_ref"]["model"]["path"]
+    assert model.startswith(str((seed / "stage1").resolve())), model  # stage 2 starts from stage 1's final HF weights
+    result = json.loads((out / "results.json").read_text())
+    assert set(result["arms"]["passk_then_pass1"]["table"]) >= {"held-out pass@1", "held-out pass@4"}
