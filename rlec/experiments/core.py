@@ -88,7 +88,9 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
         for idx, (overrides, n) in enumerate(exp.arm(arm).stages(steps)):
             where = f"arm {arm!r}" + (f" stage {idx + 1}" if exp.arm(arm).then is not None else "")
             try:
-                cfg = compose_checked([*(f"{k}={v}" for k, v in exp.settings.items()), *overrides])
+                # the stage's length as the launcher sets it (STEPS): rules such as the b schedule's need it
+                cfg = compose_checked([*(f"{k}={v}" for k, v in exp.settings.items()), *overrides,
+                                       f"trainer.total_training_steps={n}"])
             except ValueError as exc:
                 errors.append(f"{where}: {exc}")
                 continue

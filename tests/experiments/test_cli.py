@@ -117,6 +117,17 @@ def test_every_arm_of_every_experiment_passes_the_launchs_first_rules() -> None:
         assert core.arm_errors(exp, [a.name for a in exp.arms], exp.steps) == [], name
 
 
+def test_a_stage_too_short_for_the_b_schedule_is_refused_naming_the_arm_and_stage(tmp_path, capsys) -> None:
+    """``--steps 2`` splits the switch arm into 1 + 1 steps, which RLEC's b schedule refuses (it needs two): a launch
+    refused it after the warm start; the arm check now does, with the stage's own length, before any work."""
+    out = tmp_path / "out"
+    assert cli.main(["passk", "--arms", "passk_then_pass1", "--steps", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "arm 'passk_then_pass1' stage 1" in err and "[rlec.schedule.end_step]" in err, err
+    assert not out.exists()
+    assert core.arm_errors(cli.load("passk"), ["passk_then_pass1"], 4) == []  # 2 + 2 steps: accepted
+
+
 def test_an_arm_the_launch_would_refuse_stops_the_experiment_before_any_work(tmp_path, monkeypatch, capsys) -> None:
     exp = cli.load("passk")
     bad = Arm("passk", "verl's copy set directly", ("algorithm=passk", "algorithm.passk.k=4"))
