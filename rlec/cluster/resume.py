@@ -255,11 +255,23 @@ def _other_pids() -> list[int]:
         return []
 
 
+def _command(pid: int) -> str | None:
+    """``pid``'s command line, spaces between its arguments (None: gone or unreadable). Empty for a process whose
+    memory is already released (exiting, or a zombie): the kernel drops its memory before its open files, so such a
+    process may still hold a file open for a moment but can no longer write to it."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
+
+
 def live_writers(folder: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
     """Processes on this machine, other than this launch, with a file under ``folder`` open for writing.
 
     Read from ``/proc`` (Linux; elsewhere nothing is found): each process's open descriptors, their
-    paths and their ``fdinfo`` flags (write-only or read-write).
+    paths and their ``fdinfo`` flags (write-only or read-write). A process without a command line is
+    exiting and writes nothing more (:func:`_command`): not counted (a rerun right after SIGKILL, on a
+    loaded 2-core box, was refused for a killed launch's Ray worker caught between the two steps of its exit).
 
     Returns:
         ``(pid, command line (cut), file)`` per process, the first such file of each.
@@ -281,11 +293,9 @@ def live_writers(folder: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
             except (OSError, StopIteration, ValueError):
                 continue
             if flags & (os.O_WRONLY | os.O_RDWR):
-                try:
-                    command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                except OSError:
-                    command = "?"
-                out.append((pid, command.strip()[:120], target))
+                command = _command(pid)
+                if command != "":  # "": exiting, writes nothing more
+                    out.append((pid, "?" if command is None else command[:120], target))
                 break
     return sorted(out)
 
@@ -314,10 +324,10 @@ def launch_processes(folder: str | os.PathLike[str]) -> list[tuple[int, str]]:
         try:
             if wanted not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
                 continue
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        if command:  # a zombie has no command line and holds nothing
+        command = _command(pid)
+        if command:  # a zombie or an exiting process has no command line and writes nothing more
             out.append((pid, command))
     return sorted(out)
 

@@ -163,3 +163,22 @@ def test_config_check_refuses_a_bad_wait(value, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--wait-previous", value])
     assert exc.value.code == 2 and "--wait-previous" in capsys.readouterr().err
+
+
+def test_an_exiting_writer_without_a_command_line_does_not_count(tmp_path, monkeypatch):
+    """A SIGKILLed launch's Ray worker, caught between releasing its memory and closing its files (its command line
+    already empty), refused the rerun on a loaded 2-core box ("process 31359 () still writes ..."): it can write
+    nothing more, so it is not a live writer; a writer with a command line still is."""
+    from rlec.cluster import resume
+
+    shard = tmp_path / "global_step_2" / "__0_0.distcp"
+    shard.parent.mkdir(parents=True)
+    writer = _holder(shard, "ab")
+    try:
+        assert [pid for pid, _, _ in live_writers(tmp_path)] == [writer.pid]
+        real = resume._command
+        monkeypatch.setattr(resume, "_command", lambda pid: "" if pid == writer.pid else real(pid))
+        assert live_writers(tmp_path) == []
+    finally:
+        writer.kill()
+        writer.wait()
