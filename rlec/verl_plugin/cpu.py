@@ -22,7 +22,8 @@ What it does, in order:
    logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
    positions that predict response tokens only), routing replay (R2 / R3) on the
    padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
-   size > 1, Megatron-core's own CPU shims).
+   size > 1, verl's replay buffer polling for finished rollouts every 0.2 s instead of 2 s, Megatron-core's own
+   CPU shims).
 """
 
 from __future__ import annotations
@@ -680,6 +681,34 @@ def _parallel_load_apply() -> None:
 
 
 # --- 10. megatron-core's own CPU shims, in every worker ---------------------------------------
+# --- 10. verl's V1 replay buffer polls for finished rollouts every 2 s ------------------------------
+REPLAY_POLL_S = 0.2
+"""The sync replay buffer's poll on CPU (seconds): a step's rollout ends within this of its last sample."""
+
+
+def _replay_poll_needed() -> bool:
+    from verl.trainer.ppo.v1 import replay_buffer, trainer_base
+
+    default = inspect.signature(replay_buffer.ReplayBuffer.__init__).parameters["poll_interval"].default
+    # a 2 s default that the trainer never sets (no config key)
+    return default > REPLAY_POLL_S and "poll_interval" not in inspect.getsource(trainer_base.PPOTrainer._build_replay_buffer)
+
+
+def _replay_poll_apply() -> None:
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    init = ReplayBuffer.__init__
+    position = list(inspect.signature(init).parameters).index("poll_interval")  # self counted
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) < position:  # not given positionally: REPLAY_POLL_S unless given by name
+            kwargs.setdefault("poll_interval", REPLAY_POLL_S)
+        init(self, *args, **kwargs)
+
+    ReplayBuffer.__init__ = __init__
+
+
 def _megatron_needed() -> bool:
     return not torch.cuda.is_available()
 
@@ -714,6 +743,9 @@ VERL_SHIMS: tuple[Shim, ...] = (
     Shim("parallel_checkpoint_load", "AssertionError: Torch not compiled with CUDA enabled (resuming at a data-parallel "
          "size > 1: verl's load_dist_checkpointing wraps the load in Megatron's FullyParallelLoadStrategyWrapper, whose "
          "load exchanges the shards on CUDA and calls torch.cuda.synchronize())", _parallel_load_needed, _parallel_load_apply),
+    Shim("replay_buffer_poll", "about 1 s of every step's rollout lost, 2 on average per validation: verl's V1 sync "
+         "ReplayBuffer polls for finished samples every 2 s (poll_interval, not a config key), so a 4.1 s rollout took 6.0 s "
+         "(make run's 10 steps all 6.0 s)", _replay_poll_needed, _replay_poll_apply),
     Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.megatron.compat.SHIMS)", _megatron_needed, _megatron_apply),
 )
 

@@ -191,3 +191,21 @@ def test_response_only_logits_equal_verls_full_computation_at_tp2_with_sequence_
         assert r["lp_scale"] > 1.0 and r["grad_scale"] > 0 and r["output_layer_grad"] > 0, (layout, r)
         assert r["lp_diff"] <= 1e-6 and r["entropy_diff"] <= 1e-6, (layout, r)
         assert r["grad_diff"] <= 1e-6 * max(1.0, r["grad_scale"]), (layout, r)
+
+
+def test_the_replay_buffer_polls_every_0_2_s_unless_told(monkeypatch):
+    """verl's sync ReplayBuffer, built as verl's trainer builds it (no poll_interval), polls every 0.2 s after the
+    shim (2 s before: make run's rollouts all took 6.0 s for about 4 s of generation); an explicit value is kept."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    kwargs = dict(trainer_mode="sync", trainer_config=OmegaConf.create({}), max_off_policy_threshold=None,
+                  max_off_policy_strategy="drop", sampler_kwargs=OmegaConf.create({}))
+    init = ReplayBuffer.__init__
+    assert ReplayBuffer(**kwargs).poll_interval == 2.0  # verl's default (the shim's probe)
+    try:
+        cpu._replay_poll_apply()
+        assert ReplayBuffer(**kwargs).poll_interval == cpu.REPLAY_POLL_S == 0.2
+        assert ReplayBuffer(**kwargs, poll_interval=1.5).poll_interval == 1.5
+    finally:
+        ReplayBuffer.__init__ = init
