@@ -11,7 +11,7 @@ import pytest
 from rlec.eval.records import SCHEMA, target_label
 from rlec.demo import pipeline as demo
 
-pytestmark = pytest.mark.minutes(7)  # tests/conftest.py: the longest modules start first
+pytestmark = pytest.mark.minutes(3)  # tests/conftest.py: the longest modules start first
 
 RESPONSES = {"C": "\\boxed{4}", "W": "\\boxed{5}", "A": "\\boxed{I don't know}"}
 

@@ -14,7 +14,7 @@ import pytest
 
 from rlec.experiments import cli, keys as K
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(8)]  # tests/conftest.py: the longest modules start first
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(6)]  # tests/conftest.py: the longest modules start first
 
 
 def _launches(out: Path) -> int:
@@ -22,7 +22,7 @@ def _launches(out: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def e3_out(quick) -> Path:  # 2 launches of 3 steps: ~8 min on 2 cores
+def e3_out(quick) -> Path:  # 2 launches of 3 steps: ~6 min on 2 cores
     return quick("e3", "grpo,scheduler")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.minutes(5)  # tests/conftest.py: the longest modules start first
+pytestmark = pytest.mark.minutes(2.5)  # tests/conftest.py: the longest modules start first
 
 REPO = Path(__file__).resolve().parents[2]
 TOOL = REPO / "tools" / "convert_hf_to_mcore.py"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.minutes(2.5)  # tests/conftest.py: the longest modules start first
+pytestmark = pytest.mark.minutes(2.3)  # tests/conftest.py: the longest modules start first
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP, SMOKE = ROOT / "tools" / "setup_gpu_env.sh", ROOT / "tools" / "gpu_smoke.sh"

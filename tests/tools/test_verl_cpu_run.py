@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(12)]  # tests/conftest.py: the longest modules start first
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(16)]  # tests/conftest.py: the longest modules start first
 
 REPO = Path(__file__).resolve().parents[2]
 
