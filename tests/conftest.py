@@ -143,6 +143,9 @@ def module_minutes(items: list[pytest.Item]) -> dict[str, float]:
     minutes: dict[str, float] = {}
     for item in items:
         mark = item.get_closest_marker("minutes")
+        if mark is not None and (len(mark.args) != 1 or not isinstance(mark.args[0], (int, float))):
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.minutes takes one number (the module's minutes), "
+                                    f"got {mark.args!r}")
         key = str(item.path)
         minutes[key] = max(minutes.get(key, 0.0), float(mark.args[0]) if mark else 0.0)
     return minutes

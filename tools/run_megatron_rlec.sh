@@ -202,11 +202,7 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
              ++ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="'${OMP_NUM_THREADS:-$(nproc)}'"  # quoted: Ray wants a string
              # TransferQueue's threads (8 by default) capped at the physical cores, as TransferQueue itself caps them, without
              # its warning per call, which Ray forwards to the console after the run (issue 31 item 2: quiet logs)
-             ++ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS="'${TQ_NUM_THREADS:-$TQ_THREADS}'"
-             # torch.compile off (torch's own switch): verl's Megatron entropy compiles a one-line multiply-sum
-             # (verl.utils.megatron.tensor_parallel, mul_reduce) with inductor at the first forward of every launch,
-             # ~8 s of C++ compile on 2 cores, to gain nothing at toy shapes on CPU
-             ++ray_kwargs.ray_init.runtime_env.env_vars.TORCH_COMPILE_DISABLE="'${TORCH_COMPILE_DISABLE:-1}'")
+             ++ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS="'${TQ_NUM_THREADS:-$TQ_THREADS}'")
   # NPROC Megatron worker processes (one logical GPU each; gloo), split by TP / EP / ETP / PP; the early rules and
   # DRY_RUN's refuse bad values (not integers, TP x PP not dividing NPROC, EP not dividing the experts, ...) before
   # Ray starts. The rollout: one rlec_hf replica over all of them (rollout DP = NPROC); Ray's logical CPUs: 3 per worker

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rlec.demo.verl_run import hf_model, launch, read_groups, read_metrics
+from rlec.demo.verl_run import hf_model, launch, launcher_args, read_groups, read_metrics
 from rlec.experiments import keys as K
 from rlec.experiments.spec import Experiment, Run
 
@@ -75,11 +75,20 @@ def claim_folder(out: Path, stamp: dict[str, Any]) -> None:
 
 
 def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
-    """Each named arm's stages composed in-process and checked by the rules every launch applies first (the early
-    rule set and the algorithms' own, :func:`rlec.cluster.rules.algorithm_overlay_rules`): one message per refused
-    stage, naming the arm, the stage, the key and the rule; empty when every launch would pass them. Seconds,
-    before any warm start or launch: a full ``passk`` run once trained two arm-seeds (15 minutes) before its third
-    arm's launch refused a key (``--check`` runs the whole ``DRY_RUN=1`` of each launch instead)."""
+    """Each named arm's stages composed in-process as their launches compose them (the experiment's settings, the
+    launch's own overrides of :func:`rlec.demo.verl_run.launcher_args`, the arm's, the stage's length) and checked by
+    the rules every launch applies first (the early rule set and the algorithms' own,
+    :func:`rlec.cluster.rules.algorithm_overlay_rules`). Seconds, before any warm start or launch: a full ``passk``
+    run once trained two arm-seeds (15 minutes) before its third arm's launch refused a key (``--check`` runs the
+    whole ``DRY_RUN=1`` of each launch instead, with the model and the paths).
+
+    Returns:
+        One line per refusal (several for a stage refused on several keys), naming the arm, the stage of a two-stage
+        arm, the key, the value and the rule; empty when every launch would pass these rules.
+
+    Raises:
+        ValueError: an arm ``exp`` does not have (names it).
+    """
     from rlec.cluster.rules import algorithm_overlay_rules
     from rlec.demo.pipeline import compose_checked
 
@@ -87,10 +96,11 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
     for arm in arms:
         for idx, (overrides, n) in enumerate(exp.arm(arm).stages(steps)):
             where = f"arm {arm!r}" + (f" stage {idx + 1}" if exp.arm(arm).then is not None else "")
+            launch = launcher_args(Path("arm_check"), [*(f"{k}={v}" for k, v in exp.settings.items()), *overrides],
+                                   steps=n, seed=0)
             try:
                 # the stage's length as the launcher sets it (STEPS): rules such as the b schedule's need it
-                cfg = compose_checked([*(f"{k}={v}" for k, v in exp.settings.items()), *overrides,
-                                       f"trainer.total_training_steps={n}"])
+                cfg = compose_checked([*launch, f"trainer.total_training_steps={n}"])
             except ValueError as exc:
                 errors.append(f"{where}: {exc}")
                 continue

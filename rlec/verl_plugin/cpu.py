@@ -22,8 +22,8 @@ What it does, in order:
    logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
    positions that predict response tokens only), routing replay (R2 / R3) on the
    padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
-   size > 1, verl's replay buffer polling for finished rollouts every 0.2 s instead of 2 s, Megatron-core's own
-   CPU shims).
+   size > 1, torch.compile off (verl's Megatron entropy compiles with inductor at every launch), verl's replay
+   buffer polling for finished rollouts every 0.2 s instead of 2 s, Megatron-core's own CPU shims).
 """
 
 from __future__ import annotations
@@ -680,10 +680,23 @@ def _parallel_load_apply() -> None:
     dist_checkpointing.FullyParallelLoadStrategyWrapper = EachRankLoadStrategyWrapper
 
 
-# --- 10. megatron-core's own CPU shims, in every worker ---------------------------------------
-# --- 10. verl's V1 replay buffer polls for finished rollouts every 2 s ------------------------------
+# --- 10. verl's Megatron entropy compiles a multiply-sum with inductor in every launch ------------
+def _entropy_compile_needed() -> bool:
+    from verl.utils.megatron import tensor_parallel
+
+    return "@torch.compile" in inspect.getsource(tensor_parallel._VocabParallelEntropy.forward)
+
+
+def _entropy_compile_apply() -> None:
+    # torch's own switch (what TORCH_COMPILE_DISABLE=1 sets): torch.compile returns the function unchanged; nothing on
+    # the CPU path gains from inductor at toy shapes
+    torch._dynamo.config.disable = True
+
+
+# --- 11. verl's V1 replay buffer polls for finished rollouts every 2 s ------------------------------
 REPLAY_POLL_S = 0.2
-"""The sync replay buffer's poll on CPU (seconds): a step's rollout ends within this of its last sample."""
+"""The replay buffer's poll on CPU (seconds; verl's ``ReplayBuffer`` and its subclasses, ``ReplayBufferAsync``
+included, when built without ``poll_interval``): a step's rollout ends within this of its last sample."""
 
 
 def _replay_poll_needed() -> bool:
@@ -709,6 +722,7 @@ def _replay_poll_apply() -> None:
     ReplayBuffer.__init__ = __init__
 
 
+# --- 12. megatron-core's own CPU shims, in every worker ---------------------------------------
 def _megatron_needed() -> bool:
     return not torch.cuda.is_available()
 
@@ -743,9 +757,12 @@ VERL_SHIMS: tuple[Shim, ...] = (
     Shim("parallel_checkpoint_load", "AssertionError: Torch not compiled with CUDA enabled (resuming at a data-parallel "
          "size > 1: verl's load_dist_checkpointing wraps the load in Megatron's FullyParallelLoadStrategyWrapper, whose "
          "load exchanges the shards on CUDA and calls torch.cuda.synchronize())", _parallel_load_needed, _parallel_load_apply),
-    Shim("replay_buffer_poll", "about 1 s of every step's rollout lost, 2 on average per validation: verl's V1 sync "
-         "ReplayBuffer polls for finished samples every 2 s (poll_interval, not a config key), so a 4.1 s rollout took 6.0 s "
-         "(make run's 10 steps all 6.0 s)", _replay_poll_needed, _replay_poll_apply),
+    Shim("entropy_torch_compile", "about 8 s of inductor C++ compile at the first forward of every launch on 2 cores "
+         "(verl.utils.megatron.tensor_parallel._VocabParallelEntropy compiles its multiply-sum with torch.compile; "
+         "nothing gained at toy shapes on CPU)", _entropy_compile_needed, _entropy_compile_apply),
+    Shim("replay_buffer_poll", "each step's rollout rounded up to verl's next 2 s poll for finished samples (V1 "
+         "ReplayBuffer poll_interval, not a config key): make run's 10 rollouts all took 6.0 s, 4.7-6.2 s with a 0.2 s "
+         "poll", _replay_poll_needed, _replay_poll_apply),
     Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.megatron.compat.SHIMS)", _megatron_needed, _megatron_apply),
 )
 

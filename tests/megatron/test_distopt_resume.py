@@ -44,5 +44,7 @@ def test_a_resumed_distributed_optimizer_steps_as_the_uninterrupted_one(tiny_moe
     assert result["steps"] == [3.0], result  # three optimizer steps, one counter value per parameter
     # the checkpoint's counter (2 steps); without distributed_optimizer_step_value: 1, the fresh optimizer's own
     assert result["steps_loaded"] == [2.0], result
-    assert result["steps_resumed"] == [3.0], result  # without distributed_optimizer_shared_step: 2 + the number of parameters
+    # one counter per parameter, advanced once: distributed_optimizer_step_value gives each its own tensor (which also
+    # covers distributed_optimizer_shared_step's case whenever the checkpoint's param_groups hold the step, as here)
+    assert result["steps_resumed"] == [3.0], result
     assert result["weight_max_diff"] == 0.0, result

@@ -115,9 +115,6 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_
     assert (out / "training_curves.png").stat().st_size > 0
     assert not (out / "eval").exists()  # EVAL_AT_END=0
     assert list((out / "launches").glob("*/verl.log"))  # the third-party output, kept for debugging
-    # Ray's workers run with torch.compile off (the launcher's CPU settings: ~8 s of inductor per launch saved)
-    (resolved,) = (out / "launches").glob("*/config.yaml")
-    assert "TORCH_COMPILE_DISABLE: '1'" in resolved.read_text()
     # the checkpoint: verl's actor state, the tracker, rlec's algorithm state covered by the manifest
     assert (out / "global_step_2" / "actor").is_dir()
     assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "2"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -202,10 +203,36 @@ def test_the_replay_buffer_polls_every_0_2_s_unless_told(monkeypatch):
     kwargs = dict(trainer_mode="sync", trainer_config=OmegaConf.create({}), max_off_policy_threshold=None,
                   max_off_policy_strategy="drop", sampler_kwargs=OmegaConf.create({}))
     init = ReplayBuffer.__init__
-    assert ReplayBuffer(**kwargs).poll_interval == 2.0  # verl's default (the shim's probe)
     try:
+        # verl's own constructor, whatever an in-process enable_cpu of an earlier test applied
+        ReplayBuffer.__init__ = inspect.unwrap(init)
+        assert ReplayBuffer(**kwargs).poll_interval == 2.0  # verl's default (the shim's probe)
         cpu._replay_poll_apply()
         assert ReplayBuffer(**kwargs).poll_interval == cpu.REPLAY_POLL_S == 0.2
         assert ReplayBuffer(**kwargs, poll_interval=1.5).poll_interval == 1.5
     finally:
         ReplayBuffer.__init__ = init
+
+
+def test_torch_compile_is_a_no_op_after_the_entropy_shim(monkeypatch):
+    """verl's Megatron entropy (``_VocabParallelEntropy.forward``) compiles its multiply-sum with ``torch.compile`` at
+    every launch (~8 s of inductor on 2 cores, first call); after the shim dynamo sees no frame (before it: one) and
+    the function gives the eager result."""
+    import torch._dynamo
+
+    def frames_of_a_compiled_call() -> dict:
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+
+        @torch.compile(dynamic=True, backend="eager")  # the eager backend: dynamo's tracing, no C++ compile
+        def mul_reduce(a, b):
+            return (a * b).sum(dim=-1, keepdim=True)
+
+        a = torch.arange(6.0).reshape(2, 3)
+        assert torch.equal(mul_reduce(a, a), (a * a).sum(dim=-1, keepdim=True))
+        return dict(torch._dynamo.utils.counters["frames"])
+
+    monkeypatch.setattr(torch._dynamo.config, "disable", False)
+    assert frames_of_a_compiled_call().get("total", 0) >= 1
+    cpu._entropy_compile_apply()
+    assert torch._dynamo.config.disable is True and frames_of_a_compiled_call() == {}

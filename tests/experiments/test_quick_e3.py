@@ -1,6 +1,6 @@
 """``python -m rlec.experiments e3 --quick`` end to end through the launcher (verl's trainer on CPU).
 
-One module-scoped run per experiment, shared by every assertion: each arm trained with the setting it
+One module-scoped run, shared by every assertion: each arm trained with the setting it
 names (read back from the per-step metrics verl logged), the result file has every figure, the PNG
 exists, and a rerun reuses every finished arm-seed without launching again.
 """
