@@ -412,6 +412,15 @@ def _distopt_fp32_load_apply() -> None:
 
 
 # --- 14. one Adam step counter per parameter after loading a distributed-optimizer checkpoint -------
+def _own_step_tensors(optimizer: Any, value: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """Give every parameter's Adam state its own ``step`` tensor, ``value(current step)``, as a fresh torch Adam keeps
+    them (what shims 14 and 15 do after Megatron's load, each with its own value)."""
+    for state in optimizer.state.values():
+        step = state.get("step")
+        if isinstance(step, torch.Tensor):
+            state["step"] = value(step)
+
+
 def _distopt_shared_step_needed() -> bool:
     from megatron.core.optimizer import distrib_optimizer
 
@@ -431,10 +440,7 @@ def _distopt_shared_step_apply() -> None:
         # megatron gives every parameter's state the same 'step' tensor; torch's Adam(W) adds 1 to each
         # parameter's counter in place, so after a resume the shared one grew by the number of parameters
         # per step (bias correction of step 1 + N instead of 2): a copy each, as a fresh Adam keeps them
-        for state in self.optimizer.state.values():
-            step = state.get("step")
-            if isinstance(step, torch.Tensor):
-                state["step"] = step.clone()
+        _own_step_tensors(self.optimizer, torch.Tensor.clone)
         return out
 
     load_state_dict._rlec_cpu = True  # type: ignore[attr-defined]
@@ -470,9 +476,7 @@ def _distopt_step_value_apply() -> None:
             # load just copied the fresh optimizer's own counter (1 after the dummy init) over it; one tensor per
             # parameter, as a fresh Adam keeps them
             (step,) = steps
-            for state in self.optimizer.state.values():
-                if isinstance(state.get("step"), torch.Tensor):
-                    state["step"] = torch.tensor(float(step), dtype=state["step"].dtype, device=state["step"].device)
+            _own_step_tensors(self.optimizer, lambda live: torch.tensor(float(step), dtype=live.dtype, device=live.device))
         return out
 
     load_state_dict._rlec_cpu = True  # type: ignore[attr-defined]
