@@ -4,8 +4,10 @@ The same entry point, config tree and rlec plugins as the cluster (``python -m r
 --config-name rlec``: verl's ``main_ppo``), on the ``cpu`` layout: the rlec_hf rollout behind verl's agent loop, rlec's reward
 manager in verl's reward loop, verl's advantage and Megatron update over gloo, the weight sync to the
 rollout, verl's checkpoint, and a resume that continues from it. Each launch pays ~1 min of Ray,
-TransferQueue and Megatron start-up, so every scenario shares two launches (issue 27): one run with E3,
-Pass@k and RLVE together that checkpoints, and one that resumes from it. ``data.max_prompt_length=512``
+TransferQueue and Megatron start-up, so every scenario shares four launches of one setting (E3, Pass@k and RLVE
+together, routing replay R2, a checkpoint every step): the run that checkpoints (``first``), the same run killed
+with SIGKILL in step 2's save and rerun at once (``killed_and_resumed``, compared with ``first``: issue 31 item 4),
+and a longer rerun of ``first`` that resumes from it. ``data.max_prompt_length=512``
 (the sample data's longest prompt is 425 tokens) only caps the prompts: verl's TransferQueue trainer hands
 the worker unpadded rows, which the Megatron forward pads to its micro-batch's longest row (layout=cpu),
 and the LM head computes the response positions only (``rlec.verl_plugin.cpu``, ``response_only_logits``).
@@ -17,6 +19,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -25,9 +28,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.minutes(16)]  # tests/conftest.py: t
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(out: Path, data: Path, model: Path, steps: int, *overrides: str, timeout: int = 1500,
-         **env_vars: str) -> subprocess.CompletedProcess:
-    # no TRAINER: verl's trainer is the launcher's default without CUDA (make run)
+def _command(out: Path, data: Path, model: Path, steps: int, *overrides: str, **env_vars: str) -> tuple[list[str], dict]:
+    """The launcher's argv and environment for a run into ``out`` (no TRAINER: verl's trainer is the launcher's default
+    without CUDA, as in make run)."""
     env = {**os.environ, "STEPS": str(steps), "OUTPUT_DIR": str(out), "DATA_DIR": str(data),
            "MODEL_PATH": str(model), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHON": os.environ.get("PYTHON", "python"),
            **env_vars}
@@ -37,8 +40,13 @@ def _run(out: Path, data: Path, model: Path, steps: int, *overrides: str, timeou
     if venv_bin.is_dir():
         env["PATH"] = f"{venv_bin}:{env['PATH']}"
         env["PYTHON"] = str(venv_bin / "python")
-    return subprocess.run(["bash", str(REPO / "tools" / "run_megatron_rlec.sh"), "trainer.test_freq=-1", *overrides],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    return ["bash", str(REPO / "tools" / "run_megatron_rlec.sh"), "trainer.test_freq=-1", *overrides], env
+
+
+def _run(out: Path, data: Path, model: Path, steps: int, *overrides: str, timeout: int = 1500,
+         **env_vars: str) -> subprocess.CompletedProcess:
+    argv, env = _command(out, data, model, steps, *overrides, **env_vars)
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def _step_metrics(out: Path) -> dict[int, dict]:
@@ -77,110 +85,24 @@ SETTINGS = ("data.max_prompt_length=512", "algorithm=[rlve,e3,passk]", "rlec.rlv
 # a linear LR decay over 4 steps: verl logs each step's lr after its scheduler step, 1e-5 x (1 - k/4) at step k
 LR_DECAY = ("actor_rollout_ref.actor.optim.lr_decay_style=linear", "actor_rollout_ref.actor.optim.lr_decay_steps=4")
 
+# every launch of this module: the algorithms, the LR decay and a checkpoint after every step (the SIGKILL scenario
+# resumes from step 1's); the first launch and the killed one add routing replay R2 (the update replays the
+# old-log-prob pass's routes), the longer rerun switches to R3
+COMMON = (*SETTINGS, *LR_DECAY, "trainer.save_freq=1")
+R2 = "router_replay=r2"
 
-def test_verl_main_ppo_with_e3_passk_and_rlve_trains_checkpoints_and_resumes_on_cpu(tmp_path, tiny_moe_dir):
-    """Two launches of verl's ``main_ppo`` (each pays the start-up): 2 steps with E3 (temperature from the
-    actor's entropy, per-prompt n), Pass@k (estimator ``rlec_passk``) and RLVE (environment rows, difficulty
-    rising on scripted answers), checkpointed with the algorithms' state and the manifest; then a rerun with
-    ``STEPS=3`` that resumes at step 3 and continues E3's temperature and RLVE's difficulties from the
-    checkpoint, with an induced train-inference mismatch (``rlec.cpu.rollout_weight_noise``) that moves the
-    rollout's log-probs off the trainer's. verl's own estimator (``grpo``, the plain RLEC run) is checked through verl's functions in
-    tests/verl_plugin/test_advantage.py and tests/verl_plugin/test_estimators.py."""
-    out, data = tmp_path / "run", tmp_path / "data"
-    # routing replay R2 (the update replays the old-log-prob pass's routes); the resume switches to R3
-    # the LR decays linearly over 4 steps: the resume must continue the LR schedule
-    first = _run(out, data, tiny_moe_dir, 2, *SETTINGS, *LR_DECAY, "router_replay=r2", EVAL_AT_END="0",  # one evaluation, after the resume
-                 RLEC_ROUTER_REPLAY_LOG=str(tmp_path / "replay_r2"))
-    log = first.stdout + first.stderr
-    assert first.returncode == 0, log[-6000:]
-    m = _step_metrics(out)
-    assert sorted(m) == [1, 2], sorted(m)
-    for step in (1, 2):
-        for key in ("timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor", "timing_s/update_weights",
-                    "actor/entropy", "actor/grad_norm", "critic/score/mean", "response_length/mean"):
-            assert key in m[step], (step, key)
-        assert m[step]["actor/grad_norm"] > 0  # a real Megatron update ran
-        # rollout correction (token TIS, recipe): rlec_hf's log-probs of the sampled (and scripted) tokens at the
-        # step's temperature equal the trainer's old log-probs (fp32 both; measured 7e-9 / 2e-11 on a plain run)
-        assert abs(m[step]["rollout_corr/kl"]) < 1e-5 and m[step]["training/rollout_probs_diff_max"] < 1e-4, step
-        assert m[step]["rlec/mismatch_alarm"] == 0.0
-    assert any(k.startswith("rlec/") for k in m[2]), "rlec's training metrics are missing"
-    # R2 through verl's worker on padded batches (rlec.verl_plugin.cpu router_replay_bshd): the old-log-prob pass
-    # recorded, the update's forwards replayed what it recorded at every real token
-    r2 = _replay_records(tmp_path / "replay_r2")
-    assert any(r["action"] == "RECORD" and not r["grad"] for r in r2), r2[:3]
-    replayed = [r for r in r2 if r["action"] == "REPLAY_FORWARD" and r["grad"]]
-    assert replayed and all(r["replayed"] > 0 and r["replayed_equal_target"] == r["replayed"] for r in replayed)
-    _check_console(first.stdout, 2)
-    assert (out / "training_curves.png").stat().st_size > 0
-    assert not (out / "eval").exists()  # EVAL_AT_END=0
-    assert list((out / "launches").glob("*/verl.log"))  # the third-party output, kept for debugging
-    # the checkpoint: verl's actor state, the tracker, rlec's algorithm state covered by the manifest
-    assert (out / "global_step_2" / "actor").is_dir()
-    assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
-    assert (out / "global_step_2" / "rlec_algorithms.json").is_file() and (out / "global_step_2" / "rlec_manifest.json").is_file()
-    assert list((out / "launches").glob("*/config.yaml"))  # the resolved config beside the checkpoints
-    # the trained model as a Hugging Face folder (verl's mbridge export of the latest checkpoint)
-    assert (out / "hf_final" / "config.json").is_file() and (out / "hf_final" / "model.safetensors").is_file()
-    assert (out / "hf_final" / "rlec_step.txt").read_text().strip() == "2"
-    before = (out / "metrics.jsonl").read_text().splitlines()
 
-    # the resumed step also induces a train-inference mismatch (rlec.cpu.rollout_weight_noise, not a setting a resume
-    # refuses): the rollout serves a perturbed copy of the synced weights, so its log-probs leave the trainer's
-    # and routing replay R3: the trainer's forwards route as the (perturbed) rollout did
-    second = _run(out, data, tiny_moe_dir, 3, *SETTINGS, *LR_DECAY, "rlec.cpu.rollout_weight_noise=0.05", "router_replay=r3",
-                  RLEC_ROUTER_REPLAY_LOG=str(tmp_path / "replay_r3"))
-    log2 = second.stdout + second.stderr
-    assert second.returncode == 0, log2[-6000:]
-    resumed = _step_metrics(out)
-    assert sorted(resumed) == [1, 2, 3], sorted(resumed)
-    # the rerun continued at step 3: steps 1-2 are the first launch's lines, byte for byte
-    assert (out / "metrics.jsonl").read_text().splitlines()[:2] == before
-    assert "resumed after step 2" in second.stdout and "step 1/3" not in second.stdout
-    # the LR schedule continued from the checkpoint (recipe: use_checkpoint_opt_param_scheduler; verl's default
-    # restarts it on every resume, verl#7953: step 3 would log 7.5e-6 again, the decay replayed from 1e-5)
-    lrs = [resumed[k]["actor/lr"] for k in (1, 2, 3)]
-    assert lrs == pytest.approx([7.5e-6, 5e-6, 2.5e-6], rel=1e-6), lrs
-    _check_console(second.stdout, 3)  # the summary covers every step, the resumed ones too
-    # the perturbation reached verl's mismatch metrics (steps 1-2 without it: |kl| < 1e-5; benchmarks/mismatch.py
-    # measured k3 5e-4 at sigma 0.05) and the routers' choices (rlec_hf compares the perturbed copy's with the exact
-    # weights'; 15 % measured)
-    assert resumed[3]["rollout_corr/k3_kl"] > 1e-4, resumed[3]
-    assert 0 < resumed[3]["rlec/router_disagreement"] < 1
-    assert all("rlec/router_disagreement" not in resumed[s] for s in (1, 2))
-    # R3: the old-log-prob and update forwards replayed the rollout's routes at every token but each row's last,
-    # and those differ from the trainer's own routers' choices (the perturbed copy routed them)
-    r3 = [r for r in _replay_records(tmp_path / "replay_r3") if r["action"] == "REPLAY_FORWARD"]
-    assert {r["grad"] for r in r3} == {False, True}, r3[:3]
-    assert all(r["replayed"] > 0 and r["replayed_equal_target"] == r["replayed"] for r in r3)
-    assert sum(r["native_differs"] for r in r3 if not r["grad"]) > 0
-    m = resumed
-    assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
-    assert (out / "global_step_3" / "actor").is_dir()
-    assert (out / "hf_final" / "rlec_step.txt").read_text().strip() == "3"
-    # the final evaluation of hf_final: records over the target grid, then the metrics table
-    records = [json.loads(line) for line in (out / "eval" / "records.jsonl").read_text().splitlines()]
-    assert len({r["target"] for r in records}) > 1 and all("target_p" in r for r in records), records[:1]
-    assert (out / "eval" / "metrics").is_dir() and "## Final evaluation" in second.stdout
-    # E3: the entropy target (1 nat) is far below the random model's ~11.9: the temperature falls every step,
-    # across the resume too (a fresh controller would start step 3 at 1.0 again)
-    temps = [m[s]["e3/temperature"] for s in (1, 2, 3)]
-    assert temps[0] == pytest.approx(1.0) and temps[2] < temps[1] < temps[0], temps
-    assert all(m[s]["e3/rollout_n/mean"] == pytest.approx(4.0) for s in (1, 2, 3))  # sum(n_i) = n x prompts
-    # Pass@k: verl's trainer called the registered estimator with k = 2
-    assert all(m[s]["passk/active_k"] == 2 for s in (1, 2, 3))
-    # RLVE: both environments served rows and their controllers counted the step's outcomes
-    for env in ("arithmetic", "sorting"):
-        assert any(m[s].get(f"rlve/{env}/share", 0) > 0 for s in (1, 2, 3)), env
-        assert m[3][f"rlve/{env}/difficulty"] >= m[2][f"rlve/{env}/difficulty"], env  # restored, never lowered
-    # the scripted gold answers are graded right, so groups have reward variance and RLVE raises h
-    assert max(m[s]["rlec/accuracy"] for s in (1, 2, 3)) > 0
-    assert max(m[s]["critic/advantages/max"] for s in (1, 2, 3)) > 0
-    assert max(m[3][f"rlve/{env}/difficulty"] for env in ("arithmetic", "sorting")) >= 1
-    # the algorithms' state is in verl's checkpoint, covered by the manifest
-    step2 = out / "global_step_2"
-    assert (step2 / "rlec_algorithms.json").is_file() and (step2 / "rlec_manifest.json").is_file()
-    assert set(json.loads((step2 / "rlec_algorithms.json").read_text())) == {"e3", "passk", "rlve"}
+class First(NamedTuple):
+    """The module's first launch (2 steps), read right after it ended: its folders, console, per-step metrics,
+    ``metrics.jsonl`` lines and the weights of its step-2 checkpoint (later launches add to the folder)."""
+
+    root: Path
+    out: Path
+    data: Path
+    stdout: str
+    metrics: dict[int, dict]
+    lines: list[str]
+    weights: dict[str, object]
 
 
 # wall-clock figures, not outcomes: they differ between any two runs
@@ -221,34 +143,74 @@ def _weights(step_dir: Path) -> dict[str, "object"]:
 
 
 @pytest.fixture(scope="module")
-def killed_and_resumed(tmp_path_factory, tiny_moe_dir):
-    """Issue 31 item 4's scenario, launched once for the tests below: a 2-step run never interrupted, and the
-    same run killed with SIGKILL (the launcher's whole process group) in step 2's checkpoint save
-    (``global_step_2`` being written, checkpoint 1 complete), then rerun at once with the same command (issue 34
-    item 3: the killed launch's Ray trainer and workers, outside that group, may still be writing; the rerun
-    waits for them to end). Returns (reference step metrics, resumed step metrics, both run folders, the
-    killed launch's processes alive right after the kill, the rerun's log)."""
+def first(tmp_path_factory, tiny_moe_dir) -> First:
+    """2 steps with E3 (temperature from the actor's entropy, per-prompt n), Pass@k (estimator ``rlec_passk``) and
+    RLVE (environment rows, difficulty rising on scripted answers), routing replay R2, checkpointed after each step
+    with the algorithms' state and the manifest; no evaluation (``EVAL_AT_END=0``: one, after the longer rerun)."""
+    root = tmp_path_factory.mktemp("verl")
+    out, data = root / "run", root / "data"
+    proc = _run(out, data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0", RLEC_ROUTER_REPLAY_LOG=str(root / "replay_r2"))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    return First(root, out, data, proc.stdout, _step_metrics(out), (out / "metrics.jsonl").read_text().splitlines(),
+                 _weights(out / "global_step_2"))
+
+
+def test_verl_main_ppo_with_e3_passk_and_rlve_trains_and_checkpoints_on_cpu(first: First) -> None:
+    """The first launch: verl's phases and metrics, rollout correction at zero mismatch, R2 through verl's worker,
+    the quiet console, the checkpoint with rlec's state, the HF export. Reads the folder as the first launch left
+    it (the longer rerun, the last test of this module, adds to it)."""
+    out, m = first.out, first.metrics
+    assert sorted(m) == [1, 2], sorted(m)
+    for step in (1, 2):
+        for key in ("timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor", "timing_s/update_weights",
+                    "actor/entropy", "actor/grad_norm", "critic/score/mean", "response_length/mean"):
+            assert key in m[step], (step, key)
+        assert m[step]["actor/grad_norm"] > 0  # a real Megatron update ran
+        # rollout correction (token TIS, recipe): rlec_hf's log-probs of the sampled (and scripted) tokens at the
+        # step's temperature equal the trainer's old log-probs (fp32 both; measured 7e-9 / 2e-11 on a plain run)
+        assert abs(m[step]["rollout_corr/kl"]) < 1e-5 and m[step]["training/rollout_probs_diff_max"] < 1e-4, step
+        assert m[step]["rlec/mismatch_alarm"] == 0.0
+    assert any(k.startswith("rlec/") for k in m[2]), "rlec's training metrics are missing"
+    # R2 through verl's worker on padded batches (rlec.verl_plugin.cpu router_replay_bshd): the old-log-prob pass
+    # recorded, the update's forwards replayed what it recorded at every real token
+    r2 = _replay_records(first.root / "replay_r2")
+    assert any(r["action"] == "RECORD" and not r["grad"] for r in r2), r2[:3]
+    replayed = [r for r in r2 if r["action"] == "REPLAY_FORWARD" and r["grad"]]
+    assert replayed and all(r["replayed"] > 0 and r["replayed_equal_target"] == r["replayed"] for r in replayed)
+    _check_console(first.stdout, 2)
+    assert (out / "training_curves.png").stat().st_size > 0
+    assert list((out / "launches").glob("*/verl.log"))  # the third-party output, kept for debugging
+    # the checkpoint: verl's actor state, the tracker, rlec's algorithm state covered by the manifest
+    for step in (1, 2):
+        step_dir = out / f"global_step_{step}"
+        assert (step_dir / "actor").is_dir(), step
+        assert (step_dir / "rlec_manifest.json").is_file(), step
+        assert set(json.loads((step_dir / "rlec_algorithms.json").read_text())) == {"e3", "passk", "rlve"}, step
+    assert list((out / "launches").glob("*/config.yaml"))  # the resolved config beside the checkpoints
+    # the trained model as a Hugging Face folder (verl's mbridge export of the latest checkpoint)
+    assert (out / "hf_final" / "config.json").is_file() and (out / "hf_final" / "model.safetensors").is_file()
+    if len(list((out / "launches").iterdir())) == 1:  # the folder as the first launch left it
+        assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+        assert (out / "hf_final" / "rlec_step.txt").read_text().strip() == "2"
+        assert not (out / "eval").exists()  # EVAL_AT_END=0
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(first: First, tiny_moe_dir):
+    """Issue 31 item 4's scenario: ``first``'s command into another folder, killed with SIGKILL (the launcher's
+    whole process group) in step 2's checkpoint save (``global_step_2`` being written, checkpoint 1 complete), then
+    rerun at once with the same command (issue 34 item 3: the killed launch's Ray trainer and workers, outside that
+    group, may still be writing; the rerun waits for them to end). ``first`` is the uninterrupted reference. Returns
+    (resumed step metrics, the run folder, the killed launch's processes alive right after the kill, the rerun's log)."""
     import signal
     import time
 
     from rlec.cluster.resume import launch_processes
 
-    root = tmp_path_factory.mktemp("sigkill")
-    data = root / "data"
-    settings = ("data.max_prompt_length=512", "trainer.save_freq=1")
-    whole = _run(root / "whole", data, tiny_moe_dir, 2, *settings, EVAL_AT_END="0")
-    assert whole.returncode == 0, (whole.stdout + whole.stderr)[-6000:]
-    reference = _step_metrics(root / "whole")
-    assert sorted(reference) == [1, 2]
-
-    out = root / "killed"
-    env = {**os.environ, "TRAINER": "verl", "STEPS": "2", "OUTPUT_DIR": str(out), "DATA_DIR": str(data), "EVAL_AT_END": "0",
-           "MODEL_PATH": str(tiny_moe_dir), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    venv_bin = REPO / ".venv" / "bin"
-    if venv_bin.is_dir():
-        env["PATH"], env["PYTHON"] = f"{venv_bin}:{env['PATH']}", str(venv_bin / "python")
-    proc = subprocess.Popen(["bash", str(REPO / "tools" / "run_megatron_rlec.sh"), "trainer.test_freq=-1", *settings],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    out = first.root / "killed"
+    argv, env = _command(out, first.data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0",
+                         RLEC_ROUTER_REPLAY_LOG=str(first.root / "replay_killed"))
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     step2, deadline = out / "global_step_2", time.monotonic() + 900
     while not step2.exists():  # verl creates the step's folder as its save begins
         assert proc.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 2's save"
@@ -259,18 +221,20 @@ def killed_and_resumed(tmp_path_factory, tiny_moe_dir):
     assert (out / "global_step_1" / "rlec_manifest.json").is_file()
     assert not (step2 / "rlec_manifest.json").is_file(), "killed too late: step 2's save had finished"
 
-    resumed = _run(out, data, tiny_moe_dir, 2, *settings, EVAL_AT_END="0")  # at once: no wait for Ray's reaper here
+    # at once: no wait for Ray's reaper here
+    resumed = _run(out, first.data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0",
+                   RLEC_ROUTER_REPLAY_LOG=str(first.root / "replay_rerun"))
     log = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, log[-6000:]
     again = _step_metrics(out)  # step 1 from the killed launch; step 2 from the rerun, or from a save that completed
-    return reference, again, root / "whole", out, left, log
+    return again, out, left, log
 
 
-def test_a_rerun_at_once_after_a_kill_mid_save_waits_for_the_killed_launchs_processes(killed_and_resumed):
+def test_a_rerun_at_once_after_a_kill_mid_save_waits_for_the_killed_launchs_processes(killed_and_resumed) -> None:
     """Issue 34 item 3: right after SIGKILL mid-save the killed launch's Ray processes may live on, writing; the
     rerun started at once waits for them (naming them) and only then resumes after the last complete checkpoint:
     no step is lost (an earlier rerun that raced them exited 0 with step 2 missing from metrics.jsonl)."""
-    _, again, _, out, left, log = killed_and_resumed
+    again, out, left, log = killed_and_resumed
     # the killed launch's Ray processes outlived it and carry the folder (RLEC_RUN_FOLDER): what the rerun looks for;
     # whether they are still alive when the rerun's check runs a few seconds later depends on Ray's reaper
     assert left, "no process of the killed launch was alive right after the kill: nothing to wait for"
@@ -286,19 +250,19 @@ def test_a_rerun_at_once_after_a_kill_mid_save_waits_for_the_killed_launchs_proc
 _UPDATE = ("actor/",)
 
 
-def test_a_sigkilled_run_resumed_draws_and_scores_what_the_uninterrupted_run_did(killed_and_resumed):
+def test_a_sigkilled_run_resumed_draws_and_scores_what_the_uninterrupted_run_did(first: First, killed_and_resumed) -> None:
     """Issue 31 item 4, rollout side: after SIGKILL and resume, step 2's prompts, responses, rewards,
     advantages, rollout log-probs and old log-probs (every logged outcome but the update's ``actor/*``
     and the wall clock) equal the uninterrupted run's exactly. Needs per-request rollout seeds
     (rlec.verl_plugin.cpu_rollout) and batches independent of arrival order (rlec.verl_plugin.replay)."""
-    reference, again, *_ = killed_and_resumed
+    reference, (again, *_) = first.metrics, killed_and_resumed
     assert _outcomes(again[1]) == _outcomes(reference[1])  # the same run up to the kill: step 1 in full
     want = {k: v for k, v in _outcomes(reference[2]).items() if not k.startswith(_UPDATE)}
     got = {k: v for k, v in _outcomes(again[2]).items() if not k.startswith(_UPDATE)}
     assert len(want) > 50 and got == want
 
 
-def test_a_sigkilled_run_resumed_updates_to_bit_identical_weights(killed_and_resumed):
+def test_a_sigkilled_run_resumed_updates_to_bit_identical_weights(first: First, killed_and_resumed) -> None:
     """Issue 31 item 4, update side: the same ``actor/*`` figures and bit-identical final weights. Needs, after the
     optimizer's load, one Adam step counter per parameter (rlec.megatron.compat ``distributed_optimizer_shared_step``;
     without it step 2's actor/grad_norm was 0.0024945 against 0.0024838) holding the checkpoint's value, not the fresh
@@ -306,10 +270,70 @@ def test_a_sigkilled_run_resumed_updates_to_bit_identical_weights(killed_and_res
     two optimizer steps per trainer step, so the checkpoint holds 2). tests/megatron/test_distopt_resume.py."""
     import torch
 
-    reference, again, whole, out, *_ = killed_and_resumed
+    reference, (again, out, *_) = first.metrics, killed_and_resumed
     assert {k: v for k, v in _outcomes(again[2]).items() if k.startswith(_UPDATE)} == \
         {k: v for k, v in _outcomes(reference[2]).items() if k.startswith(_UPDATE)}
-    a, b = _weights(whole / "global_step_2"), _weights(out / "global_step_2")
+    a, b = first.weights, _weights(out / "global_step_2")
     assert a and sorted(a) == sorted(b)
     different = [name for name in a if not torch.equal(a[name], b[name])]
     assert not different, f"{len(different)} of {len(a)} tensors differ, e.g. {different[:3]}"
+
+
+def test_a_longer_rerun_resumes_at_step_3_continuing_the_algorithms_state_and_the_lr_schedule(first: First, tiny_moe_dir) -> None:
+    """The rerun of ``first``'s folder with ``STEPS=3`` (the module's last test: it adds to that folder) resumes at
+    step 3 and continues E3's temperature, RLVE's difficulties and the LR schedule from the checkpoint, with an
+    induced train-inference mismatch (``rlec.cpu.rollout_weight_noise``) that moves the rollout's log-probs off the
+    trainer's, and routing replay R3; then the final evaluation. verl's own estimator (``grpo``, the plain RLEC run)
+    is checked through verl's functions in tests/verl_plugin/test_advantage.py and tests/verl_plugin/test_estimators.py."""
+    out, root = first.out, first.root
+    # the resumed step also induces a train-inference mismatch (rlec.cpu.rollout_weight_noise, not a setting a resume
+    # refuses): the rollout serves a perturbed copy of the synced weights, so its log-probs leave the trainer's
+    # and routing replay R3: the trainer's forwards route as the (perturbed) rollout did
+    second = _run(out, first.data, tiny_moe_dir, 3, *COMMON, "rlec.cpu.rollout_weight_noise=0.05", "router_replay=r3",
+                  RLEC_ROUTER_REPLAY_LOG=str(root / "replay_r3"))
+    log2 = second.stdout + second.stderr
+    assert second.returncode == 0, log2[-6000:]
+    m = _step_metrics(out)
+    assert sorted(m) == [1, 2, 3], sorted(m)
+    # the rerun continued at step 3: steps 1-2 are the first launch's lines, byte for byte
+    assert (out / "metrics.jsonl").read_text().splitlines()[:2] == first.lines
+    assert "resumed after step 2" in second.stdout and "step 1/3" not in second.stdout
+    # the LR schedule continued from the checkpoint (recipe: use_checkpoint_opt_param_scheduler; verl's default
+    # restarts it on every resume, verl#7953: step 3 would log 7.5e-6 again, the decay replayed from 1e-5)
+    lrs = [m[k]["actor/lr"] for k in (1, 2, 3)]
+    assert lrs == pytest.approx([7.5e-6, 5e-6, 2.5e-6], rel=1e-6), lrs
+    _check_console(second.stdout, 3)  # the summary covers every step, the resumed ones too
+    # the perturbation reached verl's mismatch metrics (steps 1-2 without it: |kl| < 1e-5; benchmarks/mismatch.py
+    # measured k3 5e-4 at sigma 0.05) and the routers' choices (rlec_hf compares the perturbed copy's with the exact
+    # weights'; 15 % measured)
+    assert m[3]["rollout_corr/k3_kl"] > 1e-4, m[3]
+    assert 0 < m[3]["rlec/router_disagreement"] < 1
+    assert all("rlec/router_disagreement" not in m[s] for s in (1, 2))
+    # R3: the old-log-prob and update forwards replayed the rollout's routes at every token but each row's last,
+    # and those differ from the trainer's own routers' choices (the perturbed copy routed them)
+    r3 = [r for r in _replay_records(root / "replay_r3") if r["action"] == "REPLAY_FORWARD"]
+    assert {r["grad"] for r in r3} == {False, True}, r3[:3]
+    assert all(r["replayed"] > 0 and r["replayed_equal_target"] == r["replayed"] for r in r3)
+    assert sum(r["native_differs"] for r in r3 if not r["grad"]) > 0
+    assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+    assert (out / "global_step_3" / "actor").is_dir()
+    assert (out / "hf_final" / "rlec_step.txt").read_text().strip() == "3"
+    # the final evaluation of hf_final: records over the target grid, then the metrics table
+    records = [json.loads(line) for line in (out / "eval" / "records.jsonl").read_text().splitlines()]
+    assert len({r["target"] for r in records}) > 1 and all("target_p" in r for r in records), records[:1]
+    assert (out / "eval" / "metrics").is_dir() and "## Final evaluation" in second.stdout
+    # E3: the entropy target (1 nat) is far below the random model's ~11.9: the temperature falls every step,
+    # across the resume too (a fresh controller would start step 3 at 1.0 again)
+    temps = [m[s]["e3/temperature"] for s in (1, 2, 3)]
+    assert temps[0] == pytest.approx(1.0) and temps[2] < temps[1] < temps[0], temps
+    assert all(m[s]["e3/rollout_n/mean"] == pytest.approx(4.0) for s in (1, 2, 3))  # sum(n_i) = n x prompts
+    # Pass@k: verl's trainer called the registered estimator with k = 2
+    assert all(m[s]["passk/active_k"] == 2 for s in (1, 2, 3))
+    # RLVE: both environments served rows and their controllers counted the step's outcomes
+    for env in ("arithmetic", "sorting"):
+        assert any(m[s].get(f"rlve/{env}/share", 0) > 0 for s in (1, 2, 3)), env
+        assert m[3][f"rlve/{env}/difficulty"] >= m[2][f"rlve/{env}/difficulty"], env  # restored, never lowered
+    # the scripted gold answers are graded right, so groups have reward variance and RLVE raises h
+    assert max(m[s]["rlec/accuracy"] for s in (1, 2, 3)) > 0
+    assert max(m[s]["critic/advantages/max"] for s in (1, 2, 3)) > 0
+    assert max(m[3][f"rlve/{env}/difficulty"] for env in ("arithmetic", "sorting")) >= 1
