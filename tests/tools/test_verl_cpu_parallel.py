@@ -161,13 +161,14 @@ def _metrics(out: Path) -> dict[int, dict]:
 
 @pytest.mark.slow  # two launches of verl's trainer with 4 Megatron workers: ~8 min on a loaded 2-core box
 def test_tp2_ep2_through_verls_worker_trains_resumes_and_matches_tp1_on_the_first_step(tmp_path, tiny_moe_dir, capsys,
-                                                                                      cpu_plugin):
+                                                                                      cpu_plugin, sample_data_dir):
     """``NPROC=4 TP=2 EP=2``: 4 Megatron ranks over gloo in verl's worker group (TP 2 with sequence parallel, EP 2,
     DP 2), one rlec_hf rollout replica over them. One step, checkpointed; a rerun with ``STEPS=2`` resumes after it
     (every rank reading its own checkpoint shards: the ``parallel_checkpoint_load`` shim) and trains step 2. Step 1's
     batch is the TP1 run's (same seed, data, model, per-request rollout seeds): its loss and gradient norm equal the
     TP1 figures within TOLERANCE. A relaunch of the same folder under NPROC=1 is refused before Ray starts."""
-    out, data = tmp_path / "run", tmp_path / "data"
+    # the sample data prepared once per session (what the launcher prepares into a fresh DATA_DIR, byte for byte)
+    out, data = tmp_path / "run", sample_data_dir
     first = _launch(out, data, tiny_moe_dir, 1, NPROC="4", TP="2", EP="2")
     assert first.returncode == 0, (first.stdout + first.stderr)[-6000:]
     assert "layout  4 GPUs: TP 2 PP 1 CP 1 DP 2 | EP 2 ETP 1 | rollout TP 1 DP 4 EP 1" in first.stderr, first.stderr[-3000:]

@@ -143,12 +143,13 @@ def _weights(step_dir: Path) -> dict[str, "object"]:
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory, tiny_moe_dir) -> First:
+def first(tmp_path_factory, tiny_moe_dir, sample_data_dir) -> First:
     """2 steps with E3 (temperature from the actor's entropy, per-prompt n), Pass@k (estimator ``rlec_passk``) and
     RLVE (environment rows, difficulty rising on scripted answers), routing replay R2, checkpointed after each step
-    with the algorithms' state and the manifest; no evaluation (``EVAL_AT_END=0``: one, after the longer rerun)."""
+    with the algorithms' state and the manifest; no evaluation (``EVAL_AT_END=0``: one, after the longer rerun). The
+    sample data is prepared once per session (what the launcher prepares into a fresh DATA_DIR, byte for byte)."""
     root = tmp_path_factory.mktemp("verl")
-    out, data = root / "run", root / "data"
+    out, data = root / "run", sample_data_dir
     proc = _run(out, data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0", RLEC_ROUTER_REPLAY_LOG=str(root / "replay_r2"))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     return First(root, out, data, proc.stdout, _step_metrics(out), (out / "metrics.jsonl").read_text().splitlines(),
