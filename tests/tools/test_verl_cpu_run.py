@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(16)]  # tests/conftest.py: the longest modules start first
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(14)]  # tests/conftest.py: the longest modules start first
 
 REPO = Path(__file__).resolve().parents[2]
 
