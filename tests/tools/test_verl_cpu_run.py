@@ -4,10 +4,11 @@ The same entry point, config tree and rlec plugins as the cluster (``python -m r
 --config-name rlec``: verl's ``main_ppo``), on the ``cpu`` layout: the rlec_hf rollout behind verl's agent loop, rlec's reward
 manager in verl's reward loop, verl's advantage and Megatron update over gloo, the weight sync to the
 rollout, verl's checkpoint, and a resume that continues from it. Each launch pays ~1 min of Ray,
-TransferQueue and Megatron start-up, so every scenario shares four launches of one setting (E3, Pass@k and RLVE
-together, routing replay R2, a checkpoint every step): the run that checkpoints (``first``), the same run killed
-with SIGKILL in step 2's save and rerun at once (``killed_and_resumed``, compared with ``first``: issue 31 item 4),
-and a longer rerun of ``first`` that resumes from it. ``data.max_prompt_length=512``
+TransferQueue and Megatron start-up, so the scenarios share four launches (E3, Pass@k and RLVE together, the
+LR decay, a checkpoint every step): the 2-step run with routing replay R2 (``first``); the same command into another
+folder, killed with SIGKILL in step 2's save and rerun at once (``killed_and_resumed``, compared with ``first``:
+issue 31 item 4); and a longer rerun of ``first``'s folder (``STEPS=3``, R3 and an induced train-inference
+mismatch) that resumes from it. ``data.max_prompt_length=512``
 (the sample data's longest prompt is 425 tokens) only caps the prompts: verl's TransferQueue trainer hands
 the worker unpadded rows, which the Megatron forward pads to its micro-batch's longest row (layout=cpu),
 and the LM head computes the response positions only (``rlec.verl_plugin.cpu``, ``response_only_logits``).
@@ -93,8 +94,10 @@ R2 = "router_replay=r2"
 
 
 class First(NamedTuple):
-    """The module's first launch (2 steps), read right after it ended: its folders, console, per-step metrics,
-    ``metrics.jsonl`` lines and the weights of its step-2 checkpoint (later launches add to the folder)."""
+    """The module's first launch (2 steps), read right after it ended (the longer rerun adds to its folder): the
+    module's folder (``root``), the run's folder (``out``), the data it read (the session's sample data), its console,
+    per-step metrics, ``metrics.jsonl`` lines, the weights of its step-2 checkpoint, the tracker's step, ``hf_final``'s
+    step and whether it left an ``eval`` folder."""
 
     root: Path
     out: Path
@@ -103,6 +106,9 @@ class First(NamedTuple):
     metrics: dict[int, dict]
     lines: list[str]
     weights: dict[str, object]
+    tracker: str
+    hf_step: str
+    evaluated: bool
 
 
 # wall-clock figures, not outcomes: they differ between any two runs
@@ -113,11 +119,12 @@ def _outcomes(metrics: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if not k.startswith(_CLOCK) and "throughput" not in k and "memory" not in k}
 
 
-def _weights(step_dir: Path) -> dict[str, "object"]:
+def _weights(step_dir: Path, scratch: Path) -> dict[str, "object"]:
     """Every tensor of a verl Megatron checkpoint's actor model, by name: the Hugging Face weights its bridge writes
     (``actor/model/huggingface``: the model slot without ``use_dist_checkpointing``, as on this layout) or else the
     Megatron shards of ``actor/model/dist_ckpt`` (torch's DCP reader). Never the optimizer's tree (its buckets hold
-    uninitialised padding between parameters) nor ``actor/extra`` (the RNG state only, no tensors)."""
+    uninitialised padding between parameters) nor ``actor/extra`` (the RNG state only, no tensors). The DCP reader's
+    one-file copy goes to ``scratch``, never into the run folder a later launch resumes from."""
     import torch
     from safetensors.torch import load_file
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
@@ -126,7 +133,8 @@ def _weights(step_dir: Path) -> dict[str, "object"]:
     files = sorted((model / "huggingface").glob("*.safetensors"))
     if files:
         return {name: tensor for f in files for name, tensor in load_file(f).items()}
-    target = step_dir.parent / f"{step_dir.name}_model.pt"
+    scratch.mkdir(parents=True, exist_ok=True)
+    target = scratch / f"{step_dir.parent.name}_{step_dir.name}_model.pt"
     dcp_to_torch_save(str(model / "dist_ckpt"), str(target))
     state = torch.load(target, weights_only=False)
     flat: dict[str, object] = {}
@@ -145,21 +153,24 @@ def _weights(step_dir: Path) -> dict[str, "object"]:
 @pytest.fixture(scope="module")
 def first(tmp_path_factory, tiny_moe_dir, sample_data_dir) -> First:
     """2 steps with E3 (temperature from the actor's entropy, per-prompt n), Pass@k (estimator ``rlec_passk``) and
-    RLVE (environment rows, difficulty rising on scripted answers), routing replay R2, checkpointed after each step
-    with the algorithms' state and the manifest; no evaluation (``EVAL_AT_END=0``: one, after the longer rerun). The
-    sample data is prepared once per session (what the launcher prepares into a fresh DATA_DIR, byte for byte)."""
+    RLVE (environment rows, difficulty rising on scripted answers), the LR decay, routing replay R2, checkpointed
+    after each step with the algorithms' state and the manifest; no evaluation (``EVAL_AT_END=0``: one, after the
+    longer rerun). The SIGKILL scenario's uninterrupted reference. It reads the session's sample data; the killed
+    run has the launcher prepare its own (the same bytes: its step metrics must equal these)."""
     root = tmp_path_factory.mktemp("verl")
     out, data = root / "run", sample_data_dir
     proc = _run(out, data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0", RLEC_ROUTER_REPLAY_LOG=str(root / "replay_r2"))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     return First(root, out, data, proc.stdout, _step_metrics(out), (out / "metrics.jsonl").read_text().splitlines(),
-                 _weights(out / "global_step_2"))
+                 _weights(out / "global_step_2", root / "scratch"),
+                 tracker=(out / "latest_checkpointed_iteration.txt").read_text().strip(),
+                 hf_step=(out / "hf_final" / "rlec_step.txt").read_text().strip(), evaluated=(out / "eval").exists())
 
 
 def test_verl_main_ppo_with_e3_passk_and_rlve_trains_and_checkpoints_on_cpu(first: First) -> None:
     """The first launch: verl's phases and metrics, rollout correction at zero mismatch, R2 through verl's worker,
-    the quiet console, the checkpoint with rlec's state, the HF export. Reads the folder as the first launch left
-    it (the longer rerun, the last test of this module, adds to it)."""
+    the quiet console, the checkpoint with rlec's state, the HF export. What the longer rerun (the module's last test)
+    rewrites in the folder was read in the fixture; the rest it only adds to."""
     out, m = first.out, first.metrics
     assert sorted(m) == [1, 2], sorted(m)
     for step in (1, 2):
@@ -190,16 +201,15 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_and_checkpoints_on_cpu(firs
     assert list((out / "launches").glob("*/config.yaml"))  # the resolved config beside the checkpoints
     # the trained model as a Hugging Face folder (verl's mbridge export of the latest checkpoint)
     assert (out / "hf_final" / "config.json").is_file() and (out / "hf_final" / "model.safetensors").is_file()
-    if len(list((out / "launches").iterdir())) == 1:  # the folder as the first launch left it
-        assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
-        assert (out / "hf_final" / "rlec_step.txt").read_text().strip() == "2"
-        assert not (out / "eval").exists()  # EVAL_AT_END=0
+    assert first.tracker == "2" and first.hf_step == "2"
+    assert not first.evaluated  # EVAL_AT_END=0
 
 
 @pytest.fixture(scope="module")
 def killed_and_resumed(first: First, tiny_moe_dir):
-    """Issue 31 item 4's scenario: ``first``'s command into another folder, killed with SIGKILL (the launcher's
-    whole process group) in step 2's checkpoint save (``global_step_2`` being written, checkpoint 1 complete), then
+    """Issue 31 item 4's scenario: ``first``'s command into another folder (with a fresh DATA_DIR, which the
+    launcher prepares: the data ``first`` read, byte for byte, or the step metrics below would differ), killed
+    with SIGKILL (the launcher's whole process group) in step 2's checkpoint save (``global_step_2`` being written, checkpoint 1 complete), then
     rerun at once with the same command (issue 34 item 3: the killed launch's Ray trainer and workers, outside that
     group, may still be writing; the rerun waits for them to end). ``first`` is the uninterrupted reference. Returns
     (resumed step metrics, the run folder, the killed launch's processes alive right after the kill, the rerun's log)."""
@@ -208,8 +218,8 @@ def killed_and_resumed(first: First, tiny_moe_dir):
 
     from rlec.cluster.resume import launch_processes
 
-    out = first.root / "killed"
-    argv, env = _command(out, first.data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0",
+    out, data = first.root / "killed", first.root / "data"  # a fresh DATA_DIR: the launcher prepares the sample data
+    argv, env = _command(out, data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0",
                          RLEC_ROUTER_REPLAY_LOG=str(first.root / "replay_killed"))
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     step2, deadline = out / "global_step_2", time.monotonic() + 900
@@ -223,7 +233,7 @@ def killed_and_resumed(first: First, tiny_moe_dir):
     assert not (step2 / "rlec_manifest.json").is_file(), "killed too late: step 2's save had finished"
 
     # at once: no wait for Ray's reaper here
-    resumed = _run(out, first.data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0",
+    resumed = _run(out, data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0",
                    RLEC_ROUTER_REPLAY_LOG=str(first.root / "replay_rerun"))
     log = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, log[-6000:]
@@ -274,7 +284,7 @@ def test_a_sigkilled_run_resumed_updates_to_bit_identical_weights(first: First, 
     reference, (again, out, *_) = first.metrics, killed_and_resumed
     assert {k: v for k, v in _outcomes(again[2]).items() if k.startswith(_UPDATE)} == \
         {k: v for k, v in _outcomes(reference[2]).items() if k.startswith(_UPDATE)}
-    a, b = first.weights, _weights(out / "global_step_2")
+    a, b = first.weights, _weights(out / "global_step_2", first.root / "scratch")
     assert a and sorted(a) == sorted(b)
     different = [name for name in a if not torch.equal(a[name], b[name])]
     assert not different, f"{len(different)} of {len(a)} tensors differ, e.g. {different[:3]}"
