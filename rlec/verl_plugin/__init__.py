@@ -10,21 +10,26 @@ started with ``ray start``, also in ``ray_kwargs.ray_init.runtime_env.env_vars``
 the environment of ``ray start``, not of the driver). ``megatron_configs/rlec.yaml`` and
 ``tools/run_megatron_rlec.sh`` do both. Without it a worker dies with ``Unknown reward manager: rlec``.
 
-Registered on import:
+Registered when the process imports the verl module each registers with (a post-import hook,
+``wrapt.register_post_import_hook``; at once where that module is already loaded), so a process
+imports only what it uses: verl's load balancer, reward loop and the rollout server never import
+verl's trainer or Megatron for rlec's sake (about 3 CPU-seconds each, in every launch):
 
-- :mod:`rlec.verl_plugin.reward_manager`: reward manager ``rlec``
-  (``reward.reward_manager.source=register``, ``name=rlec``);
-- :mod:`rlec.verl_plugin.trainers`: ``trainer.v1.trainer_mode`` = ``rlec_sync``,
+- :mod:`rlec.verl_plugin.reward_manager` (on ``verl.experimental.reward_loop.reward_manager``): reward
+  manager ``rlec`` (``reward.reward_manager.source=register``, ``name=rlec``);
+- :mod:`rlec.verl_plugin.trainers` (on ``verl.trainer.ppo.v1``): ``trainer.v1.trainer_mode`` = ``rlec_sync``,
   ``rlec_colocate_async``, ``rlec_separate_async`` (with :class:`~rlec.verl_plugin.trainers.AlgorithmsMixin`,
   which drives every enabled algorithm of :mod:`rlec.algorithms.registry`);
-- :mod:`rlec.verl_plugin.estimators`: advantage estimator ``rlec_passk``
+- :mod:`rlec.verl_plugin.estimators` (on ``verl.trainer.ppo.core_algos``): advantage estimator ``rlec_passk``
   (``algorithm.adv_estimator=rlec_passk``);
-- :mod:`rlec.verl_plugin.cpu_rollout`: rollout ``rlec_hf`` (transformers on CPU,
-  ``actor_rollout_ref.rollout.name=rlec_hf``);
-- :mod:`rlec.verl_plugin.cpu`: on a machine without CUDA and with ``VERL_PLATFORM=cpu``, verl
-  platform ``cpu``, the Megatron engine for it and the CPU shims;
-- :mod:`rlec.verl_plugin.e3`: agent loop ``rlec_e3_agent``
+- :mod:`rlec.verl_plugin.e3` (on ``verl.experimental.agent_loop``): agent loop ``rlec_e3_agent``
   (``actor_rollout_ref.rollout.agent.default_agent_loop=rlec_e3_agent``).
+
+Registered on import of this package: :mod:`rlec.verl_plugin.cpu_rollout`'s rollout ``rlec_hf``
+(transformers on CPU, ``actor_rollout_ref.rollout.name=rlec_hf``), and on a machine without CUDA with
+``VERL_PLATFORM=cpu`` :mod:`rlec.verl_plugin.cpu`'s verl platform ``cpu`` (its Megatron engine and shims
+again when their modules are imported). The classes above are attributes of this package too (imported
+on first use).
 
 Loaded by path, not registered: :mod:`rlec.verl_plugin.rlve_dataset` (``data.custom_cls``, the
 RLVE environment dataset; ``megatron_configs/algorithm/rlve.yaml``).
@@ -32,26 +37,48 @@ RLVE environment dataset; ``megatron_configs/algorithm/rlve.yaml``).
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
+import wrapt
+
 # first: verl's modules ask for the platform at import time
 from rlec.verl_plugin.cpu import enable_cpu
 
 enable_cpu()
 
 from rlec.verl_plugin.cpu_rollout import ROLLOUT_NAME as CPU_ROLLOUT, register_rollout  # noqa: E402
-from rlec.verl_plugin.e3 import E3_AGENT_LOOP, E3AgentLoop  # noqa: E402
-from rlec.verl_plugin.estimators import PASSK_ESTIMATOR, compute_rlec_passk_advantage  # noqa: E402
-from rlec.verl_plugin.reward_manager import REWARD_MANAGER_NAME, RLECRewardManager, global_step_of  # noqa: E402
-from rlec.verl_plugin.trainers import (  # noqa: E402
-    AlgorithmsMixin,
-    RLECColocateAsyncTrainer,
-    RLECMetricsMixin,
-    RLECSeparateAsyncTrainer,
-    RLECSyncTrainer,
-)
 
 PLUGIN_MODULE = "rlec.verl_plugin"
 
+# verl's module -> rlec's module that registers with it (imported right after verl's, in any process that imports it)
+ON_IMPORT: dict[str, str] = {
+    "verl.experimental.reward_loop.reward_manager": "rlec.verl_plugin.reward_manager",
+    "verl.trainer.ppo.v1": "rlec.verl_plugin.trainers",
+    "verl.trainer.ppo.core_algos": "rlec.verl_plugin.estimators",
+    "verl.experimental.agent_loop": "rlec.verl_plugin.e3",
+}
+# the names this package exports -> the module that defines them
+_EXPORTS: dict[str, str] = {
+    "E3_AGENT_LOOP": "rlec.verl_plugin.e3", "E3AgentLoop": "rlec.verl_plugin.e3",
+    "PASSK_ESTIMATOR": "rlec.verl_plugin.estimators", "compute_rlec_passk_advantage": "rlec.verl_plugin.estimators",
+    "REWARD_MANAGER_NAME": "rlec.verl_plugin.reward_manager", "RLECRewardManager": "rlec.verl_plugin.reward_manager",
+    "global_step_of": "rlec.verl_plugin.reward_manager",
+    **{name: "rlec.verl_plugin.trainers" for name in ("AlgorithmsMixin", "RLECColocateAsyncTrainer", "RLECMetricsMixin",
+                                                     "RLECSeparateAsyncTrainer", "RLECSyncTrainer")},
+}
+
 register_rollout()
+for _verl_module, _ours in ON_IMPORT.items():
+    wrapt.register_post_import_hook(lambda _module, ours=_ours: importlib.import_module(ours), _verl_module)
+
+
+def __getattr__(name: str) -> Any:
+    """The exported classes and names, imported from their module on first use (PEP 562)."""
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CPU_ROLLOUT",

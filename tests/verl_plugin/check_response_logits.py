@@ -106,7 +106,7 @@ def main(hf_path: str) -> dict:
     world = int(os.environ.get("WORLD_SIZE", "1"))  # under torchrun: TP = the world size, with sequence parallel
     layout = ParallelLayout(world_size=world, tp=world)
     init_parallel(layout)
-    applied = cpu.enable_cpu(force=True)  # the CPU platform first: verl's engine modules ask for it on import
+    applied = cpu.enable_cpu(force=True, now=True)  # the CPU platform first: verl's engine modules ask for it on import
     from verl.workers.engine.megatron.transformer_impl import MegatronEngineWithLMHead
 
     assert "response_only_logits" in applied, applied

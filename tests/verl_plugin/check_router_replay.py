@@ -66,7 +66,7 @@ def main(hf_path: str) -> dict:
 
     torch.set_num_threads(1)
     init_parallel(ParallelLayout(world_size=1))
-    applied = cpu.enable_cpu(force=True)  # the CPU platform first: verl's modules ask for it on import
+    applied = cpu.enable_cpu(force=True, now=True)  # the CPU platform first: verl's modules ask for it on import
     assert "router_replay_bshd" in applied, applied
     from verl.utils.megatron.router_replay_patch import RouterReplayAction, apply_router_replay_patch
     from verl.utils.megatron.router_replay_utils import set_model_router_replay_action

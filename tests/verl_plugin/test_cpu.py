@@ -83,18 +83,27 @@ def test_causal_padding_mask_masks_future_and_padding_keys():
 
 @pytest.mark.slow  # a fresh interpreter importing verl, Megatron and mbridge: ~20 CPU-seconds
 def test_platform_and_engine_register_in_a_fresh_process():
-    """In a process with VERL_PLATFORM=cpu, importing verl loads the plugin and everything is in place."""
+    """In a process with VERL_PLATFORM=cpu, importing verl loads the plugin and everything is in place; a process that
+    imports only verl's load balancer (or reward loop, or rlec_hf) imports neither Megatron nor verl's trainer for it:
+    the engines, shims and trainer registrations wait for their modules (post-import hooks)."""
     code = textwrap.dedent("""
-        import os
+        import os, sys
         os.environ["VERL_PLATFORM"] = "cpu"
         os.environ["VERL_USE_EXTERNAL_MODULES"] = "rlec.verl_plugin"
         import verl  # imports the plugin, which registers the platform before verl asks for it
+        import verl.workers.rollout.router, verl.experimental.reward_loop.reward_loop, rlec.verl_plugin.cpu_rollout
+        from rlec.verl_plugin import cpu
+        light = [m for m in ("megatron.core", "mbridge", "verl.trainer.ppo.v1", "rlec.verl_plugin.trainers") if m in sys.modules]
+        assert not light and "response_only_logits" not in cpu.APPLIED, (light, cpu.APPLIED)
+        from verl.trainer.ppo.v1 import get_trainer_cls  # the trainer's process: registrations on import
+        assert get_trainer_cls("rlec_sync").__name__ == "RLECSyncTrainer"
+        from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+        assert "rlec_e3_agent" in _agent_loop_registry
         from verl.utils.device import get_device_name, get_device_id, get_nccl_backend, get_torch_device
         from verl.workers.engine.base import EngineRegistry
         from verl.workers.engine.megatron.transformer_impl import MegatronEngineWithLMHead
         from verl.workers.rollout.base import get_rollout_class
         from verl.workers.rollout.replica import get_rollout_replica_class
-        from rlec.verl_plugin import cpu
         assert get_device_name() == "cpu" and get_device_id() == "cpu" and get_nccl_backend() == "gloo"
         free, total = get_torch_device().mem_get_info()
         assert 0 < free <= total
