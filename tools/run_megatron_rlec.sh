@@ -272,14 +272,9 @@ fi
 # records the layout beside the checkpoints (rlec_layout.json): a later launch under another layout
 # is refused with both named (rlec.cluster.resume).
 RUN_DIR="$(abspath "$CHECKPOINT_DIR")/launches/$(date -u +%Y%m%dT%H%M%SZ)"
-"$PYTHON" -m rlec.cluster.config_check --output "$RUN_DIR/config.yaml" --record-layout "${WAIT_ARGS[@]}" "${CHECK_ARGS[@]}" \
-  "${OVERRIDES[@]}" "$@"
-{
-  echo "commit: $(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
-  echo "dirty: $([[ -n "$(git -C "$REPO_ROOT" status --porcelain 2>/dev/null)" ]] && echo yes || echo no)"
-  printf 'command:'; printf ' %q' "$0" "$@"; echo
-} > "$RUN_DIR/git.txt"
-echo "run_megatron_rlec.sh: config, commit and log in $RUN_DIR; checkpoints in $CHECKPOINT_DIR" >&2
+RECORD="commit: $(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+dirty: $([[ -n "$(git -C "$REPO_ROOT" status --porcelain 2>/dev/null)" ]] && echo yes || echo no)
+command:$(printf ' %q' "$0" "$@")"
 ENTRY=rlec.cluster.main_ppo
 if [[ "$VERL_ON_CPU" == 1 ]]; then
   # the same main_ppo inside rlec.verl_report: progress, step table, curves, hf_final and the final evaluation;
@@ -287,11 +282,9 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
   ENTRY=rlec.verl_report
   export RLEC_VERL_LOG="$RUN_DIR/verl.log"
 fi
-# the trainer's exit status, not tee's (tee fails too when the disk is full, and pipefail would report its 1 for
-# the trainer's 2); tee keeps writing to the console after its file fails
-set +e
-"$PYTHON" -m "$ENTRY" --config-path "$REPO_ROOT/megatron_configs" --config-name rlec \
-  "${OVERRIDES[@]}" "$@" 2>&1 | tee -a "$RUN_DIR/train.log"
-STATUS=("${PIPESTATUS[@]}")
-set -e
-exit "${STATUS[0]}"
+# One process: the checks (rlec.cluster.config_check, exit 2 refused / 1 failed, nothing written), then the launch's
+# folder (config.yaml, git.txt, and train.log: a copy of the console, tee -a, which keeps the console going when its
+# file fails on a full disk), then verl's trainer; the exit status is the trainer's (rlec.cluster.main_ppo.launch_check)
+"$PYTHON" -m "$ENTRY" --launch-check --launch-dir "$RUN_DIR" --launch-record "$RECORD" \
+  --launch-note "run_megatron_rlec.sh: config, commit and log in $RUN_DIR; checkpoints in $CHECKPOINT_DIR" --record-layout "${WAIT_ARGS[@]}" \
+  "${CHECK_ARGS[@]}" -- --config-path "$REPO_ROOT/megatron_configs" --config-name rlec "${OVERRIDES[@]}" "$@"

@@ -173,3 +173,51 @@ def test_a_non_finite_update_stopped_in_the_taskrunner_is_one_line_and_exit_2(mo
         main_ppo._run_verl(config=None)
     assert stop.value.code == 2
     assert stop.value.message == "rlec.cluster.main_ppo: error: step 4: actor/grad_norm=nan after the update: stopped"
+
+
+# ---- --launch-check: the launcher's checks and verl's driver in one process -----------------------------------------
+
+def test_the_checks_see_the_overrides_without_hydras_config_location() -> None:
+    args = ["--config-path", "/r/megatron_configs", "--config-name", "rlec", "layout=cpu", "-cn=x", "trainer.x=1"]
+    assert main_ppo._hydra_overrides(args) == ["layout=cpu", "trainer.x=1"]
+
+
+_TEE_CHILD = """
+import os, sys
+from pathlib import Path
+from rlec.cluster.main_ppo import _tee_console
+print("before", flush=True)  # the check's report: the console only
+_tee_console(Path(sys.argv[1]))
+print("from python", flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+os.system("echo from a child process")
+sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("log_name", ["train.log", "/dev/full"])
+def test_the_console_goes_to_train_log_and_the_exit_status_is_the_runs(tmp_path, log_name) -> None:
+    """The launcher's ``2>&1 | tee -a train.log`` moved into the process (``_tee_console``): what the process and its
+    children print after the folder exists reaches the console and the file, and the status is the process's own,
+    not tee's: also when the file cannot be written (``/dev/full``, a full disk), where the console keeps it all."""
+    import subprocess
+
+    log = tmp_path / log_name if not log_name.startswith("/") else log_name
+    proc = subprocess.run([sys.executable, "-c", _TEE_CHILD, str(log)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    for line in ("before", "from python", "to stderr", "from a child process"):
+        assert line in proc.stdout, proc.stdout
+    if log_name == "train.log":
+        assert log.read_text().splitlines() == ["from python", "to stderr", "from a child process"]
+
+
+def test_a_refused_launch_check_exits_2_and_writes_nothing(tmp_path, capsys) -> None:
+    """The checks refuse (a bad value, named) before the launch's folder, git.txt or train.log exist."""
+    run = tmp_path / "ckpt" / "launches" / "t"
+    with pytest.raises(SystemExit) as stopped:
+        main_ppo.launch_check(["--launch-check", "--launch-dir", str(run), "--launch-record", "commit: x", "--",
+                               "--config-path", "megatron_configs", "--config-name", "rlec", "layout=cpu", "precision=fp32",
+                               "rlec.grading.timeout_s=0", f"trainer.default_local_dir={tmp_path / 'ckpt'}"])
+    assert stopped.value.code == 2
+    assert "rlec.grading.timeout_s" in capsys.readouterr().err
+    assert not (tmp_path / "ckpt").exists()

@@ -138,7 +138,7 @@ def test_launcher_rules():
     for line in text.splitlines():
         if re.search(r"-m (\S*main_ppo|\S*ENTRY|rlec\.cluster\.config_check)", line):
             assert '"$@"' in line or line.rstrip().endswith("\\"), line
-    assert text.count('"${OVERRIDES[@]}" "$@"') == 3  # command line last in every invocation
+    assert text.count('"${OVERRIDES[@]}" "$@"') == 2  # command line last in every invocation (DRY_RUN's, the launch's)
 
 
 STAND_IN_PYTHON = """#!/usr/bin/env bash
@@ -170,10 +170,11 @@ def test_the_launcher_trains_through_rlec_entry_and_keeps_its_exit_code_2(tmp_pa
                   timeout=120)
     assert proc.returncode == 2, proc.stderr[-3000:]
     args = args_file.read_text().splitlines()
-    assert args[:2] == ["-m", "rlec.cluster.main_ppo"], args[:2]
-    assert args[2:6] == ["--config-path", str(SCRIPT.parents[1] / "megatron_configs"), "--config-name", "rlec"]
-    assert args[-1] == "trainer.total_training_steps=3"  # the command line last, as before
-    assert "No space left on device" in proc.stdout  # the trainer's stderr goes through tee (2>&1)
+    assert args[:3] == ["-m", "rlec.cluster.main_ppo", "--launch-check"], args[:3]  # the checks, then verl, one process
+    hydra = args[args.index("--") + 1:]
+    assert hydra[:4] == ["--config-path", str(SCRIPT.parents[1] / "megatron_configs"), "--config-name", "rlec"]
+    assert hydra[-1] == "trainer.total_training_steps=3"  # the command line last, as before
+    assert "No space left on device" in proc.stderr  # the trainer's one line, its exit status the launcher's
     assert "verl.trainer.main_ppo" not in SCRIPT.read_text()
 
 
