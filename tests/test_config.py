@@ -13,6 +13,7 @@ from rlec.config import (CLUSTER_CONFIG, CPU_LAYOUT, CPU_PRECISION, compose, fla
 # other sections (rollout_n, response_length, token budgets, critic / distillation / ref copies)
 CPU_LAYOUT_KEYS = (
     "data.train_batch_size", "data.max_prompt_length", "data.max_response_length", "data.dataloader_num_workers",
+    "data.filter_overlong_prompts_workers",
     "data.val_max_samples", "actor_rollout_ref.model.path", "actor_rollout_ref.model.use_remove_padding",
     "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
     "actor_rollout_ref.actor.use_dynamic_bsz", "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.megatron.",

@@ -195,6 +195,7 @@ NUMBER_RULES: dict[str, NumberRule] = {
     "data.max_response_length": _count("response tokens"),
     "data.seed": _SEED,
     "data.dataloader_num_workers": _count("dataloader worker processes (0: in the trainer)", low=0),
+    "data.filter_overlong_prompts_workers": _count("prompt-length filter worker processes (0: in the trainer)", low=0),
     "data.train_max_samples": NumberRule(int, low=1, special=((-1, "all"),), nullable=True, why="training rows used"),
     "data.val_max_samples": NumberRule(int, low=1, special=((-1, "all"),), nullable=True, why="validation rows used"),
     "trainer.total_training_steps": _count("steps (null: total_epochs of the data)", nullable=True),

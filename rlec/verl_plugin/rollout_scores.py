@@ -46,7 +46,9 @@ def _processed_logits(logits: torch.Tensor, temperature: float, top_p: float, to
     """The sampler's logits: / T (T <= 0 is greedy: T = 1), then top-k, then top-p (as rlec's sampler)."""
     from transformers import TopKLogitsWarper, TopPLogitsWarper
 
-    scores = logits.float() / (temperature if temperature > 0 else 1.0)
+    scores = logits.float()
+    if temperature > 0 and temperature != 1.0:  # / 1.0 changes no bit: skipped, one (positions x vocabulary) pass less
+        scores = scores / temperature
     if temperature > 0 and int(top_k) > 0:
         scores = TopKLogitsWarper(int(top_k))(None, scores)
     if temperature > 0 and top_p < 1.0:

@@ -45,6 +45,7 @@ LEGAL: dict[str, dict[float, str]] = {
     "actor_rollout_ref.model.override_config.rope_theta": {1.5: "a RoPE base", 1e9: "a long-context RoPE base"},
     "algorithm.rollout_correction.rollout_is_threshold": {1.5: "an IS bound", 1e9: "no IS truncation in effect"},
     "data.dataloader_num_workers": {0: "load in the trainer process (RLVE requires it)"},
+    "data.filter_overlong_prompts_workers": {0: "the prompt-length filter in the trainer process (layout=cpu)"},
     "data.val_max_samples": {-1: "every validation row (verl's default)"},
     "trainer.save_freq": {-1: "no checkpoints (verl's default)", 0: "no checkpoints (verl saves when save_freq > 0)"},
     "trainer.test_freq": {-1: "no validation (verl's default)", 0: "no validation (verl tests when test_freq > 0)"},
