@@ -24,6 +24,7 @@ from rlec.experiments.spec import Experiment
 
 EXPERIMENTS = ("e3", "e3_budget", "passk", "rlve", "rlec")
 QUICK_QUESTIONS = 16  # held-out questions of a --quick run (the full set: 60 additions, or 64 environment problems)
+QUICK_BATCH = 4  # prompts per step of a --quick run (full runs: 8): half the rollouts, the same wiring
 
 
 def load(name: str) -> Experiment:
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help=f"the experiment: {', '.join(EXPERIMENTS)}")
     p.add_argument("--arms", default=None, help="comma-separated arms to run (default: all of the experiment's)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per arm, 0 .. N-1, at least 1 (default 2; 1 with --quick)")
-    p.add_argument("--quick", action="store_true", help="a few steps per arm and a small held-out set (minutes)")
+    p.add_argument("--quick", action="store_true", help=f"a few steps per arm, {QUICK_BATCH} prompts per step, a small held-out set (minutes)")
     p.add_argument("--steps", type=int, default=None, help="steps per arm-seed (default: the experiment's)")
     p.add_argument("--check", action="store_true", help="validate every arm's launch (DRY_RUN=1 of the launcher), train nothing")
     p.add_argument("--out", default=None, help="output folder (default outputs/experiments/<name>[_quick])")
@@ -61,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         exp = load(args.name)
+        if args.quick:
+            exp = exp.quick(QUICK_BATCH)
         if args.seeds is None:
             args.seeds = 1 if args.quick else 2
         if args.seeds < 1:

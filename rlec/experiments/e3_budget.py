@@ -31,6 +31,8 @@ EXPERIMENT = Experiment(
     curves=(Curve("all_wrong_share", "share of all-wrong groups (rollout dump)", all_wrong_share),
             metric_curve(K.M_ROLLOUT_N_MAX, "largest per-prompt n (e3/rollout_n/max)")),
     steps=20,
-    quick_steps=6,  # prompts come back from step 5 on: the budget acts at step 5-6
     train_rows=32,
+    # --quick: 4 rows of 4 prompts a step, so every prompt comes back at step 2 and the budget acts at steps 2-3
+    quick_steps=3,
+    quick_train_rows=4,
 )

@@ -7,7 +7,7 @@ runs it (arms x seeds, one launch of ``tools/run_megatron_rlec.sh`` each) and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -110,6 +110,7 @@ class Experiment:
         seed_spread: metrics whose spread across seeds is reported (std over seeds of each seed's mean).
         steps, quick_steps: steps per arm-seed in a full and a ``--quick`` run.
         train_rows: addition training rows (``data`` binary / targets): fewer rows, more visits per prompt.
+        quick_train_rows: the rows of a ``--quick`` run (None: ``train_rows`` scaled with its batch).
     """
 
     name: str
@@ -124,6 +125,7 @@ class Experiment:
     steps: int = 40
     quick_steps: int = 2
     train_rows: int = 2000
+    quick_train_rows: int | None = None
 
     def arm(self, name: str) -> Arm:
         """The arm called ``name``.
@@ -135,6 +137,21 @@ class Experiment:
             if arm.name == name:
                 return arm
         raise ValueError(f"unknown arm {name!r} of experiment {self.name!r}: expected one of {', '.join(a.name for a in self.arms)}")
+
+    def quick(self, batch: int) -> "Experiment":
+        """The ``--quick`` variant: ``batch`` prompts per step (every arm alike) and :attr:`quick_train_rows` rows.
+
+        A quick run checks the wiring, not the claim: fewer rollouts per step cost less on CPU. Without
+        ``quick_train_rows`` the rows scale with the batch, so a prompt comes back at the same step as in the
+        full run. A batch no smaller than the full run's changes nothing.
+        """
+        from rlec.experiments import keys as K
+
+        full = int(self.settings[K.BATCH])
+        if batch >= full:
+            return self
+        rows = self.quick_train_rows or max(batch, self.train_rows * batch // full)
+        return replace(self, settings={**self.settings, K.BATCH: batch}, train_rows=rows)
 
 
 # ---- figures shared by several experiments ------------------------------------------------------

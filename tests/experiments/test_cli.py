@@ -115,6 +115,29 @@ def test_every_arm_of_every_experiment_passes_the_launchs_first_rules() -> None:
     for name in cli.EXPERIMENTS:
         exp = cli.load(name)
         assert core.arm_errors(exp, [a.name for a in exp.arms], exp.steps) == [], name
+        quick = exp.quick(cli.QUICK_BATCH)
+        assert core.arm_errors(quick, [a.name for a in quick.arms], quick.quick_steps) == [], f"{name} --quick"
+
+
+def test_quick_runs_train_every_arm_on_fewer_prompts_and_e3_budgets_prompts_come_back() -> None:
+    """``--quick`` halves the prompts per step for every arm alike (the rows halve with them); e3_budget's 4 rows
+    bring every prompt back at step 2 (its dynamic budget acts only on prompts seen before), within its 3 steps."""
+    from rlec.experiments import keys as K
+
+    for name in cli.EXPERIMENTS:
+        exp = cli.load(name)
+        quick = exp.quick(cli.QUICK_BATCH)
+        assert quick.settings[K.BATCH] == cli.QUICK_BATCH < exp.settings[K.BATCH], name
+        assert {k: v for k, v in quick.settings.items() if k != K.BATCH} == {k: v for k, v in exp.settings.items() if k != K.BATCH}
+        assert quick.arms == exp.arms
+        if exp.quick_train_rows is None:
+            steps_per_pass = (exp.train_rows // exp.settings[K.BATCH], quick.train_rows // quick.settings[K.BATCH])
+            assert steps_per_pass[0] == steps_per_pass[1], (name, steps_per_pass)
+    budget = cli.load("e3_budget").quick(cli.QUICK_BATCH)
+    # every prompt comes back within --quick, with a step left: the budget acts on two steps at least
+    assert budget.train_rows // budget.settings[K.BATCH] + 2 <= budget.quick_steps
+    assert budget.quick_steps * budget.settings[K.BATCH] <= budget.train_rows * budget.settings["trainer.total_epochs"]
+    assert cli.load("rlve").quick(8) == cli.load("rlve")  # no larger than the full batch: unchanged
 
 
 def test_a_stage_too_short_for_the_b_schedule_is_refused_naming_the_arm_and_stage(tmp_path, capsys) -> None:
