@@ -1,5 +1,5 @@
 """Durable outputs: atomic writes, temporary folders that a killed writer cannot leave behind, and
-one-writer locks.
+one-writer locks; and a console held back while a library prints (:func:`held_back_console`).
 
 - Atomic: every writer in rlec writes into a temporary sibling (same folder, so the final
   ``rename`` stays on one filesystem) and renames it into place. Replacing an existing folder
@@ -41,6 +41,35 @@ log = logging.getLogger("rlec.io")
 
 _UNSUPPORTED_LOCK_ERRNOS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
 _warned_unsupported: set[str] = set()
+
+
+# ---- console ---------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def held_back_console() -> Iterator[io.StringIO]:
+    """Hold back what is printed (``sys.stdout``, ``sys.stderr``) and logged at WARNING or below meanwhile.
+
+    A logging ``StreamHandler`` created meanwhile (a library's handler made at import binds the ``sys.stderr``
+    of that moment: transformers', verl's) is pointed back at the real ``sys.stderr`` on exit. Without that it
+    would write into the discarded sink for the rest of the process, and the launcher runs verl's driver in the
+    process that ran its checks (:func:`rlec.cluster.main_ppo.launch_check`).
+
+    Yields:
+        the sink (what was held back), for a caller that shows it on failure.
+    """
+    sink = io.StringIO()
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            yield sink
+    finally:
+        logging.disable(previous)
+        loggers = [logging.root, *(v for v in list(logging.root.manager.loggerDict.values()) if isinstance(v, logging.Logger))]
+        for logger in loggers:
+            for handler in logger.handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream is sink:
+                    handler.setStream(sys.stderr)
 
 
 # ---- atomic writes ---------------------------------------------------------------------------

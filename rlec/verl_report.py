@@ -1,9 +1,11 @@
 """What a run of verl's trainer on CPU shows and leaves behind: ``make run``.
 
-    python -m rlec.verl_report --config-path megatron_configs --config-name rlec [overrides]   # what the launcher runs
+    python -m rlec.verl_report --config-path megatron_configs --config-name rlec [overrides]
+    python -m rlec.verl_report --launch-check --launch-dir DIR ... -- --config-path ... [overrides]   # the launcher
 
-takes exactly the arguments of ``python -m rlec.cluster.main_ppo`` (verl's ``main_ppo``) and runs it;
-the launcher (``tools/run_megatron_rlec.sh`` without CUDA) starts this entry instead. In this driver
+takes exactly the arguments of ``python -m rlec.cluster.main_ppo`` (verl's ``main_ppo``, and its
+``--launch-check`` prefix: :func:`rlec.cluster.main_ppo.launch_check`) and runs it; the launcher
+(``tools/run_megatron_rlec.sh`` without CUDA) starts this entry instead. In this driver
 process :func:`run_with_report` wraps verl's ``main`` body; the trainer itself runs in Ray actors,
 untouched. Around it:
 

@@ -323,3 +323,27 @@ def test_step_folders_newest_first_and_previous_checkpoint_bytes_skips_the_folde
     assert previous_checkpoint_bytes(tmp_path / "global_step_11") == 30
     assert previous_checkpoint_bytes(tmp_path / "global_step_10") == 10  # its own partial save is not counted
     assert previous_checkpoint_bytes(tmp_path / "other" / "global_step_1") is None
+
+
+def test_a_handler_made_while_the_console_is_held_back_keeps_the_real_stderr(capsys) -> None:
+    """A library that makes its StreamHandler at import (transformers, verl) while the launcher's check holds the
+    console back bound it to the discarded sink for good: the driver, run in the same process, then logged nothing."""
+    import logging
+    import sys
+
+    from rlec.io import held_back_console
+
+    logger = logging.getLogger("rlec.tests.held_back")
+    logger.propagate = False
+    with held_back_console() as sink:
+        handler = logging.StreamHandler()  # binds the sys.stderr of this moment: the sink
+        logger.addHandler(handler)
+        print("held back", file=sys.stderr)
+        logger.warning("held back too")  # logging.disable(WARNING) meanwhile
+    try:
+        assert "held back" in sink.getvalue() and "held back too" not in sink.getvalue()
+        assert handler.stream is sys.stderr
+        logger.warning("after the check")
+        assert "after the check" in capsys.readouterr().err
+    finally:
+        logger.removeHandler(handler)

@@ -119,3 +119,4 @@ def test_the_table_shows_each_enabled_algorithms_figures_and_nothing_of_the_othe
     header, _, row = table.splitlines()
     assert "E3 T" in header and "pass@k k" in header and "maze d" in header
     assert "0.950" in row and "| 2 |" in row and "| 3 |" in row
+

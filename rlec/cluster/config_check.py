@@ -34,15 +34,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import io
 import json
-import logging
 import math
 import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from rlec.algorithms import registry
 from rlec.cluster.layout import Finding
@@ -55,7 +53,7 @@ from rlec.cluster.settings_rules import override_rules, settings_rules
 from rlec.cluster.shape import ModelShape
 from rlec.cluster.verl_keys import ENV_VARS, layout_of
 from rlec.config import CLUSTER_CONFIG, CONFIG_DIR, compose, select
-from rlec.io import atomic_write_text
+from rlec.io import atomic_write_text, held_back_console
 from rlec.settings import RlecSettings
 
 SHAPES_DIR = CONFIG_DIR / "model"
@@ -102,20 +100,15 @@ def load_model_config(cfg: Any, settings: RlecSettings | None = None) -> tuple[d
 
 
 @contextlib.contextmanager
-def _kept_back(verbose: bool):
-    """Hold back what verl prints (progress lines, accelerator warnings) unless ``verbose``."""
+def _kept_back(verbose: bool) -> Iterator[None]:
+    """Hold back what verl prints (progress lines, accelerator warnings) unless ``verbose``
+    (:func:`rlec.io.held_back_console`: handlers created meanwhile keep the real stderr)."""
     if verbose:
         with contextlib.redirect_stdout(sys.stderr):  # stdout is for --print
             yield
         return
-    sink = io.StringIO()
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            yield
-    finally:
-        logging.disable(previous)
+    with held_back_console():
+        yield
 
 
 def verl_checks(cfg: Any, with_model: bool, verbose: bool = False) -> tuple[list[Finding], list[str]]:

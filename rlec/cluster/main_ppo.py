@@ -124,27 +124,46 @@ def _run_verl(config: Any) -> None:
 
 
 LAUNCH_CHECK = "--launch-check"
-# hydra's options that take a value: not overrides, not passed to the check
-_HYDRA_VALUE_OPTIONS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd")
+# hydra's config-location options (each takes a value) and the config check's option for the same thing
+_HYDRA_LOCATION = {"--config-path": "--config-dir", "-cp": "--config-dir", "--config-name": "--config-name",
+                   "-cn": "--config-name", "--config-dir": None, "-cd": None}
 
 
-def _hydra_overrides(hydra_args: Sequence[str]) -> list[str]:
-    """``hydra_args`` without hydra's config-location options and their values (the check reads rlec's own)."""
-    out, skip = [], False
-    for arg in hydra_args:
-        if skip:
-            skip = False
-        elif arg in _HYDRA_VALUE_OPTIONS:
-            skip = True
-        elif not arg.startswith(tuple(f"{o}=" for o in _HYDRA_VALUE_OPTIONS)):
-            out.append(arg)
+def _check_arguments(hydra_args: Sequence[str]) -> list[str]:
+    """The config check's arguments for verl's (Hydra's) ``hydra_args``: the overrides, and hydra's
+    ``--config-path`` / ``--config-name`` as the check's ``--config-dir`` / ``--config-name`` (in order: the last one
+    wins in both), so the check composes the config verl will run.
+
+    Raises:
+        SystemExit: (status 2) hydra's ``--config-dir`` / ``-cd`` (an added search path: the check composes from one
+            folder), or a location option without its value.
+    """
+    out: list[str] = []
+    args = list(hydra_args)
+    i = 0
+    while i < len(args):
+        option, eq, value = args[i].partition("=")
+        if option in _HYDRA_LOCATION:
+            if not eq:
+                if i + 1 >= len(args):
+                    raise SystemExit(f"rlec.cluster.main_ppo: {option} needs a value")
+                i, value = i + 1, args[i + 1]
+            check_option = _HYDRA_LOCATION[option]
+            if check_option is None:
+                print(f"rlec.cluster.main_ppo: refused: {option} {value}: hydra's added config search path is not "
+                      f"supported by the launcher's checks; put the config in --config-path's folder", file=sys.stderr)
+                raise SystemExit(2)
+            out += [check_option, value]
+        else:
+            out.append(args[i])
+        i += 1
     return out
 
 
 def _tee_console(log: Path) -> None:
     """From here on, this process's stdout and stderr (and its children's) also go to ``log`` (``tee -a``; the
-    console keeps them when the file fails, e.g. on a full disk). At exit, after Ray's own shutdown, the pipe is
-    closed and tee's last lines are waited for."""
+    console keeps them when the file fails, e.g. on a full disk). At exit Ray is shut down first (its shutdown
+    prints), then the pipe is closed and tee's last lines are waited for (30 s at most)."""
     sys.stdout.flush()
     sys.stderr.flush()
     console = os.dup(1)
@@ -155,6 +174,14 @@ def _tee_console(log: Path) -> None:
     tee.stdin.close()
 
     def close() -> None:
+        # exit handlers run last-registered first: Ray's own (registered when ray was imported, before this one)
+        # would run after the pipe is closed, and what its shutdown prints would be lost; shut Ray down here
+        ray = sys.modules.get("ray")
+        if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+            try:
+                ray.shutdown()
+            except Exception:  # noqa: BLE001 - the exit goes on; Ray's own handler tries again
+                pass
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -164,7 +191,10 @@ def _tee_console(log: Path) -> None:
         os.dup2(null, 1)
         os.dup2(null, 2)
         os.close(null)
-        tee.wait()
+        try:
+            tee.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            tee.kill()
 
     atexit.register(close)
 
@@ -173,13 +203,17 @@ def launch_check(argv: Sequence[str]) -> list[str]:
     """The launcher's checks in this process, then the launch's folder; returns verl's (Hydra's) arguments.
 
     Args:
-        argv: ``--launch-check --launch-dir DIR [--launch-record TEXT] [config_check options] -- [hydra args]``.
+        argv: ``--launch-check --launch-dir DIR [--launch-record TEXT] [--launch-note LINE] [config_check options]
+            -- [hydra args]``: ``TEXT`` becomes ``DIR/git.txt`` (one trailing newline), ``LINE`` is printed to stderr
+            once the folder is written and before the console is copied to ``DIR/train.log``; hydra's
+            ``--config-path`` / ``--config-name`` reach the check as its ``--config-dir`` / ``--config-name``.
 
     Returns:
-        The hydra arguments (after ``--``), for verl's ``main``.
+        The hydra arguments (after ``--``), unchanged, for verl's ``main``.
 
     Raises:
-        SystemExit: config_check's status (2 refused, 1 a failed check) when it does not pass; nothing written then.
+        SystemExit: ``--`` missing (a message); hydra's ``--config-dir`` (status 2, refused by name); config_check's
+            status (2 refused, 1 a failed check) when it does not pass. Nothing is written then.
     """
     import argparse
 
@@ -197,7 +231,7 @@ def launch_check(argv: Sequence[str]) -> list[str]:
     ours, check_options = parser.parse_known_args(list(argv[:split]))
     hydra_args = list(argv[split + 1:])
     with warnings.catch_warnings():  # the check's quiet filter stays the check's
-        status = config_check.main([*check_options, "--output", str(ours.launch_dir / "config.yaml"), *_hydra_overrides(hydra_args)])
+        status = config_check.main([*check_options, "--output", str(ours.launch_dir / "config.yaml"), *_check_arguments(hydra_args)])
     if status:
         raise SystemExit(status)
     if ours.launch_record is not None:
@@ -209,7 +243,9 @@ def launch_check(argv: Sequence[str]) -> list[str]:
 
 
 def main(wrap: Callable[[Any, Callable[[Any], None]], None] | None = None) -> None:
-    """CLI: ``python -m rlec.cluster.main_ppo [hydra arguments]`` (the arguments of ``verl.trainer.main_ppo``).
+    """CLI: ``python -m rlec.cluster.main_ppo [hydra arguments]`` (the arguments of ``verl.trainer.main_ppo``), or
+    ``python -m rlec.cluster.main_ppo --launch-check ... -- [hydra arguments]``: the launcher's checks and folder
+    first, in this process (:func:`launch_check`), then verl's run.
 
     Args:
         wrap: called as ``wrap(config, body)`` instead of ``body(config)`` (``body`` = verl's ``main`` body with

@@ -32,9 +32,7 @@ Each finding names the full key, the value and the rule:
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import math
 import os
 import re
@@ -46,6 +44,7 @@ from rlec.cluster.layout import Finding
 from rlec.cluster.moe_rules import CORRECTION, threshold_error
 from rlec.cluster.verl_keys import ACTOR, MEGATRON, ROLLOUT
 from rlec.config import select
+from rlec.io import held_back_console
 from rlec.settings import RlecSettings, SettingError
 
 __all__ = ["NUMBER_RULES", "NumberRule", "known_top_level_keys", "override_rules", "settings_rules"]
@@ -273,7 +272,7 @@ def _quiet_import(module: str) -> Any:
     """Import ``module`` with what verl prints at import (accelerator warnings) held back."""
     import importlib
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with held_back_console():
         return importlib.import_module(module)
 
 

@@ -141,17 +141,34 @@ class Experiment:
     def quick(self, batch: int) -> "Experiment":
         """The ``--quick`` variant: ``batch`` prompts per step (every arm alike) and :attr:`quick_train_rows` rows.
 
-        A quick run checks the wiring, not the claim: fewer rollouts per step cost less on CPU. Without
-        ``quick_train_rows`` the rows scale with the batch, so a prompt comes back at the same step as in the
-        full run. A batch no smaller than the full run's changes nothing.
+        A quick run checks the wiring, not the claim: fewer rollouts per step cost less on CPU. The PPO
+        mini-batch shrinks with the batch, so a quick step makes as many updates as a full one (the second and
+        later against the rollout's old log-probs, as in the full run). Without ``quick_train_rows`` the rows
+        scale with the batch, so a prompt comes back at the same step as in the full run.
+
+        Args:
+            batch: prompts per step, >= 1; one no smaller than the full run's keeps the full batch.
+
+        Returns:
+            a copy with the batch, mini-batch and training rows of a quick run (the arms unchanged).
+
+        Raises:
+            ValueError: ``batch`` below 1, or :attr:`settings` without the batch key
+                (``data.train_batch_size``) to scale.
         """
         from rlec.experiments import keys as K
 
+        if batch < 1:
+            raise ValueError(f"experiment {self.name!r}: a quick batch of {batch} prompts: expected at least 1")
+        if K.BATCH not in self.settings:
+            raise ValueError(f"experiment {self.name!r}: settings have no {K.BATCH} to scale for --quick")
         full = int(self.settings[K.BATCH])
-        if batch >= full:
-            return self
+        batch = min(batch, full)
+        settings = {**self.settings, K.BATCH: batch}
+        if K.MINI_BATCH in settings:
+            settings[K.MINI_BATCH] = max(1, int(settings[K.MINI_BATCH]) * batch // full)
         rows = self.quick_train_rows or max(batch, self.train_rows * batch // full)
-        return replace(self, settings={**self.settings, K.BATCH: batch}, train_rows=rows)
+        return replace(self, settings=settings, train_rows=rows)
 
 
 # ---- figures shared by several experiments ------------------------------------------------------

@@ -7,7 +7,7 @@ rest, each workaround a :class:`rlec.megatron.compat.Shim` naming the error it a
 on the unpatched library (``tests/verl_plugin/test_cpu.py`` runs every probe, so an upgrade that
 fixes or moves the code shows). Megatron-core's own CPU shims stay in :mod:`rlec.megatron.compat`.
 
-Applied by :func:`enable_cpu` on import of :mod:`rlec.verl_plugin` (every Ray process imports it
+Set up by :func:`enable_cpu` on import of :mod:`rlec.verl_plugin` (every Ray process imports it
 through ``VERL_USE_EXTERNAL_MODULES``) only when the process has no CUDA **and** the launcher asked
 for the CPU platform (``VERL_PLATFORM=cpu``, set by ``tools/run_megatron_rlec.sh`` with
 ``TRAINER=verl`` on a machine without CUDA). On a GPU machine nothing here runs.

@@ -177,9 +177,46 @@ def test_a_non_finite_update_stopped_in_the_taskrunner_is_one_line_and_exit_2(mo
 
 # ---- --launch-check: the launcher's checks and verl's driver in one process -----------------------------------------
 
-def test_the_checks_see_the_overrides_without_hydras_config_location() -> None:
-    args = ["--config-path", "/r/megatron_configs", "--config-name", "rlec", "layout=cpu", "-cn=x", "trainer.x=1"]
-    assert main_ppo._hydra_overrides(args) == ["layout=cpu", "trainer.x=1"]
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def test_the_checks_compose_the_config_verl_runs() -> None:
+    """hydra's --config-path / --config-name (the launcher's, then the user's "$@") reach the check as its
+    --config-dir / --config-name in order, so the last one wins in both (they were dropped: a user's
+    --config-name was run by verl but never checked)."""
+    args = ["--config-path", "/r/megatron_configs", "--config-name", "rlec", "layout=cpu", "-cn=mine", "trainer.x=1"]
+    assert main_ppo._check_arguments(args) == ["--config-dir", "/r/megatron_configs", "--config-name", "rlec",
+                                               "layout=cpu", "--config-name", "mine", "trainer.x=1"]
+
+
+@pytest.mark.parametrize("args", [["-cd", "/extra"], ["--config-dir=/extra"]])
+def test_hydras_added_search_path_is_refused_by_name(args, capsys) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main_ppo._check_arguments(["layout=cpu", *args])
+    assert stopped.value.code == 2
+    assert args[0].partition("=")[0] in capsys.readouterr().err
+
+
+def test_launch_check_needs_the_separator() -> None:
+    with pytest.raises(SystemExit, match="needs '--' before verl's arguments"):
+        main_ppo.launch_check(["--launch-check", "--launch-dir", "/nonexistent", "layout=cpu"])
+
+
+def test_a_passing_launch_check_writes_the_folder_then_tees(tmp_path, capsys, monkeypatch) -> None:
+    """The passing path: config.yaml and git.txt (one trailing newline) written, the note on stderr before the
+    console is tee'd (so not in train.log), and verl's arguments returned unchanged."""
+    run = tmp_path / "ckpt" / "launches" / "t"
+    teed: list[tuple] = []
+    monkeypatch.setattr(main_ppo, "_tee_console", lambda log: teed.append((log, capsys.readouterr().err)))
+    hydra = ["--config-path", str(REPO / "megatron_configs"), "--config-name", "rlec", "layout=tiny_1gpu",
+             f"trainer.default_local_dir={tmp_path / 'ckpt'}"]
+    returned = main_ppo.launch_check(["--launch-check", "--launch-dir", str(run), "--launch-record", "commit: abc\n\n",
+                                      "--launch-note", "launch t: note", "--skip-path-checks", "--", *hydra])
+    assert returned == hydra
+    assert (run / "git.txt").read_text() == "commit: abc\n"
+    assert "trainer:" in (run / "config.yaml").read_text()
+    assert len(teed) == 1 and teed[0][0] == run / "train.log"
+    assert teed[0][1].rstrip().endswith("launch t: note")  # printed before the tee: the console's, not train.log's
 
 
 _TEE_CHILD = """
@@ -211,12 +248,36 @@ def test_the_console_goes_to_train_log_and_the_exit_status_is_the_runs(tmp_path,
         assert log.read_text().splitlines() == ["from python", "to stderr", "from a child process"]
 
 
+_TEE_RAY_CHILD = """
+import sys, types
+from pathlib import Path
+from rlec.cluster.main_ppo import _tee_console
+ray = types.ModuleType("ray")  # stands in for a started Ray: its own exit handler was registered first
+ray.is_initialized = lambda: True
+ray.shutdown = lambda: print("ray: shut down", flush=True)
+sys.modules["ray"] = ray
+_tee_console(Path(sys.argv[1]))
+print("last step", flush=True)
+"""
+
+
+def test_what_rays_shutdown_prints_reaches_train_log(tmp_path) -> None:
+    """Exit handlers run last-registered first: the tee's ran before Ray's, so what Ray's shutdown printed was lost;
+    the tee's handler shuts a started Ray down before it closes the pipe."""
+    import subprocess
+
+    log = tmp_path / "train.log"
+    proc = subprocess.run([sys.executable, "-c", _TEE_RAY_CHILD, str(log)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert log.read_text().splitlines() == ["last step", "ray: shut down"]
+
+
 def test_a_refused_launch_check_exits_2_and_writes_nothing(tmp_path, capsys) -> None:
     """The checks refuse (a bad value, named) before the launch's folder, git.txt or train.log exist."""
     run = tmp_path / "ckpt" / "launches" / "t"
     with pytest.raises(SystemExit) as stopped:
         main_ppo.launch_check(["--launch-check", "--launch-dir", str(run), "--launch-record", "commit: x", "--",
-                               "--config-path", "megatron_configs", "--config-name", "rlec", "layout=cpu", "precision=fp32",
+                               "--config-path", str(REPO / "megatron_configs"), "--config-name", "rlec", "layout=cpu", "precision=fp32",
                                "rlec.grading.timeout_s=0", f"trainer.default_local_dir={tmp_path / 'ckpt'}"])
     assert stopped.value.code == 2
     assert "rlec.grading.timeout_s" in capsys.readouterr().err

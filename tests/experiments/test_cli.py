@@ -128,8 +128,13 @@ def test_quick_runs_train_every_arm_on_fewer_prompts_and_e3_budgets_prompts_come
         exp = cli.load(name)
         quick = exp.quick(cli.QUICK_BATCH)
         assert quick.settings[K.BATCH] == cli.QUICK_BATCH < exp.settings[K.BATCH], name
-        assert {k: v for k, v in quick.settings.items() if k != K.BATCH} == {k: v for k, v in exp.settings.items() if k != K.BATCH}
-        assert quick.arms == exp.arms
+        scaled = (K.BATCH, K.MINI_BATCH)
+        assert {k: v for k, v in quick.settings.items() if k not in scaled} == {k: v for k, v in exp.settings.items() if k not in scaled}
+        # as many PPO updates per step as the full run (the mini-batch shrinks with the batch)
+        assert quick.settings[K.BATCH] // quick.settings[K.MINI_BATCH] == exp.settings[K.BATCH] // exp.settings[K.MINI_BATCH], name
+        for arm in quick.arms:  # an arm naming its own batch would undo --quick's (and break the pairing)
+            for override in (*arm.overrides, *(arm.then or ())):
+                assert override.partition("=")[0].lstrip("+~") not in scaled, (name, arm.name, override)
         if exp.quick_train_rows is None:
             steps_per_pass = (exp.train_rows // exp.settings[K.BATCH], quick.train_rows // quick.settings[K.BATCH])
             assert steps_per_pass[0] == steps_per_pass[1], (name, steps_per_pass)
@@ -138,6 +143,19 @@ def test_quick_runs_train_every_arm_on_fewer_prompts_and_e3_budgets_prompts_come
     assert budget.train_rows // budget.settings[K.BATCH] + 2 <= budget.quick_steps
     assert budget.quick_steps * budget.settings[K.BATCH] <= budget.train_rows * budget.settings["trainer.total_epochs"]
     assert cli.load("rlve").quick(8) == cli.load("rlve")  # no larger than the full batch: unchanged
+    assert cli.load("e3_budget").quick(64).train_rows == cli.load("e3_budget").quick_train_rows  # the rows still apply
+
+
+def test_a_quick_batch_below_1_or_settings_without_a_batch_are_refused_by_name() -> None:
+    from dataclasses import replace
+
+    from rlec.experiments import keys as K
+
+    exp = cli.load("e3")
+    with pytest.raises(ValueError, match="at least 1"):
+        exp.quick(0)
+    with pytest.raises(ValueError, match=K.BATCH):
+        replace(exp, settings={k: v for k, v in exp.settings.items() if k != K.BATCH}).quick(4)
 
 
 def test_a_stage_too_short_for_the_b_schedule_is_refused_naming_the_arm_and_stage(tmp_path, capsys) -> None:

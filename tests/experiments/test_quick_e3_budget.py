@@ -21,7 +21,7 @@ def test_the_dynamic_budget_spreads_n_once_prompts_come_back_at_the_same_total(q
     assert rows[0][K.M_ROLLOUT_N_MAX] == rows[0][K.M_ROLLOUT_N_MIN] == 8  # step 1: every prompt unseen, n = rollout.n
     assert any(row[K.M_ROLLOUT_N_MAX] > 8 > row[K.M_ROLLOUT_N_MIN] for row in rows[1:]), rows  # by rank once seen
     assert all(row["e3/rollout_n/mean"] == pytest.approx(8.0) for row in rows)  # the same total rollouts
-    assert all(row.get(K.M_TEMPERATURE, 1.0) == 1.0 for row in rows)  # only the budget of E3 is on: T stays T_0
+    assert all(row[K.M_TEMPERATURE] == 1.0 for row in rows)  # E3 logs its T; only its budget is on: T stays T_0
     arm = json.loads((out / "results.json").read_text())["arms"]["dynamic"]
     assert set(arm["curves"]) == {c.name for c in cli.load("e3_budget").curves}
     assert len(arm["curves"]["all_wrong_share"]["mean"]) == len(rows)

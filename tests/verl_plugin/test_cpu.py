@@ -22,6 +22,13 @@ def test_every_verl_shim_still_answers_an_unfixed_problem():
     assert probes and all(probes.values()), probes
 
 
+def test_every_shim_names_the_module_whose_import_applies_it():
+    """A shim added to VERL_SHIMS without a trigger raised KeyError in enable_cpu, seen only in a fresh Ray process;
+    a trigger left for a removed shim is dead. The trigger modules are verl's, mbridge's or Megatron's."""
+    assert set(cpu.SHIM_TRIGGERS) == {shim.name for shim in cpu.VERL_SHIMS}
+    assert all(module.startswith(("verl.", "mbridge.", "megatron.")) for module in cpu.SHIM_TRIGGERS.values())
+
+
 def test_shims_apply_only_when_asked_for_and_without_cuda(monkeypatch):
     monkeypatch.delenv("VERL_PLATFORM", raising=False)
     assert not cpu.cpu_requested()
