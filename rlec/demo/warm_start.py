@@ -19,10 +19,9 @@ the exact full-vocabulary cross-entropy of the full model (a test checks it agai
 model), at 1/1,800th of the output-layer cost. :func:`expand` writes that full model as an HF
 Qwen3 folder; RLEC then trains all 151,936 rows.
 
-Stand-in generator: :func:`addition_problem` is a minimal local generator. The RLVE environments
-(``rlec.environments``, branch ``rlve``) will supply arithmetic; their ``arithmetic`` environment
-starts at two-digit operands and mixes + / - / x, so the demo will need its addition-only, small
-difficulty end.
+Generator: the problems are those of the ``addition`` environment
+(:mod:`rlec.environments.addition`: its phrasing :data:`QUESTION` and operand draw): a d-digit sum here is that environment's difficulty d - 1, so RLVE's experiment
+(``python -m rlec.experiments rlve``) starts from this warm start on prompts in the phrasing it learnt.
 
 CLI: ``python -m rlec.demo.warm_start --out outputs/demo/warm_start`` (``--help``).
 """
@@ -42,6 +41,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from rlec.environments.addition import QUESTION, draw_operands
 from rlec.grading.extract import CANONICAL_ABSTAIN
 from rlec.prompts import build_messages, math_task, render
 
@@ -54,7 +54,6 @@ RECIPE_VERSION = 1
 # The shipped warm start of the default settings: compact weights + manifest (python -m rlec.demo.warm_start --ship)
 SHIPPED_DIR = Path(__file__).with_name("assets")
 IDK_RESPONSE = f"\\boxed{{{CANONICAL_ABSTAIN}}}"
-QUESTION = "What is {a} + {b}?"
 
 
 @dataclass(frozen=True)
@@ -75,13 +74,12 @@ class AdditionProblem:
 def addition_problem(rng: random.Random, digits: int) -> AdditionProblem:
     """Two uniformly drawn ``digits``-digit operands (0-9 for one digit) and their sum.
 
+    The draw and the phrasing are the ``addition`` environment's (:func:`rlec.environments.addition.draw_operands`).
+
     Raises:
         ValueError: ``digits < 1``.
     """
-    if digits < 1:
-        raise ValueError(f"digits must be >= 1, got {digits}")
-    lo, hi = (0 if digits == 1 else 10 ** (digits - 1)), 10**digits - 1
-    a, b = rng.randint(lo, hi), rng.randint(lo, hi)
+    a, b = draw_operands(rng, digits)
     return AdditionProblem(QUESTION.format(a=a, b=b), str(a + b), digits)
 
 

@@ -6,12 +6,13 @@ environment raises the difficulty as the policy masters it; a prompt source turn
 rows with RLEC targets. Pure Python: no verl, no torch. Documentation: docs/environments.md.
 
 Built-in environments (``rlve/<name>`` data sources, graded by :mod:`rlec.grading`):
-arithmetic, sorting, maze, linear_equations, base_conversion, counting, shortest_path,
+addition, arithmetic, sorting, maze, linear_equations, base_conversion, counting, shortest_path,
 knights_knaves. RLVE-Gym's 400 (``rlve_gym:<Identifier>``, ``rlve_gym:all``): :mod:`rlec.environments.rlve_gym`.
 """
 
 from __future__ import annotations
 
+from rlec.environments.addition import Addition
 from rlec.environments.arithmetic import Arithmetic
 from rlec.environments.base import Environment, Problem, Verdict, parse_int, parse_int_list, problem_rng
 from rlec.environments.base_conversion import BaseConversion
@@ -37,7 +38,7 @@ from rlec.environments.registry import (
 from rlec.environments.shortest_path import ShortestPath
 from rlec.environments.sorting import Sorting
 
-for _env in (Arithmetic(), Sorting(), Maze(), LinearEquations(), BaseConversion(), Counting(), ShortestPath(),
+for _env in (Addition(), Arithmetic(), Sorting(), Maze(), LinearEquations(), BaseConversion(), Counting(), ShortestPath(),
              KnightsKnaves()):
     register_environment(_env)
 

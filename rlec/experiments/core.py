@@ -133,7 +133,7 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
     return paths
 
 
-ENVIRONMENTS = ("arithmetic",)  # RLVE's environment here: closest to the warm start's additions
+ENVIRONMENTS = ("addition",)  # RLVE's environment here: the warm start's own additions (rlec/environments/addition.py)
 
 
 def evaluate_heldout(exp: Experiment, model: Path, test: Path, folder: Path, seed: int, limit: int | None = None) -> dict[str, list[float]]:

@@ -46,6 +46,8 @@ RLVE_ENVIRONMENTS = f"{RLVE}.environments"
 RLVE_DIFFICULTY = f"{RLVE}.difficulty"
 RLVE_WINDOW = f"{RLVE}.window"
 RLVE_BINARY_FRACTION = f"{RLVE}.binary_fraction"
+RLVE_TARGET_MIN = f"{RLVE}.target_min"
+RLVE_TARGET_MAX = f"{RLVE}.target_max"
 RLVE_ROWS = f"{RLVE}.rows_per_epoch"
 
 # metrics of verl's step (the run's metrics.jsonl)

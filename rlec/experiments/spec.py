@@ -184,8 +184,13 @@ def all_wrong_share(run: Run) -> list[float]:
 
 
 def effective_prompt_ratio(run: Run) -> list[float]:
-    """Per step: the share of groups whose rewards are not all equal (RLVE's effective prompt ratio, Sec. 3)."""
-    return [float(np.mean([max(g) != min(g) for g in step])) if step else np.nan for step in run.groups]
+    """Per step: the share of groups with a rewarded response (reward > 0) and an unrewarded one (<= 0).
+
+    RLVE's effective prompt ratio (Sec. 3: the groups whose rewards are not all equal), under plain
+    correctness (rewards 1 / 0) exactly that; at a small RLEC target (the ``rlve`` experiment's p = 0.01) a
+    wrong answer (-0.01) and ``I don't know`` (0) differ by a hundredth and count as the same outcome.
+    """
+    return [float(np.mean([max(g) > 0 >= min(g) for g in step])) if step else np.nan for step in run.groups]
 
 
 def pass_at(k: int, target_index: int = 0) -> Callable[[np.ndarray, Sequence, Sequence], np.ndarray]:

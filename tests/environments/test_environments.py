@@ -31,7 +31,7 @@ def boxed(text: str) -> str:
 
 
 def test_at_least_eight_environments_across_kinds():
-    assert set(NAMES) >= {"arithmetic", "sorting", "maze", "linear_equations", "base_conversion", "counting",
+    assert set(NAMES) >= {"addition", "arithmetic", "sorting", "maze", "linear_equations", "base_conversion", "counting",
                           "shortest_path", "knights_knaves"}
 
 
@@ -49,7 +49,7 @@ def test_verifier_accepts_the_generators_answer(name):
 def _perturb(name: str, problem: Problem, rng: random.Random) -> list[str]:
     """Wrong answers of the problem's own kind (every one must be rejected)."""
     data, answer = problem.data, problem.answer
-    if name in ("arithmetic", "counting", "shortest_path"):
+    if name in ("addition", "arithmetic", "counting", "shortest_path"):
         value = int(answer)
         return [str(value + 1), str(value - 1), str(-value - 7), str(value * 10 + 3)]
     if name == "sorting":
@@ -100,6 +100,7 @@ def _maze_start(rows):
 
 
 MEASURE = {
+    "addition": lambda p: len(str(p.data["a"])) + len(str(p.data["b"])),
     "arithmetic": lambda p: len(str(p.data["a"])) + len(str(p.data["b"])),
     "sorting": lambda p: len(p.data["items"]),
     "maze": lambda p: len(p.data["rows"]) * len(p.data["rows"][0]),

@@ -57,6 +57,9 @@ def test_group_figures_by_hand() -> None:
     run = Run("a", 0, [{"step": 1}, {"step": 2}], groups=[[[0, 0, 0], [1, 0, 0]], [[1, 1], [0.5, 0.5], [0, 1]]])
     assert all_wrong_share(run) == [0.5, 0.0]
     assert effective_prompt_ratio(run) == [0.5, pytest.approx(1 / 3)]
+    # at target 0.01 (rlve): a wrong answer (-0.01) beside I don't know (0) is no reward spread; a right one is
+    small_p = Run("a", 0, [{"step": 1}], groups=[[[-0.01, 0.0, -0.01], [0.99, -0.01, 0.0], [1.0, 1.0, 1.0]]])
+    assert effective_prompt_ratio(small_p) == [pytest.approx(1 / 3)]
 
 
 def test_seed_question_interval_contains_the_mean_and_collapses_without_spread() -> None:
