@@ -21,7 +21,13 @@ QUESTION = "What is {a} + {b}?"
 
 
 def draw_operands(rng: random.Random, digits: int) -> tuple[int, int]:
-    """Two operands of exactly ``digits`` digits (0-9 for one digit), uniform, drawn in order a then b.
+    """Two operands of exactly ``digits`` digits, uniform, drawn in order a then b (the demo's warm start draws so).
+
+    Args:
+        digits: operand digit count, >= 1.
+
+    Returns:
+        ``(a, b)``, each in [10^(digits-1), 10^digits - 1], or in [0, 9] for one digit.
 
     Raises:
         ValueError: ``digits < 1``.

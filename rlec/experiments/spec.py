@@ -188,7 +188,12 @@ def effective_prompt_ratio(run: Run) -> list[float]:
 
     RLVE's effective prompt ratio (Sec. 3: the groups whose rewards are not all equal), under plain
     correctness (rewards 1 / 0) exactly that; at a small RLEC target (the ``rlve`` experiment's p = 0.01) a
-    wrong answer (-0.01) and ``I don't know`` (0) differ by a hundredth and count as the same outcome.
+    wrong answer (-0.01) and ``I don't know`` (0) differ by a hundredth and count as the same outcome. Partial
+    credit (``sorting``: rewards in (0, 1)) counts as rewarded, so a group of unequal partial scores is not
+    effective here though its rewards differ.
+
+    Returns:
+        One share in [0, 1] per step; NaN for a step with no rollout dump.
     """
     return [float(np.mean([max(g) > 0 >= min(g) for g in step])) if step else np.nan for step in run.groups]
 

@@ -261,7 +261,7 @@ def micro_batches(
     """
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size={micro_batch_size}: expected >= 1")
-    device = torch.device("cuda", torch.cuda.current_device()) if policy.use_te else torch.device("cpu")
+    device = policy.device  # the parameters' device: CUDA for the local spec too when there is a GPU
     multiple = policy.layout.tp if policy.config.sequence_parallel else 1
     b, s = input_ids.shape
     aligned = left_align(input_ids.cpu(), attention_mask.cpu(), multiple)

@@ -55,6 +55,12 @@ class MegatronModel:
         """The Megatron ``TransformerConfig``."""
         return self.bridge.config
 
+    @property
+    def device(self) -> torch.device:
+        """Where the parameters live (``cuda:<current>`` whenever CUDA is available, whatever the layer spec; else CPU):
+        the device micro-batches are sent to."""
+        return next(self.chunks[0].parameters()).device
+
     def views(self, grads: bool = False) -> list[TENamedView]:
         """The chunks under TE parameter names, as mbridge addresses them."""
         return [TENamedView(chunk, grads=grads) for chunk in self.chunks]
@@ -129,12 +135,16 @@ def build_model(
     model = provider(pre_process=mpu.is_pipeline_first_stage(), post_process=mpu.is_pipeline_last_stage())
     for param in model.parameters():
         tensor_parallel.set_defaults_if_not_set_tensor_model_parallel_attributes(param)
-    if use_te:
+    # With CUDA the model lives on the GPU whatever its layer spec: NCCL, the process group there, has no CPU
+    # backend, so mbridge's scatter of CPU shards failed for the local spec ("No backend type associated with
+    # device type cpu", measured on an H200, 2026-12-04)
+    on_gpu = cuda_available()
+    if on_gpu:
         model.cuda(torch.cuda.current_device())
     policy = MegatronModel([model], bridge, hf_config, hf_path, layout, use_te, dtype)
     if load_weights:
         load_hf_weights(policy, hf_path)
-    if use_te and dtype in (torch.bfloat16, torch.float16):
+    if on_gpu and dtype in (torch.bfloat16, torch.float16):  # as Megatron's get_model: half chunks cast their inputs
         from megatron.core.transformer.module import Float16Module
 
         policy.chunks = [Float16Module(bridge.config, chunk) for chunk in policy.chunks]

@@ -21,6 +21,13 @@ def test_a_problem_is_the_warm_starts_sum_of_d_plus_one_digits(difficulty: int) 
         assert len(str(problem.data["a"])) == len(str(problem.data["b"])) == difficulty + 1
 
 
+def test_problems_are_pinned_so_a_change_of_the_draw_shows() -> None:
+    """The warm start's data and the shipped warm start come from this draw: a change of it must be deliberate."""
+    env = get_environment("addition")
+    got = [(env.generate(s, d).prompt.rsplit("\n", 1)[-1], env.generate(s, d).answer) for s, d in ((0, 0), (1, 1), (2, 3))]
+    assert got == [("What is 3 + 3?", "6"), ("What is 69 + 90?", "159"), ("What is 6682 + 4321?", "11003")]
+
+
 def test_one_digit_operands_include_zero_as_the_demo_draws_them() -> None:
     values = {get_environment("addition").generate(seed, 0).data["a"] for seed in range(400)}
     assert values == set(range(10))

@@ -30,7 +30,7 @@ def boxed(text: str) -> str:
     return f"Let me work it out.\n\nThe answer is \\boxed{{{text}}}."
 
 
-def test_at_least_eight_environments_across_kinds():
+def test_at_least_nine_built_in_environments_across_kinds():
     assert set(NAMES) >= {"addition", "arithmetic", "sorting", "maze", "linear_equations", "base_conversion", "counting",
                           "shortest_path", "knights_knaves"}
 

@@ -395,6 +395,18 @@ def test_gpu_te_bf16_conversion_verifies(tiny_moe_dir: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_gpu_local_spec_conversion_verifies(tiny_moe_dir: Path, tmp_path: Path, dtype: str) -> None:
+    """The local (non-TE) spec on CUDA: the model must sit on the GPU, where NCCL scatters mbridge's shards
+    (it stayed on the CPU and the load failed: "No backend type associated with device type cpu")."""
+    out = tmp_path / f"local_{dtype}"
+    proc = torchrun(TOOL, 1, *_convert_argv(tiny_moe_dir, out, "--spec", "local", "--dtype", dtype))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    meta = json.loads((out / "rlec_checkpoint.json").read_text())
+    assert meta["layer_spec"] == "local" and meta["verification"]["passed"] is True
+
+
+@pytest.mark.gpu
 def test_gpu_te_model_loads_a_checkpoint_written_on_the_cpu_path(tiny_moe_dir: Path, tmp_path: Path) -> None:
     """A checkpoint converted on the CPU path (local spec, gloo) loads into the TE model through
     verl's own ``load_mcore_dist_weights`` and verifies there (bf16 tolerances)."""
