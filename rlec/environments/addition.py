@@ -14,7 +14,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from rlec.environments.base import Environment, Problem, parse_int
+from rlec.environments.arithmetic import Arithmetic
+from rlec.environments.base import Environment
 from rlec.prompts import math_task
 
 QUESTION = "What is {a} + {b}?"
@@ -49,8 +50,4 @@ class Addition(Environment):
         a, b = draw_operands(rng, difficulty + 1)
         return math_task(QUESTION.format(a=a, b=b)), str(a + b), {"a": a, "b": b, "value": a + b}
 
-    def check(self, answer: str, problem: Problem) -> tuple[float, str]:
-        value = parse_int(answer)
-        if value is None:
-            return 0.0, "unparsable"
-        return (1.0, "correct") if value == int(problem.data["value"]) else (0.0, "wrong")
+    check = Arithmetic.check  # the exact integer in ``data["value"]``: 1 right, else 0 ("unparsable" / "wrong")

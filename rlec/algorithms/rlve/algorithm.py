@@ -89,10 +89,12 @@ class RLVE(Algorithm):
 
     @classmethod
     def verdict(cls, cfg: Any) -> str:
-        """``RLVE (environments; difficulty up at accuracy >= threshold)`` (over 9, the built-in ones' count: their count)."""
+        """``RLVE (environments; difficulty up at accuracy >= threshold)`` (more than the built-in ones: their count)."""
+        from rlec.environments import builtin_names
+
         source = RLVESettings.from_config(cfg).source
         names = list(source.environments)
-        shown = ", ".join(names) if len(names) <= 9 else f"{len(names)} environments ({', '.join(names[:3])}, ...)"
+        shown = ", ".join(names) if len(names) <= len(builtin_names()) else f"{len(names)} environments ({', '.join(names[:3])}, ...)"
         return f"RLVE ({shown}; difficulty up at accuracy >= {source.threshold})"
 
     @classmethod
