@@ -74,7 +74,12 @@ FLAGS=$(PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m rlec.fla
 eval "$FLAGS"
 TRAINER_SET=${TRAINER:+1}
 TRAINER=${TRAINER:-verl}
-has_cuda() { "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; }
+# torch's answer costs a 4 s import; a machine without an NVIDIA (or ROCm, or WSL) device node has no CUDA to find
+# (RLEC_PROBE_CUDA=1 asks torch regardless: the launcher's tests stand in for a CUDA machine that way)
+has_cuda() {
+  [[ "${RLEC_PROBE_CUDA:-0}" == 1 ]] || compgen -G '/dev/nvidia[0-9]*' >/dev/null || [[ -e /dev/kfd || -e /dev/dxg ]] || return 1
+  "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null
+}
 case "$TRAINER" in
   verl) ;;
   local) echo "run_megatron_rlec.sh: TRAINER=local: the local loop is retired; verl's trainer is the one loop on CPU too" \

@@ -3,6 +3,7 @@ the launcher rules (set -euo pipefail, no pkill, no machine paths, each variable
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
@@ -165,7 +166,7 @@ def test_the_launcher_trains_through_rlec_entry_and_keeps_its_exit_code_2(tmp_pa
     args_file, ckpt = tmp_path / "args.txt", tmp_path / "ckpt"
     proc = launch("trainer.total_training_steps=3", TRAINER="verl", PYTHON=str(stand_in), REAL_PYTHON=sys.executable,
                   ARGS_FILE=str(args_file), CHECKPOINT_DIR=str(ckpt), GPU_ARCH="90", MODEL_PATH=str(tmp_path),
-                  timeout=120)
+                  RLEC_PROBE_CUDA="1", timeout=120)
     assert proc.returncode == 2, proc.stderr[-3000:]
     args = args_file.read_text().splitlines()
     assert args[:3] == ["-m", "rlec.cluster.main_ppo", "--launch-check"], args[:3]  # the checks, then verl, one process
@@ -201,3 +202,29 @@ def test_without_cuda_the_default_is_verls_trainer_inside_make_runs_report(tmp_p
     assert args[:2] == ["-m", "rlec.verl_report"], args[:2]
     assert "layout=cpu" in args and "precision=fp32" in args
     assert args[-1].startswith("RLEC_VERL_LOG=") and args[-1].endswith("/verl.log") and str(out / "launches") in args[-1]
+
+
+@pytest.mark.skipif(bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/kfd") or os.path.exists("/dev/dxg"),
+                    reason="this machine has a GPU device node: the launcher asks torch, as it should")
+def test_without_a_gpu_device_node_the_launcher_skips_torchs_cuda_probe(tmp_path):
+    """The CUDA probe imported torch (4 s of every launch) on machines with no GPU at all: without an NVIDIA, ROCm or
+    WSL device node the launcher now knows there is no CUDA and never runs ``python -c`` (a stand-in records it)."""
+    stand_in = tmp_path / "python"
+    stand_in.write_text(NO_CUDA_PYTHON.replace('"-c "*) exit 1 ;;', '"-c "*) touch "$ARGS_FILE.probed"; exit 1 ;;'))
+    stand_in.chmod(0o755)
+    model, data = tmp_path / "model", tmp_path / "data"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    data.mkdir()
+    for name in ("train.parquet", "test.parquet"):
+        (data / name).write_text("")
+    args_file = tmp_path / "args.txt"
+    proc = launch(PYTHON=str(stand_in), REAL_PYTHON=sys.executable, ARGS_FILE=str(args_file), OUTPUT_DIR=str(tmp_path / "run"),
+                  MODEL_PATH=str(model), DATA_DIR=str(data), timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert args_file.read_text().splitlines()[:2] == ["-m", "rlec.verl_report"]  # the CPU path, as with torch's answer
+    assert not (tmp_path / "args.txt.probed").exists()
+    # asked to probe regardless, the launcher runs torch's check (the stand-in's answer: no CUDA)
+    launch(PYTHON=str(stand_in), REAL_PYTHON=sys.executable, ARGS_FILE=str(args_file), OUTPUT_DIR=str(tmp_path / "run2"),
+           MODEL_PATH=str(model), DATA_DIR=str(data), RLEC_PROBE_CUDA="1", timeout=120)
+    assert (tmp_path / "args.txt.probed").exists()

@@ -250,3 +250,42 @@ def test_rlecs_agent_loops_give_each_sample_its_seed_on_the_cpu_rollout():
     assert loop._with_request_seed({}, no_index)["seed"] == cr.request_seed(7, 3, repr(sample["raw_prompt"]), 1)
     loop.rollout_config = OmegaConf.create({"name": "vllm", "n": 4})  # vLLM's own seeding stays as verl sets it
     assert loop._with_request_seed({"temperature": 1.0}, {**sample, "session_id": 1}) == {"temperature": 1.0}
+
+
+def test_the_replicas_forwards_run_one_at_a_time_and_score_exactly_as_alone(scoring_server, monkeypatch):
+    """Every response was scored on a thread of its own (asyncio.to_thread), so a step's 32 scoring forwards ran at
+    once, each with its own OpenMP team, on 2 cores: gen took 8.7-9.9 s a step instead of 5.5-6.5. Now the
+    replica's forwards (sampling and scoring) queue on one thread: never two at a time, and each response's
+    log-probs are its batch-1 scores, bit for bit."""
+    import threading
+    import time
+
+    from rlec.verl_plugin import rollout_scores
+
+    lock, running, most = threading.Lock(), [0], [0]
+    real = rollout_scores.score_tokens
+
+    def counted(*args, **kwargs):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.01)  # hold the slot long enough for a concurrent call to show
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(rollout_scores, "score_tokens", counted)
+    prompt = [151644, 872, 198]
+    forced = [[16 + i, 17, 18 + i] for i in range(8)]
+
+    async def run():
+        return await asyncio.gather(*[scoring_server.generate(prompt_ids=prompt + [60 + i], request_id=str(i),
+                                                              sampling_params={"temperature": 1.0, "logprobs": True},
+                                                              **{cr.FORCED_TOKENS: f}) for i, f in enumerate(forced)])
+    outs = asyncio.run(run())
+    assert most[0] == 1, f"{most[0]} scoring forwards ran at once"
+    for i, (out, f) in enumerate(zip(outs, forced)):
+        alone = real(scoring_server.engine.model, prompt + [60 + i], f, temperature=1.0, routes=True)
+        assert out.log_probs == alone.log_probs
