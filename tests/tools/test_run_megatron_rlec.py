@@ -182,18 +182,24 @@ NO_CUDA_PYTHON = STAND_IN_PYTHON.replace('"-c "*) exit 0 ;;', '"-c "*) exit 1 ;;
 assert "RLEC_VERL_LOG" in NO_CUDA_PYTHON and '"-c "*) exit 1' in NO_CUDA_PYTHON
 
 
+def _empty_model_and_data(tmp_path: Path) -> tuple[Path, Path]:
+    """A model folder (an empty config) and a data folder (empty parquet files): what the launcher's path checks see."""
+    model, data = tmp_path / "model", tmp_path / "data"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    data.mkdir()
+    for name in ("train.parquet", "test.parquet"):
+        (data / name).write_text("")
+    return model, data
+
+
 def test_without_cuda_the_default_is_verls_trainer_inside_make_runs_report(tmp_path):
     """Issue 31 item 2: no TRAINER and no CUDA = verl's main_ppo through rlec.verl_report (the quiet console,
     summary, hf_final and evaluation), the CPU layout, the full log beside the launch's config."""
     stand_in = tmp_path / "python"
     stand_in.write_text(NO_CUDA_PYTHON)
     stand_in.chmod(0o755)
-    model, data, out = tmp_path / "model", tmp_path / "data", tmp_path / "run"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
-    data.mkdir()
-    for name in ("train.parquet", "test.parquet"):
-        (data / name).write_text("")
+    (model, data), out = _empty_model_and_data(tmp_path), tmp_path / "run"
     args_file = tmp_path / "args.txt"
     proc = launch(PYTHON=str(stand_in), REAL_PYTHON=sys.executable, ARGS_FILE=str(args_file), OUTPUT_DIR=str(out),
                   MODEL_PATH=str(model), DATA_DIR=str(data), timeout=120)
@@ -212,12 +218,7 @@ def test_without_a_gpu_device_node_the_launcher_skips_torchs_cuda_probe(tmp_path
     stand_in = tmp_path / "python"
     stand_in.write_text(NO_CUDA_PYTHON.replace('"-c "*) exit 1 ;;', '"-c "*) touch "$ARGS_FILE.probed"; exit 1 ;;'))
     stand_in.chmod(0o755)
-    model, data = tmp_path / "model", tmp_path / "data"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
-    data.mkdir()
-    for name in ("train.parquet", "test.parquet"):
-        (data / name).write_text("")
+    model, data = _empty_model_and_data(tmp_path)
     args_file = tmp_path / "args.txt"
     proc = launch(PYTHON=str(stand_in), REAL_PYTHON=sys.executable, ARGS_FILE=str(args_file), OUTPUT_DIR=str(tmp_path / "run"),
                   MODEL_PATH=str(model), DATA_DIR=str(data), timeout=120)
