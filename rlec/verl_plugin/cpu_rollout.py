@@ -149,9 +149,10 @@ class HFRolloutServer:
         self._pending: list[tuple[dict[str, Any], asyncio.Future]] = []
         self._drain: asyncio.Task | None = None
         # every forward of this replica (the batched sampling and each response's scoring) on one thread, one after
-        # another: with one thread per awaiting request (asyncio.to_thread), 32 concurrent scoring forwards ran each
-        # with its own OpenMP team on 2 cores; serial, each keeps its batch-1 shape (bit-identical scores) and the
-        # make run's steps fell from 27-29 s to 20-26 s (gen 8.7-9.9 -> 5.5-6.5 s; 4 steps of the tiny Qwen3-MoE, same outcomes)
+        # another: with one thread per awaiting request (asyncio.to_thread) up to 32 scoring forwards ran at once, each
+        # with its own OpenMP team, on 2 cores. Serial, each keeps its batch-1 shape (bit-identical scores). The wall
+        # figures did not settle it: one A/B of 4 make-run steps gave gen 8.7-9.9 -> 5.5-6.5 s with the same outcomes,
+        # but a later fresh-clone make run on a busier box gave gen 6.7-10.4 s, as before the change
         self._forwards = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlec-rollout")
         self._lock = asyncio.Lock()
         self.stats = {"requests": 0, "batches": 0, "generated_tokens": 0, "seconds": 0.0, "weight_updates": 0}

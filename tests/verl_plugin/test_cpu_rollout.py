@@ -254,7 +254,7 @@ def test_rlecs_agent_loops_give_each_sample_its_seed_on_the_cpu_rollout():
 
 def test_the_replicas_forwards_run_one_at_a_time_and_score_exactly_as_alone(scoring_server, monkeypatch):
     """Every response was scored on a thread of its own (asyncio.to_thread), so a step's 32 scoring forwards ran at
-    once, each with its own OpenMP team, on 2 cores: gen took 8.7-9.9 s a step instead of 5.5-6.5. Now the
+    once, each with its own OpenMP team, on 2 cores (6 at once in this test before the change). Now the
     replica's forwards (sampling and scoring) queue on one thread: never two at a time, and each response's
     log-probs are its batch-1 scores, bit for bit."""
     import threading
