@@ -17,6 +17,7 @@ from typing import Any
 
 from rlec.io import (ManifestError, atomic_write_text, free_bytes, no_space_error, previous_checkpoint_bytes, step_folders,
                      verify_manifest, write_manifest)
+from rlec.report import METRICS_FILE, read_metrics
 from rlec.settings import RlecSettings
 from rlec.config_base import TRACKER
 
@@ -79,6 +80,20 @@ def _tracked_step(tracker: str) -> tuple[int | None, str]:
     return (int(text) if text.isascii() and text.isdigit() else None), text
 
 
+def _logged_steps(root: str) -> set[int] | None:
+    """The steps ``<root>/metrics.jsonl`` holds a complete line for (None: no such file, a run without rlec's metrics)."""
+    path = os.path.join(root, METRICS_FILE)
+    if not os.path.isfile(path):
+        return None
+    steps = set()
+    for record in read_metrics(path):
+        try:
+            steps.add(int(record["step"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return steps
+
+
 def intact_checkpoint(root: str, verify: bool = True) -> int | None:
     """Make verl's resume pick the newest checkpoint under ``root`` whose files match its manifest.
 
@@ -89,7 +104,15 @@ def intact_checkpoint(root: str, verify: bool = True) -> int | None:
     (atomically) to the first intact one, with a warning naming the damage. A tracker that names no
     step (empty, or ``two``: verl writes it in place, so a kill mid-write leaves it so) is damaged
     too: every ``global_step_<N>`` is a candidate, newest first, with a warning. verl itself would
-    raise ``ValueError`` on it, or, for a missing folder, silently train from step 0. Returns the
+    raise ``ValueError`` on it, or, for a missing folder, silently train from step 0.
+
+    A checkpoint newer than every line of ``<root>/metrics.jsonl`` finished its save but not its step:
+    verl's ``fit`` logs a step's metrics only after saving it, so a launch killed in between (its Ray
+    trainer outliving a SIGKILLed launcher for a moment) leaves step k saved and tracked with no
+    line. Resuming it would lose that line for good (a rerun "resumed after step 2" with step 2
+    missing from the file, seen in CI), so the newest intact older checkpoint is resumed instead
+    and step k is trained again (the same draws and weights: resume equals an uninterrupted run),
+    with a warning; without an older one, step k is kept and its missing line named. Returns the
     step resumed from, or None when there is no tracker (a fresh run).
 
     Raises:
@@ -103,6 +126,8 @@ def intact_checkpoint(root: str, verify: bool = True) -> int | None:
         logger.warning("%s holds %r, not a step (a save killed while verl wrote it): resuming from the newest intact "
                        "global_step_<N> instead", tracker, text)
     first_error: ManifestError | None = None
+    logged = _logged_steps(root)
+    unlogged: int | None = None  # an intact checkpoint whose step has no metrics line (kept when nothing older is intact)
     for step, path in step_folders(root):
         folder = str(path)
         if latest is not None and step > latest:
@@ -114,11 +139,23 @@ def intact_checkpoint(root: str, verify: bool = True) -> int | None:
             first_error = first_error or exc
             logger.warning("checkpoint %s is damaged and will not be resumed: %s", folder, exc)
             continue
+        if unlogged is None and logged is not None and step > max(logged, default=0):
+            unlogged = step
+            logger.warning("checkpoint %s was saved but step %d's metrics were never logged (%s ends at step %d: the "
+                           "launch was killed between verl's save and its log): resuming from an older checkpoint and "
+                           "training step %d again", folder, step, METRICS_FILE, max(logged, default=0), step)
+            continue
         if step != latest:
             named = f"global_step_{latest}" if latest is not None else f"the tracker's {text!r}"
             logger.warning("resuming from %s instead of %s (damaged or missing, see above)", folder, named)
             atomic_write_text(tracker, str(step))
         return step
+    if unlogged is not None:  # nothing older to train it again from: keep it, its line stays missing
+        logger.warning("no intact checkpoint older than global_step_%d: resuming it; step %d's line stays missing from "
+                       "%s", unlogged, unlogged, METRICS_FILE)
+        if unlogged != latest:
+            atomic_write_text(tracker, str(unlogged))
+        return unlogged
     if first_error is not None:
         raise first_error
     missing = f"global_step_{latest}" if latest is not None else f"global_step_<N> (the tracker holds {text!r})"

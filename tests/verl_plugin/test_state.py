@@ -102,6 +102,51 @@ def test_a_damaged_tracker_skips_a_damaged_newest_step_and_is_refused_without_ch
         intact_checkpoint(str(empty))
 
 
+def _metrics(root, *steps, torn=False):
+    """``metrics.jsonl`` with one line per step (and a torn last line: a write cut by a kill)."""
+    import json
+
+    text = "".join(json.dumps({"step": s, "actor/pg_loss": 0.1}) + "\n" for s in steps)
+    (root / "metrics.jsonl").write_text(text + ('{"step": 9, "actor/pg' if torn else ""))
+
+
+@pytest.mark.parametrize("manifest", [True, False])
+@pytest.mark.parametrize("torn", [False, True])
+def test_a_checkpoint_saved_but_never_logged_is_trained_again_from_the_one_before(tmp_path, caplog, manifest, torn):
+    """CI, 2026-12-05: a launch SIGKILLed in step 2's save left its Ray trainer alive long enough to finish the save and
+    the tracker (verl logs a step's metrics only after saving it); the rerun resumed step 2, had nothing to train and
+    exited 0 with step 2 missing from metrics.jsonl. Now the checkpoint newer than every logged step is skipped, with
+    or without the manifest check, and the one before it resumed (step 2 is trained again)."""
+    from rlec.verl_plugin.state import intact_checkpoint
+
+    _checkpoint(tmp_path, 1)
+    _checkpoint(tmp_path, 2)
+    _metrics(tmp_path, 1, torn=torn)
+    with caplog.at_level(logging.WARNING):
+        assert intact_checkpoint(str(tmp_path), verify=manifest) == 1
+    assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "1"  # verl now resumes step 1
+    assert "step 2's metrics were never logged" in caplog.text and "global_step_2" in caplog.text
+
+
+def test_a_logged_checkpoint_is_resumed_and_an_unlogged_one_without_an_older_is_kept(tmp_path, caplog):
+    from rlec.verl_plugin.state import intact_checkpoint
+
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 4)
+    _metrics(tmp_path, 1, 2, 3, 4)
+    assert intact_checkpoint(str(tmp_path)) == 4  # every step logged: the tracker's step
+    _metrics(tmp_path, 1, 2, 3, 4, 5)  # killed in step 5, after its line: still step 4
+    assert intact_checkpoint(str(tmp_path)) == 4
+    (tmp_path / "metrics.jsonl").unlink()  # no file (not rlec's trainer): the rule does not apply
+    assert intact_checkpoint(str(tmp_path)) == 4
+    only = tmp_path / "only"
+    _checkpoint(only, 1)
+    _metrics(only)  # killed after step 1's save, before its line: nothing older to train it again from
+    with caplog.at_level(logging.WARNING):
+        assert intact_checkpoint(str(only)) == 1
+    assert "step 1's line stays missing" in caplog.text
+
+
 def test_verls_resume_finds_the_fallback_step_with_the_manifest_off(tmp_path):
     """verl's own find_latest_ckpt_path raises on ``two`` and gives up (step 0) on a missing folder; after the
     mixin's repair it finds the newest checkpoint, also with rlec.checkpoint.manifest=false."""
