@@ -109,8 +109,14 @@ def stop_message(exc: BaseException, prog: str = "rlec.cluster.main_ppo") -> str
 def _run_verl(config: Any) -> None:
     """verl's ``main`` body (``verl.trainer.main_ppo.main`` without its Hydra wrapper); a full disk or a deliberate
     stop (:func:`stop_message`) exits 2 with one line."""
+    import ray
     from verl.trainer import main_ppo
 
+    from rlec.megatron.compat import ray_start_timeout_needed, retry_ray_start
+
+    init = ray.init
+    if ray_start_timeout_needed():  # verl calls ray.init once, when Ray is not started yet
+        ray.init = retry_ray_start(init, shutdown=ray.shutdown, say=lambda line: print(f"rlec: {line}", file=sys.stderr, flush=True))
     try:
         main_ppo.main.__wrapped__(config)
     except Exception as exc:
@@ -121,6 +127,8 @@ def _run_verl(config: Any) -> None:
         if stopped is not None:
             raise RunStopped(stopped) from None
         raise
+    finally:
+        ray.init = init
 
 
 LAUNCH_CHECK = "--launch-check"

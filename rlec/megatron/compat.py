@@ -1,6 +1,6 @@
 """Every workaround for a third-party private API or a missing CUDA device, in one place.
 
-Three kinds, each with the error or gap it answers and a probe that the unpatched library
+Five kinds, each with the error or gap it answers and a probe that the unpatched library
 still has it (tested in ``tests/megatron/test_compat.py``, so an upgrade that fixes or moves the
 code shows):
 
@@ -12,6 +12,8 @@ code shows):
    ``get_model``'s unconditional ``.cuda()`` (:func:`mbridge_get_model_cuda_apply`; verl-side CPU
    shims are in :mod:`rlec.verl_plugin.cpu`);
 4. megatron's forked checkpoint writers, tied to their parent (:func:`writers_die_with_parent`).
+5. Ray's fixed 30 s wait for its local node on a loaded machine: ``ray.init`` started again
+   (:func:`retry_ray_start`, probe :func:`ray_start_timeout_needed`).
 
 megatron-core assumes a CUDA device in a handful of spots that have nothing to do with the maths
 (RNG bookkeeping, side streams, ``device='cuda'`` literals, type-name assertions, collectives
@@ -756,3 +758,79 @@ def forked_writers_needed() -> bool:
     from megatron.core.dist_checkpointing.strategies import filesystem_async
 
     return _source_has(filesystem_async, "Process(") or _source_has(filesystem_async, "mp.get_context")
+
+
+# --- Ray's local node start on a loaded machine --------------------------------------------------
+# ray 2.x's Node.__init__ waits a fixed 30 s (a literal, no setting) for its raylet to register with
+# the GCS and then raises "The current node timed out during startup ...". On the 2-core box with a
+# second launch starting its Megatron ranks beside it, ray.init failed so (fresh clone of cd20779,
+# 2026-12-06: the SIGKILL scenario's launch died in ray.init and its three tests errored). The
+# processes the failed start left (GCS, raylet, their workers) are this process's children; they
+# carry the launch's RLEC_RUN_FOLDER, so left alive they would hold the next launch into the folder.
+
+RAY_START_TIMEOUT = "The current node timed out during startup"
+
+
+def _descendants(pid: int) -> set[int]:
+    """The live descendants of ``pid`` (from ``/proc``; empty where it cannot be read)."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier and child not in found}
+        found |= frontier
+    return found
+
+
+def ray_start_timeout_needed() -> bool:
+    """Ray's ``Node.__init__`` still waits a fixed time for its raylet and raises :data:`RAY_START_TIMEOUT`."""
+    from ray._private import node
+
+    return _source_has(node.Node.__init__, RAY_START_TIMEOUT) and _source_has(node.Node.__init__, "raylet_start_wait_time_s = ")
+
+
+def retry_ray_start(init: Callable[..., Any], attempts: int = 3, *, shutdown: Callable[[], None] | None = None,
+                    say: Callable[[str], None] | None = None) -> Callable[..., Any]:
+    """``init`` (``ray.init``) started again when Ray's local node timed out during start-up (:data:`RAY_START_TIMEOUT`).
+
+    Before each new try, the processes the failed one started (this process's new descendants) are
+    killed and waited for, and ``shutdown`` (``ray.shutdown``) resets Ray's driver state. Any other
+    error, or the last try's, is raised as it came. Probe: :func:`ray_start_timeout_needed`.
+
+    Args:
+        init: the function to wrap.
+        attempts: tries in all (>= 1).
+        shutdown: called after a failed try (``ray.shutdown``).
+        say: one line per retry (a warning).
+    """
+    @functools.wraps(init)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for attempt in range(1, attempts + 1):
+            before = _descendants(os.getpid())
+            try:
+                return init(*args, **kwargs)
+            except Exception as exc:  # Ray raises a bare Exception for this
+                if RAY_START_TIMEOUT not in str(exc) or attempt == attempts:
+                    raise
+                left = sorted(_descendants(os.getpid()) - before)
+                for pid in left:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                for pid in left:
+                    with contextlib.suppress(OSError):
+                        os.waitpid(pid, 0)  # reaps our direct children; the others are gone with SIGKILL
+                if shutdown is not None:
+                    shutdown()
+                if say is not None:
+                    say(f"Ray's local node did not register within Ray's fixed 30 s (a loaded machine): stopped the "
+                        f"{len(left)} process(es) it started and starting Ray again (try {attempt + 1} of {attempts})")
+        raise AssertionError("unreachable")
+    return wrapper
