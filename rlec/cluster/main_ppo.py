@@ -26,6 +26,7 @@ the check and verl's driver: the second import of verl, Megatron and Hydra (abou
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import os
 import re
@@ -109,16 +110,15 @@ def stop_message(exc: BaseException, prog: str = "rlec.cluster.main_ppo") -> str
 def _run_verl(config: Any) -> None:
     """verl's ``main`` body (``verl.trainer.main_ppo.main`` without its Hydra wrapper); a full disk or a deliberate
     stop (:func:`stop_message`) exits 2 with one line."""
-    import ray
     from verl.trainer import main_ppo
 
-    from rlec.megatron.compat import ray_start_timeout_needed, retry_ray_start
+    from rlec.megatron.compat import ray_start_retried, ray_start_timeout_needed
 
-    init = ray.init
-    if ray_start_timeout_needed():  # verl calls ray.init once, when Ray is not started yet
-        ray.init = retry_ray_start(init, shutdown=ray.shutdown, say=lambda line: print(f"rlec: {line}", file=sys.stderr, flush=True))
+    retried = ray_start_retried(say=lambda line: print(f"rlec: {line}", file=sys.stderr, flush=True)) \
+        if ray_start_timeout_needed() else contextlib.nullcontext()
     try:
-        main_ppo.main.__wrapped__(config)
+        with retried:  # verl calls ray.init once, when Ray is not started yet
+            main_ppo.main.__wrapped__(config)
     except Exception as exc:
         full = full_disk_error(exc)
         if full is not None:
@@ -127,8 +127,6 @@ def _run_verl(config: Any) -> None:
         if stopped is not None:
             raise RunStopped(stopped) from None
         raise
-    finally:
-        ray.init = init
 
 
 LAUNCH_CHECK = "--launch-check"

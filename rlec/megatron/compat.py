@@ -13,7 +13,7 @@ code shows):
    shims are in :mod:`rlec.verl_plugin.cpu`);
 4. megatron's forked checkpoint writers, tied to their parent (:func:`writers_die_with_parent`).
 5. Ray's fixed 30 s wait for its local node on a loaded machine: ``ray.init`` started again
-   (:func:`retry_ray_start`, probe :func:`ray_start_timeout_needed`).
+   (:func:`ray_start_retried`, probe :func:`ray_start_timeout_needed`).
 
 megatron-core assumes a CUDA device in a handful of spots that have nothing to do with the maths
 (RNG bookkeeping, side streams, ``device='cuda'`` literals, type-name assertions, collectives
@@ -762,75 +762,85 @@ def forked_writers_needed() -> bool:
 
 # --- Ray's local node start on a loaded machine --------------------------------------------------
 # ray 2.x's Node.__init__ waits a fixed 30 s (a literal, no setting) for its raylet to register with
-# the GCS and then raises "The current node timed out during startup ...". On the 2-core box with a
-# second launch starting its Megatron ranks beside it, ray.init failed so (fresh clone of cd20779,
-# 2026-12-06: the SIGKILL scenario's launch died in ray.init and its three tests errored). The
-# processes the failed start left (GCS, raylet, their workers) are this process's children; they
-# carry the launch's RLEC_RUN_FOLDER, so left alive they would hold the next launch into the folder.
+# the GCS and then raises "The current node timed out during startup ...", leaving the GCS, the
+# raylet and its workers running (only an atexit hook stops them). On the 2-core box with a second
+# launch starting its Megatron ranks beside it, ray.init failed so (fresh clone of cd20779,
+# 2026-12-06: the SIGKILL scenario's launch died in ray.init and its three tests errored). Left
+# alive, those processes carry the launch's RLEC_RUN_FOLDER and would hold the next launch into
+# the folder (rlec.cluster.resume.launch_processes).
 
 RAY_START_TIMEOUT = "The current node timed out during startup"
 
 
-def _descendants(pid: int) -> set[int]:
-    """The live descendants of ``pid`` (from ``/proc``; empty where it cannot be read)."""
-    parents: dict[int, int] = {}
-    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier and child not in found}
-        found |= frontier
-    return found
-
-
 def ray_start_timeout_needed() -> bool:
-    """Ray's ``Node.__init__`` still waits a fixed time for its raylet and raises :data:`RAY_START_TIMEOUT`."""
+    """Ray's ``Node.__init__`` still waits a fixed 30 s for its raylet and raises :data:`RAY_START_TIMEOUT`, and
+    ``Node.kill_all_processes`` (what :func:`ray_start_retried` stops a failed start with) is still there.
+    False when the source cannot be read (the retry is then not applied)."""
     from ray._private import node
 
-    return _source_has(node.Node.__init__, RAY_START_TIMEOUT) and _source_has(node.Node.__init__, "raylet_start_wait_time_s = ")
+    try:
+        return (_source_has(node.Node.__init__, RAY_START_TIMEOUT)
+                and _source_has(node.Node.__init__, "raylet_start_wait_time_s = 30")
+                and "wait" in inspect.signature(node.Node.kill_all_processes).parameters)
+    except (OSError, TypeError, ValueError):
+        return False
 
 
-def retry_ray_start(init: Callable[..., Any], attempts: int = 3, *, shutdown: Callable[[], None] | None = None,
-                    say: Callable[[str], None] | None = None) -> Callable[..., Any]:
-    """``init`` (``ray.init``) started again when Ray's local node timed out during start-up (:data:`RAY_START_TIMEOUT`).
+@contextlib.contextmanager
+def ray_start_retried(attempts: int = 3, pause_s: float = 5.0,
+                      say: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Inside the block, ``ray.init`` is tried again when Ray's local node timed out during start-up.
 
-    Before each new try, the processes the failed one started (this process's new descendants) are
-    killed and waited for, and ``shutdown`` (``ray.shutdown``) resets Ray's driver state. Any other
-    error, or the last try's, is raised as it came. Probe: :func:`ray_start_timeout_needed`.
+    A start that times out (:data:`RAY_START_TIMEOUT`) first stops the processes it started, the
+    ones Ray recorded (``Node.kill_all_processes``: the raylet, which takes its workers down, then
+    the GCS and the rest), also on the last try; then, after ``pause_s`` seconds, ``ray.init`` is
+    called again with the same arguments. Any other error is raised as it came, at once. Both
+    patches (``ray.init``, ``ray._private.node.Node.__init__``) are undone when the block ends.
+    Probe: :func:`ray_start_timeout_needed`.
 
     Args:
-        init: the function to wrap.
-        attempts: tries in all (>= 1).
-        shutdown: called after a failed try (``ray.shutdown``).
+        attempts: tries in all, >= 1.
+        pause_s: seconds between tries (the load that delayed the raylet may pass), >= 0.
         say: one line per retry (a warning).
+
+    Raises:
+        ValueError: ``attempts`` < 1 or ``pause_s`` < 0 (on entry).
     """
+    import time
+
+    import ray
+    from ray._private import node
+
+    if attempts < 1 or pause_s < 0:
+        raise ValueError(f"ray_start_retried: attempts must be >= 1 and pause_s >= 0, got {attempts} and {pause_s}")
+    node_init, init = node.Node.__init__, ray.init
+
+    @functools.wraps(node_init)
+    def stopping_node_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            node_init(self, *args, **kwargs)
+        except Exception as exc:  # Ray raises a bare Exception for this
+            if RAY_START_TIMEOUT in str(exc):
+                self.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
+            raise
+
     @functools.wraps(init)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def retrying_init(*args: Any, **kwargs: Any) -> Any:
         for attempt in range(1, attempts + 1):
-            before = _descendants(os.getpid())
             try:
                 return init(*args, **kwargs)
-            except Exception as exc:  # Ray raises a bare Exception for this
+            except Exception as exc:
                 if RAY_START_TIMEOUT not in str(exc) or attempt == attempts:
                     raise
-                left = sorted(_descendants(os.getpid()) - before)
-                for pid in left:
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
-                for pid in left:
-                    with contextlib.suppress(OSError):
-                        os.waitpid(pid, 0)  # reaps our direct children; the others are gone with SIGKILL
-                if shutdown is not None:
-                    shutdown()
+                ray.shutdown()  # resets the driver's state (nothing was connected)
                 if say is not None:
                     say(f"Ray's local node did not register within Ray's fixed 30 s (a loaded machine): stopped the "
-                        f"{len(left)} process(es) it started and starting Ray again (try {attempt + 1} of {attempts})")
-        raise AssertionError("unreachable")
-    return wrapper
+                        f"processes it started; starting Ray again in {pause_s:g} s (try {attempt + 1} of {attempts})")
+                time.sleep(pause_s)
+        raise AssertionError("unreachable: the last try returns or raises")
+
+    node.Node.__init__, ray.init = stopping_node_init, retrying_init
+    try:
+        yield
+    finally:
+        node.Node.__init__, ray.init = node_init, init

@@ -80,18 +80,19 @@ def _tracked_step(tracker: str) -> tuple[int | None, str]:
     return (int(text) if text.isascii() and text.isdigit() else None), text
 
 
-def _logged_steps(root: str) -> set[int] | None:
-    """The steps ``<root>/metrics.jsonl`` holds a complete line for (None: no such file, a run without rlec's metrics)."""
+def _last_logged_step(root: str) -> int | None:
+    """The newest step ``<root>/metrics.jsonl`` holds a complete line for (0: none; None: no such file, a run without
+    rlec's metrics backend)."""
     path = os.path.join(root, METRICS_FILE)
     if not os.path.isfile(path):
         return None
-    steps = set()
+    last = 0
     for record in read_metrics(path):
         try:
-            steps.add(int(record["step"]))
+            last = max(last, int(record["step"]))
         except (KeyError, TypeError, ValueError):
             continue
-    return steps
+    return last
 
 
 def intact_checkpoint(root: str, verify: bool = True) -> int | None:
@@ -110,10 +111,12 @@ def intact_checkpoint(root: str, verify: bool = True) -> int | None:
     verl's ``fit`` logs a step's metrics only after saving it, so a launch killed in between (its Ray
     trainer outliving a SIGKILLed launcher for a moment) leaves step k saved and tracked with no
     line. Resuming it would lose that line for good (a rerun "resumed after step 2" with step 2
-    missing from the file, seen in CI), so the newest intact older checkpoint is resumed instead
-    and step k is trained again (the same draws and weights: resume equals an uninterrupted run),
-    with a warning; without an older one, step k is kept and its missing line named. Returns the
-    step resumed from, or None when there is no tracker (a fresh run).
+    missing from the file, seen in CI), so such checkpoints are skipped, with a warning, for the
+    newest intact one at or before the last logged step: the steps after it are trained again from
+    the same data order (on CPU the same draws and weights too; with ``save_freq`` n up to n steps,
+    whose lines are rewritten). With none (a single kept checkpoint, ``max_ckpt_to_keep=1``), the
+    newest unlogged one is resumed and its missing line named. Returns the step resumed from, or
+    None when there is no tracker (a fresh run).
 
     Raises:
         ManifestError: no checkpoint under ``root`` is intact (names the newest one's damage).
@@ -126,8 +129,8 @@ def intact_checkpoint(root: str, verify: bool = True) -> int | None:
         logger.warning("%s holds %r, not a step (a save killed while verl wrote it): resuming from the newest intact "
                        "global_step_<N> instead", tracker, text)
     first_error: ManifestError | None = None
-    logged = _logged_steps(root)
-    unlogged: int | None = None  # an intact checkpoint whose step has no metrics line (kept when nothing older is intact)
+    last_logged = _last_logged_step(root)
+    unlogged: list[int] = []  # intact checkpoints newer than the last logged step, newest first
     for step, path in step_folders(root):
         folder = str(path)
         if latest is not None and step > latest:
@@ -139,23 +142,27 @@ def intact_checkpoint(root: str, verify: bool = True) -> int | None:
             first_error = first_error or exc
             logger.warning("checkpoint %s is damaged and will not be resumed: %s", folder, exc)
             continue
-        if unlogged is None and logged is not None and step > max(logged, default=0):
-            unlogged = step
-            logger.warning("checkpoint %s was saved but step %d's metrics were never logged (%s ends at step %d: the "
-                           "launch was killed between verl's save and its log): resuming from an older checkpoint and "
-                           "training step %d again", folder, step, METRICS_FILE, max(logged, default=0), step)
+        if last_logged is not None and step > last_logged:
+            unlogged.append(step)
             continue
-        if step != latest:
+        if unlogged:
+            again = f"step {step + 1} is" if step + 1 == unlogged[0] else f"steps {step + 1}-{unlogged[0]} are"
+            logger.warning("checkpoint global_step_%d was saved but its step's metrics were never logged (%s ends at "
+                           "step %d: the launch was killed between verl's save and its log): resuming from %s, so %s "
+                           "trained again", unlogged[0], METRICS_FILE, last_logged, folder, again)
+        elif step != latest:
             named = f"global_step_{latest}" if latest is not None else f"the tracker's {text!r}"
             logger.warning("resuming from %s instead of %s (damaged or missing, see above)", folder, named)
+        if step != latest:
             atomic_write_text(tracker, str(step))
         return step
-    if unlogged is not None:  # nothing older to train it again from: keep it, its line stays missing
-        logger.warning("no intact checkpoint older than global_step_%d: resuming it; step %d's line stays missing from "
-                       "%s", unlogged, unlogged, METRICS_FILE)
-        if unlogged != latest:
-            atomic_write_text(tracker, str(unlogged))
-        return unlogged
+    if unlogged:  # nothing older is intact: resume the newest unlogged one, its line stays missing
+        logger.warning("checkpoint global_step_%d was saved but its step's metrics were never logged, and no intact "
+                       "checkpoint at or before step %d is left to train it again from: resuming it; step %d's line "
+                       "stays missing from %s", unlogged[0], last_logged, unlogged[0], METRICS_FILE)
+        if unlogged[0] != latest:
+            atomic_write_text(tracker, str(unlogged[0]))
+        return unlogged[0]
     if first_error is not None:
         raise first_error
     missing = f"global_step_{latest}" if latest is not None else f"global_step_<N> (the tracker holds {text!r})"

@@ -164,71 +164,98 @@ def test_rays_fixed_wait_for_its_local_node_is_still_there() -> None:
     assert ray_start_timeout_needed()
 
 
-def _failing_start(tries: list, errors: list[Exception], started: list[int] | None = None):
-    """A stand-in for ray.init that, like a timed-out Ray start, leaves a child and two grandchildren running (their
-    pids appended to ``started``), then raises."""
-    import time
+class _FakeNode:
+    """Stands in for Ray's Node.__init__ / kill_all_processes: a start that times out ``timeouts`` times and records
+    the processes it was asked to stop."""
 
-    from rlec.megatron.compat import _descendants
+    def __init__(self, timeouts: int, error: str) -> None:
+        self.timeouts, self.error, self.stopped, self.starts = timeouts, error, [], 0
 
-    def init(**kwargs):
-        tries.append(kwargs)
-        if errors:
-            child = subprocess.Popen(["bash", "-c", "sleep 300 & sleep 300 & wait"])  # a GCS, a raylet, its worker
-            deadline = time.monotonic() + 30
-            while len(_descendants(child.pid)) < 2 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            if started is not None:
-                started.extend([child.pid, *_descendants(child.pid)])
-            raise errors.pop(0)
+    def patch(self, monkeypatch) -> None:
+        from ray._private import node
+
+        fake = self
+
+        def init(node_self, *args, **kwargs):
+            fake.starts += 1
+            node_self.all_processes = {"raylet": [f"raylet{fake.starts}"], "gcs_server": [f"gcs{fake.starts}"]}
+            if fake.timeouts:
+                fake.timeouts -= 1
+                raise Exception(fake.error)
+
+        def kill_all_processes(node_self, check_alive=True, allow_graceful=False, wait=False):
+            assert wait and not check_alive
+            fake.stopped.append(sorted(p for ps in node_self.all_processes.values() for p in ps))
+
+        monkeypatch.setattr(node.Node, "__init__", init)
+        monkeypatch.setattr(node.Node, "kill_all_processes", kill_all_processes)
+
+    @staticmethod
+    def ray_init(**kwargs):
+        """ray.init's part that matters here: it builds a Node (which may raise)."""
+        from ray._private import node
+
+        node.Node(**kwargs)
         return "started"
-    return init
 
 
-def test_a_timed_out_ray_start_is_retried_after_stopping_what_it_left() -> None:
+def test_a_timed_out_ray_start_stops_its_processes_and_is_tried_again(monkeypatch) -> None:
     """Fresh clone of cd20779, 2026-12-06: ray.init raised "The current node timed out during startup" on the loaded
-    2-core box and the launch died; the processes of the failed start must not outlive it (they carry the launch's
-    RLEC_RUN_FOLDER and would hold the next launch)."""
-    import os
+    2-core box and the launch died. Now each timed-out start's processes are stopped (they carry the launch's
+    RLEC_RUN_FOLDER and would hold the next launch) and Ray is started again; afterwards both patches are undone."""
+    import ray
+    from ray._private import node
 
-    from rlec.megatron.compat import RAY_START_TIMEOUT, _descendants, retry_ray_start
+    from rlec.megatron.compat import RAY_START_TIMEOUT, ray_start_retried
 
-    tries, said, shutdowns, started = [], [], [], []
-    error = Exception(f"{RAY_START_TIMEOUT}. This could happen because some of the raylet failed to startup")
-    init = retry_ray_start(_failing_start(tries, [error, error], started), attempts=3,
-                           shutdown=lambda: shutdowns.append(1), say=said.append)
-    assert init(num_cpus=8) == "started"
-    assert len(tries) == 3 and tries[-1] == {"num_cpus": 8} and len(shutdowns) == 2 and len(said) == 2
-    assert len(started) == 6 and "try 2 of 3" in said[0] and "stopped the 3 process(es)" in said[0], said
-    alive = set(started) & _descendants(os.getpid())
-    assert not alive, f"processes of a failed start still run: {sorted(alive)}"
+    fake = _FakeNode(2, f"{RAY_START_TIMEOUT}. This could happen because some of the raylet failed to startup")
+    fake.patch(monkeypatch)
+    monkeypatch.setattr(ray, "init", fake.ray_init)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    said: list[str] = []
+    with ray_start_retried(attempts=3, pause_s=0, say=said.append):
+        assert ray.init(num_cpus=8) == "started"
+    assert fake.starts == 3 and fake.stopped == [["gcs1", "raylet1"], ["gcs2", "raylet2"]]
+    assert len(said) == 2 and "try 2 of 3" in said[0] and "try 3 of 3" in said[1]
+    assert ray.init is fake.ray_init and node.Node.__init__.__name__ == "init"  # undone
 
 
-def test_other_errors_and_the_last_timeout_are_raised_as_they_came() -> None:
-    from rlec.megatron.compat import RAY_START_TIMEOUT, retry_ray_start
+def test_other_errors_are_raised_at_once_and_the_last_timeout_still_stops_its_processes(monkeypatch) -> None:
+    import ray
 
-    tries: list = []
-    with pytest.raises(ValueError, match="bad num_cpus"):
-        retry_ray_start(_failing_start(tries, [ValueError("bad num_cpus")]), attempts=3)(num_cpus=-1)
-    assert len(tries) == 1  # not retried
-    tries.clear()
-    with pytest.raises(Exception, match=RAY_START_TIMEOUT):
-        retry_ray_start(_failing_start(tries, [Exception(RAY_START_TIMEOUT)] * 2), attempts=2)()
-    assert len(tries) == 2
+    from rlec.megatron.compat import RAY_START_TIMEOUT, ray_start_retried
+
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    monkeypatch.setattr(ray, "init", _FakeNode.ray_init)
+    other = _FakeNode(1, "bad num_cpus")
+    other.patch(monkeypatch)
+    with ray_start_retried(attempts=3, pause_s=0), pytest.raises(Exception, match="bad num_cpus"):
+        ray.init(num_cpus=-1)
+    assert other.starts == 1 and other.stopped == []  # not retried, nothing of Ray's own to stop
+    last = _FakeNode(5, RAY_START_TIMEOUT)
+    last.patch(monkeypatch)
+    with ray_start_retried(attempts=2, pause_s=0), pytest.raises(Exception, match=RAY_START_TIMEOUT):
+        ray.init()
+    assert last.starts == 2 and len(last.stopped) == 2  # the last try's processes stopped too
+    with pytest.raises(ValueError, match="attempts must be >= 1"), ray_start_retried(attempts=0):
+        pass
 
 
 def test_verls_ray_init_goes_through_the_retry_and_ray_init_is_restored(monkeypatch) -> None:
-    """rlec.cluster.main_ppo._run_verl wraps ray.init for verl's main (which calls it once) and puts it back after."""
+    """rlec.cluster.main_ppo._run_verl starts verl's main (which calls ray.init once) inside the retry."""
     import ray
     from verl.trainer import main_ppo
 
     from rlec.cluster.main_ppo import _run_verl
-    from rlec.megatron.compat import RAY_START_TIMEOUT
+    from rlec.megatron import compat
 
-    tries: list = []
-    fake = _failing_start(tries, [Exception(RAY_START_TIMEOUT)])
-    monkeypatch.setattr(ray, "init", fake)
+    fake = _FakeNode(1, compat.RAY_START_TIMEOUT)
+    fake.patch(monkeypatch)
+    monkeypatch.setattr(ray, "init", fake.ray_init)
     monkeypatch.setattr(ray, "shutdown", lambda: None)
+    monkeypatch.setattr(compat, "ray_start_timeout_needed", lambda: True)  # the fake Node has no source to probe
+    real_retried = compat.ray_start_retried
+    monkeypatch.setattr(compat, "ray_start_retried", lambda say=None: real_retried(pause_s=0, say=say))
     monkeypatch.setattr(main_ppo.main, "__wrapped__", lambda config: ray.init(num_cpus=config["n"]))
     _run_verl({"n": 8})
-    assert len(tries) == 2 and ray.init is fake
+    assert fake.starts == 2 and len(fake.stopped) == 1 and ray.init is fake.ray_init

@@ -125,7 +125,29 @@ def test_a_checkpoint_saved_but_never_logged_is_trained_again_from_the_one_befor
     with caplog.at_level(logging.WARNING):
         assert intact_checkpoint(str(tmp_path), verify=manifest) == 1
     assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "1"  # verl now resumes step 1
-    assert "step 2's metrics were never logged" in caplog.text and "global_step_2" in caplog.text
+    assert "global_step_2 was saved but its step's metrics were never logged" in caplog.text
+    assert "step 2 is trained again" in caplog.text
+
+
+def test_unlogged_checkpoints_roll_back_to_the_newest_intact_one_at_or_before_the_last_logged_step(tmp_path, caplog):
+    """save_freq 2 and 3 checkpoints saved past the last line (steps 5 and 6 unlogged), the one at step 4 damaged:
+    the resume takes step 2 and names the steps trained again; the damage is named too."""
+    from rlec.verl_plugin.state import intact_checkpoint
+
+    for step in (2, 4, 5, 6):
+        _checkpoint(tmp_path, step)
+    (tmp_path / "global_step_4" / "rlec_manifest.json").unlink()  # damaged
+    _metrics(tmp_path, 1, 2, 3, 4)
+    with caplog.at_level(logging.WARNING):
+        assert intact_checkpoint(str(tmp_path)) == 2
+    assert "global_step_6 was saved but its step's metrics were never logged" in caplog.text
+    assert "steps 3-6 are trained again" in caplog.text and "global_step_4 is damaged" in caplog.text
+    assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "2"
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("two")  # a damaged tracker: the same choice
+    assert intact_checkpoint(str(tmp_path)) == 2
+    (tmp_path / "global_step_2" / "rlec_manifest.json").unlink()  # nothing intact at or before step 4: keep step 6
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("6")
+    assert intact_checkpoint(str(tmp_path)) == 6
 
 
 def test_a_logged_checkpoint_is_resumed_and_an_unlogged_one_without_an_older_is_kept(tmp_path, caplog):
@@ -144,7 +166,7 @@ def test_a_logged_checkpoint_is_resumed_and_an_unlogged_one_without_an_older_is_
     _metrics(only)  # killed after step 1's save, before its line: nothing older to train it again from
     with caplog.at_level(logging.WARNING):
         assert intact_checkpoint(str(only)) == 1
-    assert "step 1's line stays missing" in caplog.text
+    assert "step 1's line stays missing" in caplog.text and "no intact checkpoint at or before step 0" in caplog.text
 
 
 def test_verls_resume_finds_the_fallback_step_with_the_manifest_off(tmp_path):
