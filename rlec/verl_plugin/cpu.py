@@ -23,7 +23,8 @@ What it does (1 at once, 2 and 3 each when the process imports the module concer
    positions that predict response tokens only), routing replay (R2 / R3) on the
    padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
    size > 1, torch.compile off (verl's Megatron entropy compiles with inductor at every launch), verl's replay
-   buffer polling for finished rollouts every 0.2 s instead of 2 s, Megatron-core's own CPU shims).
+   buffer polling for finished rollouts every 0.2 s instead of 2 s, a synchronous checkpoint save's results kept
+   in-process (no spawn Manager per rank), Megatron-core's own CPU shims).
 """
 
 from __future__ import annotations
@@ -723,6 +724,36 @@ def _replay_poll_apply() -> None:
     ReplayBuffer.__init__ = __init__
 
 
+# --- 13. megatron's synchronous dist-checkpoint save starts a spawn Manager on every rank -------------
+def _save_results_needed() -> bool:
+    from verl.utils.checkpoint import megatron_checkpoint_manager
+
+    from rlec.megatron.compat import results_queue_needed
+
+    # megatron still creates the queue lazily, and verl's manager calls the save by the name it imported
+    return results_queue_needed() and "save_dist_checkpointing(" in inspect.getsource(megatron_checkpoint_manager)
+
+
+def _save_results_apply() -> None:
+    from verl.utils.checkpoint import megatron_checkpoint_manager
+
+    from rlec.megatron.compat import in_process_checkpoint_results, writers_die_with_parent
+
+    save = megatron_checkpoint_manager.save_dist_checkpointing
+    if getattr(save, "_rlec_in_process", False):
+        return
+
+    @functools.wraps(save)
+    def save_dist_checkpointing(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("async_save") or (len(args) > 2 and args[2]):  # an async save: megatron's own queue, as upstream
+            return save(*args, **kwargs)
+        with in_process_checkpoint_results(), writers_die_with_parent():  # what rlec.megatron.checkpoint's save does
+            return save(*args, **kwargs)
+
+    save_dist_checkpointing._rlec_in_process = True  # type: ignore[attr-defined]
+    megatron_checkpoint_manager.save_dist_checkpointing = save_dist_checkpointing
+
+
 # --- 12. megatron-core's own CPU shims, in every worker ---------------------------------------
 def _megatron_needed() -> bool:
     return not torch.cuda.is_available()
@@ -764,6 +795,11 @@ VERL_SHIMS: tuple[Shim, ...] = (
     Shim("replay_buffer_poll", "each step's rollout rounded up to verl's next 2 s poll for finished samples (V1 "
          "ReplayBuffer poll_interval, not a config key): make run's 10 rollouts all took 6.0 s, 4.7-6.2 s with a 0.2 s "
          "poll", _replay_poll_needed, _replay_poll_apply),
+    Shim("checkpoint_results_in_process", "a spawn multiprocessing Manager (a fresh interpreter) started by every "
+         "rank's first synchronous save (megatron's FileSystemWriterAsync hands the write results back through it), "
+         "orphaned for good when Ray's reaper kills the worker after a SIGKILLed launch: it carries RLEC_RUN_FOLDER, "
+         "so the rerun waited 120 s and was refused (fresh clone of 8c702fc, 2026-12-06)",
+         _save_results_needed, _save_results_apply),
     Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.megatron.compat.SHIMS)", _megatron_needed, _megatron_apply),
 )
 
@@ -790,6 +826,7 @@ SHIM_TRIGGERS: dict[str, str] = {
     "parallel_checkpoint_load": "verl.utils.megatron.dist_checkpointing",
     "entropy_torch_compile": "verl.utils.megatron.tensor_parallel",
     "replay_buffer_poll": "verl.trainer.ppo.v1",  # the package: its probe reads trainer_base too
+    "checkpoint_results_in_process": "verl.utils.checkpoint.megatron_checkpoint_manager",
     "megatron_core_cpu": "megatron.core",
 }
 

@@ -252,3 +252,33 @@ def test_torch_compile_is_a_no_op_after_the_entropy_shim(monkeypatch):
     assert frames_of_a_compiled_call().get("total", 0) >= 1
     cpu._entropy_compile_apply()
     assert torch._dynamo.config.disable is True and frames_of_a_compiled_call() == {}
+
+
+def test_a_synchronous_verl_save_keeps_megatrons_write_results_in_process(monkeypatch):
+    """Fresh clone of 8c702fc, 2026-12-06: verl's synchronous dist-checkpoint save let megatron's writer start a spawn
+    multiprocessing Manager on the rank (a fresh interpreter) to pass its results back; when Ray's reaper killed the
+    worker after a SIGKILLed launch the Manager lived on with the launch's RLEC_RUN_FOLDER, and the rerun waited 120 s
+    and was refused. The shim hands the writer an in-process queue for a synchronous save only, then restores it."""
+    import queue
+
+    from megatron.core.dist_checkpointing.strategies import filesystem_async
+    from verl.utils.checkpoint import megatron_checkpoint_manager
+
+    seen = []
+
+    def save_dist_checkpointing(sharded_state_dict, ckpt_path, async_save=False, content_metadata=None):
+        seen.append((async_save, type(filesystem_async._results_queue)))  # what megatron's writer would get
+        return "request" if async_save else None
+
+    monkeypatch.setattr(megatron_checkpoint_manager, "save_dist_checkpointing", save_dist_checkpointing)
+    assert cpu._save_results_needed()
+    cpu._save_results_apply()
+    cpu._save_results_apply()  # idempotent
+    patched = megatron_checkpoint_manager.save_dist_checkpointing
+    assert patched is not save_dist_checkpointing
+    # verl's call (keywords) for a synchronous and an asynchronous save, and a positional one
+    assert patched(sharded_state_dict={}, ckpt_path="/c", async_save=False, content_metadata={}) is None
+    assert patched(sharded_state_dict={}, ckpt_path="/c", async_save=True, content_metadata={}) == "request"
+    assert patched({}, "/c", True) == "request"
+    assert seen == [(False, queue.Queue), (True, type(None)), (True, type(None))]  # the async saves: megatron's own
+    assert filesystem_async._results_queue is None  # restored after the save
