@@ -770,6 +770,7 @@ def forked_writers_needed() -> bool:
 # the folder (rlec.cluster.resume.launch_processes).
 
 RAY_START_TIMEOUT = "The current node timed out during startup"
+"""The start of the error Ray 2.x's ``Node.__init__`` raises when its raylet has not registered within 30 s."""
 
 
 def ray_start_timeout_needed() -> bool:
