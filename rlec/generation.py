@@ -42,12 +42,15 @@ class SamplingSettings:
         top_p: nucleus-sampling mass in (0, 1].
         max_new_tokens: response length limit in tokens, >= 1.
         seed: base seed of the run (per-sample seeds derive from it).
+        top_k: sample among the k most likely tokens; -1 = all (verl's ``rollout.top_k``
+            convention; the demo's rollout uses 5).
     """
 
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 2048
     seed: int = 0
+    top_k: int = -1
 
     def __post_init__(self) -> None:
         if not self.temperature >= 0:
@@ -56,10 +59,15 @@ class SamplingSettings:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if int(self.max_new_tokens) < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens!r}")
+        if int(self.top_k) < -1 or int(self.top_k) == 0:
+            raise ValueError(f"top_k must be -1 (off) or >= 1, got {self.top_k!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict for the records."""
-        return asdict(self)
+        """Plain dict for the records (``top_k`` only when set, so records written before it existed still resume)."""
+        out = asdict(self)
+        if out["top_k"] == -1:
+            del out["top_k"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -357,7 +365,7 @@ class HFEngine:
         """Evaluation: one response per rendered prompt with :attr:`sampling`; the batch is sampled under ``seeds[0]``."""
         s = self.sampling
         batch = self.sample(self.encode(prompts), n=1, max_new_tokens=int(s.max_new_tokens), temperature=float(s.temperature),
-                            top_p=float(s.top_p), seed=int(seeds[0]))
+                            top_p=float(s.top_p), top_k=int(s.top_k), seed=int(seeds[0]))
         prompt_lens = batch.prompt_mask.sum(dim=1).tolist()
         lengths = batch.response_mask.sum(dim=1).tolist()
         return [Generation(text, int(plen), int(length), reason, int(seeds[0]))
@@ -413,7 +421,7 @@ class VLLMEngine:
         s = self.sampling
         params = [
             self._params(temperature=float(s.temperature), top_p=float(s.top_p), max_tokens=int(s.max_new_tokens), seed=int(seed),
-                         stop_token_ids=self.stop_ids)
+                         stop_token_ids=self.stop_ids, **({"top_k": int(s.top_k)} if s.top_k > 0 else {}))
             for seed in seeds
         ]
         inputs = [{"prompt_token_ids": self.tokenizer(p, add_special_tokens=False)["input_ids"]} for p in prompts]

@@ -228,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-samples", type=int, default=1, help="samples per question and target")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass")
+    p.add_argument("--top-k", type=int, default=-1, help="sample among the k most likely tokens; -1 = all (verl's rollout.top_k; "
+                   "q_i at the demo's rollout settings: --temperature 1 --top-k 5)")
     p.add_argument("--max-new-tokens", type=int, default=2048, help="response length limit in tokens")
     p.add_argument("--seed", type=int, default=0, help="base seed (per-sample seeds derive from it)")
     p.add_argument("--engine", choices=("auto", "hf", "vllm"), default="auto", help="auto = vLLM if installed and a GPU is present")
@@ -305,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:  # every input is checked before the model loads
         _check_settings(args)
         targets = parse_targets(args.targets)
-        sampling = SamplingSettings(args.temperature, args.top_p, args.max_new_tokens, args.seed)
+        sampling = SamplingSettings(args.temperature, args.top_p, args.max_new_tokens, args.seed, args.top_k)
         items = load_eval_items(args.data, args.limit)
         check_model_folder(args.model, label="--model", weights=("*.safetensors", "pytorch_model*.bin"))
         _check_weights(Path(args.model))

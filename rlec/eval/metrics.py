@@ -7,8 +7,10 @@ reward at b = 1 (``rlec.reward.formula.rlec_reward``), and reports per source (e
 coverage, selective accuracy, accuracy, abstention rate, mean reward and compliance; and the
 headlines accuracy (binary prompt), RLEC score, AOC and AURC with question-level bootstrap
 intervals; with several samples per question and target (``rlec.eval.evaluate --n-samples N``),
-also the unbiased pass@k for k <= N with intervals (``--pass-k``). Definitions: ``docs/metrics.md``,
-``docs/passk.md``.
+also the unbiased pass@k for k <= N with intervals (``--pass-k``); and per-question calibration
+(:mod:`rlec.eval.calibration`: q_i from ``--q-records`` or the run's own binary-prompt samples, c_i from the
+sweep, smECE / ECE / Brier / AUROC per stratum, agreement with "answer iff q_i > p", regret,
+monotonicity, hallucination, RiskEval utility). Definitions: ``docs/metrics.md``, ``docs/passk.md``.
 
 Outputs, in ``--out-dir`` (default ``<records stem>.metrics/`` beside the records file, or
 ``<first stem>-vs-<second stem>.metrics/`` for two, so metrics of different record files never
@@ -23,6 +25,7 @@ Example::
 
     python -m rlec.eval.metrics outputs/eval/records.jsonl          # -> outputs/eval/records.metrics/
     python -m rlec.eval.metrics outputs/eval/base.jsonl --compare outputs/eval/rlec.jsonl --out-dir outputs/eval/compare
+    python -m rlec.eval.metrics outputs/eval/records.jsonl --q-records outputs/eval/q.jsonl   # q_i: 16 binary samples per question
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from tqdm import tqdm
 from rlec.eval.bootstrap import bootstrap_headlines, pass_at_k_figures
 from rlec.eval.cli import HelpFormatter
 from rlec.eval.records import (
+    BINARY,
     DEFAULT_TARGETS_SPEC,
     atomic_write_json,
     atomic_write_jsonl,
@@ -51,7 +55,7 @@ from rlec.eval.records import (
     record_key,
     target_label,
 )
-from rlec.eval.report import comparison, markdown_report
+from rlec.eval.report import calibration_comparison, comparison, markdown_report
 from rlec.eval.selective import (
     COUNT_FIELDS,
     HEADLINE_NAMES,
@@ -218,12 +222,17 @@ def source_groups(sources: Sequence[str]) -> dict[str, list[str]]:
     return {name: groups[name] for name in sorted(groups, key=_natural)}
 
 
-def analyze(records: Sequence[dict[str, Any]], graded: Sequence[dict[str, Any]], targets: Sequence[float | None], *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0, ks: Sequence[int] | None = None) -> dict[str, Any]:
+def analyze(records: Sequence[dict[str, Any]], graded: Sequence[dict[str, Any]], targets: Sequence[float | None], *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0, ks: Sequence[int] | None = None,
+            calibration: bool = False, q_counts: dict[tuple[str, str], tuple[int, int]] | None = None,
+            q_source: str | None = None) -> dict[str, Any]:
     """Figures for every source group (:func:`source_groups`) and for all records together
     (questions resampled within sources).
 
     ``ks``: the k of pass@k; None = 1, 2, 4, ... up to the most samples of a question at a target
     (none with one sample each: pass@1 is the accuracy).
+    ``calibration``: add the per-question calibration block (:func:`calibration_block`), with q_i
+    from ``q_counts`` ((source, question_id) -> (correct, samples) at the binary prompt, read from
+    ``q_source``), else from the records' own binary prompt when every question has >= 2 samples there.
     """
     keys, per_question = question_counts(records, graded, targets)
     if ks is None:
@@ -244,7 +253,103 @@ def analyze(records: Sequence[dict[str, Any]], graded: Sequence[dict[str, Any]],
         "timed_out": int(sum(g["timed_out"] for g in graded)),
         "finish_reasons": dict(finish),
     }
-    return {"groups": groups, "grading": grading}
+    out = {"groups": groups, "grading": grading}
+    if calibration:
+        out["calibration"] = calibration_block(keys, per_question, targets, q_counts, q_source=q_source, n_boot=n_boot, ci=ci, seed=seed)
+    return out
+
+
+def stated_targets(targets: Sequence[float | None]) -> list[float]:
+    """The grid's targets with a stated p, ascending (the binary prompt left out)."""
+    return sorted(float(t) for t in targets if t is not None)
+
+
+def binary_counts(keys: Sequence[tuple[str, str]], per_question: np.ndarray, targets: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
+    """(correct, records) per question at the binary prompt; zeros when the grid has no binary prompt."""
+    if None not in targets:
+        return np.zeros(len(keys)), np.zeros(len(keys))
+    col = list(targets).index(None)
+    return per_question[:, col, 1].copy(), per_question[:, col, 0].copy()
+
+
+def calibration_block(keys: Sequence[tuple[str, str]], per_question: np.ndarray, targets: Sequence[float | None],
+                      q_counts: dict[tuple[str, str], tuple[int, int]] | None = None, *, q_source: str | None = None,
+                      n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, Any] | None:
+    """Per-question calibration of one run (``docs/metrics.md``, "Per-question calibration"): q_i, c_i,
+    smECE / ECE / Brier / AUROC of c against binary-prompt correctness and the decisions per target, in
+    every stratum of :func:`rlec.eval.calibration.strata_masks`.
+
+    Questions without a record at every stated target are left out (counted in ``left_out``).
+
+    Returns:
+        ``{"q_source", "q_interval", "c_rule", "grid", "left_out", "strata": {name: figures},
+        "questions": [...]}``; None when the grid has fewer than two stated targets.
+    """
+    from rlec.eval.calibration import QuestionTable, question_rows, strata_figures_all
+
+    grid = stated_targets(targets)
+    if len(grid) < 2:
+        return None
+    cols = [list(targets).index(p) for p in grid]
+    sweep = per_question[:, cols, :]
+    complete = (sweep[..., 0] > 0).all(axis=1)
+    label_correct, label_n = binary_counts(keys, per_question, targets)
+    q_correct = q_n = None
+    source = None
+    if q_counts is not None:
+        q_correct = np.array([q_counts[k][0] for k in keys], dtype=np.float64)
+        q_n = np.array([q_counts[k][1] for k in keys], dtype=np.float64)
+        source = q_source
+    elif len(keys) and (label_n >= 2).all():
+        q_correct, q_n, source = label_correct.copy(), label_n.copy(), "the run's binary-prompt records"
+    kept = [k for k, ok in zip(keys, complete) if ok]
+    sources = sorted({src for src, _ in kept})
+    table = QuestionTable(
+        keys=kept, strata=np.array([sources.index(src) for src, _ in kept], dtype=int), grid=grid, counts=sweep[complete],
+        label_correct=label_correct[complete], label_n=label_n[complete],
+        q_correct=None if q_correct is None else q_correct[complete], q_n=None if q_n is None else q_n[complete],
+    )  # fmt: skip
+    return {
+        "q_source": source,
+        "q_interval": f"Wilson score, {ci:.0%}" if source else None,
+        "c_rule": "answer-rate area" if table.sampled else "largest answered target",
+        "grid": grid,
+        "left_out": [{"source": s, "question_id": q} for (s, q), ok in zip(keys, complete) if not ok],
+        "strata": strata_figures_all(table, source_groups(sources), n_boot=n_boot, ci=ci, seed=seed),
+        "questions": question_rows(table, ci),
+    }
+
+
+def load_q_counts(path: Path, keys: set[tuple[str, str]], *, skip_invalid: bool = False) -> list[dict[str, Any]]:
+    """Read a q_i record file (``--q-records``) and check it before any grading.
+
+    Returns:
+        Its binary-prompt records (others ignored), one per (source, question_id, sample).
+
+    Raises:
+        ValueError: no record at the binary prompt, a question of the run without records there, or
+            one with fewer than 2 samples (the message names the file, the question and the rule).
+    """
+    records, _ = read_records(path, skip_invalid=skip_invalid, check=_gradable_gold)
+    seen: set[tuple[str, str, str, int]] = set()
+    binary, samples = [], Counter()
+    for rec in records:
+        if rec["target"] == BINARY and has_grader(rec["data_source"]) and record_key(rec) not in seen:
+            seen.add(record_key(rec))
+            binary.append(rec)
+            samples[(rec["source"], rec["question_id"])] += 1
+    how = "rlec.eval.evaluate --targets binary --n-samples N (N >= 2) at the run's sampling settings"
+    if not binary:
+        raise ValueError(f"--q-records {path}: no record at the binary prompt; q_i needs samples there ({how})")
+    missing = sorted(keys - set(samples))
+    if missing:
+        raise ValueError(f"--q-records {path}: no binary-prompt sample for {len(missing)} of the run's {len(keys)} questions "
+                         f"(first: {missing[0][0]}/{missing[0][1]}); evaluate the same questions ({how})")
+    few = sorted(k for k in keys if samples[k] < 2)
+    if few:
+        raise ValueError(f"--q-records {path}: {few[0][0]}/{few[0][1]} has {samples[few[0]]} sample(s) at the binary prompt; "
+                         f"q_i needs N >= 2 ({how})")
+    return [r for r in binary if (r["source"], r["question_id"]) in keys]
 
 
 def _labels(paths: Sequence[Path], given: str | None) -> list[str]:
@@ -343,6 +448,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "question and target: 1, 2, 4, ... up to the samples; unbiased estimator, questions with fewer samples left out)")
     p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="math-verify time limit per answer in seconds, > 0")
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed record lines (reported) instead of failing")
+    p.add_argument("--q-records", nargs="+", default=None, metavar="Q.jsonl",
+                   help="per run, a record file of N >= 2 samples per question at the binary prompt (rlec.eval.evaluate --targets "
+                   "binary --n-samples N) that q_i is estimated from; '-' = the run's own binary-prompt records. Without it, q_i "
+                   "comes from the run's own binary prompt when every question has >= 2 samples there")
+    p.add_argument("--no-calibration", action="store_true", help="skip the per-question calibration figures (smECE, ECE, Brier, "
+                   "AUROC, agreement, regret, monotonicity)")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
@@ -375,12 +486,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         out_dir = Path(args.out_dir) if args.out_dir else default_out_dir(paths)
         check_out_dir(out_dir, paths)
         loaded = [load_run(p, targets, skip_invalid=args.skip_invalid) for p in paths]
+        q_loaded = _q_inputs(args, paths, loaded, targets)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     previous = [p for p in _previous_inputs(out_dir) if p not in {str(path) for path in paths}]
     try:
-        result, written = _write_outputs(args, paths, labels, loaded, targets, out_dir, ks)
+        result, written = _write_outputs(args, paths, labels, loaded, targets, out_dir, ks, q_loaded)
     except KeyboardInterrupt:
         print(f"\ninterrupted: nothing written to {out_dir}", file=sys.stderr)
         return 130
@@ -392,9 +504,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _q_inputs(args: argparse.Namespace, paths: list[Path], loaded: list[tuple[list[dict[str, Any]], dict[str, Any]]],
+              targets: list[float | None]) -> list[tuple[Path, list[dict[str, Any]]] | None]:
+    """Per run, the ``--q-records`` file and its checked binary-prompt records (None: the run's own), before grading.
+
+    Raises:
+        ValueError: ``--q-records`` with another count than the runs, with ``--no-calibration``, a grid with
+            fewer than two stated targets, or a bad q file (:func:`load_q_counts`).
+    """
+    if args.q_records is None:
+        return [None] * len(paths)
+    if args.no_calibration:
+        raise ValueError("--q-records needs the calibration figures: drop --no-calibration")
+    if len(args.q_records) != len(paths):
+        raise ValueError(f"--q-records needs one file per run ({len(paths)}; '-' = the run's own binary prompt), got {len(args.q_records)}")
+    if len(stated_targets(targets)) < 2:
+        raise ValueError(f"--targets {args.targets!r}: c_i and the decisions need at least two targets with a stated p")
+    out: list[tuple[Path, list[dict[str, Any]]] | None] = []
+    for q_path, (records, _) in zip(args.q_records, loaded):
+        if q_path == "-":
+            keys = {(r["source"], r["question_id"]) for r in records}
+            few = Counter((r["source"], r["question_id"]) for r in records if r["target"] == BINARY)
+            short = sorted(k for k in keys if few[k] < 2)
+            if short:
+                raise ValueError(f"--q-records -: {short[0][0]}/{short[0][1]} has {few[short[0]]} sample(s) at the binary prompt of "
+                                 "its run; q_i needs N >= 2 (rlec.eval.evaluate --n-samples N)")
+            out.append(None)
+        else:
+            path = Path(q_path)
+            out.append((path, load_q_counts(path, {(r["source"], r["question_id"]) for r in records}, skip_invalid=args.skip_invalid)))
+    return out
+
+
 def _write_outputs(
     args: argparse.Namespace, paths: list[Path], labels: list[str], loaded: list[tuple[list[dict[str, Any]], dict[str, Any]]],
     targets: list[float | None], out_dir: Path, ks: list[int] | None = None,
+    q_loaded: list[tuple[Path, list[dict[str, Any]]] | None] | None = None,
 ) -> tuple[dict[str, Any], list[Path]]:
     """Grade, analyse and write every output into a temporary folder that replaces ``out_dir`` at the end.
 
@@ -407,13 +552,21 @@ def _write_outputs(
         "runs": {},
     }
     with atomic_dir(out_dir) as tmp:
-        for label, path, (records, diagnostics) in zip(labels, paths, loaded):
+        for label, path, (records, diagnostics), q_input in zip(labels, paths, loaded, q_loaded or [None] * len(paths)):
             graded = grade_records(records, timeout_s=args.timeout_s, progress=not args.quiet)
-            run = analyze(records, graded, targets, n_boot=args.bootstrap, ci=args.ci, seed=args.seed, ks=ks)
+            q_counts = q_source = None
+            if q_input is not None:
+                q_path, q_records = q_input
+                q_keys, q_per_question = question_counts(q_records, grade_records(q_records, timeout_s=args.timeout_s, progress=not args.quiet), [None])
+                q_counts = {k: (int(q_per_question[i, 0, 1]), int(q_per_question[i, 0, 0])) for i, k in enumerate(q_keys)}
+                q_source = str(q_path)
+            run = analyze(records, graded, targets, n_boot=args.bootstrap, ci=args.ci, seed=args.seed, ks=ks,
+                          calibration=not args.no_calibration, q_counts=q_counts, q_source=q_source)
             result["runs"][label] = {"path": str(path), "records": diagnostics, **run}
             atomic_write_jsonl(tmp / f"graded-{label.replace('/', '_')}.jsonl", ({**rec, "grade": g} for rec, g in zip(records, graded)))
         if len(labels) == 2:
             result["comparison"] = comparison(result)
+            result["calibration_comparison"] = calibration_comparison(result)
             first, second = ({(r["source"], r["question_id"]) for r in records} for records, _ in loaded)
             result["question_overlap"] = {"common": len(first & second), "only_first": len(first - second), "only_second": len(second - first)}
             if first != second:

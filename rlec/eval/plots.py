@@ -3,7 +3,9 @@
 - ``coverage_selective_accuracy.png``: coverage and selective accuracy against the target p, with
   the diagonal y = p (a model that follows its target has selective accuracy above it);
 - ``risk_coverage.png``: the closed risk-coverage curve of the target sweep whose area is AURC;
-- ``reward_vs_target.png``: mean RLEC reward at b = 1 against p, per source (0 = always abstain).
+- ``reward_vs_target.png``: mean RLEC reward at b = 1 against p, per source (0 = always abstain);
+- ``hallucination_abstention.png``: abstention and hallucination rates against p per calibration stratum;
+- ``reliability.png``: relplot's reliability diagram of c_i against binary-prompt correctness, per run.
 
 Colours are groups (all, then each source); line styles are runs (solid = first, dashed =
 second), so two runs compare in the same figure.
@@ -103,11 +105,62 @@ def plot_reward_vs_target(result: dict[str, Any], path: Path) -> Path:
     return save_figure(figure, path, **_FIGURE_FILE)
 
 
+def _calibrated_runs(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {label: run["calibration"] for label, run in result["runs"].items() if run.get("calibration")}
+
+
+def plot_hallucination_abstention(result: dict[str, Any], path: Path) -> Path:
+    """Abstention rate (left) and hallucination (wrong-answer) rate (right) against the target p, per
+    calibration stratum (``all`` thick, black); runs as line styles."""
+    runs = _calibrated_runs(result)
+    strata: list[str] = []
+    for cal in runs.values():
+        strata += [s for s in cal["strata"] if s not in strata]
+    colors = _colors(strata)
+    figure, (ax_a, ax_h) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for r, (label, cal) in enumerate(runs.items()):
+        for name, fig in cal["strata"].items():
+            tag = name if len(runs) == 1 else f"{label}: {name}"
+            style = {"color": colors[name], "linestyle": STYLES[r % 2], "marker": MARKERS[r % 2], "linewidth": 2.4 if name == "all" else 1.2}
+            ps = [t["target_p"] for t in fig["per_target"]]
+            ax_a.plot(ps, [t["abstention_rate"] for t in fig["per_target"]], label=tag, **style)
+            ax_h.plot(ps, [t["hallucination_rate"] for t in fig["per_target"]], label=tag, **style)
+    for ax, title in ((ax_a, "abstention rate (abstained / all)"), (ax_h, "hallucination rate (wrong answers / all)")):
+        ax.set(xlim=(-0.02, 1.0), ylim=(-0.02, 1.02), xlabel="target p", title=title)
+        ax.grid(alpha=0.3)
+    ax_h.legend(fontsize=7, loc="best")
+    return save_figure(figure, path, **_FIGURE_FILE)
+
+
+def plot_reliability(result: dict[str, Any], path: Path) -> Path:
+    """relplot's reliability diagram (smoothed, Blasiok & Nakkiran 2024) of c_i against binary-prompt
+    correctness, one panel per run, every question (one observation per binary-prompt record)."""
+    import numpy as np
+    import relplot
+
+    runs = _calibrated_runs(result)
+    with matplotlib.rc_context():  # relplot restyles matplotlib globally: keep it to this figure
+        figure, axes = plt.subplots(1, len(runs), figsize=(5.2 * len(runs), 5.0), squeeze=False)
+        for ax, (label, cal) in zip(axes[0], runs.items()):
+            rows = [q for q in cal["questions"] if q["binary_records"]]
+            f = np.concatenate([[q["c"]] * q["binary_records"] for q in rows]) if rows else np.array([])
+            y = np.concatenate([[1.0] * q["binary_correct"] + [0.0] * (q["binary_records"] - q["binary_correct"]) for q in rows]) if rows else np.array([])
+            if len(f) >= 2:
+                diagram = relplot.prepare_rel_diagram(f, y, num_bootstrap=100, report_CE_std=False)
+                relplot.plot_rel_diagram(diagram, fig=figure, ax=ax)
+            ax.set_title(f"{label}: c_i ({cal['c_rule']}) vs correctness", fontsize=9)
+        return save_figure(figure, path, **_FIGURE_FILE)
+
+
 def write_plots(result: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """Write the three PNG files into ``out_dir``; returns their paths."""
+    """Write the PNG files into ``out_dir`` (the calibration plots when a run has calibration figures); returns their paths."""
     out_dir = Path(out_dir)
-    return [
+    written = [
         plot_coverage_selective_accuracy(result, out_dir / "coverage_selective_accuracy.png"),
         plot_risk_coverage(result, out_dir / "risk_coverage.png"),
         plot_reward_vs_target(result, out_dir / "reward_vs_target.png"),
     ]
+    if _calibrated_runs(result):
+        written += [plot_hallucination_abstention(result, out_dir / "hallucination_abstention.png"),
+                    plot_reliability(result, out_dir / "reliability.png")]
+    return written

@@ -1,7 +1,7 @@
 """Markdown tables of a metrics result (one run, or two side by side) and the run-to-run deltas.
 
 Input is the JSON-like dict written by ``python -m rlec.eval.metrics`` (``runs -> label -> groups ->
-group -> headline / per_target``). Undefined values (null) print as "n/a".
+group -> headline / per_target``, and ``runs -> label -> calibration -> strata``). Undefined values (null) print as "n/a".
 """
 
 from __future__ import annotations
@@ -50,6 +50,91 @@ def comparison(result: dict[str, Any]) -> dict[str, dict[str, float | None]]:
                 va, vb = a[group]["headline"][name]["value"], b[group]["headline"][name]["value"]
                 out[group][name] = None if va is None or vb is None else vb - va
     return out
+
+
+CALIBRATION_TITLES = {"smece": "smECE", "ece": "ECE (10 bins)", "brier": "Brier", "auroc": "AUROC", "agreement": "agreement",
+                      "regret": "regret (b = 1)", "monotonicity": "monotonicity viol."}
+DECISION_COLUMNS = (
+    ("coverage", "coverage"),
+    ("hallucination_rate", "halluc."),
+    ("abstention_rate", "abstain"),
+    ("hallucination_to_abstention", "halluc./abstain"),
+    ("accuracy_to_hallucination", "acc./halluc."),
+    ("riskeval_utility", "RiskEval utility"),
+)
+DECISION_INTERVALS = (("agreement", "agreement"), ("regret", "regret"), ("monotonicity_violations", "monot. viol."))
+
+
+def calibration_comparison(result: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Calibration headline deltas (second run minus first) per stratum present in both runs; {} otherwise."""
+    runs = list(result["runs"].values())
+    if len(runs) != 2 or not all(run.get("calibration") for run in runs):
+        return {}
+    a, b = (run["calibration"]["strata"] for run in runs)
+    out = {}
+    for stratum in a:
+        if stratum in b:
+            out[stratum] = {}
+            for name in CALIBRATION_TITLES:
+                va, vb = a[stratum]["headline"][name]["value"], b[stratum]["headline"][name]["value"]
+                out[stratum][name] = None if va is None or vb is None else vb - va
+    return out
+
+
+def _calibration_tables(result: dict[str, Any], per_target_groups: Sequence[str] | None) -> list[str]:
+    """The per-question calibration tables (docs/metrics.md, "Per-question calibration"): one headline row per
+    stratum, then the decisions per target of the strata shown (``per_target_groups``; every stratum when None)."""
+    runs = {label: run["calibration"] for label, run in result["runs"].items() if run.get("calibration")}
+    if not runs:
+        return []
+    ci = result["settings"]["ci"]
+    labels = list(runs)
+    lines: list[str] = []
+    first = runs[labels[0]]
+    notes = []
+    for label, cal in runs.items():
+        q = f"q_i from {cal['q_source']} ({cal['q_interval']} intervals)" if cal["q_source"] else "no q_i (agreement, regret: n/a)"
+        notes.append(f"- {label}: c_i = {cal['c_rule']} over p = {', '.join(f'{p:g}' for p in cal['grid'])}; {q}"
+                     + (f"; {len(cal['left_out'])} questions without a record at every target left out" if cal["left_out"] else ""))
+    if len(labels) == 1:
+        lines += ["", f"## per-question calibration: c_i against binary-prompt correctness; decisions against 'answer iff q_i > p' "
+                  f"({ci:.0%} bootstrap intervals over questions)", ""]
+        rows = [[name, str(fig["n_questions"])] + [_with_ci(fig["headline"][k]) for k in CALIBRATION_TITLES]
+                for name, fig in first["strata"].items()]
+        lines += _table(["stratum", "questions", *CALIBRATION_TITLES.values()], rows)
+        lines += [""] + notes
+        for name, fig in first["strata"].items():
+            if per_target_groups is not None and name not in per_target_groups:
+                continue
+            lines += ["", f"### {name}: decisions per target", ""]
+            rows = [[f"{t['target_p']:g}"] + [_f(t[k]) for k, _ in DECISION_COLUMNS] + [_with_ci(t[k]) for k, _ in DECISION_INTERVALS]
+                    for t in fig["per_target"]]
+            lines += _table(["target", *(title for _, title in DECISION_COLUMNS), *(title for _, title in DECISION_INTERVALS)], rows)
+        return lines
+    if len(labels) != 2:
+        return lines
+    a, b = (runs[label]["strata"] for label in labels)
+    deltas = calibration_comparison(result)
+    lines += ["", f"## per-question calibration, {labels[0]} vs {labels[1]} ({ci:.0%} bootstrap intervals over questions)", ""]
+    rows = []
+    for stratum, delta in deltas.items():
+        rows.append([stratum, "questions", str(a[stratum]["n_questions"]), str(b[stratum]["n_questions"]), ""])
+        for name, title in CALIBRATION_TITLES.items():
+            rows.append([stratum, title, _with_ci(a[stratum]["headline"][name]), _with_ci(b[stratum]["headline"][name]), _f(delta[name], signed=True)])
+    lines += _table(["stratum", "figure", labels[0], labels[1], f"{labels[1]} - {labels[0]}"], rows)
+    lines += [""] + notes
+    for stratum in deltas:
+        if per_target_groups is not None and stratum not in per_target_groups:
+            continue
+        lines += ["", f"### {stratum}: decisions per target (A / B)", ""]
+        rows = []
+        for ta, tb in zip(a[stratum]["per_target"], b[stratum]["per_target"]):
+            cells = [f"{_f(ta[k])} / {_f(tb[k])}" for k in ("hallucination_rate", "abstention_rate", "riskeval_utility")]
+            cells += [f"{_f(ta[k]['value'])} / {_f(tb[k]['value'])}" for k, _ in DECISION_INTERVALS]
+            rows.append([f"{ta['target_p']:g}"] + cells)
+        lines += _table(["target", "halluc. (A / B)", "abstain (A / B)", "RiskEval utility (A / B)", "agreement (A / B)",
+                         "regret (A / B)", "monot. viol. (A / B)"], rows)
+    return lines
 
 
 def _pass_at_k_table(group: str, rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]] | None = None) -> list[str]:
@@ -143,5 +228,6 @@ def markdown_report(result: dict[str, Any], per_target_groups: Sequence[str] | N
             pass_a, pass_b = a["groups"][group].get("pass_at_k"), b["groups"][group].get("pass_at_k")
             if pass_a and pass_b:
                 lines += _pass_at_k_table(f"{group} (A / B)", pass_a, pass_b)
+    lines += _calibration_tables(result, per_target_groups)
     lines += ["", "Records:"] + [_diagnostics(label, run) for label, run in runs.items()]
     return "\n".join(lines) + "\n"

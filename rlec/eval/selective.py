@@ -9,6 +9,9 @@ source, or all) at one target p, with n records, c correct, w incorrect, a abste
     abstention rate     = a / n
     reward              = mean of R_p^(1)(outcome) = ((1-p) c - p w) / n   (rlec.reward.formula, b = 1)
     compliance          = selective accuracy - p
+    hallucination rate  = w / n                (wrong answers among all records; Behaviorally Calibrated RL, arXiv 2512.19920)
+    hallucination / abstention = w / a;  accuracy / hallucination = c / w   (undefined at a = 0 / w = 0)
+    RiskEval utility    = (c - lambda w) / n, lambda = p / (1 - p)   (arXiv 2601.07767; = the RLEC reward at b = 0)
 
 Headlines: accuracy on the binary prompt; RLEC score = mean over the targets with a stated p of
 the per-target reward; AURC = trapezoidal area under the risk-coverage curve traced by the
@@ -36,7 +39,8 @@ from rlec.algorithms.passk import pass_at_k_array
 
 COUNT_FIELDS = ("n", "correct", "incorrect", "abstain", "reward_sum")
 N, C, W, A, R = range(5)
-RATE_NAMES = ("coverage", "selective_accuracy", "accuracy", "abstention_rate", "reward", "compliance")
+RATE_NAMES = ("coverage", "selective_accuracy", "accuracy", "abstention_rate", "reward", "compliance", "hallucination_rate",
+              "hallucination_to_abstention", "accuracy_to_hallucination", "riskeval_utility")
 HEADLINE_NAMES = ("accuracy", "rlec_score", "aoc", "aurc")
 
 
@@ -68,6 +72,10 @@ def rates(counts: np.ndarray, target_p: Sequence[float | None]) -> dict[str, np.
         "abstention_rate": ratio_or_nan(a, n),
         "reward": ratio_or_nan(r, n),
         "compliance": sel - p,
+        "hallucination_rate": ratio_or_nan(w, n),
+        "hallucination_to_abstention": ratio_or_nan(w, a),
+        "accuracy_to_hallucination": ratio_or_nan(c, w),
+        "riskeval_utility": ratio_or_nan(c - (p / (1.0 - p)) * w, n),
     }
 
 

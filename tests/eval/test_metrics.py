@@ -14,7 +14,7 @@ import pytest
 from rlec.eval import evaluate, metrics
 from rlec.eval.records import atomic_write_jsonl
 
-PNGS = ("coverage_selective_accuracy.png", "risk_coverage.png", "reward_vs_target.png")
+PNGS = ("coverage_selective_accuracy.png", "risk_coverage.png", "reward_vs_target.png", "hallucination_abstention.png", "reliability.png")
 
 
 def _run(records_path: Path, out_dir: Path, *extra: str) -> dict:
@@ -82,11 +82,10 @@ def test_intervals_are_reproducible_with_a_seed(tmp_path: Path, worked) -> None:
     records = worked.records("random") + worked.records("calibrated", source="hotpotqa")
     path = atomic_write_jsonl(tmp_path / "r.jsonl", records)
     args = ("--targets", worked.spec, "--no-plots", "--bootstrap", "300")
-    a = _run(path, tmp_path / "a", *args, "--seed", "3")["runs"]["r"]["groups"]
-    b = _run(path, tmp_path / "b", *args, "--seed", "3")["runs"]["r"]["groups"]
-    c = _run(path, tmp_path / "c", *args, "--seed", "4")["runs"]["r"]["groups"]
-    assert a == b
-    assert a["all"]["headline"] != c["all"]["headline"]
+    a, b, c = (_run(path, tmp_path / d, *args, "--seed", s)["runs"]["r"] for d, s in (("a", "3"), ("b", "3"), ("c", "4")))
+    assert a["groups"] == b["groups"] and a["calibration"]["strata"] == b["calibration"]["strata"]
+    assert a["groups"]["all"]["headline"] != c["groups"]["all"]["headline"]
+    assert a["calibration"]["strata"]["all"]["headline"] != c["calibration"]["strata"]["all"]["headline"]
 
 
 def test_compare_two_runs_side_by_side(tmp_path: Path, worked) -> None:
