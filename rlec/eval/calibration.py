@@ -110,11 +110,12 @@ def decision_agreement(answer_rate: np.ndarray, q: np.ndarray, grid: Sequence[fl
         grid: T targets p.
 
     Returns:
-        array (Q, T) in [0, 1].
+        array (Q, T) in [0, 1]; NaN rows where q_i is NaN (no answered sample).
     """
     a = np.asarray(answer_rate, dtype=np.float64)
-    ideal = np.asarray(q, dtype=np.float64)[:, None] > np.asarray(grid, dtype=np.float64)[None, :]
-    return np.where(ideal, a, 1.0 - a)
+    q = np.asarray(q, dtype=np.float64)[:, None]
+    ideal = q > np.asarray(grid, dtype=np.float64)[None, :]
+    return np.where(np.isnan(q), np.nan, np.where(ideal, a, 1.0 - a))
 
 
 def decision_regret(answer_rate: np.ndarray, q: np.ndarray, grid: Sequence[float]) -> np.ndarray:
@@ -124,7 +125,7 @@ def decision_regret(answer_rate: np.ndarray, q: np.ndarray, grid: Sequence[float
     q - p in expectation; the ideal rule earns max(q - p, 0).
 
     Returns:
-        array (Q, T) in [0, 1]; 0 for the ideal decision (and for either decision at q_i = p).
+        array (Q, T) in [0, 1]; 0 for the ideal decision (and for either decision at q_i = p); NaN where q_i is NaN.
     """
     a = np.asarray(answer_rate, dtype=np.float64)
     gain = np.asarray(q, dtype=np.float64)[:, None] - np.asarray(grid, dtype=np.float64)[None, :]
@@ -283,9 +284,11 @@ class QuestionTable:
         strata: int array (Q,): each question's source index (the bootstrap resamples within it).
         grid: the T stated targets, ascending.
         counts: array (Q, T, 5) over ``rlec.eval.selective.COUNT_FIELDS`` at the stated targets.
-        label_correct, label_n: arrays (Q,): the run's binary-prompt records, correct and all
-            (the correctness c_i is calibrated against; 0 / 0 without binary records).
-        q_correct, q_n: arrays (Q,) of the q_i samples (None: q_i not estimated).
+        label_correct, label_n: arrays (Q,): the run's answers at the reference prompt (the binary
+            prompt unless ``--q-target``), correct and answered (abstentions carry no label): the
+            correctness c_i is calibrated against (0 / 0 without such records).
+        q_correct, q_n: arrays (Q,) of the q_i samples, correct and answered (None: q_i not estimated).
+        q_records: array (Q,) of the q_i samples drawn, answered or not (None: q_i not estimated).
     """
 
     keys: list[tuple[str, str]]
@@ -296,6 +299,7 @@ class QuestionTable:
     label_n: np.ndarray
     q_correct: np.ndarray | None = None
     q_n: np.ndarray | None = None
+    q_records: np.ndarray | None = None
 
     @property
     def answer_rate(self) -> np.ndarray:
@@ -311,8 +315,10 @@ class QuestionTable:
 
     @property
     def q(self) -> np.ndarray | None:
-        """q_i = k_i / n_i (None when not estimated)."""
-        return None if self.q_correct is None else self.q_correct / self.q_n
+        """q_i = k_i / n_i over the answered samples (None when not estimated; NaN for a question none of whose samples answers)."""
+        from rlec.eval.selective import ratio_or_nan
+
+        return None if self.q_correct is None else ratio_or_nan(self.q_correct, self.q_n)
 
 
 def _interval(values: np.ndarray, ci: float) -> tuple[float | None, float | None]:
@@ -329,11 +335,13 @@ def _num(x: float) -> float | None:
 
 
 def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """(Q, ...) values, (B, Q) weights -> (B, ...) weighted means (NaN where the weights sum to 0)."""
-    total = weights.sum(axis=1)
+    """(Q, ...) values, (B, Q) weights -> (B, ...) weighted means over the questions where the value is
+    defined (NaN values are left out; NaN where no weight remains)."""
     flat = values.reshape(values.shape[0], -1)
+    have = ~np.isnan(flat)
+    total = weights @ have
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = (weights @ flat) / total[:, None]
+        out = np.where(total > 0, (weights @ np.where(have, flat, 0.0)) / np.where(total > 0, total, 1.0), np.nan)
     return out.reshape((weights.shape[0],) + values.shape[1:])
 
 
@@ -370,7 +378,7 @@ def stratum_figures(table: QuestionTable, mask: np.ndarray, *, n_boot: int, ci: 
         ow = weights[:, obs_q] * count[None, :]
         out = {"ece": expected_calibration_error(conf, label, ow), "brier": brier_score(conf, label, ow), "auroc": auroc(conf, label, ow)}
         for key, values in per_q.items():
-            out[f"{key}@p"] = _weighted_mean(np.where(np.isnan(values), 0.0, values), weights * 1.0)
+            out[f"{key}@p"] = _weighted_mean(values, weights)
         out["monotonicity"] = _weighted_mean(per_q["monotonicity_violations"].max(axis=1) if len(table.grid) else np.zeros(len(idx)), weights)
         if q is not None:
             out["agreement"] = out["agreement@p"].mean(axis=1)
@@ -423,15 +431,18 @@ def question_rows(table: QuestionTable, ci: float) -> list[dict[str, Any]]:
     q = table.q
     lo = hi = None
     if q is not None:
-        lo, hi = wilson_interval(table.q_correct, table.q_n, ci)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo, hi = wilson_interval(table.q_correct, table.q_n, ci)
     rows = []
     for i, (source, qid) in enumerate(table.keys):
         row: dict[str, Any] = {"source": source, "question_id": qid, "difficulty": difficulty(source, qid), "c": float(c[i]),
-                               "binary_correct": int(table.label_correct[i]), "binary_records": int(table.label_n[i]),
+                               "label_correct": int(table.label_correct[i]), "label_answered": int(table.label_n[i]),
                                "answer_rate": {lab: _num(float(a[i, t])) for t, lab in enumerate(labels)}}
         if q is not None:
-            row.update({"q": float(q[i]), "q_low": float(lo[i]), "q_high": float(hi[i]), "q_samples": int(table.q_n[i]),
-                        "ideal_answer": {lab: bool(q[i] > p) for lab, p in zip(labels, table.grid)}})
+            row.update({"q": _num(float(q[i])), "q_low": _num(float(lo[i])), "q_high": _num(float(hi[i])),
+                        "q_samples": int(table.q_records[i]) if table.q_records is not None else int(table.q_n[i]),
+                        "q_answered": int(table.q_n[i]),
+                        "ideal_answer": None if np.isnan(q[i]) else {lab: bool(q[i] > p) for lab, p in zip(labels, table.grid)}})
         rows.append(row)
     return rows
 
@@ -447,7 +458,7 @@ def strata_masks(table: QuestionTable, groups: dict[str, list[str]]) -> dict[str
     for level in sorted({lv for lv in levels if lv is not None}, key=lambda v: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", v)]):
         masks[level] = np.array([lv == level for lv in levels])
     if table.q is not None:
-        bins = [q_bin(float(v)) for v in table.q]
+        bins = [None if np.isnan(v) else q_bin(float(v)) for v in table.q]
         for b in dict.fromkeys(q_bin(lo) for lo in Q_BINS[:-1]):
             if b in bins:
                 masks[b] = np.array([x == b for x in bins])
@@ -462,4 +473,26 @@ def strata_figures_all(table: QuestionTable, groups: dict[str, list[str]], *, n_
         if name != "all" and mask.all():
             continue
         out[name] = stratum_figures(table, mask, n_boot=n_boot, ci=ci, seed=seed, name=name)
+    return out
+
+
+def summary(calibration: dict[str, Any], targets: Sequence[float], strata: Sequence[str]) -> dict[str, Any]:
+    """A small record of a run's calibration block (``metrics.json`` -> ``runs -> label -> calibration``): per
+    stratum in ``strata`` (those present) the headline figures and, at each of ``targets``, the decision row.
+
+    Raises:
+        ValueError: a target not on the block's grid (the message names it and the grid).
+    """
+    missing = [p for p in targets if not any(abs(p - g) < 1e-9 for g in calibration["grid"])]
+    if missing:
+        raise ValueError(f"targets {missing} are not on the calibration grid {calibration['grid']}")
+    out: dict[str, Any] = {"q_source": calibration["q_source"], "q_interval": calibration["q_interval"],
+                           "c_rule": calibration["c_rule"], "grid": calibration["grid"], "strata": {}}
+    for name in strata:
+        fig = calibration["strata"].get(name)
+        if fig is None:
+            continue
+        rows = [row for row in fig["per_target"] if any(abs(row["target_p"] - p) < 1e-9 for p in targets)]
+        out["strata"][name] = {"n_questions": fig["n_questions"], "accuracy_binary": fig["accuracy_binary"],
+                               "headline": fig["headline"], "per_target": rows}
     return out

@@ -223,16 +223,17 @@ def source_groups(sources: Sequence[str]) -> dict[str, list[str]]:
 
 
 def analyze(records: Sequence[dict[str, Any]], graded: Sequence[dict[str, Any]], targets: Sequence[float | None], *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0, ks: Sequence[int] | None = None,
-            calibration: bool = False, q_counts: dict[tuple[str, str], tuple[int, int]] | None = None,
-            q_source: str | None = None) -> dict[str, Any]:
+            calibration: bool = False, q_counts: dict[tuple[str, str], tuple[int, int, int]] | None = None,
+            q_source: str | None = None, reference: float | None = None) -> dict[str, Any]:
     """Figures for every source group (:func:`source_groups`) and for all records together
     (questions resampled within sources).
 
     ``ks``: the k of pass@k; None = 1, 2, 4, ... up to the most samples of a question at a target
     (none with one sample each: pass@1 is the accuracy).
     ``calibration``: add the per-question calibration block (:func:`calibration_block`), with q_i
-    from ``q_counts`` ((source, question_id) -> (correct, samples) at the binary prompt, read from
-    ``q_source``), else from the records' own binary prompt when every question has >= 2 samples there.
+    from ``q_counts`` ((source, question_id) -> (correct, answered, samples) at the ``reference`` prompt
+    (None = binary), read from ``q_source``), else from the records' own reference prompt when every
+    question has >= 2 samples there.
     """
     keys, per_question = question_counts(records, graded, targets)
     if ks is None:
@@ -255,7 +256,8 @@ def analyze(records: Sequence[dict[str, Any]], graded: Sequence[dict[str, Any]],
     }
     out = {"groups": groups, "grading": grading}
     if calibration:
-        out["calibration"] = calibration_block(keys, per_question, targets, q_counts, q_source=q_source, n_boot=n_boot, ci=ci, seed=seed)
+        out["calibration"] = calibration_block(keys, per_question, targets, q_counts, q_source=q_source, reference=reference,
+                                               n_boot=n_boot, ci=ci, seed=seed)
     return out
 
 
@@ -264,20 +266,22 @@ def stated_targets(targets: Sequence[float | None]) -> list[float]:
     return sorted(float(t) for t in targets if t is not None)
 
 
-def binary_counts(keys: Sequence[tuple[str, str]], per_question: np.ndarray, targets: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
-    """(correct, records) per question at the binary prompt; zeros when the grid has no binary prompt."""
-    if None not in targets:
-        return np.zeros(len(keys)), np.zeros(len(keys))
-    col = list(targets).index(None)
-    return per_question[:, col, 1].copy(), per_question[:, col, 0].copy()
+def reference_counts(per_question: np.ndarray, targets: Sequence[float | None], reference: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(correct, answered, records) per question at the ``reference`` prompt (None = binary); zeros when the grid lacks it."""
+    labels = [target_label(t) for t in targets]
+    if target_label(reference) not in labels:
+        return (np.zeros(per_question.shape[0]),) * 3
+    cell = per_question[:, labels.index(target_label(reference)), :]
+    return cell[:, 1].copy(), cell[:, 1] + cell[:, 2], cell[:, 0].copy()
 
 
 def calibration_block(keys: Sequence[tuple[str, str]], per_question: np.ndarray, targets: Sequence[float | None],
-                      q_counts: dict[tuple[str, str], tuple[int, int]] | None = None, *, q_source: str | None = None,
-                      n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, Any] | None:
+                      q_counts: dict[tuple[str, str], tuple[int, int, int]] | None = None, *, q_source: str | None = None,
+                      reference: float | None = None, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict[str, Any] | None:
     """Per-question calibration of one run (``docs/metrics.md``, "Per-question calibration"): q_i, c_i,
-    smECE / ECE / Brier / AUROC of c against binary-prompt correctness and the decisions per target, in
-    every stratum of :func:`rlec.eval.calibration.strata_masks`.
+    smECE / ECE / Brier / AUROC of c against the correctness of the run's answers at the ``reference``
+    prompt (None = binary; abstentions there carry no label) and the decisions per target, in every
+    stratum of :func:`rlec.eval.calibration.strata_masks`.
 
     Questions without a record at every stated target are left out (counted in ``left_out``).
 
@@ -293,23 +297,25 @@ def calibration_block(keys: Sequence[tuple[str, str]], per_question: np.ndarray,
     cols = [list(targets).index(p) for p in grid]
     sweep = per_question[:, cols, :]
     complete = (sweep[..., 0] > 0).all(axis=1)
-    label_correct, label_n = binary_counts(keys, per_question, targets)
-    q_correct = q_n = None
+    label_correct, label_n, label_records = reference_counts(per_question, targets, reference)
+    q_correct = q_n = q_records = None
     source = None
     if q_counts is not None:
-        q_correct = np.array([q_counts[k][0] for k in keys], dtype=np.float64)
-        q_n = np.array([q_counts[k][1] for k in keys], dtype=np.float64)
+        q_correct, q_n, q_records = (np.array([q_counts[k][j] for k in keys], dtype=np.float64) for j in range(3))
         source = q_source
-    elif len(keys) and (label_n >= 2).all():
-        q_correct, q_n, source = label_correct.copy(), label_n.copy(), "the run's binary-prompt records"
+    elif len(keys) and (label_records >= 2).all():
+        q_correct, q_n, q_records = label_correct.copy(), label_n.copy(), label_records.copy()
+        source = f"the run's own records at the {_prompt_name(reference)}"
     kept = [k for k, ok in zip(keys, complete) if ok]
     sources = sorted({src for src, _ in kept})
     table = QuestionTable(
         keys=kept, strata=np.array([sources.index(src) for src, _ in kept], dtype=int), grid=grid, counts=sweep[complete],
         label_correct=label_correct[complete], label_n=label_n[complete],
         q_correct=None if q_correct is None else q_correct[complete], q_n=None if q_n is None else q_n[complete],
+        q_records=None if q_records is None else q_records[complete],
     )  # fmt: skip
     return {
+        "reference": target_label(reference),
         "q_source": source,
         "q_interval": f"Wilson score, {ci:.0%}" if source else None,
         "c_rule": "answer-rate area" if table.sampled else "largest answered target",
@@ -320,36 +326,42 @@ def calibration_block(keys: Sequence[tuple[str, str]], per_question: np.ndarray,
     }
 
 
-def load_q_counts(path: Path, keys: set[tuple[str, str]], *, skip_invalid: bool = False) -> list[dict[str, Any]]:
+def _prompt_name(reference: float | None) -> str:
+    return "binary prompt" if reference is None else f"target p = {target_label(reference)}"
+
+
+def load_q_counts(path: Path, keys: set[tuple[str, str]], *, reference: float | None = None, skip_invalid: bool = False) -> list[dict[str, Any]]:
     """Read a q_i record file (``--q-records``) and check it before any grading.
 
     Returns:
-        Its binary-prompt records (others ignored), one per (source, question_id, sample).
+        Its records at the ``reference`` prompt (None = binary; others ignored), one per (source,
+        question_id, sample), for the questions in ``keys``.
 
     Raises:
-        ValueError: no record at the binary prompt, a question of the run without records there, or
+        ValueError: no record at the reference prompt, a question of the run without records there, or
             one with fewer than 2 samples (the message names the file, the question and the rule).
     """
     records, _ = read_records(path, skip_invalid=skip_invalid, check=_gradable_gold)
+    label, where = target_label(reference), _prompt_name(reference)
     seen: set[tuple[str, str, str, int]] = set()
-    binary, samples = [], Counter()
+    kept, samples = [], Counter()
     for rec in records:
-        if rec["target"] == BINARY and has_grader(rec["data_source"]) and record_key(rec) not in seen:
+        if rec["target"] == label and has_grader(rec["data_source"]) and record_key(rec) not in seen:
             seen.add(record_key(rec))
-            binary.append(rec)
+            kept.append(rec)
             samples[(rec["source"], rec["question_id"])] += 1
-    how = "rlec.eval.evaluate --targets binary --n-samples N (N >= 2) at the run's sampling settings"
-    if not binary:
-        raise ValueError(f"--q-records {path}: no record at the binary prompt; q_i needs samples there ({how})")
+    how = f"rlec.eval.evaluate --targets {label} --n-samples N (N >= 2) at the run's sampling settings"
+    if not kept:
+        raise ValueError(f"--q-records {path}: no record at the {where}; q_i needs samples there ({how})")
     missing = sorted(keys - set(samples))
     if missing:
-        raise ValueError(f"--q-records {path}: no binary-prompt sample for {len(missing)} of the run's {len(keys)} questions "
+        raise ValueError(f"--q-records {path}: no sample at the {where} for {len(missing)} of the run's {len(keys)} questions "
                          f"(first: {missing[0][0]}/{missing[0][1]}); evaluate the same questions ({how})")
     few = sorted(k for k in keys if samples[k] < 2)
     if few:
-        raise ValueError(f"--q-records {path}: {few[0][0]}/{few[0][1]} has {samples[few[0]]} sample(s) at the binary prompt; "
+        raise ValueError(f"--q-records {path}: {few[0][0]}/{few[0][1]} has {samples[few[0]]} sample(s) at the {where}; "
                          f"q_i needs N >= 2 ({how})")
-    return [r for r in binary if (r["source"], r["question_id"]) in keys]
+    return [r for r in kept if (r["source"], r["question_id"]) in keys]
 
 
 def _labels(paths: Sequence[Path], given: str | None) -> list[str]:
@@ -452,6 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per run, a record file of N >= 2 samples per question at the binary prompt (rlec.eval.evaluate --targets "
                    "binary --n-samples N) that q_i is estimated from; '-' = the run's own binary-prompt records. Without it, q_i "
                    "comes from the run's own binary prompt when every question has >= 2 samples there")
+    p.add_argument("--q-target", default=BINARY, metavar="binary|P",
+                   help="the prompt q_i is sampled at and the calibration labels are read at: 'binary' (the prompt without a "
+                   "target, default) or a stated target of the grid, for a model whose answers differ between the two")
     p.add_argument("--no-calibration", action="store_true", help="skip the per-question calibration figures (smECE, ECE, Brier, "
                    "AUROC, agreement, regret, monotonicity)")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
@@ -512,6 +527,8 @@ def _q_inputs(args: argparse.Namespace, paths: list[Path], loaded: list[tuple[li
         ValueError: ``--q-records`` with another count than the runs, with ``--no-calibration``, a grid with
             fewer than two stated targets, or a bad q file (:func:`load_q_counts`).
     """
+    if args.q_target.strip().lower() != BINARY:
+        _reference(args, targets)  # a stated --q-target must be a target of the grid
     if args.q_records is None:
         return [None] * len(paths)
     if args.no_calibration:
@@ -520,20 +537,40 @@ def _q_inputs(args: argparse.Namespace, paths: list[Path], loaded: list[tuple[li
         raise ValueError(f"--q-records needs one file per run ({len(paths)}; '-' = the run's own binary prompt), got {len(args.q_records)}")
     if len(stated_targets(targets)) < 2:
         raise ValueError(f"--targets {args.targets!r}: c_i and the decisions need at least two targets with a stated p")
+    reference = _reference(args, targets)
+    label, where = target_label(reference), _prompt_name(reference)
     out: list[tuple[Path, list[dict[str, Any]]] | None] = []
     for q_path, (records, _) in zip(args.q_records, loaded):
         if q_path == "-":
             keys = {(r["source"], r["question_id"]) for r in records}
-            few = Counter((r["source"], r["question_id"]) for r in records if r["target"] == BINARY)
+            few = Counter((r["source"], r["question_id"]) for r in records if r["target"] == label)
             short = sorted(k for k in keys if few[k] < 2)
             if short:
-                raise ValueError(f"--q-records -: {short[0][0]}/{short[0][1]} has {few[short[0]]} sample(s) at the binary prompt of "
+                raise ValueError(f"--q-records -: {short[0][0]}/{short[0][1]} has {few[short[0]]} sample(s) at the {where} of "
                                  "its run; q_i needs N >= 2 (rlec.eval.evaluate --n-samples N)")
             out.append(None)
         else:
             path = Path(q_path)
-            out.append((path, load_q_counts(path, {(r["source"], r["question_id"]) for r in records}, skip_invalid=args.skip_invalid)))
+            keys = {(r["source"], r["question_id"]) for r in records}
+            out.append((path, load_q_counts(path, keys, reference=reference, skip_invalid=args.skip_invalid)))
     return out
+
+
+def _reference(args: argparse.Namespace, targets: Sequence[float | None]) -> float | None:
+    """``--q-target`` as a grid target (None = binary).
+
+    Raises:
+        ValueError: not 'binary' or a number, or not a target of ``--targets`` (the labels are read there).
+    """
+    spec = args.q_target.strip()
+    try:
+        reference = None if spec.lower() == BINARY else parse_targets(spec)[0]
+    except ValueError:
+        raise ValueError(f"--q-target must be 'binary' or a target p in [0, 1), got {args.q_target!r}") from None
+    if target_label(reference) not in {target_label(t) for t in targets}:
+        raise ValueError(f"--q-target {target_label(reference)}: not in --targets {args.targets!r}; the calibration labels are the "
+                         "run's answers at that prompt")
+    return reference
 
 
 def _write_outputs(
@@ -551,17 +588,20 @@ def _write_outputs(
         "settings": {"targets": [target_label(t) for t in targets], "b": EVALUATION_B, "bootstrap": args.bootstrap, "ci": args.ci, "seed": args.seed},
         "runs": {},
     }
+    reference = None if args.no_calibration or args.q_target.strip().lower() == BINARY else _reference(args, targets)
     with atomic_dir(out_dir) as tmp:
         for label, path, (records, diagnostics), q_input in zip(labels, paths, loaded, q_loaded or [None] * len(paths)):
             graded = grade_records(records, timeout_s=args.timeout_s, progress=not args.quiet)
             q_counts = q_source = None
             if q_input is not None:
                 q_path, q_records = q_input
-                q_keys, q_per_question = question_counts(q_records, grade_records(q_records, timeout_s=args.timeout_s, progress=not args.quiet), [None])
-                q_counts = {k: (int(q_per_question[i, 0, 1]), int(q_per_question[i, 0, 0])) for i, k in enumerate(q_keys)}
+                q_graded = grade_records(q_records, timeout_s=args.timeout_s, progress=not args.quiet)
+                q_keys, q_cells = question_counts(q_records, q_graded, [reference])
+                q_counts = {k: (int(q_cells[i, 0, 1]), int(q_cells[i, 0, 1] + q_cells[i, 0, 2]), int(q_cells[i, 0, 0]))
+                            for i, k in enumerate(q_keys)}
                 q_source = str(q_path)
             run = analyze(records, graded, targets, n_boot=args.bootstrap, ci=args.ci, seed=args.seed, ks=ks,
-                          calibration=not args.no_calibration, q_counts=q_counts, q_source=q_source)
+                          calibration=not args.no_calibration, q_counts=q_counts, q_source=q_source, reference=reference)
             result["runs"][label] = {"path": str(path), "records": diagnostics, **run}
             atomic_write_jsonl(tmp / f"graded-{label.replace('/', '_')}.jsonl", ({**rec, "grade": g} for rec, g in zip(records, graded)))
         if len(labels) == 2:

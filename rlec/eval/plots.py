@@ -5,7 +5,7 @@
 - ``risk_coverage.png``: the closed risk-coverage curve of the target sweep whose area is AURC;
 - ``reward_vs_target.png``: mean RLEC reward at b = 1 against p, per source (0 = always abstain);
 - ``hallucination_abstention.png``: abstention and hallucination rates against p per calibration stratum;
-- ``reliability.png``: relplot's reliability diagram of c_i against binary-prompt correctness, per run.
+- ``reliability.png``: relplot's reliability diagram of c_i against correctness at the reference prompt, per run.
 
 Colours are groups (all, then each source); line styles are runs (solid = first, dashed =
 second), so two runs compare in the same figure.
@@ -133,8 +133,9 @@ def plot_hallucination_abstention(result: dict[str, Any], path: Path) -> Path:
 
 
 def plot_reliability(result: dict[str, Any], path: Path) -> Path:
-    """relplot's reliability diagram (smoothed, Blasiok & Nakkiran 2024) of c_i against binary-prompt
-    correctness, one panel per run, every question (one observation per binary-prompt record)."""
+    """relplot's reliability diagram (smoothed, Blasiok & Nakkiran 2024) of c_i against the correctness of
+    the run's answers at the reference prompt (binary unless ``--q-target``), one panel per run, one
+    observation per answered record."""
     import numpy as np
     import relplot
 
@@ -142,13 +143,13 @@ def plot_reliability(result: dict[str, Any], path: Path) -> Path:
     with matplotlib.rc_context():  # relplot restyles matplotlib globally: keep it to this figure
         figure, axes = plt.subplots(1, len(runs), figsize=(5.2 * len(runs), 5.0), squeeze=False)
         for ax, (label, cal) in zip(axes[0], runs.items()):
-            rows = [q for q in cal["questions"] if q["binary_records"]]
-            f = np.concatenate([[q["c"]] * q["binary_records"] for q in rows]) if rows else np.array([])
-            y = np.concatenate([[1.0] * q["binary_correct"] + [0.0] * (q["binary_records"] - q["binary_correct"]) for q in rows]) if rows else np.array([])
+            rows = [q for q in cal["questions"] if q["label_answered"]]
+            f = np.concatenate([[q["c"]] * q["label_answered"] for q in rows]) if rows else np.array([])
+            y = np.concatenate([[1.0] * q["label_correct"] + [0.0] * (q["label_answered"] - q["label_correct"]) for q in rows]) if rows else np.array([])
             if len(f) >= 2:
                 diagram = relplot.prepare_rel_diagram(f, y, num_bootstrap=100, report_CE_std=False)
                 relplot.plot_rel_diagram(diagram, fig=figure, ax=ax)
-            ax.set_title(f"{label}: c_i ({cal['c_rule']}) vs correctness", fontsize=9)
+            ax.set_title(f"{label}: c_i ({cal['c_rule']}) vs correctness at {cal['reference']}", fontsize=9)
         return save_figure(figure, path, **_FIGURE_FILE)
 
 

@@ -94,10 +94,11 @@ def _calibration_tables(result: dict[str, Any], per_target_groups: Sequence[str]
     notes = []
     for label, cal in runs.items():
         q = f"q_i from {cal['q_source']} ({cal['q_interval']} intervals)" if cal["q_source"] else "no q_i (agreement, regret: n/a)"
+        q = f"labels and q_i at the {'binary prompt' if cal['reference'] == 'binary' else 'target p = ' + cal['reference']}; {q}"
         notes.append(f"- {label}: c_i = {cal['c_rule']} over p = {', '.join(f'{p:g}' for p in cal['grid'])}; {q}"
                      + (f"; {len(cal['left_out'])} questions without a record at every target left out" if cal["left_out"] else ""))
     if len(labels) == 1:
-        lines += ["", f"## per-question calibration: c_i against binary-prompt correctness; decisions against 'answer iff q_i > p' "
+        lines += ["", f"## per-question calibration: c_i against correctness; decisions against 'answer iff q_i > p' "
                   f"({ci:.0%} bootstrap intervals over questions)", ""]
         rows = [[name, str(fig["n_questions"])] + [_with_ci(fig["headline"][k]) for k in CALIBRATION_TITLES]
                 for name, fig in first["strata"].items()]

@@ -199,7 +199,7 @@ def test_metrics_reports_hand_computed_calibration_per_stratum(tmp_path: Path, r
     block = result["runs"]["sweep"]["calibration"]
     assert block["q_source"] == str(q) and block["c_rule"] == "largest answered target" and block["grid"] == [0.2, 0.6]
     rows = {r["question_id"]: r for r in block["questions"]}
-    assert {k: (r["q"], r["c"], r["q_samples"]) for k, r in rows.items()} == {
+    assert {k: (r["q"], r["c"], r["q_answered"]) for k, r in rows.items()} == {
         "add-1+2": (1.0, 0.6, 4), "add-3+4": (0.5, 0.2, 4), "add-10+20": (0.25, 0.6, 4), "add-11+22": (0.0, 0.0, 4)}
     assert rows["add-11+22"]["answer_rate"] == {"0.2": 0.0, "0.6": 0.0} and rows["add-10+20"]["ideal_answer"] == {"0.2": True, "0.6": False}
     assert list(block["strata"]) == ["all", "digits=1", "digits=2", "q=[0,0.25)", "q=[0.25,0.5)", "q=[0.5,0.75)", "q=[0.75,1]"]
@@ -239,7 +239,7 @@ def test_q_from_the_runs_own_binary_samples_and_compare_carries_the_deltas(tmp_p
     assert metrics.main(args) == 0
     result = json.loads((out / "metrics.json").read_text())
     a, b = (result["runs"][k]["calibration"] for k in ("sweep", "own"))
-    assert b["q_source"] == "the run's binary-prompt records"
+    assert b["q_source"] == "the run's own records at the binary prompt"
     assert [r["q"] for r in a["questions"]] == [r["q"] for r in b["questions"]]
     # labels differ: own's binary prompt has 7 right of 16 samples, sweep's 2 of 4
     assert b["strata"]["all"]["n_observations"] == 16 and a["strata"]["all"]["n_observations"] == 4
@@ -261,7 +261,7 @@ def test_without_q_agreement_and_regret_are_null_but_calibration_is_reported(tmp
     assert head["auroc"]["value"] == pytest.approx(0.625) and head["monotonicity"]["value"] == pytest.approx(0.25)
 
 
-@pytest.mark.parametrize("case", ["no_binary", "one_sample", "missing_question", "count", "grid", "own_one_sample"])
+@pytest.mark.parametrize("case", ["no_binary", "one_sample", "missing_question", "count", "grid", "own_one_sample", "q_target"])
 def test_bad_q_input_is_one_line_and_nothing_is_written(tmp_path: Path, record_factory, capsys, case: str) -> None:
     sweep, q = _files(tmp_path, record_factory)
     targets, q_args = SPEC, [str(q)]
@@ -273,16 +273,19 @@ def test_bad_q_input_is_one_line_and_nothing_is_written(tmp_path: Path, record_f
         expect = f"--q-records {q}: math/add-3+4 has 1 sample(s) at the binary prompt; q_i needs N >= 2"
     elif case == "missing_question":
         atomic_write_jsonl(q, [r for r in _q_samples(record_factory) if r["question_id"] != "add-1+2"])
-        expect = f"--q-records {q}: no binary-prompt sample for 1 of the run's 4 questions (first: math/add-1+2)"
+        expect = f"--q-records {q}: no sample at the binary prompt for 1 of the run's 4 questions (first: math/add-1+2)"
     elif case == "count":
         q_args = [str(q), str(q)]
         expect = "--q-records needs one file per run (1; '-' = the run's own binary prompt), got 2"
     elif case == "grid":
         targets = "binary,0.2"
         expect = "--targets 'binary,0.2': c_i and the decisions need at least two targets with a stated p"
-    else:
+    elif case == "own_one_sample":
         q_args = ["-"]
         expect = "--q-records -: math/add-1+2 has 1 sample(s) at the binary prompt of its run; q_i needs N >= 2"
+    else:
+        q_args = [str(q), "--q-target", "0.3"]
+        expect = "--q-target 0.3: not in --targets 'binary,0.2,0.6'; the calibration labels are the run's answers at that prompt"
     out = tmp_path / "m"
     assert metrics.main([str(sweep), "--q-records", *q_args, "--targets", targets, "--out-dir", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
@@ -307,3 +310,52 @@ def test_evaluate_refuses_a_bad_top_k_before_loading_anything(tmp_path: Path, ca
     assert evaluate.main(["--model", str(tmp_path / "none"), "--data", str(tmp_path / "none.parquet"), "--out", str(out), "--top-k", "-3"]) == 2
     assert "top_k must be -1 (off) or >= 1, got -3" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_summary_keeps_the_named_strata_and_targets_and_refuses_a_target_off_the_grid() -> None:
+    row = lambda p: {"target_p": p, "agreement": {"value": 1.0, "ci_low": None, "ci_high": None}}  # noqa: E731
+    block = {"q_source": "q.jsonl", "q_interval": "Wilson score, 95%", "c_rule": "largest answered target", "grid": [0.1, 0.5, 0.8],
+             "strata": {"all": {"n_questions": 3, "accuracy_binary": 0.5, "headline": {"auroc": {"value": 0.7}},
+                                "per_target": [row(0.1), row(0.5), row(0.8)]}}}
+    out = cal.summary(block, [0.1, 0.8], ["all", "digits=2"])
+    assert list(out["strata"]) == ["all"] and [r["target_p"] for r in out["strata"]["all"]["per_target"]] == [0.1, 0.8]
+    with pytest.raises(ValueError, match=r"targets \[0.3\] are not on the calibration grid"):
+        cal.summary(block, [0.3], ["all"])
+
+
+def test_q_counts_only_answered_samples_and_a_question_that_always_abstains_has_no_q(tmp_path: Path, record_factory) -> None:
+    """q_i is P(right | it answers): abstaining samples carry no correctness. Q1: 2 right, 1 wrong, 1 abstains
+    -> 2/3; Q4 abstains in all 4 samples -> no q_i, left out of agreement and regret (not counted as wrong)."""
+    sweep, q = _files(tmp_path, record_factory)
+    samples = _q_samples(record_factory)
+    outcome = {("add-1+2", 0): "correct", ("add-1+2", 1): "correct", ("add-1+2", 2): "incorrect", ("add-1+2", 3): "abstain"}
+    samples = [record_factory(r["question_id"], None, "abstain" if r["question_id"] == "add-11+22" else
+                              outcome.get((r["question_id"], r["sample_index"]), "correct" if r["response"].endswith("{4}.") else "incorrect"),
+                              sample=r["sample_index"]) for r in samples]
+    atomic_write_jsonl(q, samples)
+    out = tmp_path / "m"
+    assert metrics.main([str(sweep), "--q-records", str(q), "--targets", SPEC, "--out-dir", str(out), "--quiet", "--bootstrap", "0",
+                         "--no-plots"]) == 0
+    block = json.loads((out / "metrics.json").read_text())["runs"]["sweep"]["calibration"]
+    rows = {r["question_id"]: r for r in block["questions"]}
+    assert (rows["add-1+2"]["q"], rows["add-1+2"]["q_answered"], rows["add-1+2"]["q_samples"]) == (pytest.approx(2 / 3), 3, 4)
+    assert rows["add-11+22"]["q"] is None and rows["add-11+22"]["ideal_answer"] is None
+    low, high = block["strata"]["all"]["per_target"]
+    # Q1 (q 2/3), Q2 (0.5), Q3 (0.25) only: at 0.2 decisions (1, 1, 0) vs ideal (1, 1, 1); at 0.6 (1, 0, 1) vs (1, 0, 0)
+    assert (low["agreement"]["value"], high["agreement"]["value"]) == pytest.approx((2 / 3, 2 / 3))
+    assert (low["regret"]["value"], high["regret"]["value"]) == pytest.approx((0.05 / 3, 0.35 / 3))
+
+
+def test_q_target_reads_q_and_the_labels_at_a_stated_target(tmp_path: Path, record_factory) -> None:
+    """A model whose answers differ between the binary prompt and the target prompts (the demo's warm start):
+    q_i and the labels are read at p = 0.2. Labels: the sweep's answers at 0.2 (Q1, Q2 right; Q3, Q4 abstain:
+    no label)."""
+    sweep, _ = _files(tmp_path, record_factory)
+    q = atomic_write_jsonl(tmp_path / "q02.jsonl", [dict(r, target="0.2", target_p=0.2, objective="rlec") for r in _q_samples(record_factory)])
+    out = tmp_path / "m"
+    assert metrics.main([str(sweep), "--q-records", str(q), "--q-target", "0.2", "--targets", SPEC, "--out-dir", str(out), "--quiet",
+                         "--bootstrap", "0", "--no-plots"]) == 0
+    block = json.loads((out / "metrics.json").read_text())["runs"]["sweep"]["calibration"]
+    assert block["reference"] == "0.2" and [r["q"] for r in block["questions"]] == [1.0, 0.5, 0.25, 0.0]
+    assert block["strata"]["all"]["n_observations"] == 2 and block["strata"]["all"]["headline"]["auroc"]["value"] is None
+    assert block["strata"]["all"]["headline"]["brier"]["value"] == pytest.approx((0.16 + 0.64) / 2)
