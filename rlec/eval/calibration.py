@@ -496,3 +496,49 @@ def summary(calibration: dict[str, Any], targets: Sequence[float], strata: Seque
         out["strata"][name] = {"n_questions": fig["n_questions"], "accuracy_binary": fig["accuracy_binary"],
                                "headline": fig["headline"], "per_target": rows}
     return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rlec.eval.calibration METRICS_JSON ...``: write :func:`summary` of runs' calibration blocks as JSON.
+
+    Exit status: 0 written; 2 bad input (one line naming the file, run, target or stratum; nothing written).
+    """
+    import argparse
+    import json
+    import sys
+    from pathlib import Path
+
+    from rlec.io import atomic_write_text
+
+    p = argparse.ArgumentParser(prog="python -m rlec.eval.calibration",
+                                description="A small JSON of the per-question calibration figures of metrics.json (docs/metrics.md).")
+    p.add_argument("metrics", nargs="+", help="metrics.json file(s) written by rlec.eval.metrics")
+    p.add_argument("--targets", default="0.1,0.8", help="comma-separated targets whose decision rows are kept")
+    p.add_argument("--strata", default="all", help="comma-separated strata kept (those a run lacks are left out)")
+    p.add_argument("--out", required=True, help="the JSON file to write")
+    args = p.parse_args(argv)
+    try:
+        targets = [float(t) for t in args.targets.split(",") if t.strip()]
+        strata = [s.strip() for s in args.strata.split(",") if s.strip()]
+        out: dict[str, Any] = {}
+        for path in args.metrics:
+            try:
+                result = json.loads(Path(path).read_text(encoding="utf-8"))
+                runs = result["runs"]
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}: not a metrics.json of rlec.eval.metrics ({exc})") from None
+            for label, run in runs.items():
+                if not run.get("calibration"):
+                    raise ValueError(f"{path}: run {label!r} has no calibration figures (rerun rlec.eval.metrics without --no-calibration)")
+                out[f"{Path(path).parent.name}/{label}" if len(args.metrics) > 1 else label] = {
+                    "metrics": str(path), **summary(run["calibration"], targets, strata)}
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    atomic_write_text(args.out, json.dumps(out, indent=1) + "\n")
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -359,3 +359,37 @@ def test_q_target_reads_q_and_the_labels_at_a_stated_target(tmp_path: Path, reco
     assert block["reference"] == "0.2" and [r["q"] for r in block["questions"]] == [1.0, 0.5, 0.25, 0.0]
     assert block["strata"]["all"]["n_observations"] == 2 and block["strata"]["all"]["headline"]["auroc"]["value"] is None
     assert block["strata"]["all"]["headline"]["brier"]["value"] == pytest.approx((0.16 + 0.64) / 2)
+
+
+def test_top_k_reaches_the_cpu_engine_top_1_sampling_is_greedy(tiny_moe_dir: Path) -> None:
+    """``evaluate --top-k`` -> SamplingSettings.top_k -> HFEngine.generate: at temperature 1 with top-1 every sample
+    is the greedy response (without top-k the tiny random model's samples differ from it)."""
+    import torch
+
+    from rlec.generation import HFEngine
+    from rlec.models import load_tokenizer
+    from rlec.prompts import build_messages, math_task, render
+
+    torch.set_num_threads(1)
+    tok = load_tokenizer(tiny_moe_dir)
+    prompts = [render(tok, build_messages(math_task("What is 2+3?"), None))] * 4
+    greedy = HFEngine(str(tiny_moe_dir), tok, SamplingSettings(temperature=0.0, max_new_tokens=8), device="cpu")
+    want = [g.text for g in greedy.generate(prompts, [1, 2, 3, 4])]
+    for top_k, same in ((1, True), (-1, False)):
+        engine = HFEngine(str(tiny_moe_dir), tok, SamplingSettings(temperature=1.0, max_new_tokens=8, top_k=top_k), device="cpu")
+        got = [g.text for g in engine.generate(prompts, [1, 2, 3, 4])]
+        assert (got == want) is same, (top_k, got, want)
+
+
+def test_summary_cli_writes_the_named_rows_and_refuses_a_run_without_calibration(tmp_path: Path, record_factory, capsys) -> None:
+    sweep, q = _files(tmp_path, record_factory)
+    out = tmp_path / "m"
+    assert metrics.main([str(sweep), "--q-records", str(q), "--targets", SPEC, "--out-dir", str(out), "--quiet", "--bootstrap", "0",
+                         "--no-plots"]) == 0
+    target = tmp_path / "s.json"
+    assert cal.main([str(out / "metrics.json"), "--targets", "0.6", "--strata", "all,digits=2", "--out", str(target)]) == 0
+    got = json.loads(target.read_text())["sweep"]
+    assert list(got["strata"]) == ["all", "digits=2"] and got["strata"]["all"]["per_target"][0]["regret"]["value"] == pytest.approx(0.0875)
+    assert metrics.main([str(sweep), "--targets", SPEC, "--out-dir", str(tmp_path / "n"), "--quiet", "--no-plots", "--no-calibration"]) == 0
+    assert cal.main([str(tmp_path / "n" / "metrics.json"), "--out", str(tmp_path / "t.json")]) == 2
+    assert "run 'sweep' has no calibration figures" in capsys.readouterr().err and not (tmp_path / "t.json").exists()
