@@ -354,7 +354,7 @@ def stratum_figures(table: QuestionTable, mask: np.ndarray, *, n_boot: int, ci: 
     ``min(n_boot, smece_boot)`` replicates.
 
     Returns:
-        ``{"n_questions", "n_observations", "accuracy_binary", "headline": {name: {value, ci_low,
+        ``{"n_questions", "n_observations", "label_accuracy" (right among the labelled answers), "headline": {name: {value, ci_low,
         ci_high}} over CALIBRATION_NAMES, "per_target": [...]}``; per target: ``target_p``,
         coverage and the decision rates of ``rlec.eval.selective.rates`` (hallucination rate,
         abstention rate, their ratio, RiskEval utility), agreement and regret (null without q_i,
@@ -417,7 +417,7 @@ def stratum_figures(table: QuestionTable, mask: np.ndarray, *, n_boot: int, ci: 
     return {
         "n_questions": int(len(idx)),
         "n_observations": int(count.sum()),
-        "accuracy_binary": _num(float(table.label_correct[idx].sum() / labelled.sum())) if labelled.sum() else None,
+        "label_accuracy": _num(float(table.label_correct[idx].sum() / labelled.sum())) if labelled.sum() else None,
         "headline": {key: figure(key) for key in CALIBRATION_NAMES},
         "per_target": per_target,
     }
@@ -486,14 +486,14 @@ def summary(calibration: dict[str, Any], targets: Sequence[float], strata: Seque
     missing = [p for p in targets if not any(abs(p - g) < 1e-9 for g in calibration["grid"])]
     if missing:
         raise ValueError(f"targets {missing} are not on the calibration grid {calibration['grid']}")
-    out: dict[str, Any] = {"q_source": calibration["q_source"], "q_interval": calibration["q_interval"],
+    out: dict[str, Any] = {"reference": calibration["reference"], "q_source": calibration["q_source"], "q_interval": calibration["q_interval"],
                            "c_rule": calibration["c_rule"], "grid": calibration["grid"], "strata": {}}
     for name in strata:
         fig = calibration["strata"].get(name)
         if fig is None:
             continue
         rows = [row for row in fig["per_target"] if any(abs(row["target_p"] - p) < 1e-9 for p in targets)]
-        out["strata"][name] = {"n_questions": fig["n_questions"], "accuracy_binary": fig["accuracy_binary"],
+        out["strata"][name] = {"n_questions": fig["n_questions"], "n_observations": fig["n_observations"], "label_accuracy": fig["label_accuracy"],
                                "headline": fig["headline"], "per_target": rows}
     return out
 

@@ -314,8 +314,8 @@ def test_evaluate_refuses_a_bad_top_k_before_loading_anything(tmp_path: Path, ca
 
 def test_summary_keeps_the_named_strata_and_targets_and_refuses_a_target_off_the_grid() -> None:
     row = lambda p: {"target_p": p, "agreement": {"value": 1.0, "ci_low": None, "ci_high": None}}  # noqa: E731
-    block = {"q_source": "q.jsonl", "q_interval": "Wilson score, 95%", "c_rule": "largest answered target", "grid": [0.1, 0.5, 0.8],
-             "strata": {"all": {"n_questions": 3, "accuracy_binary": 0.5, "headline": {"auroc": {"value": 0.7}},
+    block = {"reference": "binary", "q_source": "q.jsonl", "q_interval": "Wilson score, 95%", "c_rule": "largest answered target", "grid": [0.1, 0.5, 0.8],
+             "strata": {"all": {"n_questions": 3, "n_observations": 3, "label_accuracy": 0.5, "headline": {"auroc": {"value": 0.7}},
                                 "per_target": [row(0.1), row(0.5), row(0.8)]}}}
     out = cal.summary(block, [0.1, 0.8], ["all", "digits=2"])
     assert list(out["strata"]) == ["all"] and [r["target_p"] for r in out["strata"]["all"]["per_target"]] == [0.1, 0.8]
