@@ -22,6 +22,8 @@ TARGET_COLUMNS = (
 def _f(x: float | None, signed: bool = False) -> str:
     if x is None:
         return "n/a"
+    if abs(x) < 5e-4:
+        x = 0.0  # no "-0.000" for a value that rounds to zero
     return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
