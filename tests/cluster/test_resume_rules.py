@@ -10,6 +10,7 @@ import pytest
 
 from rlec.cluster.config_check import main
 from rlec.cluster.resume import RUN_RECORD, apply_resume_rules, record_run, resume_setting_findings, resumes
+from rlec.config import flatten
 from rlec.reward.schedule import schedule_from_config
 
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -156,6 +157,12 @@ SIX = {
 }
 
 
+FIRST_VALUES = {"actor_rollout_ref.rollout.top_k=5": "-1 -> 5: ", "actor_rollout_ref.actor.ppo_epochs=3": "1 -> 3: ",
+                "actor_rollout_ref.actor.entropy_coeff=0.5": "0 -> 0.5: ",
+                "actor_rollout_ref.rollout.response_length=16": "64 -> 16: ",
+                "rlec.cpu.rollout_weight_noise=0.5": "0.0 -> 0.5: ", "precision=bf16": "'float32' -> 'bfloat16': "}
+
+
 @pytest.mark.parametrize("override", list(SIX))
 def test_each_resume_change_that_passed_before_issue_55_is_refused_naming_both_values(compose_rlec, tmp_path, override):
     record_run(launch(compose_rlec, tmp_path, "trainer.total_training_steps=2"))
@@ -164,21 +171,13 @@ def test_each_resume_change_that_passed_before_issue_55_is_refused_naming_both_v
     resumed = compose_rlec(*args, f"trainer.default_local_dir={tmp_path}", "trainer.total_training_steps=4", override)
     findings = resume_setting_findings(resumed)
     assert sorted(f.key for f in findings) == SIX[override] and all(f.level == "error" for f in findings)
-    saved = json.loads((tmp_path / RUN_RECORD).read_text())
+    old, new = flatten(json.loads((tmp_path / RUN_RECORD).read_text())), flatten(resumed)
     for f in findings:  # both values, the saved one first
-        old, new = (saved, _flat(resumed))
-        node = old
-        for part in f.key.split("."):
-            node = node[part]
-        assert f.message.startswith(f"{node!r} -> {new[f.key]!r}: "), f.message
+        assert f.message.startswith(f"{old[f.key]!r} -> {new[f.key]!r}: "), f.message
+    first = next(f for f in findings if f.key == SIX[override][0])
+    assert first.message.startswith(FIRST_VALUES[override]), first.message  # by hand: the recipe's and CPU layout's
     with pytest.raises(ValueError, match=SIX[override][0].replace(".", r"\.")):
         apply_resume_rules(resumed)  # verl's trainer refuses it too
-
-
-def _flat(cfg) -> dict:
-    from rlec.config import flatten
-
-    return flatten(cfg)
 
 
 def _changed(value):
@@ -203,7 +202,7 @@ def test_every_key_of_the_resolved_config_is_allowed_or_refused_on_change(compos
     allows is the whole list (printed by key when it grows)."""
     from rlec.config import RESUME_ALLOWED, resume_allowed, resume_differences
 
-    configs = [_flat(compose_rlec("layout=cpu", "precision=fp32", "algorithm=[rlve,e3,passk]")), _flat(compose_rlec())]
+    configs = [flatten(compose_rlec("layout=cpu", "precision=fp32", "algorithm=[rlve,e3,passk]")), flatten(compose_rlec())]
     keys = sorted(set().union(*configs))
     assert len(keys) > 900  # the whole resolved config, verl's sections too
     for flat in configs:
