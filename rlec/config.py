@@ -103,6 +103,7 @@ RESUME_ALLOWED: dict[str, str] = {
     "rlec.cpu.eval.": "the final evaluation after training",
 }
 SCHEDULE_END = "rlec.schedule.end_step"
+EPOCHS = "trainer.total_epochs"
 
 
 def resume_allowed(key: str) -> bool:
@@ -130,7 +131,10 @@ def resume_differences(saved: Any, current: Any) -> tuple[list[str], list[str]]:
     the resolved config that differs from the saved one, or that only one side has, refuses the resume unless a
     resume may change it (:data:`RESUME_ALLOWED`, each with its reason); those continue with a note.
     ``rlec.schedule.end_step`` is refused when it moves the step where b reaches its end value (the saved
-    ``end_step``, or the saved step count when unset); written out at the same step it is only noted. The b
+    ``end_step``, or the saved step count when unset); written out at the same step it is only noted.
+    ``trainer.total_epochs`` is noted when both sides set ``trainer.total_training_steps`` (the epochs then only
+    end verl's loop, which a longer run over few rows needs: :func:`rlec.cluster.paths.steps_findings`), refused
+    otherwise (they would set the step count, hence the b schedule). The b
     schedule keeps its original length when only the step count changes (see :func:`pinned_schedule_end`).
 
     Args:
@@ -147,7 +151,9 @@ def resume_differences(saved: Any, current: Any) -> tuple[list[str], list[str]]:
         if key in old and key in new and (old[key] == new[key] or _plain(old[key]) == _plain(new[key])):
             continue
         line = f"{key}: {old.get(key, '<absent>')!r} -> {new.get(key, '<absent>')!r}"
-        if key == SCHEDULE_END:
+        if key == EPOCHS and all(side.get("trainer.total_training_steps") is not None for side in (old, new)):
+            noted.append(line + " (the step count is set: the epochs only bound verl's loop)")
+        elif key == SCHEDULE_END:
             same = _schedule_end(old) == (_schedule_end(new) if new.get(key) is not None else _schedule_end(old))
             (noted if same else refused).append(line + (" (b still reaches its end value at the same step)" if same
                                                         else " (moves the step where b reaches its end value)"))

@@ -100,6 +100,14 @@ def test_resume_refuses_settings_that_change_the_objective_and_notes_the_rest() 
     assert refused == ["rlec.schedule.end_step: None -> 6 (moves the step where b reaches its end value)"] and not noted
     refused, noted = resume_differences(SAVED, _with(rlec__schedule__end_step=4))
     assert not refused and noted == ["rlec.schedule.end_step: None -> 4 (b still reaches its end value at the same step)"]
+    # more epochs let a longer run go on over few rows (the step count set on both sides); without one they set it
+    saved = _with(trainer__total_epochs=1)
+    refused, noted = resume_differences(saved, _with(trainer__total_epochs=2, trainer__total_training_steps=8))
+    assert not refused and noted == ["trainer.total_epochs: 1 -> 2 (the step count is set: the epochs only bound verl's "
+                                     "loop)", "trainer.total_training_steps: 4 -> 8"]
+    steps_unset = _with(trainer__total_epochs=1, trainer__total_training_steps=None)
+    refused, _ = resume_differences(steps_unset, _with(trainer__total_epochs=2, trainer__total_training_steps=None))
+    assert refused == ["trainer.total_epochs: 1 -> 2"]
     # a key only one side has is a change too (refused unless allowed), named <absent> on the side that lacks it
     refused, noted = resume_differences(SAVED, {**_with(), "extra": {"k": 1}, "ray_kwargs": {"num_cpus": 8}})
     assert refused == ["extra.k: '<absent>' -> 1"] and noted == ["ray_kwargs.num_cpus: '<absent>' -> 8"]
