@@ -90,16 +90,26 @@ class ScheduleSettings:
                                f"must be > start_step = {self.start_step} (or null: the run's total training steps)")
 
 
+MAX_GRADING_TIMEOUT_S = 60.0
+"""The longest per-item grading limit a run accepts (seconds). The limit is the grader's hang guard: math-verify
+compares a legitimate answer in milliseconds (its own default limit is 5 s), and an item that runs into the limit
+holds a grading worker that long, every step it recurs; at 60 s a few such items already stall a step by minutes,
+and a larger limit (``1e308`` was accepted) turns the guard off."""
+
+
 @dataclass(frozen=True)
 class GradingSettings:
-    """``rlec.grading``: ``timeout_s`` is math-verify's per-item limit in seconds (> 0, finite)."""
+    """``rlec.grading``: ``timeout_s`` is math-verify's per-item limit in seconds, in (0, :data:`MAX_GRADING_TIMEOUT_S`]."""
 
     timeout_s: float = 5.0
 
     def check(self, prefix: str = "rlec.grading") -> None:
-        """Raises :class:`SettingError` for a limit that is not a finite number > 0."""
-        if not (_finite(self.timeout_s) and self.timeout_s > 0):
-            raise SettingError(f"{prefix}.timeout_s", self.timeout_s, "must be a finite number of seconds > 0")
+        """Raises :class:`SettingError` for a limit that is not a finite number in (0, :data:`MAX_GRADING_TIMEOUT_S`]."""
+        if not (_finite(self.timeout_s) and 0 < self.timeout_s <= MAX_GRADING_TIMEOUT_S):
+            raise SettingError(f"{prefix}.timeout_s", self.timeout_s,
+                               f"must be a finite number of seconds > 0 and <= {MAX_GRADING_TIMEOUT_S:g}: the grader's per-item "
+                               "hang guard (math-verify takes milliseconds on a legitimate answer; a larger limit lets "
+                               "a hung item stall its worker for minutes every step)")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlec.config import (CLUSTER_CONFIG, CPU_LAYOUT, CPU_PRECISION, compose, flatten, pinned_schedule_end, resume_differences,
-                         resume_refused, select)
+                         select)
 
 # every key layout/cpu.yaml + precision/fp32.yaml may change: the toy scale (batch, lengths, group size, model, lr,
 # checkpoint cadence), how the run is laid out (parallel sizes, the CPU platform, the rollout engine, Ray's logical
@@ -48,7 +48,7 @@ def test_the_cpu_layout_changes_only_scale_and_layout_never_what_the_run_optimis
     assert differ  # the layout does change scale and parallel sizes
     outside = [k for k in differ if not k.startswith(CPU_LAYOUT_KEYS)]
     assert not outside, f"layout/cpu.yaml changes settings that must mean the same on both paths: {outside}"
-    assert not [k for k in differ if k.startswith(resume_refused()) and k.startswith("algorithm.")]
+    assert not [k for k in differ if k.startswith("algorithm.")]
 
 
 @pytest.mark.parametrize("key", [
@@ -94,8 +94,23 @@ def test_resume_refuses_settings_that_change_the_objective_and_notes_the_rest() 
     assert refused == ["actor_rollout_ref.rollout.n: 4 -> 8"]
     refused, noted = resume_differences(SAVED, _with(actor_rollout_ref__actor__megatron__tensor_model_parallel_size=2))
     assert not refused and noted  # a new layout reshards the dist checkpoint: allowed
+    # an explicit end step that moves where b ends re-plans the schedule: refused (it was only noted before issue 55,
+    # which let a resume change the objective); written out at the run's own length it is only noted
     refused, noted = resume_differences(SAVED, _with(rlec__schedule__end_step=6))
-    assert not refused and "re-planned" in noted[0]
+    assert refused == ["rlec.schedule.end_step: None -> 6 (moves the step where b reaches its end value)"] and not noted
+    refused, noted = resume_differences(SAVED, _with(rlec__schedule__end_step=4))
+    assert not refused and noted == ["rlec.schedule.end_step: None -> 4 (b still reaches its end value at the same step)"]
+    # more epochs let a longer run go on over few rows (the step count set on both sides); without one they set it
+    saved = _with(trainer__total_epochs=1)
+    refused, noted = resume_differences(saved, _with(trainer__total_epochs=2, trainer__total_training_steps=8))
+    assert not refused and noted == ["trainer.total_epochs: 1 -> 2 (the step count is set: the epochs only bound verl's "
+                                     "loop)", "trainer.total_training_steps: 4 -> 8"]
+    steps_unset = _with(trainer__total_epochs=1, trainer__total_training_steps=None)
+    refused, _ = resume_differences(steps_unset, _with(trainer__total_epochs=2, trainer__total_training_steps=None))
+    assert refused == ["trainer.total_epochs: 1 -> 2"]
+    # a key only one side has is a change too (refused unless allowed), named <absent> on the side that lacks it
+    refused, noted = resume_differences(SAVED, {**_with(), "extra": {"k": 1}, "ray_kwargs": {"num_cpus": 8}})
+    assert refused == ["extra.k: '<absent>' -> 1"] and noted == ["ray_kwargs.num_cpus: '<absent>' -> 8"]
 
 
 def test_a_longer_resumed_run_keeps_the_original_b_schedule() -> None:
@@ -104,40 +119,33 @@ def test_a_longer_resumed_run_keeps_the_original_b_schedule() -> None:
     longer = _with(trainer__total_training_steps=6)
     assert pinned_schedule_end(SAVED, longer) == 4
     pinned = _with(trainer__total_training_steps=6, rlec__schedule__end_step=4)
+    assert resume_differences(SAVED, pinned)[0] == []  # the pin itself is no change of the schedule
     original = schedule_from_config(SAVED)
     assert [schedule_from_config(pinned)(s) for s in range(1, 7)] == [original(s) for s in range(1, 7)] == [0, 1 / 3, 2 / 3, 1, 1, 1]
     assert pinned_schedule_end(SAVED, SAVED) is None and pinned_schedule_end(SAVED, _with(rlec__schedule__end_step=5)) is None
+    # a run started with an explicit end step keeps it when the resume leaves it unset
+    explicit = _with(rlec__schedule__end_step=3)
+    assert pinned_schedule_end(explicit, _with(trainer__total_training_steps=6)) == 3
+    assert resume_differences(explicit, _with(trainer__total_training_steps=6))[0] == []
 
 
-def test_resume_refuses_every_registered_algorithms_settings_read_from_the_registry(monkeypatch) -> None:
-    """The refused prefixes come from the registry (each algorithm's ``resume_refused``): E3's, Pass@k's (its home
-    ``rlec.passk`` and verl's copy ``algorithm.passk``), RLVE's (``rlec.rlve`` and the copy ``data.rlve``), and a newly
-    registered algorithm's."""
+def test_resume_refuses_every_algorithms_settings_registered_or_not(monkeypatch) -> None:
+    """No algorithm declares the keys a resume may not change: every key outside rlec.config.RESUME_ALLOWED is refused,
+    so E3's, Pass@k's (its home ``rlec.passk``), and a section no registered algorithm owns are all refused (before
+    issue 55 an unregistered section was only noted: a resume could change it)."""
     from rlec.algorithms import registry
     from rlec.algorithms.base import Algorithm
-    from rlec.config import resume_refused
 
-    prefixes = resume_refused()
-    assert {"rlec.e3.", "rlec.passk.", "algorithm.passk.", "rlec.rlve.", "data.rlve."} <= set(prefixes)
     k_changed = resume_differences({**SAVED, "rlec": {"passk": {"k": 2, "switch": {"enable": False}}}},
                                    {**SAVED, "rlec": {"passk": {"k": 4, "switch": {"enable": False}}}})
     assert k_changed == (["rlec.passk.k: 2 -> 4"], [])
     saved = {**SAVED, "rlec": {"schedule": {"end_step": None}, "e3": {"budget": {"n_max": 16}}, "toy": {"c": 1.0}}}
     changed = {**saved, "rlec": {**saved["rlec"], "e3": {"budget": {"n_max": 24}}, "toy": {"c": 2.0}}}
-    refused, noted = resume_differences(saved, changed)
-    assert refused == ["rlec.e3.budget.n_max: 16 -> 24"] and noted == ["rlec.toy.c: 1.0 -> 2.0"]
+    expected = (["rlec.e3.budget.n_max: 16 -> 24", "rlec.toy.c: 1.0 -> 2.0"], [])
+    assert resume_differences(saved, changed) == expected
 
     class Toy(Algorithm):
         name, section = "toy", "rlec.toy"
 
-        @classmethod
-        def enabled(cls, cfg):
-            return False
-
-        @classmethod
-        def from_config(cls, cfg, context):
-            return cls()
-
     monkeypatch.setattr(registry, "ALGORITHMS", (*registry.ALGORITHMS, Toy))
-    refused, noted = resume_differences(saved, changed)
-    assert refused == ["rlec.e3.budget.n_max: 16 -> 24", "rlec.toy.c: 1.0 -> 2.0"] and noted == []
+    assert resume_differences(saved, changed) == expected  # registering it changes nothing

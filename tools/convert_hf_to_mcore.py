@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import os
 import platform
 import resource
@@ -43,6 +44,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # Heavy imports (torch, Megatron) stay inside functions: --help answers without them, and the
 # dist-checkpoint writer spawns a helper process that re-imports this file, which should not pay for them.
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _tolerance(text: str) -> float:
+    """``--atol``: a finite number > 0 (NaN compares false, so a NaN bound fails verification after the whole
+    conversion; an infinite one passes anything)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite logit bound > 0 (NaN never passes, inf always does)")
+    return value
+
+
+def _share(text: str) -> float:
+    """``--min-top1``: a share in [0, 1] (NaN compares false: verification would fail after the whole conversion)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a share of positions in [0, 1]")
+    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,8 +90,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reference-device", default="cpu", metavar="DEVICE",
                    help="where --verify runs the Hugging Face reference model (rank 0 only): cpu keeps it off the GPUs, "
                    "which hold the Megatron shards (Qwen3-30B-A3B: 61 GB bf16 in host memory); e.g. cuda:1 for a spare GPU")
-    p.add_argument("--atol", type=float, default=None, help="logit bound for --verify (default per dtype: fp32 max 1e-4, bf16 mean 0.1)")
-    p.add_argument("--min-top1", type=float, default=None, help="minimum top-1 agreement for --verify (default: fp32 1.0, bf16 0.95)")
+    p.add_argument("--atol", type=_tolerance, default=None, help="logit bound for --verify (default per dtype: fp32 max 1e-4, bf16 mean 0.1)")
+    p.add_argument("--min-top1", type=_share, default=None, help="minimum top-1 agreement for --verify (default: fp32 1.0, bf16 0.95)")
     p.add_argument("--no-hash", action="store_true", help="skip the sha256 of the source files in the metadata")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output-path")
     return p.parse_args(argv)

@@ -6,9 +6,9 @@ An algorithm (E3, Pass@k Training, RLVE: :mod:`rlec.algorithms.registry`) is a s
 DRY_RUN and the launcher before anything is written and by verl's trainer at construction) and
 :meth:`Algorithm.from_config`; and what the pipeline shows or protects of it, so no pipeline module
 names an algorithm: :meth:`Algorithm.verdict` (its part of DRY_RUN's ``algo`` line),
-:meth:`Algorithm.table_columns` (its columns of the CPU run's step table),
-:meth:`Algorithm.resume_refused` (the keys a resume may not change) and :attr:`Algorithm.verl_keys`
-(the keys it adds to verl's own sections). An instance holds the algorithm's state across steps. verl's trainer
+:meth:`Algorithm.table_columns` (its columns of the CPU run's step table) and :attr:`Algorithm.verl_keys`
+(the keys it adds to verl's own sections); a resume may change none of its settings (the allow-list
+:data:`rlec.config.RESUME_ALLOWED` names none of them). An instance holds the algorithm's state across steps. verl's trainer
 (:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`, the one training loop)
 calls, at each step t (counted from 1), for every enabled algorithm in registry order::
 
@@ -185,12 +185,6 @@ class Algorithm(ABC):
         """Its columns of the CPU run's step table, ``(header, metric key, format)`` each (a metric
         key of :meth:`observe`; ``metric_keys``: every key the run logged); none by default."""
         return []
-
-    @classmethod
-    def resume_refused(cls) -> tuple[str, ...]:
-        """The dotted key prefixes a resumed run may not change (it would change what the run optimises):
-        by default its :attr:`section` and its :attr:`verl_keys`, each with a trailing dot."""
-        return tuple(f"{key}." for key in (cls.section, *cls.verl_keys) if key)
 
     @classmethod
     def raise_first_error(cls, cfg: Any) -> None:

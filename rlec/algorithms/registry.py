@@ -33,7 +33,7 @@ from rlec.algorithms.rlve.algorithm import RLVE
 
 ALGORITHMS: tuple[type[Algorithm], ...] = (E3, PassK, RLVE)
 
-__all__ = ["ALGORITHMS", "build", "check_all", "enabled", "resume_refused", "table_columns", "verdicts", "verl_algorithm_keys",
+__all__ = ["ALGORITHMS", "build", "check_all", "enabled", "table_columns", "verdicts", "verl_algorithm_keys",
            "verl_keys"]
 
 
@@ -79,11 +79,6 @@ def table_columns(metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
     """Every registered algorithm's step-table columns whose metric the run logged, in registry order."""
     keys = set(metric_keys)
     return [c for cls in ALGORITHMS for c in cls.table_columns(keys) if c[1] in keys]
-
-
-def resume_refused() -> tuple[str, ...]:
-    """Every registered algorithm's :meth:`~rlec.algorithms.base.Algorithm.resume_refused` prefixes, in registry order."""
-    return tuple(dict.fromkeys(p for cls in ALGORITHMS for p in cls.resume_refused()))
 
 
 def verl_keys() -> tuple[str, ...]:

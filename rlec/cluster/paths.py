@@ -13,7 +13,8 @@ checks, without writing anything:
 - the train and validation parquet files (``data.train_files``, ``data.val_files``; a path or
   a list): present, readable by pyarrow, at least one row, and every row satisfies the data
   contract (:func:`rlec.data.contract.check_parquet`): a bad row deep in the file would otherwise stop the run at the step
-  that reads it;
+  that reads it; and, with the model's tokenizer, every prompt fits ``data.max_prompt_length`` as verl's prompt
+  filter counts it (:class:`rlec.data.lengths.PromptLimit`), which would drop a longer row without a word;
 - the checkpoint folder (``trainer.default_local_dir``): writable, or creatable under a
   writable parent;
 - the step count: verl's loop ends after ``trainer.total_epochs`` passes over the train files
@@ -83,11 +84,41 @@ def _model(cfg: Any) -> tuple[list[Finding], str | None]:
     return out, summary if not out else None
 
 
-def _parquet(key: str, path_text: str) -> tuple[list[Finding], str | None, int]:
+def _prompt_limit(cfg: Any) -> tuple[list[Finding], Any]:
+    """The prompt-length rule verl applies to the data (:class:`rlec.data.lengths.PromptLimit`, the model folder's
+    tokenizer), or None where verl applies none (``data.filter_overlong_prompts`` off with a truncation other than
+    ``error``: the user chose to truncate) or where a check should not load the tokenizer (``data.trust_remote_code``)."""
+    if not select(cfg, "data.filter_overlong_prompts", True) and select(cfg, "data.truncation", "error") != "error":
+        return [], None
+    limit = select(cfg, "data.max_prompt_length")
+    if not isinstance(limit, int) or isinstance(limit, bool) or select(cfg, "data.trust_remote_code", False):
+        return [], None  # the number rules refuse a bad limit; a tokenizer of remote code is not run by a check
+    from rlec.data.lengths import PromptLimit
+    from rlec.io import held_back_console
+    from rlec.models import load_tokenizer
+
+    folder = os.path.expanduser(str(select(cfg, MODEL_KEY, "")))
+    try:
+        with held_back_console():
+            tokenizer = load_tokenizer(folder)
+    except Exception as exc:  # a tokenizer file transformers cannot read: what verl's workers would fail on
+        return [Finding("error", MODEL_KEY, f"model folder {folder}: its tokenizer does not load ({type(exc).__name__}: "
+                        f"{str(exc)[:200]})")], None
+    kwargs = select(cfg, "data.apply_chat_template_kwargs", None) or {}
+    try:
+        from omegaconf import OmegaConf
+
+        kwargs = OmegaConf.to_container(kwargs, resolve=True) if OmegaConf.is_config(kwargs) else dict(kwargs)
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        kwargs = dict(kwargs)
+    return [], PromptLimit(tokenizer, limit, kwargs)
+
+
+def _parquet(key: str, path_text: str, prompt_limit: Any = None) -> tuple[list[Finding], str | None, int]:
     from rlec.data.contract import ContractError, check_parquet
 
     try:
-        rows = check_parquet(path_text)
+        rows = check_parquet(path_text, prompt_limit)
     except FileNotFoundError as exc:
         return [Finding("error", key, str(exc))], None, 0
     except ContractError as exc:
@@ -160,12 +191,14 @@ def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     summaries: list[str] = []
     checks = [_model(cfg)]
+    limit_findings, prompt_limit = _prompt_limit(cfg) if not checks[0][0] else ([], None)
+    checks.append((limit_findings, None))
     for key in ("data.train_files", "data.val_files"):
         files = _as_list(select(cfg, key))
         # an algorithm with prompts of its own (RLVE's environment rows) may train on those alone
         if not files and not (key == "data.train_files" and registry.serves_prompts(cfg)):
             checks.append(([Finding("error", key, "no file given")], None))
-        parquets = [_parquet(key, f) for f in files]
+        parquets = [_parquet(key, f, prompt_limit) for f in files]
         checks += [(found, summary) for found, summary, _ in parquets]
         if key == "data.train_files" and files and not any(found for found, *_ in parquets):
             checks.append((steps_findings(cfg, sum(rows for *_, rows in parquets)), None))

@@ -11,8 +11,8 @@ sees the folder, refuse a different one naming both (:func:`layout_change_findin
 The settings follow one rule (:func:`rlec.config.resume_differences`): the
 launch that starts a run (no checkpoint to resume) records its resolved config beside the
 checkpoints (:func:`record_run`, ``rlec_run.json``, kept by every resume); a launch that resumes is
-refused, before Ray starts, when a setting that changes what the run optimises differs from it
-(:func:`resume_setting_findings`, one error per key); and verl's trainer keeps the b schedule the
+refused, before Ray starts, when any setting differs from it but the few that cannot change what the run
+optimises (:data:`rlec.config.RESUME_ALLOWED`; :func:`resume_setting_findings`, one error per key); and verl's trainer keeps the b schedule the
 run started with when only the step count changed (:func:`apply_resume_rules`, called by
 :class:`rlec.verl_plugin.trainers.AlgorithmsMixin` before verl starts its reward workers).
 """
@@ -162,10 +162,10 @@ def saved_run_config(cfg: Any) -> dict[str, Any] | None:
 def resume_setting_findings(cfg: Any) -> list[Finding]:
     """Refuse a resume whose settings change what the run optimises; reads only.
 
-    Applies when this launch resumes (:func:`resumes`). Each setting of
-    :data:`rlec.config.RESUME_REFUSED` that differs from the record is one error naming the key,
-    the saved and the new value and the rule; a missing record (checkpoints written before rlec
-    recorded settings) is a warning.
+    Applies when this launch resumes (:func:`resumes`). Each key of the resolved config that differs from the
+    record (or that only one side has), outside :data:`rlec.config.RESUME_ALLOWED`, is one error naming the key,
+    the saved and the new value and the rule (:func:`rlec.config.resume_differences`); a missing record
+    (checkpoints written before rlec recorded settings) is a warning.
     """
     if not resumes(cfg):
         return []
@@ -179,9 +179,10 @@ def resume_setting_findings(cfg: Any) -> list[Finding]:
                         "were trained with are unknown, so a changed algorithm, data or loss cannot be refused")]
     refused, _ = resume_differences(saved, cfg)
     return [Finding("error", line.split(": ", 1)[0],
-                    f"{line.split(': ', 1)[1]}: the checkpoints in {folder} were trained with the first value and this "
-                    "setting changes what the run optimises (rlec.config.RESUME_REFUSED), so a resume must keep it; "
-                    "restore it, or start fresh with RESUME=disable and another CHECKPOINT_DIR") for line in refused]
+                    f"{line.split(': ', 1)[1]}: the checkpoints in {folder} were trained with the first value, and a setting "
+                    "outside the resume allow-list (rlec.config.RESUME_ALLOWED: step count, checkpoint and validation "
+                    "cadence, logging, output paths, worker counts) changes what the run optimises, so a resume must "
+                    "keep it; restore it, or start fresh with RESUME=disable and another CHECKPOINT_DIR") for line in refused]
 
 
 def record_run(cfg: Any) -> Path | None:
@@ -206,8 +207,8 @@ def apply_resume_rules(cfg: Any) -> int | None:
     """verl's trainer side of the rules, on the config it is built with (before any worker starts).
 
     When the run resumes and its record exists: the first refused setting raises (the launcher
-    refused it already; this covers a ``main_ppo`` started without it), and when only the step count
-    changed, ``rlec.schedule.end_step`` is set to the step count the run started with
+    refused it already; this covers a ``main_ppo`` started without it), and when the step count
+    changed with ``rlec.schedule.end_step`` unset, that is set to where the run's schedule ends
     (:func:`rlec.config.pinned_schedule_end`), so b reaches 1 where the original plan said.
 
     Returns:

@@ -27,7 +27,10 @@ Each finding names the full key, the value and the rule:
 - the overrides themselves (:func:`override_rules`, where a caller has them): an algorithm named
   twice in ``algorithm=[...]``, which the composed config no longer shows.
 - the b schedule spans more than one step: its end (``rlec.schedule.end_step``, else
-  ``trainer.total_training_steps``) is after ``rlec.schedule.start_step`` (one rule for every path).
+  ``trainer.total_training_steps``) is after ``rlec.schedule.start_step`` (one rule for every path);
+- Adam's ``optim.betas`` are two numbers in [0, 1) (torch refuses others only once Ray and the model are up);
+  a step's responses (``data.train_batch_size x rollout.n``) fit TransferQueue's storage
+  (:func:`_batch_rules`); ``rollout.response_length`` equals ``data.max_response_length`` (:func:`_length_rules`).
 """
 
 from __future__ import annotations
@@ -355,7 +358,8 @@ def settings_rules(cfg: Any) -> list[Finding]:
         out.append(Finding("error", exc.key, f"{exc.value!r} {exc.rule}"))
     else:
         out += _schedule_rules(cfg, settings)
-    return out + _section_rules(cfg) + _verl_rules(cfg) + _number_rules(cfg) + _threshold_rules(cfg)
+    return (out + _section_rules(cfg) + _verl_rules(cfg) + _number_rules(cfg) + _threshold_rules(cfg) + _betas_rule(cfg)
+            + _batch_rules(cfg) + _length_rules(cfg))
 
 
 def early_errors(cfg: Any, overrides: Sequence[str] = ()) -> list[Finding]:
@@ -371,6 +375,54 @@ def early_errors(cfg: Any, overrides: Sequence[str] = ()) -> list[Finding]:
 
     errors = [f for f in override_rules(overrides) + settings_rules(cfg) if f.level == "error"]
     return errors or [f for f in check_all(cfg) if f.level == "error"]
+
+
+BETAS_KEY = f"{ACTOR}.optim.betas"
+STORAGE_KEY = "transfer_queue.backend.SimpleStorage.total_storage_size"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _betas_rule(cfg: Any) -> list[Finding]:
+    """Adam's ``(beta1, beta2)``: the decay rates of its moment averages, each in [0, 1) (Kingma & Ba 2015; torch.optim.Adam
+    raises for others, but only when verl's worker builds the optimizer, after Ray and the model are up)."""
+    betas = _raw(cfg, BETAS_KEY)
+    if betas is _ABSENT or betas is None:
+        return []
+    values = list(betas) if hasattr(betas, "__len__") and not isinstance(betas, str) else [betas]
+    if len(values) == 2 and all(_is_number(b) and 0 <= b < 1 for b in values):
+        return []
+    return [Finding("error", BETAS_KEY, f"{values!r} must be two numbers [beta1, beta2], each in [0, 1): the decay rates "
+                    "of Adam's moment averages (1 or more never forgets, a negative one oscillates)")]
+
+
+def _batch_rules(cfg: Any) -> list[Finding]:
+    """``rollout.n`` against what a step can hold: verl's trainer puts a step's ``data.train_batch_size x rollout.n``
+    rows into TransferQueue at once, whose storage holds ``total_storage_size`` rows (null: unbounded) and raises
+    "Storage capacity exceeded" past it, after the whole rollout (``transfer_queue/storage/simple_storage.py``,
+    ``StorageUnitData.put_data``). E3's budget moves responses between prompts but keeps that sum."""
+    n, batch, capacity = _raw(cfg, f"{ROLLOUT}.n"), _raw(cfg, "data.train_batch_size"), _raw(cfg, STORAGE_KEY)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (n, batch, capacity)):
+        return []  # the number rules name a bad value (null capacity: TransferQueue holds any number of rows)
+    if batch * n <= capacity:
+        return []
+    return [Finding("error", f"{ROLLOUT}.n", f"{n!r} must be at most {STORAGE_KEY} / data.train_batch_size = {capacity} / "
+                    f"{batch} = {capacity // batch}: a step's {batch} x {n} = {batch * n:,} responses go into TransferQueue "
+                    f"at once, which holds {capacity:,} rows and fails the step after its rollout otherwise")]
+
+
+def _length_rules(cfg: Any) -> list[Finding]:
+    """``rollout.response_length`` (what the rollout generates) equals ``data.max_response_length`` (what verl's trainer
+    pads and budgets a response to; the recipe interpolates one from the other): a shorter rollout truncates every
+    response below the length the run was planned for, without a word; a longer one overflows the padding."""
+    key, data_key = f"{ROLLOUT}.response_length", "data.max_response_length"
+    rollout, data = _raw(cfg, key), _raw(cfg, data_key)
+    if rollout is _ABSENT or data is _ABSENT or rollout == data:
+        return []
+    return [Finding("error", key, f"{rollout!r} must equal {data_key} ({data!r}): set MAX_RESPONSE_LENGTH "
+                    f"(data.max_response_length) alone, and the rollout follows it")]
 
 
 def _threshold_rules(cfg: Any) -> list[Finding]:

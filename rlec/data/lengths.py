@@ -17,6 +17,7 @@ row disagrees, e.g. for a tokenizer whose pre-tokenizer merges across those boun
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -132,3 +133,36 @@ class PromptLengthCounter:
     def longest_target(self, grid: Sequence[float]) -> float:
         """The target on ``grid`` whose instruction has the most tokens (first one on ties)."""
         return max(grid, key=lambda p: (self.instruction_length(p), -p))
+
+
+@dataclass(frozen=True)
+class PromptLimit:
+    """``data.max_prompt_length`` as verl's prompt filter applies it (``RLHFDataset.maybe_filter_out_long_prompts``:
+    ``tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **data.apply_chat_template_kwargs)``,
+    rows longer than the limit dropped without a word).
+
+    Attributes:
+        tokenizer: the model's Hugging Face tokenizer (with its chat template).
+        limit: ``data.max_prompt_length`` (tokens).
+        chat_template_kwargs: ``data.apply_chat_template_kwargs``.
+    """
+
+    tokenizer: Any
+    limit: int
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def excess(self, messages: Sequence[dict[str, Any]]) -> int | None:
+        """The prompt's length in tokens when it is over :attr:`limit`, else None.
+
+        The rendered prompt is tokenised only when its UTF-8 bytes exceed the limit: a byte-level BPE or byte-fallback
+        token covers at least one byte (special tokens several), so a prompt of at most ``limit`` bytes fits.
+
+        Raises:
+            Exception: whatever the chat template raises on ``messages`` (verl's filter drops such a row too).
+        """
+        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False,
+                                                  **self.chat_template_kwargs)
+        if len(text.encode("utf-8")) <= self.limit:
+            return None
+        tokens = len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+        return tokens if tokens > self.limit else None

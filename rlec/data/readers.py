@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,12 +97,18 @@ def _columnar_to_rows(path: Path, obj: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: obj[k][i] for k in keys} for i in range(n)]
 
 
+_TOO_DEEP = ("JSON nested deeper than Python's parser can read (about sys.getrecursionlimit() = "
+             f"{sys.getrecursionlimit()} levels of lists or objects); an input record is a flat object of strings")
+
+
 def _json_rows(path: Path) -> list[Any]:
     data = path.read_bytes()
     try:
         obj = json.loads(data.decode("utf-8-sig"))
     except json.JSONDecodeError as exc:
         raise DataError(path, f"unreadable JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise DataError(path, _TOO_DEEP) from None
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise DataError(path, f"not UTF-8 text on line {line} ({exc.reason} at byte {exc.start})") from None
@@ -126,9 +133,12 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
             if not line.strip():
                 continue
             try:
-                yield row, json.loads(line)
+                record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DataError(path, f"unreadable JSON on line {lineno}, column {exc.colno}: {exc.msg}", row=row) from None
+            except RecursionError:
+                raise DataError(path, f"line {lineno}: {_TOO_DEEP}", row=row) from None
+            yield row, record
             row += 1
 
 

@@ -85,7 +85,8 @@ def test_the_examples_section_passes_the_early_rules_once_registered(example, co
 def test_once_registered_the_example_is_in_the_verdict_the_step_table_and_the_resume_rules(example, compose_rlec,
                                                                                          monkeypatch):
     """The registry line alone (no change to rlec/cluster, rlec/report.py or rlec/config.py) puts the new algorithm
-    in DRY_RUN's verdict, in the CPU run's step table and in the settings a resume may not change."""
+    in DRY_RUN's verdict and in the CPU run's step table; a resume that changes its settings is refused with or
+    without it (the resume rule is an allow-list, rlec.config.RESUME_ALLOWED: no algorithm declares its keys)."""
     from rlec.algorithms import registry
     from rlec.cluster.config_check import algorithms_line
     from rlec.config import resume_differences
@@ -97,7 +98,7 @@ def test_once_registered_the_example_is_in_the_verdict_the_step_table_and_the_re
     changed = _config(compose_rlec, overlay, c0=0.002)
     before = (algorithms_line(cfg), training_table(records), resume_differences(cfg, changed))
     assert "length decay" not in before[0] and "decay c" not in before[1]
-    assert before[2][0] == []  # not refused: an unknown section is only noted
+    assert before[2][0] == ["rlec.length_decay.c0: 0.001 -> 0.002"]  # refused before registration too (issue 55)
     monkeypatch.setattr(registry, "ALGORITHMS", (*registry.ALGORITHMS, cls))
     assert algorithms_line(cfg).endswith(" | length decay (c0 0.001 -> 0 by step 100)")
     header, _, first, second = training_table(records).splitlines()

@@ -166,12 +166,11 @@ def test_the_e3_dataclass_defaults_are_the_composed_yaml_defaults(compose_rlec):
 
 
 def test_the_pipeline_reads_what_it_shows_and_protects_from_the_registry(compose_rlec) -> None:
-    """The verdict parts, step-table columns, resume prefixes and verl keys are each algorithm's own (no pipeline
-    module names an algorithm)."""
+    """The verdict parts, step-table columns and verl keys are each algorithm's own (no pipeline module names an
+    algorithm)."""
     from rlec.algorithms import registry
 
     assert registry.verl_keys() == ("algorithm.passk", "data.rlve") and registry.verl_algorithm_keys() == ("passk",)
-    assert registry.resume_refused() == ("rlec.e3.", "rlec.passk.", "algorithm.passk.", "rlec.rlve.", "data.rlve.")
     cfg = compose_rlec("layout=tiny_1gpu", "precision=bf16", "algorithm=[rlve,e3,passk]")
     parts = registry.verdicts(cfg)
     assert [p.split(" (")[0] for p in parts] == ["E3", "Pass@k", "RLVE"]

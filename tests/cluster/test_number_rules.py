@@ -56,7 +56,8 @@ LEGAL: dict[str, dict[float, str]] = {
     "rlec.check.gpu_memory_gib": {1.5: "a GPU's memory", 1e9: "a claim about the hardware, checked against the "
                                   "model's need"},
     "rlec.check.mismatch_kl_alarm": {1.5: "a KL level (a loose alarm)", 1e9: "the alarm never fires: a level, finite"},
-    "rlec.grading.timeout_s": {1.5: "seconds", 1e9: "a per-item limit is a safety net; no upper bound"},
+    # issue 55: 1e9 s (and 1e308) turned the grader's hang guard off; refused above 60 s now
+    "rlec.grading.timeout_s": {1.5: "seconds"},
     "rlec.schedule.start_value": {0: "b = 0 (the recipe's)"},
     "rlec.schedule.end_value": {0: "b = 0"},
     "rlec.cpu.scripted_fraction": {0: "no scripted answers"},
@@ -65,7 +66,7 @@ LEGAL: dict[str, dict[float, str]] = {
     "rlec.schedule.start_step": {0: "the ramp starts before the first step (step 1): b is past start_value at step 1"},
     "rlec.rlve.rows_per_epoch": {1e9: "a whole number: the algorithms' settings read whole floats as ints "
                                  "(rlec.settings' typed reader)"},
-    "rlec.e3.budget.n_max": {1e9: "a cap; the budget sums to rollout.n x prompts, so no prompt gets more"},
+    # "rlec.e3.budget.n_max" 1e9 was listed legal ("a cap"); issue 55 bounds it by a step's responses
     "rlec.e3.length_bias.mu": {0: "no length bias", 1.5: "a penalty rate", 1e9: "a penalty rate: finite"},
     "rlec.e3.length_bias.penalty_threshold": {0: "no prompt counts as easy"},
     "rlec.e3.temperature.anneal.start": {0: "anneal over the whole run"},

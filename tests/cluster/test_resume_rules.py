@@ -10,6 +10,7 @@ import pytest
 
 from rlec.cluster.config_check import main
 from rlec.cluster.resume import RUN_RECORD, apply_resume_rules, record_run, resume_setting_findings, resumes
+from rlec.config import flatten
 from rlec.reward.schedule import schedule_from_config
 
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -34,9 +35,14 @@ def test_a_resumed_longer_run_keeps_the_b_schedule_it_started_with(compose_rlec,
     assert apply_resume_rules(four) == 2
     assert four.rlec.schedule.end_step == 2
     assert schedule_from_config(four)(3) == 1.0
-    # an explicit end step re-plans the schedule; a fresh start (resume disabled) plans over its own length
+    # an explicit end step that moves where b ends would re-plan the schedule: refused (before issue 55 it re-planned
+    # it, a resume that changed the objective); a fresh start (resume disabled) plans over its own length
     explicit = launch(compose_rlec, tmp_path, "trainer.total_training_steps=4", "rlec.schedule.end_step=4")
-    assert apply_resume_rules(explicit) is None and schedule_from_config(explicit)(3) == pytest.approx(2 / 3)
+    assert [f.key for f in resume_setting_findings(explicit)] == ["rlec.schedule.end_step"]
+    with pytest.raises(ValueError, match=r"rlec\.schedule\.end_step\] None -> 4"):
+        apply_resume_rules(explicit)
+    same = launch(compose_rlec, tmp_path, "trainer.total_training_steps=4", "rlec.schedule.end_step=2")
+    assert resume_setting_findings(same) == [] and apply_resume_rules(same) is None  # the same end, written out
     fresh = launch(compose_rlec, tmp_path, "trainer.total_training_steps=4", "trainer.resume_mode=disable")
     assert not resumes(fresh) and apply_resume_rules(fresh) is None
 
@@ -133,3 +139,96 @@ def test_resume_path_names_a_step_folder_of_the_checkpoint_folder_and_counts_as_
     assert refused(f"trainer.resume_from_path={tmp_path}/global_step_3") == []
     assert resumes(launch(compose_rlec, tmp_path, "trainer.resume_mode=resume_path",
                           f"trainer.resume_from_path={tmp_path}/global_step_3"))  # so the resume rules apply to it
+
+
+# issue 55 item 2: each of these passed a resume of a finished 2-step run (fp32) with `result OK`; the keys each changes
+SIX = {
+    "actor_rollout_ref.rollout.top_k=5": ["actor_rollout_ref.rollout.top_k"],
+    "actor_rollout_ref.actor.ppo_epochs=3": ["actor_rollout_ref.actor.ppo_epochs", "critic.ppo_epochs"],  # verl's copy
+    "actor_rollout_ref.actor.entropy_coeff=0.5": ["actor_rollout_ref.actor.entropy_coeff"],
+    "actor_rollout_ref.rollout.response_length=16": ["actor_rollout_ref.rollout.response_length",
+                                                     "distillation.teacher_models.teacher_model.inference.response_length"],
+    "rlec.cpu.rollout_weight_noise=0.5": ["actor_rollout_ref.rollout.custom.rlec_weight_noise",  # the rollout's copy
+                                          "rlec.cpu.rollout_weight_noise"],
+    # the run trained in fp32: bf16 changes the actor's, the reference's and the rollout's dtypes (and the unused
+    # distillation teacher's)
+    "precision=bf16": ["actor_rollout_ref.actor.megatron.dtype", "actor_rollout_ref.ref.megatron.dtype",
+                       "actor_rollout_ref.rollout.dtype", "distillation.teacher_models.teacher_model.inference.dtype"],
+}
+
+
+FIRST_VALUES = {"actor_rollout_ref.rollout.top_k=5": "-1 -> 5: ", "actor_rollout_ref.actor.ppo_epochs=3": "1 -> 3: ",
+                "actor_rollout_ref.actor.entropy_coeff=0.5": "0 -> 0.5: ",
+                "actor_rollout_ref.rollout.response_length=16": "64 -> 16: ",
+                "rlec.cpu.rollout_weight_noise=0.5": "0.0 -> 0.5: ", "precision=bf16": "'float32' -> 'bfloat16': "}
+
+
+@pytest.mark.parametrize("override", list(SIX))
+def test_each_resume_change_that_passed_before_issue_55_is_refused_naming_both_values(compose_rlec, tmp_path, override):
+    record_run(launch(compose_rlec, tmp_path, "trainer.total_training_steps=2"))
+    (tmp_path / TRACKER).write_text("2")
+    args = [a for a in ("layout=cpu", "precision=fp32") if a.split("=")[0] != override.split("=")[0]]
+    resumed = compose_rlec(*args, f"trainer.default_local_dir={tmp_path}", "trainer.total_training_steps=4", override)
+    findings = resume_setting_findings(resumed)
+    assert sorted(f.key for f in findings) == SIX[override] and all(f.level == "error" for f in findings)
+    old, new = flatten(json.loads((tmp_path / RUN_RECORD).read_text())), flatten(resumed)
+    for f in findings:  # both values, the saved one first
+        assert f.message.startswith(f"{old[f.key]!r} -> {new[f.key]!r}: "), f.message
+    first = next(f for f in findings if f.key == SIX[override][0])
+    assert first.message.startswith(FIRST_VALUES[override]), first.message  # by hand: the recipe's and CPU layout's
+    with pytest.raises(ValueError, match=SIX[override][0].replace(".", r"\.")):
+        apply_resume_rules(resumed)  # verl's trainer refuses it too
+
+
+def _changed(value):
+    """A different value of the same kind (what a user could pass on a resume)."""
+    if value is None:
+        return 1
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "_changed"
+    if isinstance(value, list):
+        return [*value, 1]
+    raise AssertionError(f"a leaf of an unexpected kind: {value!r}")
+
+
+def test_every_key_of_the_resolved_config_is_allowed_or_refused_on_change(compose_rlec):
+    """The generated check of issue 55 item 2: every key of the composed config (the CPU run with every algorithm
+    overlay, and the cluster's) changed on a resume, alone, is either in the allow-list (noted) or refused; the
+    allow-list names only keys that exist and none of the six changes issue 55 found passing; and what each entry
+    allows is the whole list (printed by key when it grows)."""
+    from rlec.config import RESUME_ALLOWED, resume_allowed, resume_differences
+
+    configs = [flatten(compose_rlec("layout=cpu", "precision=fp32", "algorithm=[rlve,e3,passk]")), flatten(compose_rlec())]
+    keys = sorted(set().union(*configs))
+    assert len(keys) > 900  # the whole resolved config, verl's sections too
+    for flat in configs:
+        saved = {k: v for k, v in flat.items()}
+        for key in flat:
+            changed = {**saved, key: _changed(saved[key])}
+            refused, noted = resume_differences(_nest(saved), _nest(changed))
+            # the epochs end verl's loop only when the step count is set (resume_differences' one conditional key)
+            if resume_allowed(key) or (key == "trainer.total_epochs" and saved["trainer.total_training_steps"] is not None):
+                assert refused == [] and [line.split(":")[0] for line in noted] == [key], (key, refused)
+            else:
+                assert [line.split(":")[0] for line in refused] == [key] and noted == [], (key, noted)
+    assert all(any(k == e or (e.endswith(".") and k.startswith(e)) for k in keys) for e in RESUME_ALLOWED), \
+        [e for e in RESUME_ALLOWED if not any(k == e or k.startswith(e) for k in keys)]
+    for override, changed_keys in SIX.items():
+        assert not any(resume_allowed(k) for k in changed_keys), override
+    # a short list (the parallel sizes spelled out per role), each entry with its reason: a new entry is a decision
+    assert len(RESUME_ALLOWED) <= 52 and all(RESUME_ALLOWED.values())
+
+
+def _nest(flat: dict) -> dict:
+    out: dict = {}
+    for key, value in flat.items():
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out

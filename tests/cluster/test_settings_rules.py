@@ -51,3 +51,53 @@ def test_known_top_level_keys_are_verls_sections_and_rlecs():
     keys = known_top_level_keys()
     assert {"actor_rollout_ref", "algorithm", "data", "trainer", "reward", "ray_kwargs", "rlec", "model_engine"} <= keys
     assert "foo" not in keys
+
+
+# issue 55 "What broke" item 5: settings a launch accepted (`result OK`), each with the rule that now refuses it, on the
+# CPU layout (train_batch_size 8, rollout.n 4, max_response_length 64, TransferQueue storage 100,000 rows)
+ISSUE_55 = [
+    ((f"{ACTOR}.optim.betas=[2.0,0.999]",), f"{ACTOR}.optim.betas",
+     r"^\[2\.0, 0\.999\] must be two numbers \[beta1, beta2\], each in \[0, 1\)"),
+    ((f"{ACTOR}.optim.betas=[0.9,1.0]",), f"{ACTOR}.optim.betas", r"each in \[0, 1\)"),  # 1 is outside: never forgets
+    ((f"{ACTOR}.optim.betas=[0.9]",), f"{ACTOR}.optim.betas", r"must be two numbers"),
+    # 100,000 rows / 8 prompts = 12,500 responses per prompt at most
+    (("actor_rollout_ref.rollout.n=1000000",), "actor_rollout_ref.rollout.n",
+     r"^1000000 must be at most .*total_storage_size / data.train_batch_size = 100000 / 8 = 12500: a step's 8 x 1000000 "
+     r"= 8,000,000 responses"),
+    (("actor_rollout_ref.rollout.n=12501",), "actor_rollout_ref.rollout.n", r"= 12500:"),
+    # 8 prompts x 4 responses = 32 responses a step: the most the budget can give one prompt
+    (("algorithm=e3", "rlec.e3.budget.n_max=100000"), "rlec.e3.budget.n_max",
+     r"^100000 must be at most data.train_batch_size x rollout.n = 8 x 4 = 32"),
+    (("algorithm=e3", "rlec.e3.budget.n_max=33"), "rlec.e3.budget.n_max", r"= 32"),
+    (("rlec.grading.timeout_s=1e308",), "rlec.grading.timeout_s", r"^1e\+308 must be a finite number of seconds > 0 and <= 60"),
+    (("rlec.grading.timeout_s=60.5",), "rlec.grading.timeout_s", r"<= 60: the grader's per-item hang guard"),
+    (("actor_rollout_ref.rollout.response_length=7",), "actor_rollout_ref.rollout.response_length",
+     r"^7 must equal data.max_response_length \(64\)"),
+    (("actor_rollout_ref.rollout.response_length=65",), "actor_rollout_ref.rollout.response_length", r"must equal"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key", "rule"), ISSUE_55)
+def test_issue_55_settings_are_refused_with_key_value_and_rule_before_any_write(tmp_path, capsys, overrides, key, rule):
+    cpu = [f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}"]
+    errors = early_errors(compose([*cpu, *overrides]), list(overrides))
+    assert [e.key for e in errors] == [key] and re.search(rule, errors[0].message), errors
+    out = tmp_path / "resolved.yaml"
+    rc = main([*cpu, "--skip-path-checks", "--output", str(out), "--record-layout", *overrides])
+    err = capsys.readouterr().err
+    if key.startswith("rlec.e3."):  # an algorithm's own check (E3.check): an error line of the verdict, exit status 1
+        assert rc == 1 and f"ERROR [{key}] " in err, err
+    else:  # the early rule set: one line, exit status 2
+        lines = err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1 and lines[0].startswith(f"rlec.cluster.config_check: refused: ERROR [{key}] "), lines
+    assert not out.exists() and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("overrides", [
+    (f"{ACTOR}.optim.betas=[0.0,0.0]",), (f"{ACTOR}.optim.betas=[0.9,0.95]",),
+    ("actor_rollout_ref.rollout.n=12500",), ("algorithm=e3", "rlec.e3.budget.n_max=32"),
+    ("rlec.grading.timeout_s=60",), ("data.max_response_length=7",),  # the rollout's length follows the data's
+    ("transfer_queue.backend.SimpleStorage.total_storage_size=null", "actor_rollout_ref.rollout.n=1000000"),  # unbounded
+])
+def test_the_bounds_themselves_pass(overrides):
+    assert early_errors(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", *overrides])) == []

@@ -253,3 +253,18 @@ def test_cli_unwritable_output_folder_is_one_line_before_any_work(case, tmp_path
     assert err.startswith(f"error: --output-dir {out}: ") and "\n" not in err
     assert ("is a file, not a folder" if case == "below_a_file" else "cannot write in /sys") in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+@pytest.mark.parametrize(("suffix", "text"), [
+    (".json", "[" * 100_000 + "]" * 100_000),  # the whole file one deep list
+    (".jsonl", '{"problem": "1+1", "answer": ' + "[" * 100_000 + "]" * 100_000 + "}\n"),  # one record's value
+])
+def test_json_nested_too_deep_is_one_error_line_with_status_2(suffix, text, tmp_path, capsys):
+    """Issue 55: json.loads raised RecursionError, a traceback with exit status 1, from `python -m rlec.data.prepare`."""
+    deep = tmp_path / f"deep{suffix}"
+    deep.write_text(text)
+    out = tmp_path / "out"
+    assert main(["--dapo", str(deep), "--output-dir", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {deep}") and "nested deeper than Python's parser" in err[0], err
+    assert (", row 0: line 1:" in err[0]) == (suffix == ".jsonl") and not out.exists()

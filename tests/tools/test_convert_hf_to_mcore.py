@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -102,7 +103,8 @@ def job1(tiny_moe_dir: Path, tiny_dense_dir: Path, root: Path, job4: dict) -> di
     results, stdout = run_plan(1, [
         {"convert": _convert_argv(tiny_moe_dir, root / "tp1")},
         {"convert": _convert_argv(tiny_dense_dir, root / "dense")},
-        {"convert": _convert_argv(tiny_moe_dir, root / "strict" / "out", "--atol", "0", "--no-hash")},
+        # a bound no fp32 conversion meets (0 itself is refused at parsing: a bound must be > 0)
+        {"convert": _convert_argv(tiny_moe_dir, root / "strict" / "out", "--atol", "1e-30", "--no-hash")},
         {"controls": {"hf": str(tiny_moe_dir), "ckpt": str(job4["ckpt"])}},
     ])
     return {"tp1": results[0], "dense": results[1], "strict": results[2], "controls": results[3], "stdout": stdout}
@@ -302,6 +304,26 @@ def test_truncated_weights_are_refused(tiny_moe_dir: Path, tmp_path: Path) -> No
     bad = _variant(tiny_moe_dir, tmp_path / "model", weights=data[: len(data) // 2])
     with pytest.raises(ConversionInputError, match="model.safetensors"):
         check_conversion(bad, tmp_path / "out", ParallelLayout())
+
+
+@pytest.mark.parametrize(("flag", "value", "rule"), [
+    ("--atol", "nan", "must be a finite logit bound > 0"), ("--atol", "inf", "must be a finite logit bound > 0"),
+    ("--atol", "0", "must be a finite logit bound > 0"), ("--atol", "-1e-4", "must be a finite logit bound > 0"),
+    ("--atol", "tiny", "is not a number"), ("--min-top1", "nan", r"must be a share of positions in \[0, 1\]"),
+    ("--min-top1", "1.5", r"must be a share of positions in \[0, 1\]"),
+])
+def test_a_tolerance_that_can_never_pass_is_refused_at_parsing(flag: str, value: str, rule: str, capsys) -> None:
+    """Issue 55: ``--verify --atol nan`` converted and verified for minutes, then failed (NaN compares false)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("convert_tool", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with pytest.raises(SystemExit) as exit_:
+        tool.parse_args(["--hf-model-path", "m", "--output-path", "o", "--verify", f"{flag}={value}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and re.search(f"error: argument {flag}: '{value}' {rule}", err[-1]), err
+    assert tool.parse_args(["--hf-model-path", "m", "--output-path", "o", "--atol", "1e-4", "--min-top1", "0"]).atol == 1e-4
 
 
 def test_help_lists_every_option() -> None:

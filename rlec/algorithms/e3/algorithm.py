@@ -73,7 +73,7 @@ class E3(Algorithm):
         ``rlec_sync`` (the async modes sample ahead with an older temperature; verl's own modes lack
         rlec's trainer); with the temperature part, an agent loop other than ``rlec_e3_agent`` or
         T_0 outside [min, max]; with the budget part, not n_min <= rollout.n <= n_max (the sums stay
-        rollout.n x prompts)."""
+        rollout.n x prompts), or n_max above a step's responses (``data.train_batch_size x rollout.n``)."""
         if not cls.enabled(cfg):
             return []
         try:
@@ -98,6 +98,13 @@ class E3(Algorithm):
         if e3.budget_enable and isinstance(n, int) and not e3.n_min <= n <= e3.n_max:
             out.append(Finding("error", "rlec.e3.budget", f"need n_min <= rollout.n <= n_max so every batch gets exactly "
                                f"rollout.n x prompts responses, got {e3.n_min} <= {n} <= {e3.n_max}"))
+        batch = select(cfg, "data.train_batch_size")
+        if e3.budget_enable and isinstance(n, int) and isinstance(batch, int) and e3.n_max > n * batch:
+            # the budget keeps a step's responses at rollout.n x prompts, so one prompt never gets more than all of them
+            # (at most n x B - (B - 1) x n_min, the others at n_min); memory is the step's, whatever the split
+            out.append(Finding("error", "rlec.e3.budget.n_max", f"{e3.n_max!r} must be at most data.train_batch_size x "
+                               f"rollout.n = {batch} x {n} = {batch * n}: the budget splits a step's {batch * n} responses "
+                               "between its prompts, so no prompt can get more"))
         return out
 
     @classmethod
