@@ -22,8 +22,7 @@ What it does (1 at once, 2 and 3 each when the process imports the module concer
    logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
    positions that predict response tokens only), routing replay (R2 / R3) on the
    padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
-   size > 1, torch.compile off (verl's Megatron entropy compiles with inductor at every launch), verl's replay
-   buffer polling for finished rollouts every 0.2 s instead of 2 s, a synchronous checkpoint save's results kept
+   size > 1, verl's replay buffer polling for finished rollouts every 0.2 s instead of 2 s, a synchronous checkpoint save's results kept
    in-process (no spawn Manager per rank), Megatron-core's own CPU shims).
 """
 
@@ -46,7 +45,8 @@ PLATFORM_ENV = "VERL_PLATFORM"
 APPLIED: list[str] = []
 NOT_NEEDED: list[str] = []
 
-__all__ = ["CPUPlatform", "PLATFORM_NAME", "SHIM_TRIGGERS", "VERL_SHIMS", "cpu_requested", "enable_cpu", "probe_verl_shims"]
+__all__ = ["COMPILE_DISABLE_ENV", "CPUPlatform", "PLATFORM_NAME", "SHIM_TRIGGERS", "VERL_SHIMS", "cpu_requested", "enable_cpu", "entropy_compiled",
+           "probe_verl_shims"]
 
 
 def cpu_requested() -> bool:
@@ -683,16 +683,19 @@ def _parallel_load_apply() -> None:
 
 
 # --- 10. verl's Megatron entropy compiles a multiply-sum with inductor in every launch ------------
-def _entropy_compile_needed() -> bool:
+# Not a shim: torch 2.13's ``torch._dynamo.config.disable = True`` set in code holds only for the thread that set it,
+# and Ray runs actor methods on another thread, so a shim applied at import left inductor compiling (g++ at every
+# launch). ``TORCH_COMPILE_DISABLE=1`` in the workers' environment (layout/cpu.yaml, Ray's runtime_env) is read once
+# at torch's import and holds in every thread.
+COMPILE_DISABLE_ENV = "TORCH_COMPILE_DISABLE"
+
+
+def entropy_compiled() -> bool:
+    """Whether verl's Megatron entropy (``_VocabParallelEntropy.forward``) still calls ``torch.compile``: the reason
+    the CPU layout sets :data:`COMPILE_DISABLE_ENV` in its workers (False after an upgrade that drops it)."""
     from verl.utils.megatron import tensor_parallel
 
     return "@torch.compile" in inspect.getsource(tensor_parallel._VocabParallelEntropy.forward)
-
-
-def _entropy_compile_apply() -> None:
-    # torch's own switch (what TORCH_COMPILE_DISABLE=1 sets): torch.compile returns the function unchanged; nothing on
-    # the CPU path gains from inductor at toy shapes
-    torch._dynamo.config.disable = True
 
 
 # --- 11. verl's V1 replay buffer polls for finished rollouts every 2 s ------------------------------
@@ -789,9 +792,6 @@ VERL_SHIMS: tuple[Shim, ...] = (
     Shim("parallel_checkpoint_load", "AssertionError: Torch not compiled with CUDA enabled (resuming at a data-parallel "
          "size > 1: verl's load_dist_checkpointing wraps the load in Megatron's FullyParallelLoadStrategyWrapper, whose "
          "load exchanges the shards on CUDA and calls torch.cuda.synchronize())", _parallel_load_needed, _parallel_load_apply),
-    Shim("entropy_torch_compile", "about 8 s of inductor C++ compile at the first forward of every launch on 2 cores "
-         "(verl.utils.megatron.tensor_parallel._VocabParallelEntropy compiles its multiply-sum with torch.compile; "
-         "nothing gained at toy shapes on CPU)", _entropy_compile_needed, _entropy_compile_apply),
     Shim("replay_buffer_poll", "each step's rollout rounded up to verl's next 2 s poll for finished samples (V1 "
          "ReplayBuffer poll_interval, not a config key): make run's 10 rollouts all took 6.0 s, 4.7-6.2 s with a 0.2 s "
          "poll", _replay_poll_needed, _replay_poll_apply),
@@ -824,7 +824,6 @@ SHIM_TRIGGERS: dict[str, str] = {
     "response_only_logits": TRANSFORMER_IMPL,
     "router_replay_bshd": TRANSFORMER_IMPL,
     "parallel_checkpoint_load": "verl.utils.megatron.dist_checkpointing",
-    "entropy_torch_compile": "verl.utils.megatron.tensor_parallel",
     "replay_buffer_poll": "verl.trainer.ppo.v1",  # the package: its probe reads trainer_base too
     "checkpoint_results_in_process": "verl.utils.checkpoint.megatron_checkpoint_manager",
     "megatron_core_cpu": "megatron.core",
