@@ -23,7 +23,8 @@ What it does (1 at once, 2 and 3 each when the process imports the module concer
    positions that predict response tokens only), routing replay (R2 / R3) on the
    padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
    size > 1, verl's replay buffer polling for finished rollouts every 0.2 s instead of 2 s, a synchronous checkpoint save's results kept
-   in-process (no spawn Manager per rank), Megatron-core's own CPU shims).
+   in-process (no spawn Manager per rank), verl's agent-loop workers waited for at the launch rather than in
+   step 1, Megatron-core's own CPU shims).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ APPLIED: list[str] = []
 NOT_NEEDED: list[str] = []
 
 __all__ = ["COMPILE_DISABLE_ENV", "CPUPlatform", "PLATFORM_NAME", "SHIM_TRIGGERS", "VERL_SHIMS", "cpu_requested", "enable_cpu", "entropy_compiled",
-           "probe_verl_shims"]
+           "probe_verl_shims", "wait_until_ready"]
 
 
 def cpu_requested() -> bool:
@@ -757,6 +758,41 @@ def _save_results_apply() -> None:
     megatron_checkpoint_manager.save_dist_checkpointing = save_dist_checkpointing
 
 
+# --- 14. verl's agent-loop workers finish their start-up inside step 1 ------------------------------
+def _agent_loop_ready_needed() -> bool:
+    from verl.experimental.agent_loop import agent_loop
+
+    # the manager creates its worker actors and returns at once; nothing waits for their constructors until step 1's
+    # first generate_sequences call
+    source = inspect.getsource(agent_loop.AgentLoopManager._init_agent_loop_workers)
+    return ".remote(" in source and not any(wait in source for wait in ("ray.get(", "ray.wait(", "__ray_ready__"))
+
+
+def wait_until_ready(actors: list[Any]) -> None:
+    """Block until every Ray actor in ``actors`` has finished its constructor (Ray's built-in ``__ray_ready__``);
+    a constructor's exception is raised here."""
+    import ray
+
+    if actors:
+        ray.get([actor.__ray_ready__.remote() for actor in actors])
+
+
+def _agent_loop_ready_apply() -> None:
+    from verl.experimental.agent_loop import agent_loop
+
+    init = agent_loop.AgentLoopManager._init_agent_loop_workers
+    if getattr(init, "_rlec_ready", False):
+        return
+
+    @functools.wraps(init)
+    async def _init_agent_loop_workers(self: Any) -> None:
+        await init(self)
+        wait_until_ready(self.agent_loop_workers)  # at the launch (the manager's create), before step 1 starts
+
+    _init_agent_loop_workers._rlec_ready = True  # type: ignore[attr-defined]
+    agent_loop.AgentLoopManager._init_agent_loop_workers = _init_agent_loop_workers
+
+
 # --- 12. megatron-core's own CPU shims, in every worker ---------------------------------------
 def _megatron_needed() -> bool:
     return not torch.cuda.is_available()
@@ -800,6 +836,10 @@ VERL_SHIMS: tuple[Shim, ...] = (
          "orphaned for good when Ray's reaper kills the worker after a SIGKILLed launch: it carries RLEC_RUN_FOLDER, "
          "so the rerun waited 120 s and was refused (fresh clone of 8c702fc, 2026-12-06)",
          _save_results_needed, _save_results_apply),
+    Shim("agent_loop_workers_ready", "step 1 took 13-22 s more than the next (issue 54): verl's AgentLoopManager "
+         "creates its worker actors without waiting for their constructors (a Ray worker process importing verl's "
+         "agent loop, the tokenizer), so step 1's rollout waited for them; waited for at the launch instead",
+         _agent_loop_ready_needed, _agent_loop_ready_apply),
     Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.megatron.compat.SHIMS)", _megatron_needed, _megatron_apply),
 )
 
@@ -826,6 +866,7 @@ SHIM_TRIGGERS: dict[str, str] = {
     "parallel_checkpoint_load": "verl.utils.megatron.dist_checkpointing",
     "replay_buffer_poll": "verl.trainer.ppo.v1",  # the package: its probe reads trainer_base too
     "checkpoint_results_in_process": "verl.utils.checkpoint.megatron_checkpoint_manager",
+    "agent_loop_workers_ready": "verl.experimental.agent_loop.agent_loop",
     "megatron_core_cpu": "megatron.core",
 }
 

@@ -310,3 +310,31 @@ def test_a_synchronous_verl_save_keeps_megatrons_write_results_in_process(monkey
     assert patched({}, "/c", True) == "request"
     assert seen == [(False, queue.Queue), (True, type(None)), (True, type(None))]  # the async saves: megatron's own
     assert filesystem_async._results_queue is None  # restored after the save
+
+
+def test_the_agent_loop_managers_create_returns_with_its_workers_started(ray_local, tmp_path, monkeypatch):
+    """Issue 54: step 1 took 13-22 s more than the next, waiting for the agent-loop workers verl's manager had created
+    without waiting for their constructors. After the shim the manager's worker set-up returns only once every
+    worker's constructor has run (each writes a file as its constructor's last act; the constructors sleep 1 s first,
+    so without the wait none would have written yet)."""
+    import asyncio
+
+    from verl.experimental.agent_loop import agent_loop
+
+    @ray_local.remote(num_cpus=0)
+    class SlowWorker:
+        def __init__(self, path: str) -> None:
+            import time
+
+            time.sleep(1.0)
+            Path(path).write_text("up")
+
+    async def create_workers(self) -> None:  # what verl's does: the actors created, their constructors not awaited
+        self.agent_loop_workers = [SlowWorker.remote(str(tmp_path / f"w{i}")) for i in range(2)]
+
+    assert cpu._agent_loop_ready_needed()  # verl's own method, unpatched
+    monkeypatch.setattr(agent_loop.AgentLoopManager, "_init_agent_loop_workers", create_workers)
+    cpu._agent_loop_ready_apply()
+    manager = object.__new__(agent_loop.AgentLoopManager)
+    asyncio.run(manager._init_agent_loop_workers())
+    assert sorted(f.name for f in tmp_path.glob("w*")) == ["w0", "w1"]
