@@ -94,6 +94,9 @@ PRESETS: dict[str, StepSettings] = {
 }
 
 PLAIN_PHASES = ("gen", "old_log_prob", "update_actor", "step")
+# verl's metrics of the rollout's log-probs against the trainer's old log-probs (decoupled mode; absent in bypass mode,
+# where the old log-probs are the rollout's)
+SAMENESS = ("rollout_corr/kl", "training/rollout_probs_diff_max", "training/rollout_probs_diff_mean", "actor/entropy")
 
 
 def load() -> list[float]:
@@ -266,7 +269,7 @@ def verl_steps(folder: Path, settings: StepSettings, *, model: Path, train: Path
                 break
             time.sleep(0.2)
     total = time.perf_counter() - t0
-    rows = [{"step": int(r["step"]), **{k: float(v) for k, v in r.items() if k.startswith("timing_s/")}}
+    rows = [{"step": int(r["step"]), **{k: float(v) for k, v in r.items() if k.startswith("timing_s/") or k in SAMENESS}}
             for r in map(json.loads, metrics.read_text().splitlines())] if metrics.exists() else []
     first = arrivals[0] if arrivals else float("nan")
     step1 = rows[0].get("timing_s/step", float("nan")) if rows else float("nan")
@@ -294,6 +297,9 @@ def table(result: dict[str, Any]) -> str:
             phase = key[len("timing_s/"):]
             lines.append(f"| {phase} | {rows[0].get(key, float('nan')):.2f} | {_median([r[key] for r in steady if key in r]):.2f} | "
                          + (f"{steady_plain[phase]:.2f}" if phase in steady_plain else "") + " |")
+        same = {k: max(abs(r[k]) for r in rows if k in r) for k in SAMENESS if any(k in r for r in rows)}
+        lines += ["", "rollout vs trainer log-probs, largest over the steps: " + (
+            ", ".join(f"{k} {v:.2e}" for k, v in same.items()) or "not logged (bypass mode: old log-probs = rollout's)")]
         if plain:
             ratio = _median([r["timing_s/step"] for r in steady if "timing_s/step" in r]) / steady_plain["step"]
             lines += ["", f"steady step, verl / plain PyTorch: {ratio:.2f}x"]
@@ -310,8 +316,8 @@ def table(result: dict[str, Any]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", choices=sorted(PRESETS), default="moe", help="the step's settings [moe]")
-    p.add_argument("--model", type=Path, help="Hugging Face model folder [moe: outputs/bench/tiny_moe, built if absent]")
-    p.add_argument("--train", type=Path, help="training parquet [outputs/bench/data/train.parquet, prepared if absent]")
+    p.add_argument("--model", type=Path, help="Hugging Face model folder [outputs/bench/{tiny_moe,demo_model}, built if absent]")
+    p.add_argument("--train", type=Path, help="training parquet [outputs/bench/{data,demo_data}/train.parquet, written if absent]")
     p.add_argument("--test", type=Path, help="validation parquet [beside --train]")
     p.add_argument("--steps", type=int, default=5, help="verl steps (step 1, steady 2 .. steps-1, the last saves) [5]")
     p.add_argument("--plain-steps", type=int, default=3, help="plain PyTorch steps [3]")
@@ -327,20 +333,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _defaults(args: argparse.Namespace) -> None:
-    """The default model and data, built once into outputs/bench (make run's tiny MoE and sample data)."""
+    """The preset's default model and data, built once into outputs/bench: ``moe``: make run's tiny Qwen3-MoE and
+    sample data; ``demo``: random weights of the demo's architecture (:class:`rlec.demo.warm_start.WarmStartConfig`,
+    dense Qwen3, hidden 64, 2 layers, Qwen3's full vocabulary: pass ``--model`` for a trained or compact one) and the
+    demo's addition data (:func:`rlec.demo.data.write_demo_data`)."""
     bench = REPO / "outputs" / "bench"
     if args.model is None:
-        args.model = bench / "tiny_moe"
+        args.model = bench / ("tiny_moe" if args.preset == "moe" else "demo_model")
         if not (args.model / "config.json").is_file():
             from rlec.models import build_tiny_model
 
-            build_tiny_model(args.model)
-    if args.train is None:
-        args.train = bench / "data" / "train.parquet"
-        if not args.train.is_file():
-            from rlec.data.prepare import main as prepare
+            overrides = None
+            if args.preset == "demo":
+                from rlec.demo.warm_start import FULL_VOCAB_SIZE, WarmStartConfig
 
-            prepare(["--output-dir", str(args.train.parent)])
+                overrides = WarmStartConfig().hf_config(FULL_VOCAB_SIZE)
+            build_tiny_model(args.model, overrides=overrides)
+    if args.train is None:
+        args.train = bench / ("data" if args.preset == "moe" else "demo_data") / "train.parquet"
+        if not args.train.is_file():
+            if args.preset == "moe":
+                from rlec.data.prepare import main as prepare
+
+                prepare(["--output-dir", str(args.train.parent)])
+            else:
+                from rlec.demo.data import write_demo_data
+
+                write_demo_data(args.train.parent, binary_fraction=0.0)
     args.test = args.test or args.train.with_name("test.parquet")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
@@ -55,10 +54,12 @@ def test_the_table_sets_verls_phases_beside_plain_pytorchs(bench):
     verl = {"rc": 0, "total_s": 100.0, "first_row_s": 60.0, "launch_to_first_step_s": 40.0, "rows": [
         {"step": 1, "timing_s/gen": 9.0, "timing_s/step": 20.0},
         {"step": 2, "timing_s/gen": 2.0, "timing_s/step": 5.0},
-        {"step": 3, "timing_s/gen": 3.0, "timing_s/step": 7.0},
+        {"step": 3, "timing_s/gen": 3.0, "timing_s/step": 7.0, "rollout_corr/kl": -3e-9},
         {"step": 4, "timing_s/gen": 2.0, "timing_s/step": 9.0}]}
     text = bench.table({"model": "m", "settings": {}, "load": [[1.0, 1.0, 1.0]], "nice": 15, "plain": plain, "verl": verl})
     # steady: steps 2-3 (the last saves), median; plain: steps after the first
     assert "| gen | 9.00 | 2.50 | 1.00 |" in text and "| step | 20.00 | 6.00 | 3.00 |" in text
     assert "verl / plain PyTorch: 2.00x" in text and "launch to step 1's start 40.0 s" in text
-    json.dumps(plain)  # the child's protocol
+    assert "largest over the steps: rollout_corr/kl 3.00e-09" in text
+    verl["rows"][2].pop("rollout_corr/kl")
+    assert "not logged (bypass mode" in bench.table({"model": "m", "settings": {}, "load": [], "verl": verl})
