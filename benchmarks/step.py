@@ -230,7 +230,12 @@ def _plain_child(args: argparse.Namespace, settings: StepSettings) -> dict[str, 
     proc = subprocess.run(["nice", "-n", str(args.nice), *cmd], capture_output=True, text=True, cwd=REPO)
     if proc.returncode != 0:
         raise RuntimeError(f"the plain-PyTorch half failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return plain_from_child(proc.stdout)
+
+
+def plain_from_child(stdout: str) -> dict[str, Any]:
+    """The plain half's figures from a ``--plain-only --json`` run's stdout (its last line)."""
+    return json.loads(stdout.strip().splitlines()[-1])["plain"]
 
 
 def _settings_argv(s: StepSettings) -> list[str]:
@@ -390,14 +395,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["verl"] = verl_steps(args.out_dir, settings, model=args.model, train=args.train, test=args.test,
                                     steps=args.steps, extra=args.overrides)
     result["load"].append(load())
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(table(result))
-    if args.out:
+    if args.out:  # first: the figures survive a failing table
         from rlec.io import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result) if args.json else table(result))
     return 0 if not result.get("verl") or result["verl"]["rc"] == 0 else 1
 
 

@@ -63,3 +63,13 @@ def test_the_table_sets_verls_phases_beside_plain_pytorchs(bench):
     assert "largest over the steps: rollout_corr/kl 3.00e-09" in text
     verl["rows"][2].pop("rollout_corr/kl")
     assert "not logged (bypass mode" in bench.table({"model": "m", "settings": {}, "load": [], "verl": verl})
+
+
+def test_the_plain_only_run_hands_its_figures_to_the_parent(bench, tiny_dense_dir, sample_data_dir, capsys):
+    """``--plain-only --json`` (what the side-by-side run starts at Ray's niceness): one JSON line the parent reads."""
+    argv = ["--preset", "demo", "--plain-only", "--json", "--model", str(tiny_dense_dir), "--train",
+            str(sample_data_dir / "train.parquet"), "--batch", "1", "--n", "2", "--max-response", "2", "--mini-batch", "1",
+            "--plain-steps", "1"]
+    assert bench.main(argv) == 0
+    plain = bench.plain_from_child(capsys.readouterr().out)
+    assert len(plain["steps"]) == 1 and set(plain["steps"][0]) == set(bench.PLAIN_PHASES)
