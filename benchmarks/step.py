@@ -13,10 +13,12 @@ Two halves, the same model folder, batch and settings (``--preset`` sets them, f
   verl's phases (``timing_s/*``) as verl logs it;
 - **plain PyTorch**: the same Hugging Face model in fp32 in one process at Ray's worker niceness (``--nice``, Ray
   starts its workers at nice 15), each step: rollout sampling (``generate``, KV cache, the prompts x ``n`` rows at
-  once), the old log-probs and entropy (a forward per micro-batch, as verl's ``old_log_prob``), the PPO update
-  (clipped policy loss, token-mean, one optimizer step per mini-batch, grad-norm clip 1.0, AdamW). It also reports
-  the largest difference between the sampler's log-probs (raw logits / T of the sampled tokens) and the
-  recomputed ones: on-policy, the same weights and temperature in fp32, they are the same numbers.
+  once, rlec's sampler :class:`rlec.generation.RaceSampler` as the CPU rollout uses), the old log-probs and entropy
+  (a forward per micro-batch, as verl's ``old_log_prob``), the PPO update (clipped policy loss, token-mean, one
+  optimizer step per mini-batch, grad-norm clip 1.0, AdamW); the vocabulary projection at the response positions
+  only, as verl's trainer on CPU. It also reports the largest difference between the sampler's log-probs (logits /
+  T of the sampled tokens, kept as it samples) and the recomputed ones: on-policy, the same weights and temperature
+  in fp32, they are the same numbers up to float rounding.
 
 The prompts are the first ``--batch`` rows of ``--train`` (chat template, ``enable_thinking=False`` as rlec's recipe).
 Output: a Markdown table (phase, verl s, plain s) with the load average (``os.getloadavg``) at each half's start
@@ -120,17 +122,37 @@ def read_prompts(train: Path, tokenizer: Any, count: int) -> list[list[int]]:
     return out
 
 
-def _token_log_probs(model: Any, ids: Any, mask: Any, start: int, targets: Any, temperature: float,
+def _token_log_probs(model: Any, ids: Any, mask: Any, targets: Any, temperature: float,
                      entropy: bool) -> tuple[Any, Any]:
-    """Log-probs (and entropy) of ``targets`` (rows, R) at positions ``start-1 .. start+R-2`` of a left-padded batch."""
+    """Log-probs (and entropy) of ``targets`` (rows, R), the last R tokens of a left-padded batch ``ids``.
+
+    The vocabulary projection at the R positions that predict them only (``logits_to_keep``), as verl's trainer on
+    CPU computes it (``response_only_logits``).
+    """
     import torch
 
+    width = targets.shape[1]
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, start - 1:-1].float()
-    logp = torch.log_softmax(logits / temperature, dim=-1)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=width + 1).logits
+    logp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
     picked = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     ent = -(logp.exp() * logp).sum(-1) if entropy else None
     return picked, ent
+
+
+class _SamplerLogProbs:
+    """A logits processor around rlec's sampler (:class:`rlec.generation.RaceSampler`, what the CPU rollout samples
+    with) that keeps the sampled token's log-prob under ``softmax(logits / T)`` (one logsumexp a token)."""
+
+    def __init__(self, sampler: Any, temperature: float) -> None:
+        self.sampler, self.temperature, self.log_probs = sampler, temperature, []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        out = self.sampler(input_ids, scores)
+        token = out.argmax(-1, keepdim=True)
+        scaled = scores.float() / self.temperature
+        self.log_probs.append((scaled.gather(-1, token) - scaled.logsumexp(-1, keepdim=True)).squeeze(-1))
+        return out
 
 
 def plain_step(model_dir: Path, prompts: Sequence[Sequence[int]], settings: StepSettings, *, steps: int = 3,
@@ -161,13 +183,20 @@ def plain_step(model_dir: Path, prompts: Sequence[Sequence[int]], settings: Step
     if len(prompts) != settings.batch or steps < 1:
         raise ValueError(f"plain_step: {len(prompts)} prompts for batch {settings.batch}, steps={steps} (need >= 1)")
     torch.manual_seed(seed)
+    from transformers import GenerationConfig, LogitsProcessorList
+
+    from rlec.generation import RaceSampler
+
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    model.config.use_cache = True
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     eos = model.generation_config.eos_token_id
     eos_ids = torch.tensor(eos if isinstance(eos, list) else [eos if eos is not None else pad])
+    # greedy over the sampler's output (0 at the drawn token, -inf elsewhere): rlec_hf's generate, every field set
+    config = GenerationConfig(do_sample=False, max_new_tokens=settings.max_response, pad_token_id=pad,
+                              eos_token_id=eos_ids.tolist(), repetition_penalty=1.0, top_k=None, top_p=None,
+                              temperature=None, use_cache=True)
     rows = [list(p) for p in prompts for _ in range(settings.n)]
     width = max(map(len, rows))
     prompt_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
@@ -177,14 +206,16 @@ def plain_step(model_dir: Path, prompts: Sequence[Sequence[int]], settings: Step
         times: dict[str, float] = {}
         t_step = time.perf_counter()
         model.eval()
+        recorder = _SamplerLogProbs(RaceSampler(settings.temperature, 1.0, settings.top_k), settings.temperature)
         with torch.no_grad():
-            out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=True,
-                                 temperature=settings.temperature, top_k=settings.top_k if settings.top_k > 0 else None,
-                                 top_p=1.0, max_new_tokens=settings.max_response, min_new_tokens=1, pad_token_id=pad,
-                                 return_dict_in_generate=True, output_logits=True)
-        responses = out.sequences[:, width:]
-        sampler_lp = torch.log_softmax(torch.stack(out.logits, 1).float() / settings.temperature, -1)
-        sampler_lp = sampler_lp.gather(-1, responses.unsqueeze(-1)).squeeze(-1)
+            out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config,
+                                 logits_processor=LogitsProcessorList([recorder]))
+        responses = out[:, width:]
+        if responses.shape[1] < settings.max_response:  # every row ended early
+            fill = torch.full((len(rows), settings.max_response - responses.shape[1]), pad, dtype=responses.dtype)
+            responses = torch.cat([responses, fill], 1)
+        sampler_lp = torch.stack(recorder.log_probs, 1)
+        sampler_lp = torch.cat([sampler_lp, sampler_lp.new_zeros(len(rows), responses.shape[1] - sampler_lp.shape[1])], 1)
         ended = torch.isin(responses, eos_ids).long()
         resp_mask = ((ended.cumsum(-1) - ended) == 0).long()  # up to and including the first end token
         ids = torch.cat([prompt_ids, responses], 1)
@@ -194,7 +225,7 @@ def plain_step(model_dir: Path, prompts: Sequence[Sequence[int]], settings: Step
         t0 = time.perf_counter()
         with torch.no_grad():
             parts = [_token_log_probs(model, ids[i:i + settings.log_prob_micro_batch], mask[i:i + settings.log_prob_micro_batch],
-                                      width, responses[i:i + settings.log_prob_micro_batch], settings.temperature, True)
+                                      responses[i:i + settings.log_prob_micro_batch], settings.temperature, True)
                      for i in range(0, len(rows), settings.log_prob_micro_batch)]
         old_lp = torch.cat([p[0] for p in parts])
         times["old_log_prob"] = time.perf_counter() - t0
@@ -211,7 +242,7 @@ def plain_step(model_dir: Path, prompts: Sequence[Sequence[int]], settings: Step
             tokens = resp_mask[m0:m0 + mini_rows].sum().clamp(min=1)
             for i in range(m0, min(m0 + mini_rows, len(rows)), settings.micro_batch):
                 j = min(i + settings.micro_batch, m0 + mini_rows)
-                lp, _ = _token_log_probs(model, ids[i:j], mask[i:j], width, responses[i:j], settings.temperature, False)
+                lp, _ = _token_log_probs(model, ids[i:j], mask[i:j], responses[i:j], settings.temperature, False)
                 ratio = torch.exp(lp - old_lp[i:j])
                 loss_tok = -torch.minimum(adv[i:j] * ratio, adv[i:j] * ratio.clamp(1 - 0.2, 1 + 0.28))
                 (loss_tok * resp_mask[i:j]).sum().div(tokens).backward()
