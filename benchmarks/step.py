@@ -361,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, default=REPO / "outputs" / "bench_step", help="verl's run folder (empty)")
     p.add_argument("--out", type=Path, help="write every figure here as JSON")
     p.add_argument("--plain-only", action="store_true", help="the plain-PyTorch half only (no launch)")
+    p.add_argument("--verl-only", action="store_true", help="the verl half only (A/B runs of verl settings)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line (the child's protocol)")
     for f in dataclasses.fields(StepSettings):
         p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=None)
@@ -421,8 +422,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["plain"] = plain_step(args.model, prompts, settings, steps=args.plain_steps)
         result["nice"] = os.nice(0)
     else:
-        result["plain"] = _plain_child(args, settings)
-        result["load"].append(load())
+        if not args.verl_only:
+            result["plain"] = _plain_child(args, settings)
+            result["load"].append(load())
         result["verl"] = verl_steps(args.out_dir, settings, model=args.model, train=args.train, test=args.test,
                                     steps=args.steps, extra=args.overrides)
     result["load"].append(load())
