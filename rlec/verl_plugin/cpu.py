@@ -22,9 +22,9 @@ What it does (1 at once, 2 and 3 each when the process imports the module concer
    logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
    positions that predict response tokens only), routing replay (R2 / R3) on the
    padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
-   size > 1, torch.compile off (verl's Megatron entropy compiles with inductor at every launch), verl's replay
-   buffer polling for finished rollouts every 0.2 s instead of 2 s, a synchronous checkpoint save's results kept
-   in-process (no spawn Manager per rank), Megatron-core's own CPU shims).
+   size > 1, verl's replay buffer polling for finished rollouts every 0.2 s instead of 2 s, a synchronous checkpoint save's results kept
+   in-process (no spawn Manager per rank), verl's agent-loop workers waited for at the launch rather than in
+   step 1, Megatron-core's own CPU shims).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ PLATFORM_ENV = "VERL_PLATFORM"
 APPLIED: list[str] = []
 NOT_NEEDED: list[str] = []
 
-__all__ = ["CPUPlatform", "PLATFORM_NAME", "SHIM_TRIGGERS", "VERL_SHIMS", "cpu_requested", "enable_cpu", "probe_verl_shims"]
+__all__ = ["COMPILE_DISABLE_ENV", "CPUPlatform", "PLATFORM_NAME", "SHIM_TRIGGERS", "VERL_SHIMS", "cpu_requested", "enable_cpu", "entropy_compiled",
+           "probe_verl_shims", "wait_until_ready"]
 
 
 def cpu_requested() -> bool:
@@ -683,16 +684,19 @@ def _parallel_load_apply() -> None:
 
 
 # --- 10. verl's Megatron entropy compiles a multiply-sum with inductor in every launch ------------
-def _entropy_compile_needed() -> bool:
+# Not a shim: torch 2.13's ``torch._dynamo.config.disable = True`` set in code holds only for the thread that set it,
+# and Ray runs actor methods on another thread, so a shim applied at import left inductor compiling (g++ at every
+# launch). ``TORCH_COMPILE_DISABLE=1`` in the workers' environment (layout/cpu.yaml, Ray's runtime_env) is read once
+# at torch's import and holds in every thread.
+COMPILE_DISABLE_ENV = "TORCH_COMPILE_DISABLE"
+
+
+def entropy_compiled() -> bool:
+    """Whether verl's Megatron entropy (``_VocabParallelEntropy.forward``) still calls ``torch.compile``: the reason
+    the CPU layout sets :data:`COMPILE_DISABLE_ENV` in its workers (False after an upgrade that drops it)."""
     from verl.utils.megatron import tensor_parallel
 
     return "@torch.compile" in inspect.getsource(tensor_parallel._VocabParallelEntropy.forward)
-
-
-def _entropy_compile_apply() -> None:
-    # torch's own switch (what TORCH_COMPILE_DISABLE=1 sets): torch.compile returns the function unchanged; nothing on
-    # the CPU path gains from inductor at toy shapes
-    torch._dynamo.config.disable = True
 
 
 # --- 11. verl's V1 replay buffer polls for finished rollouts every 2 s ------------------------------
@@ -754,6 +758,41 @@ def _save_results_apply() -> None:
     megatron_checkpoint_manager.save_dist_checkpointing = save_dist_checkpointing
 
 
+# --- 14. verl's agent-loop workers finish their start-up inside step 1 ------------------------------
+def _agent_loop_ready_needed() -> bool:
+    from verl.experimental.agent_loop import agent_loop
+
+    # the manager creates its worker actors and returns at once; nothing waits for their constructors until step 1's
+    # first generate_sequences call
+    source = inspect.getsource(agent_loop.AgentLoopManager._init_agent_loop_workers)
+    return ".remote(" in source and not any(wait in source for wait in ("ray.get(", "ray.wait(", "__ray_ready__"))
+
+
+def wait_until_ready(actors: list[Any]) -> None:
+    """Block until every Ray actor in ``actors`` has finished its constructor (Ray's built-in ``__ray_ready__``);
+    a constructor's exception is raised here."""
+    import ray
+
+    if actors:
+        ray.get([actor.__ray_ready__.remote() for actor in actors])
+
+
+def _agent_loop_ready_apply() -> None:
+    from verl.experimental.agent_loop import agent_loop
+
+    init = agent_loop.AgentLoopManager._init_agent_loop_workers
+    if getattr(init, "_rlec_ready", False):
+        return
+
+    @functools.wraps(init)
+    async def _init_agent_loop_workers(self: Any) -> None:
+        await init(self)
+        wait_until_ready(self.agent_loop_workers)  # at the launch (the manager's create), before step 1 starts
+
+    _init_agent_loop_workers._rlec_ready = True  # type: ignore[attr-defined]
+    agent_loop.AgentLoopManager._init_agent_loop_workers = _init_agent_loop_workers
+
+
 # --- 12. megatron-core's own CPU shims, in every worker ---------------------------------------
 def _megatron_needed() -> bool:
     return not torch.cuda.is_available()
@@ -789,9 +828,6 @@ VERL_SHIMS: tuple[Shim, ...] = (
     Shim("parallel_checkpoint_load", "AssertionError: Torch not compiled with CUDA enabled (resuming at a data-parallel "
          "size > 1: verl's load_dist_checkpointing wraps the load in Megatron's FullyParallelLoadStrategyWrapper, whose "
          "load exchanges the shards on CUDA and calls torch.cuda.synchronize())", _parallel_load_needed, _parallel_load_apply),
-    Shim("entropy_torch_compile", "about 8 s of inductor C++ compile at the first forward of every launch on 2 cores "
-         "(verl.utils.megatron.tensor_parallel._VocabParallelEntropy compiles its multiply-sum with torch.compile; "
-         "nothing gained at toy shapes on CPU)", _entropy_compile_needed, _entropy_compile_apply),
     Shim("replay_buffer_poll", "each step's rollout rounded up to verl's next 2 s poll for finished samples (V1 "
          "ReplayBuffer poll_interval, not a config key): make run's 10 rollouts all took 6.0 s, 4.7-6.2 s with a 0.2 s "
          "poll", _replay_poll_needed, _replay_poll_apply),
@@ -800,6 +836,10 @@ VERL_SHIMS: tuple[Shim, ...] = (
          "orphaned for good when Ray's reaper kills the worker after a SIGKILLed launch: it carries RLEC_RUN_FOLDER, "
          "so the rerun waited 120 s and was refused (fresh clone of 8c702fc, 2026-12-06)",
          _save_results_needed, _save_results_apply),
+    Shim("agent_loop_workers_ready", "step 1 took 13-22 s more than the next (issue 54): verl's AgentLoopManager "
+         "creates its worker actors without waiting for their constructors (a Ray worker process importing verl's "
+         "agent loop, the tokenizer), so step 1's rollout waited for them; waited for at the launch instead",
+         _agent_loop_ready_needed, _agent_loop_ready_apply),
     Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.megatron.compat.SHIMS)", _megatron_needed, _megatron_apply),
 )
 
@@ -824,9 +864,9 @@ SHIM_TRIGGERS: dict[str, str] = {
     "response_only_logits": TRANSFORMER_IMPL,
     "router_replay_bshd": TRANSFORMER_IMPL,
     "parallel_checkpoint_load": "verl.utils.megatron.dist_checkpointing",
-    "entropy_torch_compile": "verl.utils.megatron.tensor_parallel",
     "replay_buffer_poll": "verl.trainer.ppo.v1",  # the package: its probe reads trainer_base too
     "checkpoint_results_in_process": "verl.utils.checkpoint.megatron_checkpoint_manager",
+    "agent_loop_workers_ready": "verl.experimental.agent_loop.agent_loop",
     "megatron_core_cpu": "megatron.core",
 }
 

@@ -158,8 +158,14 @@ def first(tmp_path_factory, tiny_moe_dir, sample_data_dir) -> First:
     run has the launcher prepare its own (the same bytes: its step metrics must equal these)."""
     root = tmp_path_factory.mktemp("verl")
     out, data = root / "run", sample_data_dir
-    proc = _run(out, data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0", RLEC_ROUTER_REPLAY_LOG=str(root / "replay_r2"))
+    proc = _run(out, data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0", RLEC_ROUTER_REPLAY_LOG=str(root / "replay_r2"),
+                TORCHINDUCTOR_CACHE_DIR=str(root / "inductor"))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    # inductor writes every kernel it compiles (C++ source, .so) under its cache folder, which Ray's local workers
+    # inherit from the launch's environment: nothing there, or torch.compile ran in a worker (layout/cpu.yaml's
+    # TORCH_COMPILE_DISABLE; the retired in-code switch left verl's entropy compiling at every launch)
+    compiled = [str(f) for f in (root / "inductor").rglob("*") if f.is_file()]
+    assert not compiled, compiled[:10]
     return First(root, out, data, proc.stdout, _step_metrics(out), (out / "metrics.jsonl").read_text().splitlines(),
                  _weights(out / "global_step_2", root / "scratch"),
                  tracker=(out / "latest_checkpointed_iteration.txt").read_text().strip(),

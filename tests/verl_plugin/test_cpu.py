@@ -230,28 +230,56 @@ def test_the_replay_buffer_polls_every_0_2_s_unless_told(monkeypatch):
         ReplayBuffer.__init__ = init
 
 
-def test_torch_compile_is_a_no_op_after_the_entropy_shim(monkeypatch):
-    """verl's Megatron entropy (``_VocabParallelEntropy.forward``) compiles its multiply-sum with ``torch.compile`` at
-    every launch (~8 s of inductor on 2 cores, first call); after the shim dynamo sees no frame (before it: one) and
-    the function gives the eager result."""
+def _dynamo_frames_in_another_thread() -> dict:
+    """Dynamo's frame counters after a ``torch.compile``d call (the eager backend: tracing, no C++ compile) made on a
+    new thread, as Ray runs an actor's methods."""
+    import threading
+
     import torch._dynamo
 
-    def frames_of_a_compiled_call() -> dict:
-        torch._dynamo.reset()
-        torch._dynamo.utils.counters.clear()
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    seen: dict = {}
 
-        @torch.compile(dynamic=True, backend="eager")  # the eager backend: dynamo's tracing, no C++ compile
+    def call() -> None:
+        @torch.compile(dynamic=True, backend="eager")
         def mul_reduce(a, b):
             return (a * b).sum(dim=-1, keepdim=True)
 
         a = torch.arange(6.0).reshape(2, 3)
-        assert torch.equal(mul_reduce(a, a), (a * a).sum(dim=-1, keepdim=True))
-        return dict(torch._dynamo.utils.counters["frames"])
+        seen["equal"] = torch.equal(mul_reduce(a, a), (a * a).sum(dim=-1, keepdim=True))
+        seen["frames"] = dict(torch._dynamo.utils.counters["frames"])
 
-    monkeypatch.setattr(torch._dynamo.config, "disable", False)
-    assert frames_of_a_compiled_call().get("total", 0) >= 1
-    cpu._entropy_compile_apply()
-    assert torch._dynamo.config.disable is True and frames_of_a_compiled_call() == {}
+    thread = threading.Thread(target=call)
+    thread.start()
+    thread.join()
+    assert seen["equal"]
+    return seen["frames"]
+
+
+def test_torch_compile_disabled_in_code_still_compiles_on_rays_method_thread(monkeypatch):
+    """The retired ``entropy_torch_compile`` shim set ``torch._dynamo.config.disable = True`` at import; in torch 2.13
+    that holds only for the setting thread, so verl's entropy, called on the thread Ray runs actor methods on, was
+    still compiled with inductor (g++ at every launch). Hence the environment variable (next test). When torch makes
+    the setting process-wide, this test fails: a code switch would then do."""
+    monkeypatch.setattr(torch._dynamo.config, "disable", True)
+    assert _dynamo_frames_in_another_thread().get("total", 0) >= 1
+
+
+def test_the_cpu_layout_disables_torch_compile_in_every_ray_worker(compose_rlec):
+    """``TORCH_COMPILE_DISABLE=1`` in the CPU layout's Ray runtime environment: every worker imports torch with it,
+    and it holds on every thread (a fresh interpreter calls a compiled function on a new thread: dynamo sees no
+    frame). Needed while verl's Megatron entropy calls ``torch.compile`` (the probe: False after an upgrade that
+    drops it, then the variable can go)."""
+    assert cpu.entropy_compiled()
+    env = compose_rlec("layout=cpu", "precision=fp32").ray_kwargs.ray_init.runtime_env.env_vars
+    assert env[cpu.COMPILE_DISABLE_ENV] == "1" and env.VERL_USE_EXTERNAL_MODULES == "rlec.verl_plugin"
+    script = (f"import torch\n{inspect.getsource(_dynamo_frames_in_another_thread)}\n"
+              "print(_dynamo_frames_in_another_thread(), torch._dynamo.config.disable)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, cpu.COMPILE_DISABLE_ENV: env[cpu.COMPILE_DISABLE_ENV]})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-2:] == ["{}", "True"], proc.stdout
 
 
 def test_a_synchronous_verl_save_keeps_megatrons_write_results_in_process(monkeypatch):
@@ -282,3 +310,31 @@ def test_a_synchronous_verl_save_keeps_megatrons_write_results_in_process(monkey
     assert patched({}, "/c", True) == "request"
     assert seen == [(False, queue.Queue), (True, type(None)), (True, type(None))]  # the async saves: megatron's own
     assert filesystem_async._results_queue is None  # restored after the save
+
+
+def test_the_agent_loop_managers_create_returns_with_its_workers_started(ray_local, tmp_path, monkeypatch):
+    """Issue 54: step 1 took 13-22 s more than the next, waiting for the agent-loop workers verl's manager had created
+    without waiting for their constructors. After the shim the manager's worker set-up returns only once every
+    worker's constructor has run (each writes a file as its constructor's last act; the constructors sleep 1 s first,
+    so without the wait none would have written yet)."""
+    import asyncio
+
+    from verl.experimental.agent_loop import agent_loop
+
+    @ray_local.remote(num_cpus=0)
+    class SlowWorker:
+        def __init__(self, path: str) -> None:
+            import time
+
+            time.sleep(1.0)
+            Path(path).write_text("up")
+
+    async def create_workers(self) -> None:  # what verl's does: the actors created, their constructors not awaited
+        self.agent_loop_workers = [SlowWorker.remote(str(tmp_path / f"w{i}")) for i in range(2)]
+
+    assert cpu._agent_loop_ready_needed()  # verl's own method, unpatched
+    monkeypatch.setattr(agent_loop.AgentLoopManager, "_init_agent_loop_workers", create_workers)
+    cpu._agent_loop_ready_apply()
+    manager = object.__new__(agent_loop.AgentLoopManager)
+    asyncio.run(manager._init_agent_loop_workers())
+    assert sorted(f.name for f in tmp_path.glob("w*")) == ["w0", "w1"]
