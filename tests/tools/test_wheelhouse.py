@@ -1,0 +1,180 @@
+"""tools/wheelhouse.sh / tools/wheelhouse.py and `tools/setup_gpu_env.sh --offline` on CPU, with tiny fake wheels made
+here (never the real multi-GB GPU set): the manifest, the split into parts and their reassembly with checksums, the
+refusal of a missing or damaged part by name, and an offline install refused before anything is written when the
+wheels are for another Python, a wheel's tags do not fit, or the node has no CUDA (issue 58)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEELHOUSE_SH, HELPER, SETUP = ROOT / "tools" / "wheelhouse.sh", ROOT / "tools" / "wheelhouse.py", ROOT / "tools" / "setup_gpu_env.sh"
+HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
+OTHER = "3.12" if HERE != "3.12" else "3.11"
+
+
+def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env=os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **env})
+
+
+def helper(*args: str) -> subprocess.CompletedProcess:
+    return run(sys.executable, str(HELPER), *args)
+
+
+def fake_wheels(folder: Path, files: dict[str, int]) -> dict[str, bytes]:
+    """Wheel-named files of seeded random bytes (a manifest reads names and bytes only)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for i, (name, size) in enumerate(files.items()):
+        data = hashlib.sha256(str(i).encode()).digest() * (size // 32 + 1)
+        (folder / name).write_bytes(data[:size])
+        out[name] = data[:size]
+    return out
+
+
+WHEELS = {"alpha-1.0-py3-none-any.whl": 30_000, "beta_pkg-2.3.4-py3-none-any.whl": 12_345, "gamma-0.1-py2.py3-none-any.whl": 777}
+
+
+@pytest.fixture
+def house(tmp_path: Path) -> Path:
+    folder = tmp_path / "wheels"
+    fake_wheels(folder, WHEELS)
+    proc = helper("manifest", str(folder), "--python", HERE, "--missing", "flash-attn==2.8.3=sdist only")
+    assert proc.returncode == 0, proc.stderr
+    return folder
+
+
+def test_manifest_lists_name_version_sha256_and_size_of_every_wheel(house: Path):
+    manifest = json.loads((house / "wheelhouse.json").read_text())
+    assert manifest["schema"] == "rlec.wheelhouse/1" and manifest["python"] == HERE
+    rows = {w["file"]: w for w in manifest["wheels"]}
+    assert set(rows) == set(WHEELS)
+    beta = rows["beta_pkg-2.3.4-py3-none-any.whl"]
+    data = (house / beta["file"]).read_bytes()
+    assert (beta["name"], beta["version"], beta["bytes"]) == ("beta-pkg", "2.3.4", 12_345)
+    assert beta["sha256"] == hashlib.sha256(data).hexdigest()
+    assert manifest["missing"] == [{"name": "flash-attn", "version": "2.8.3", "reason": "sdist only"}]
+
+
+def test_manifest_refuses_two_wheels_of_one_project(tmp_path: Path):
+    fake_wheels(tmp_path, {"alpha-1.0-py3-none-any.whl": 10, "alpha-1.1-py3-none-any.whl": 10})
+    proc = helper("manifest", str(tmp_path), "--python", HERE)
+    assert proc.returncode == 1 and "two wheels of alpha" in proc.stderr and not (tmp_path / "wheelhouse.json").exists()
+
+
+def test_split_then_join_restores_the_wheelhouse_byte_for_byte(house: Path, tmp_path: Path):
+    parts = tmp_path / "parts"
+    proc = helper("split", str(house), "--out", str(parts), "--part-mib", str(10_000 / 2**20))  # 10,000-byte parts
+    assert proc.returncode == 0, proc.stderr
+    listing = json.loads((parts / "parts.json").read_text())
+    files = sorted(p.name for p in parts.glob("wheelhouse.tar.part*"))
+    assert [p["file"] for p in listing["parts"]] == files
+    # a tar of 4 files (3 wheels + the manifest): > 43,122 bytes of content, so at least 5 parts of 10,000 bytes
+    assert len(files) >= 5 and all(p["bytes"] == 10_000 for p in listing["parts"][:-1]) and listing["parts"][-1]["bytes"] <= 10_000
+    assert listing["total_bytes"] == sum(p["bytes"] for p in listing["parts"]) and listing["python"] == HERE
+    for part in listing["parts"]:
+        assert part["sha256"] == hashlib.sha256((parts / part["file"]).read_bytes()).hexdigest()
+    assert (parts / "parts.sha256").read_text().splitlines()[0] == f"{listing['parts'][0]['sha256']}  {files[0]}"
+    out = tmp_path / "joined"
+    proc = helper("join", str(parts), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    for name in [*WHEELS, "wheelhouse.json"]:
+        assert (out / name).read_bytes() == (house / name).read_bytes()
+    # deterministic: the same folder gives the same parts
+    assert helper("split", str(house), "--out", str(tmp_path / "again"), "--part-mib", str(10_000 / 2**20)).returncode == 0
+    assert json.loads((tmp_path / "again" / "parts.json").read_text())["sha256"] == listing["sha256"]
+
+
+@pytest.mark.parametrize("damage", ["missing", "flipped", "truncated"])
+def test_join_refuses_a_missing_or_damaged_part_by_name_and_writes_nothing(house: Path, tmp_path: Path, damage: str):
+    parts = tmp_path / "parts"
+    assert helper("split", str(house), "--out", str(parts), "--part-mib", str(10_000 / 2**20)).returncode == 0
+    victim = parts / "wheelhouse.tar.part002"
+    if damage == "missing":
+        victim.unlink()
+        expected = "part wheelhouse.tar.part002 is missing"
+    elif damage == "flipped":
+        data = bytearray(victim.read_bytes())
+        data[100] ^= 0xFF
+        victim.write_bytes(bytes(data))
+        expected = "part wheelhouse.tar.part002 is damaged: sha256"
+    else:
+        victim.write_bytes(victim.read_bytes()[:-1])
+        expected = "part wheelhouse.tar.part002 is damaged: 9999 bytes, parts.json says 10000"
+    out = tmp_path / "joined"
+    proc = helper("join", str(parts), "--out", str(out))
+    assert proc.returncode == 1 and expected in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
+def test_verify_names_a_damaged_or_unlisted_wheel(house: Path):
+    assert helper("verify", str(house)).returncode == 0
+    (house / "alpha-1.0-py3-none-any.whl").write_bytes(b"x" * 30_000)
+    proc = helper("verify", str(house))
+    assert proc.returncode == 1 and "alpha-1.0-py3-none-any.whl: damaged" in proc.stderr
+
+
+def test_offline_install_refuses_another_python_before_writing(tmp_path: Path):
+    parts, target = tmp_path / "parts", tmp_path / "site"
+    folder = tmp_path / "wheels"
+    fake_wheels(folder, WHEELS)
+    assert helper("manifest", str(folder), "--python", OTHER).returncode == 0
+    for source in (folder, parts):
+        if source == parts:
+            assert helper("split", str(folder), "--out", str(parts)).returncode == 0
+        proc = run("bash", str(SETUP), "--offline", str(source), "--target", str(target), PYTHON=sys.executable)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert f"the wheels are for Python {OTHER}; this Python ({sys.executable}) is {HERE}" in proc.stderr
+        assert not target.exists() and not Path(f"{target}.wheels").exists()
+
+
+def test_offline_install_refuses_a_wheel_whose_tags_do_not_fit_this_python(tmp_path: Path):
+    folder = tmp_path / "wheels"
+    fake_wheels(folder, {**WHEELS, "native-1.0-cp39-cp39-manylinux_2_28_x86_64.whl": 64})
+    assert helper("manifest", str(folder), "--python", HERE).returncode == 0
+    proc = helper("plan", str(folder))
+    assert proc.returncode == 1 and "native-1.0-cp39-cp39-manylinux_2_28_x86_64.whl: none of its tags (cp39-cp39-" in proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA driver: the refusal is for nodes without")
+def test_offline_install_on_a_node_without_cuda_is_refused_before_anything_is_installed(house: Path, tmp_path: Path):
+    target = tmp_path / "site"
+    proc = run("bash", str(SETUP), "--offline", str(house), "--target", str(target), PYTHON=sys.executable)
+    assert proc.returncode == 1 and "no NVIDIA driver on this node" in proc.stderr and "nothing installed" in proc.stderr
+    assert not target.exists()
+
+
+def test_offline_check_prints_the_plan_keeps_the_nodes_own_and_installs_nothing(tmp_path: Path):
+    folder, target = tmp_path / "wheels", tmp_path / "site"
+    pytest_version = importlib.metadata.version("pytest")
+    torch_version = importlib.metadata.version("torch").split("+")[0]
+    fake_wheels(folder, {**WHEELS, f"pytest-{pytest_version}-py3-none-any.whl": 50,
+                         f"torch-{torch_version}.post9-py3-none-any.whl": 50})
+    assert helper("manifest", str(folder), "--python", HERE).returncode == 0
+    proc = run("bash", str(SETUP), "--offline", str(folder), "--target", str(target), "--check", PYTHON=sys.executable)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "install: 3" in out and "alpha-1.0-py3-none-any.whl" in out
+    assert f"node has it: 1\n  pytest {pytest_version} (node: {pytest_version})" in out
+    assert "the node's own kept: 1\n  torch " in out  # another version, but the node's torch stays
+    assert "would install 3 wheel(s)" in out and not target.exists()
+
+
+def test_wheelhouse_script_parses_explains_itself_and_refuses_unknown_commands():
+    assert run("bash", "-n", str(WHEELHOUSE_SH)).returncode == 0
+    text = WHEELHOUSE_SH.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
+    helped = run("bash", str(WHEELHOUSE_SH), "--help")
+    assert helped.returncode == 0 and "download" in helped.stdout and "--part-mib" in helped.stdout
+    assert run("bash", str(WHEELHOUSE_SH), "bogus").returncode == 2
+    assert run("bash", str(WHEELHOUSE_SH), "download", "--python", "twelve").returncode == 2
