@@ -162,6 +162,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--layouts", help="comma list of [tpN][epN][etpN][ppN], one torchrun per world size")
     g.add_argument("--window-layouts", help="layouts also measured with the logit window, or 'all' / 'none'")
     g.add_argument("--precisions", help="fp32 (CPU), bf16, fp8 (Transformer Engine)")
+    g.add_argument("--spec", choices=("auto", "te", "local"), default="auto",
+                   help="Megatron layer spec (auto: Transformer Engine on GPU, local on CPU; local on a GPU node without TE)")
     for name, kind, what in (("batch", int, "rows per step"), ("prompt-len", int, "prompt tokens per row"),
                              ("response-len", int, "response tokens per row (= the logit window)"),
                              ("micro-batch-size", int, "rows per micro-batch"), ("warmup", int, "untimed iterations"),
@@ -195,6 +197,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             setattr(args, key, value)
     if args.model and args.layers:
         p.error("--model and --layers are exclusive")
+    if args.spec == "local" and "fp8" in (args.precisions or "").split(","):
+        p.error(f"--precisions {args.precisions} with --spec local: FP8 training needs the Transformer Engine spec")
     if not torch.cuda.is_available() and args.precisions != "fp32":
         p.error(f"--precisions {args.precisions}: only fp32 runs on CPU (Megatron's local layer spec)")
     bad = set(args.sections.split(",")) - set(SECTIONS)

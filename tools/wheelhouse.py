@@ -9,6 +9,7 @@ with a bare node's Python.
     python tools/wheelhouse.py split DIR --out PARTS [--part-mib 60]
     python tools/wheelhouse.py join PARTS --out DIR
     python tools/wheelhouse.py plan DIR [--keep-node torch,triton,nvidia-*,cuda-*]
+    python tools/wheelhouse.py pins requirements-gpu.lock [--skip vllm,...]
 
 Files: ``DIR/wheelhouse.json`` (schema ``rlec.wheelhouse/1``: the Python ``X.Y`` and platform the wheels are
 for, every wheel's file, name, version, sha256 and size, and the packages with no wheel and why);
@@ -76,6 +77,49 @@ def wheel_name_version(file: str) -> tuple[str, str]:
     except InvalidWheelFilename as exc:
         raise Refused(f"{file}: not a wheel file name ({exc})") from None
     return normalize(name), str(version)
+
+
+def lock_pins(lock_text: str, skip: Iterable[str] = ()) -> list[str]:
+    """The ``name==version`` pins of a ``uv pip compile`` lock, less ``skip`` and what only they need.
+
+    A pin is left out when its name matches a ``skip`` glob, or when every package its ``# via`` lines name is left
+    out (and no ``-r`` requirement file asks for it): e.g. skipping ``vllm`` also drops ``xgrammar``, which only vLLM
+    needs, but keeps ``fastapi``, which verl needs too.
+
+    Args:
+        lock_text: the lock file's text (pins at column 0, ``# via`` annotations indented below each).
+        skip: globs of normalized names.
+
+    Returns:
+        The kept pins, in the lock's order.
+    """
+    pins: list[tuple[str, str]] = []
+    parents: dict[str, set[str]] = {}
+    current = None
+    for raw in lock_text.splitlines():
+        line = raw.strip()
+        if raw[:1].isalnum() and "==" in raw:
+            spec = raw.split()[0]
+            current = normalize(spec.split("==")[0])
+            pins.append((current, spec))
+            parents[current] = set()
+        elif current and line.startswith("#"):
+            body = line.lstrip("#").strip()
+            if body.startswith("via"):
+                body = body[3:].strip()
+            if body:
+                parents[current].add("-r" if body.startswith("-r") else normalize(body))
+    globs = [g for g in skip if g]
+    dropped = {name for name, _ in pins if any(fnmatch.fnmatch(name, g) for g in globs)}
+    changed = True
+    while changed:
+        changed = False
+        for name, _ in pins:
+            via = parents[name]
+            if name not in dropped and via and "-r" not in via and via <= dropped:
+                dropped.add(name)
+                changed = True
+    return [spec for name, spec in pins if name not in dropped]
 
 
 def write_manifest(folder: Path, python: str, platform_tag: str, missing: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
@@ -364,6 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line (see the module docstring). Exit 0, 1 on a refusal (one line on stderr), 2 on bad arguments."""
     parser = argparse.ArgumentParser(prog="tools/wheelhouse.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pins", help="the lock's pins less --skip globs and what only they need")
+    p.add_argument("lock", type=Path)
+    p.add_argument("--skip", default="", help="comma-separated globs of names")
     p = sub.add_parser("manifest", help="write DIR/wheelhouse.json")
     p.add_argument("folder", type=Path)
     p.add_argument("--python", required=True, help="the MAJOR.MINOR the wheels are for")
@@ -385,7 +432,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--install-list", type=Path, help="also write the wheel files to install, one per line")
     args = parser.parse_args(argv)
     try:
-        if args.command == "manifest":
+        if args.command == "pins":
+            print("\n".join(lock_pins(args.lock.read_text(), args.skip.split(","))))
+        elif args.command == "manifest":
             m = write_manifest(args.folder, args.python, args.platform, args.missing)
             print(f"{args.folder / MANIFEST}: {len(m['wheels'])} wheels for Python {m['python']} / {m['platform']}, "
                   f"{sum(w['bytes'] for w in m['wheels']) / 2**20:.1f} MiB; no wheel: {len(m['missing'])}")

