@@ -11,9 +11,9 @@ with a bare node's Python.
     python tools/wheelhouse.py plan DIR [--keep-node torch,triton,nvidia-*,cuda-*]
     python tools/wheelhouse.py pins requirements-gpu.lock [--skip vllm,...]
 
-Files: ``DIR/wheelhouse.json`` (schema ``rlec.wheelhouse/1``: the Python ``X.Y`` and platform the wheels are
+Files: ``DIR/wheelhouse.json`` (schema ``rlec-wheelhouse/1``: the Python ``X.Y`` and platform the wheels are
 for, every wheel's file, name, version, sha256 and size, and the packages with no wheel and why);
-``PARTS/parts.json`` (schema ``rlec.wheelhouse-parts/1``: each part's file, size and sha256, the whole
+``PARTS/parts.json`` (schema ``rlec-wheelhouse-parts/1``: each part's file, size and sha256, the whole
 archive's size and sha256) and ``PARTS/parts.sha256`` (the same checksums for ``sha256sum -c``).
 Every refusal is one line naming the file or part and the rule, before anything is written or installed;
 exit status 1 (2 for bad arguments).
@@ -37,8 +37,8 @@ from typing import Any, Iterable, Sequence
 MANIFEST = "wheelhouse.json"
 PARTS = "parts.json"
 PART_PREFIX = "wheelhouse.tar.part"
-SCHEMA = "rlec.wheelhouse/1"
-PARTS_SCHEMA = "rlec.wheelhouse-parts/1"
+SCHEMA = "rlec-wheelhouse/1"
+PARTS_SCHEMA = "rlec-wheelhouse-parts/1"
 # what the node's own torch brings: never replaced from the wheelhouse when the node has it (any version)
 KEEP_NODE = ("torch", "triton", "nvidia-*", "cuda-*")
 CHUNK = 1 << 20

@@ -56,7 +56,7 @@ def house(tmp_path: Path) -> Path:
 
 def test_manifest_lists_name_version_sha256_and_size_of_every_wheel(house: Path):
     manifest = json.loads((house / "wheelhouse.json").read_text())
-    assert manifest["schema"] == "rlec.wheelhouse/1" and manifest["python"] == HERE
+    assert manifest["schema"] == "rlec-wheelhouse/1" and manifest["python"] == HERE
     rows = {w["file"]: w for w in manifest["wheels"]}
     assert set(rows) == set(WHEELS)
     beta = rows["beta_pkg-2.3.4-py3-none-any.whl"]
