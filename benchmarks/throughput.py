@@ -131,13 +131,11 @@ def resolve_model(args: argparse.Namespace) -> tuple[Path, bool]:
     if args.layers:
         path = models / f"qwen3_30b_a3b_{args.layers}layers"
         if not path.exists():
-            real = json.loads((ROOT / "megatron_configs" / "model" / "qwen3_30b_a3b.json").read_text())
-            real = {k: v for k, v in real.items() if not k.startswith("_")} | {"num_hidden_layers": args.layers}
+            from rlec.models import build_model_from_config
+
             log(f"building Qwen3-30B-A3B dimensions with {args.layers} layer(s), random weights, in {path}")
-            build_tiny_model(path, overrides=real)
-            # weights are written in fp32; "dtype" tells vLLM to serve them in bf16, as the real model
-            cfg_path = path / "config.json"
-            atomic_write_text(cfg_path, json.dumps({**json.loads(cfg_path.read_text()), "dtype": "bfloat16"}, indent=2))
+            # fp32 weights; config.json's "dtype" bfloat16 tells vLLM to serve them in bf16, as the real model
+            build_model_from_config(path, "qwen3_30b_a3b", layers=args.layers)
         return path, False  # random weights: Megatron's own random init does as well
     path = models / "tiny_qwen3_moe"
     if not path.exists():

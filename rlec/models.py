@@ -281,6 +281,25 @@ def _parse_set(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+# config.json keys that must be positive integers for a Qwen3 / Qwen3-MoE build (checked before any work)
+POSITIVE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+                 "intermediate_size", "num_experts", "num_experts_per_tok", "moe_intermediate_size")
+
+
+def saved_parameter_count(folder: str | os.PathLike[str]) -> int:
+    """Parameters in a folder's ``*.safetensors`` files, read from their headers (no tensor is loaded)."""
+    import math
+    import struct
+
+    total = 0
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        with open(path, "rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(size))
+        total += sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+    return total
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rlec.models build --config NAME [--layers N] [--out DIR] [--set KEY=VALUE ...]``.
 
@@ -288,8 +307,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     import argparse
     import sys
-
-    from rlec.cluster.shape import ModelShape
 
     parser = argparse.ArgumentParser(prog="python -m rlec.models", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -310,15 +327,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if out.exists() and not args.overwrite:
             raise FileExistsError(f"--out {out}: exists (pass --overwrite to replace it)")
         cfg = {k: v for k, v in json.loads(source.read_text()).items() if not k.startswith("_")}
-        cfg.update({"num_hidden_layers": args.layers} if args.layers else {})
-        shape = ModelShape.from_hf_config({**cfg, **overrides}, source=str(source))
+        cfg.update({"num_hidden_layers": args.layers} if args.layers else {}, **overrides)
+        for key in POSITIVE_KEYS:
+            value = cfg.get(key, 1)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{source} (with --set): {key!r} must be a positive integer, got {value!r}")
     except (OSError, ValueError) as exc:
         print(f"python -m rlec.models build: {exc}", file=sys.stderr, flush=True)
         return 2
-    print(f"building {out} from {source} ({shape.num_layers} layers, {shape.total_params():,} parameters, "
-          f"{shape.active_params():,} active; fp32 on disk {shape.total_params() * 4 / 1e9:.1f} GB)", flush=True)
+    print(f"building {out} from {source} ({cfg['num_hidden_layers']} layers, random weights, fp32)", flush=True)
     build_model_from_config(out, source, layers=args.layers, overrides=overrides, seed=args.seed, overwrite=args.overwrite)
-    print(f"done: {out}")
+    print(f"done: {out} ({saved_parameter_count(out):,} parameters)")
     return 0
 
 

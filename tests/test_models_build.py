@@ -13,7 +13,7 @@ import pytest
 
 from rlec.cluster.shape import ModelShape
 from rlec.config_base import CONFIG_DIR
-from rlec.models import build_model_from_config, main
+from rlec.models import build_model_from_config, main, saved_parameter_count
 
 TWO_LAYER = CONFIG_DIR / "model" / "qwen3_30b_a3b_2l.json"
 
@@ -53,7 +53,7 @@ def test_build_a_narrow_slice_with_the_real_expert_widths_and_run_a_forward(tmp_
     assert tuple(experts.gate_up_proj.shape) == (16, 2 * 768, 2048)  # transformers 5 keeps the experts fused
     n = sum(p.numel() for p in model.parameters())
     shape = ModelShape.from_hf_config(cfg)
-    assert n == shape.total_params()
+    assert n == shape.total_params() == saved_parameter_count(out)
     with torch.no_grad():
         logits = model(torch.tensor([[1, 2, 3, 4, 5]])).logits
     assert logits.shape == (1, 5, 1024) and torch.isfinite(logits).all()
