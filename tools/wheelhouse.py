@@ -416,6 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--python", required=True, help="the MAJOR.MINOR the wheels are for")
     p.add_argument("--platform", default="manylinux_2_28_x86_64")
     p.add_argument("--missing", type=_missing_arg, action="append", default=[], metavar="NAME==VERSION=REASON")
+    p.add_argument("--keep-missing", action="store_true",
+                   help="also keep the old manifest's no-wheel entries of projects that still have no wheel here")
     p = sub.add_parser("verify", help="check every wheel against wheelhouse.json")
     p.add_argument("folder", type=Path)
     p = sub.add_parser("split", help="cut the wheelhouse into parts with a checksummed part list")
@@ -435,7 +437,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "pins":
             print("\n".join(lock_pins(args.lock.read_text(), args.skip.split(","))))
         elif args.command == "manifest":
-            m = write_manifest(args.folder, args.python, args.platform, args.missing)
+            missing = list(args.missing)
+            if args.keep_missing and (args.folder / MANIFEST).is_file():
+                have = {wheel_name_version(p.name)[0] for p in args.folder.glob("*.whl")}
+                missing += [m for m in read_manifest(args.folder).get("missing", []) if m["name"] not in have]
+            m = write_manifest(args.folder, args.python, args.platform, missing)
             print(f"{args.folder / MANIFEST}: {len(m['wheels'])} wheels for Python {m['python']} / {m['platform']}, "
                   f"{sum(w['bytes'] for w in m['wheels']) / 2**20:.1f} MiB; no wheel: {len(m['missing'])}")
             for miss in m["missing"]:

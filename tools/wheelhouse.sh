@@ -106,7 +106,7 @@ build_gpu() {
   find "$dir/.build" -path "$dir/.build/venv" -prune -o -name '*.whl' -print -exec cp {} "$dir/" \;
   local python
   python=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["python"])' "$dir/wheelhouse.json")
-  "$PYTHON" "$HELPER" manifest "$dir" --python "$python"
+  "$PYTHON" "$HELPER" manifest "$dir" --python "$python" --keep-missing
 }
 
 case "${1:-}" in

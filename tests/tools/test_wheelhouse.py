@@ -259,3 +259,14 @@ def test_pins_skip_a_package_and_what_only_it_needs(tmp_path: Path):
     lock.write_text(LOCK)
     proc = helper("pins", str(lock), "--skip", "vllm,torch")
     assert proc.returncode == 0 and proc.stdout.split() == ["fastapi==0.136.3", "jinja2==3.1.6"]
+
+
+def test_manifest_keep_missing_drops_the_entries_a_build_filled(house: Path):
+    """wheelhouse.sh build-gpu rewrites the manifest: a built wheel leaves the no-wheel list, the others stay."""
+    assert helper("manifest", str(house), "--python", HERE, "--missing", "flash-attn==2.8.3=sdist only",
+                  "--missing", "transformer-engine-torch==2.11.0=sdist only").returncode == 0
+    fake_wheels(house, {"flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl": 100})
+    assert helper("manifest", str(house), "--python", HERE, "--keep-missing").returncode == 0
+    manifest = json.loads((house / "wheelhouse.json").read_text())
+    assert [m["name"] for m in manifest["missing"]] == ["transformer-engine-torch"]
+    assert "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl" in {w["file"] for w in manifest["wheels"]}
