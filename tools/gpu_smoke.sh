@@ -28,10 +28,9 @@
 #   install      tools/setup_gpu_env.sh --offline: refuses a missing or damaged part, another Python, a node without CUDA
 #   gpu-tests    pytest -m "gpu and not slow" -k "not _te_ and not vllm": the GPU tests that need neither TE nor vLLM
 #   convert      tools/convert_hf_to_mcore.py --spec local --dtype bf16 --verify on the tiny Qwen3-MoE
-#   train-bf16   2 steps of verl's main_ppo (LAYOUT=tiny_1gpu, rollout rlec_hf, NCCL, weight sync, checkpoint at step 2)
+#   train-bf16   2 steps of verl's main_ppo (LAYOUT=tiny_1gpu, rollout rlec_hf, NCCL, weight sync, checkpoint at step 2);
+#                without TE Megatron's local spec on padded batches (RLEC_LAYER_SPEC=local, rlec.verl_plugin.local_spec)
 #   train-resume the same command with 3 steps: resumes global_step_2 and trains step 3
-#                (both need Transformer Engine from the wheelhouse: verl's engine builds mbridge's TE spec; rlec's
-#                local spec reaches verl's engine only on CPU; skipped with that reason when TE is not there)
 #   router-replay R3's replayed top-k = the rollout's: skipped on GPU (verl 0.9.1 replays packed sequences, which need TE;
 #                rlec's padded-batch replay shim is CPU-only)
 #   throughput   benchmarks/throughput.py --sections update --spec local --layers 2 --precisions bf16: the Megatron
@@ -185,19 +184,27 @@ if [[ -n "$OFFLINE" ]]; then
               actor_rollout_ref.rollout.free_cache_engine=false actor_rollout_ref.rollout.checkpoint_engine.backend=naive
               actor_rollout_ref.rollout.agent.num_workers=1 actor_rollout_ref.rollout.agent.default_agent_loop=rlec_scripted_agent
               "+actor_rollout_ref.rollout.custom.rlec_weight_noise=0.0" "+actor_rollout_ref.rollout.custom.rlec_noise_seed=0")
-  offline_train() {  # offline_train STEPS: the train command, 2 steps then a resume to 3, into one checkpoint folder
-    TRAIN=(env LAYOUT=tiny_1gpu PRECISION=bf16 MODEL_PATH="$MODELS/tiny_qwen3_moe" PYTHON="$PY"
+  # without Transformer Engine: Megatron's local spec in verl's engine (rlec.verl_plugin.local_spec) on padded batches
+  LOCAL_SPEC=(actor_rollout_ref.model.use_remove_padding=false actor_rollout_ref.actor.megatron.use_remove_padding=false
+              "++actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=local"
+              "++ray_kwargs.ray_init.runtime_env.env_vars.RLEC_LAYER_SPEC=local")
+  offline_train() {  # offline_train STEPS SPEC: the train command, 2 steps then a resume to 3, into one checkpoint folder
+    local spec_args=() spec_env=RLEC_LAYER_SPEC=
+    [[ "$2" == local ]] && { spec_args=("${LOCAL_SPEC[@]}"); spec_env=RLEC_LAYER_SPEC=local; }
+    TRAIN=(env LAYOUT=tiny_1gpu PRECISION=bf16 MODEL_PATH="$MODELS/tiny_qwen3_moe" PYTHON="$PY" "$spec_env"
            TRAIN_FILES="$DATA/train.parquet" VAL_FILES="$DATA/test.parquet" CHECKPOINT_DIR="$OUT/ckpt_offline"
            EXPERIMENT_NAME=smoke_offline TOTAL_TRAINING_STEPS="$1" SAVE_FREQ=2 TEST_FREQ=-1 LOGGER="[console]" RESUME=auto
-           bash tools/run_megatron_rlec.sh trainer.val_before_train=false data.max_response_length=128 "${HF_ROLLOUT[@]}")
+           bash tools/run_megatron_rlec.sh trainer.val_before_train=false data.max_response_length=128 "${HF_ROLLOUT[@]}"
+           "${spec_args[@]}")
   }
+  if "$PY" -c "import transformer_engine.pytorch" >/dev/null 2>&1; then TRAIN_SPEC=te; else TRAIN_SPEC=local; fi
   THROUGHPUT=("$PY" benchmarks/throughput.py --profile gpu --sections update --spec local --layers 2 --precisions bf16
               --layouts tp1 --window-layouts none --warmup 1 --repeats 3 --models-dir "$MODELS" --out "$OUT/throughput" --name smoke)
   R3_REASON="verl 0.9.1 replays routes on packed sequences, which need TE's attention; rlec's padded-batch replay (router_replay_bshd) is CPU-only"
   if [[ "$DRY_RUN_PLAN" == 1 ]]; then
     echo "[gpu_smoke] --dry-run: the wheelhouse against $PY, then the plan; nothing is installed or run"
     PYTHON="$PY" bash tools/setup_gpu_env.sh --offline "$OFFLINE" --target "$SITE" --check || exit 1
-    offline_train 2
+    offline_train 2 "$TRAIN_SPEC"
     plan_row() { ROWS+=("$1|planned (limit $2 s)|-|-|${*:3}"); }
     plan_row install 240 "bash tools/setup_gpu_env.sh --offline $OFFLINE --target $SITE"
     plan_row gpu-tests 180 "$PY -m pytest -q ${OFFLINE_PYTEST[*]}"
@@ -220,13 +227,9 @@ if [[ -n "$OFFLINE" ]]; then
       run_step inputs 120 bash -c prepare_inputs
       run_step convert 120 "$PY" tools/convert_hf_to_mcore.py --hf-model-path "$MODELS/tiny_qwen3_moe" \
         --output-path "$OUT/ckpt_convert" --spec local --dtype bf16 --verify --overwrite
-      if "$PY" -c "import transformer_engine.pytorch" >/dev/null 2>&1; then
-        offline_train 2 && run_step train-bf16 300 "${TRAIN[@]}"
-        offline_train 3 && run_step train-resume 240 "${TRAIN[@]}"
-      else
-        skip_step train-bf16 "no Transformer Engine (the wheelhouse has no transformer_engine_torch wheel: wheelhouse.sh build-gpu); verl's engine builds mbridge's TE spec"
-        skip_step train-resume "as train-bf16"
-      fi
+      if "$PY" -c "import transformer_engine.pytorch" >/dev/null 2>&1; then TRAIN_SPEC=te; else TRAIN_SPEC=local; fi
+      offline_train 2 "$TRAIN_SPEC" && run_step train-bf16 300 "${TRAIN[@]}"
+      offline_train 3 "$TRAIN_SPEC" && run_step train-resume 240 "${TRAIN[@]}"
       skip_step router-replay "$R3_REASON"
       run_step throughput 240 "${THROUGHPUT[@]}"
     fi

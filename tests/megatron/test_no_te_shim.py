@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
@@ -33,6 +35,7 @@ print("RESULT " + json.dumps(out))
 """
 
 
+@pytest.mark.slow  # a child interpreter importing Megatron
 def test_router_gemm_without_te_raises_nameerror_unpatched_and_falls_back_to_torch_mm_with_the_shim():
     proc = subprocess.run([sys.executable, "-c", CHILD, str(ROOT)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]

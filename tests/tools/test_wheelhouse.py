@@ -195,6 +195,9 @@ def test_gpu_smoke_offline_dry_run_checks_the_wheelhouse_and_prints_every_step(h
     assert "--spec local --dtype bf16 --verify" in rows["convert"]
     train = rows["train-bf16"]
     assert "actor_rollout_ref.rollout.name=rlec_hf" in train and "TOTAL_TRAINING_STEPS=2" in train and "RESUME=auto" in train
+    # no Transformer Engine here: the local spec in verl's engine, in the launcher's environment and every Ray worker's
+    assert "RLEC_LAYER_SPEC=local " in train and "++ray_kwargs.ray_init.runtime_env.env_vars.RLEC_LAYER_SPEC=local" in train
+    assert "actor_rollout_ref.actor.megatron.use_remove_padding=false" in train
     assert "will be skipped: verl 0.9.1 replays routes on packed sequences" in rows["router-replay"]
     assert "--sections update --spec local --layers 2 --precisions bf16" in rows["throughput"]
     assert not site.exists()
