@@ -9,7 +9,8 @@
 #       first) only what the node lacks, into DIR [.gpu-site], with `pip install --no-index --no-deps --target`;
 #       the node's torch, triton, nvidia-* and cuda-* stay. Before anything is installed it refuses, naming it: a
 #       part missing or damaged, a wheel whose sha256 differs from the manifest, a Python other than the wheels'
-#       (or a wheel whose tags do not fit this node), a node without CUDA (nvidia-smi, torch.cuda). --check
+#       (or a wheel whose tags do not fit this node), a requirement of a wheel to install that is neither carried nor
+#       on the node (ALLOW_UNMET=1 lists them instead), a node without CUDA (nvidia-smi, torch.cuda). --check
 #       prints the plan and what the node lacks, and installs nothing. Then: export PYTHONPATH=DIR:$PWD.
 #
 # Steps, each printed as it starts:
@@ -67,7 +68,7 @@ if [[ -n "$OFFLINE" ]]; then
     fi
   fi
   PLAN="$WORK/install.txt"
-  "$PYTHON" tools/wheelhouse.py plan "$WHEELS" --install-list "$PLAN" || exit 1
+  "$PYTHON" tools/wheelhouse.py plan "$WHEELS" --install-list "$PLAN" ${ALLOW_UNMET:+--allow-unmet} || exit 1
   CUDA_PROBLEM=""
   if ! nvidia-smi >/dev/null 2>&1; then
     CUDA_PROBLEM="no NVIDIA driver on this node (nvidia-smi missing or failing)"

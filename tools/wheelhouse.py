@@ -347,19 +347,22 @@ def join(parts_dir: Path, out: Path, this_python: bool = False) -> dict[str, Any
         tmp.rmdir()
 
 
-def install_plan(folder: Path, keep_node: Iterable[str] = KEEP_NODE) -> dict[str, list[str]]:
+def install_plan(folder: Path, keep_node: Iterable[str] = KEEP_NODE, allow_unmet: bool = False) -> dict[str, list[str]]:
     """What an offline install from ``folder`` would do with this Python (the node's), before installing anything.
 
-    Checks, in order: the wheelhouse (:func:`verify`), the Python ``X.Y`` it was made for against this one, and every
-    wheel's tags against this interpreter and platform (``packaging.tags.sys_tags``, pip's own rule).
+    Checks, in order: the wheelhouse (:func:`verify`), the Python ``X.Y`` it was made for against this one, every
+    wheel's tags against this interpreter and platform (``packaging.tags.sys_tags``, pip's own rule), and that what the
+    wheels to install require is carried or already here (:func:`unmet_requirements`).
 
     Returns:
         ``{"install": [files], "node_has": ["name version (node: v)"], "keep_node": [...], "missing": [...]}``:
         a wheel is skipped when this Python already has that version (local labels such as ``+cu130`` ignored),
-        or when its name matches ``keep_node`` and this Python has it at any version (the node's torch and CUDA stack).
+        or when its name matches ``keep_node`` and this Python has it at any version (the node's torch and CUDA stack);
+        ``"unmet"``: requirements neither carried nor here, listed instead of refused with ``allow_unmet``.
 
     Raises:
-        Refused: the wheelhouse fails :func:`verify`, is for another Python, or holds a wheel this node cannot install.
+        Refused: the wheelhouse fails :func:`verify`, is for another Python, holds a wheel this node cannot install, or
+        a wheel to install needs a package neither carried nor here (or at another version).
     """
     from packaging.tags import sys_tags
     from packaging.utils import parse_wheel_filename
@@ -387,7 +390,62 @@ def install_plan(folder: Path, keep_node: Iterable[str] = KEEP_NODE) -> dict[str
         else:
             plan["install"].append(wheel["file"])
     plan["missing"] = [f"{m['name']} {m['version']}: {m['reason']}" for m in manifest.get("missing", [])]
+    unmet = unmet_requirements(folder, plan["install"])
+    plan["unmet"] = unmet
+    if unmet and not allow_unmet:
+        raise Refused(f"{folder}: {unmet[0]} ({len(unmet)} unmet requirement(s): "
+                      f"{'; '.join(unmet[1:4])}{' ...' if len(unmet) > 4 else ''}); nothing installed")
     return plan
+
+
+def wheel_requirements(path: Path) -> list[Any]:
+    """The ``Requires-Dist`` entries of a wheel's ``METADATA`` that apply here (markers evaluated for this interpreter,
+    no extras), as ``packaging.requirements.Requirement``.
+
+    Raises:
+        Refused: the file is not a wheel archive with a ``*.dist-info/METADATA``.
+    """
+    import zipfile
+
+    from packaging.requirements import Requirement
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            meta = next(n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+            text = archive.read(meta).decode("utf-8", "replace")
+    except (zipfile.BadZipFile, StopIteration, OSError) as exc:
+        raise Refused(f"{path}: not a wheel archive with a .dist-info/METADATA ({type(exc).__name__})") from None
+    reqs = [Requirement(line.split(":", 1)[1].strip()) for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    return [r for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
+
+
+def unmet_requirements(folder: Path, install: Sequence[str]) -> list[str]:
+    """What the wheels to install need that neither the wheelhouse (the wheels installed with them) nor this Python has,
+    or has at a version outside the requirement: ``"<wheel> needs <requirement>: <what is there>"`` each.
+
+    ``--no-deps`` installs resolve nothing, so this is the check that everything else is carried.
+    """
+    from packaging.version import Version
+
+    carried = {}
+    for file in install:
+        name, version = wheel_name_version(file)
+        carried[name] = version
+    problems = []
+    for file in install:
+        for req in wheel_requirements(folder / file):
+            name = normalize(req.name)
+            version = carried.get(name)
+            where = "the wheelhouse"
+            if version is None:
+                try:
+                    version, where = importlib.metadata.version(name), "this Python"
+                except importlib.metadata.PackageNotFoundError:
+                    problems.append(f"{file} needs {req}: not in the wheelhouse and not installed here")
+                    continue
+            if req.specifier and not req.specifier.contains(Version(version), prereleases=True):
+                problems.append(f"{file} needs {req}: {where} has {name} {version}")
+    return problems
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -432,6 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("folder", type=Path)
     p.add_argument("--keep-node", default=",".join(KEEP_NODE), help="names (globs) the node's own versions are kept of")
     p.add_argument("--install-list", type=Path, help="also write the wheel files to install, one per line")
+    p.add_argument("--allow-unmet", action="store_true", help="list unmet requirements instead of refusing (a node's own pins)")
     args = parser.parse_args(argv)
     try:
         if args.command == "pins":
@@ -457,9 +516,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             m = join(args.parts, args.out, args.this_python)
             print(f"{args.out}: {len(m['wheels'])} wheels reassembled and verified (Python {m['python']})")
         else:
-            plan = install_plan(args.folder, args.keep_node.split(","))
+            plan = install_plan(args.folder, args.keep_node.split(","), args.allow_unmet)
             for key, what in (("install", "install"), ("node_has", "node has it"), ("keep_node", "the node's own kept"),
-                              ("missing", "no wheel")):
+                              ("missing", "no wheel"), ("unmet", "unmet requirements (--allow-unmet)")):
                 print(f"{what}: {len(plan[key])}")
                 for item in plan[key]:
                     print(f"  {item}")

@@ -31,14 +31,25 @@ def helper(*args: str) -> subprocess.CompletedProcess:
     return run(sys.executable, str(HELPER), *args)
 
 
-def fake_wheels(folder: Path, files: dict[str, int]) -> dict[str, bytes]:
-    """Wheel-named files of seeded random bytes (a manifest reads names and bytes only)."""
+def fake_wheels(folder: Path, files: dict[str, int], requires: dict[str, list[str]] | None = None) -> dict[str, bytes]:
+    """Tiny wheel archives: a .dist-info/METADATA (with ``requires[file]`` as Requires-Dist) and a payload of about
+    ``size`` seeded random bytes, stored uncompressed."""
+    import io
+    import zipfile
+
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
-    for i, (name, size) in enumerate(files.items()):
-        data = hashlib.sha256(str(i).encode()).digest() * (size // 32 + 1)
-        (folder / name).write_bytes(data[:size])
-        out[name] = data[:size]
+    for i, (file, size) in enumerate(files.items()):
+        name, version = file.split("-")[:2]
+        meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        meta += "".join(f"Requires-Dist: {r}\n" for r in (requires or {}).get(file, []))
+        payload = (hashlib.sha256(str(i).encode()).digest() * (size // 32 + 1))[:size]
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+            archive.writestr(f"{name}-{version}.dist-info/METADATA", meta)
+            archive.writestr(f"{name}/payload.bin", payload)
+        (folder / file).write_bytes(buffer.getvalue())
+        out[file] = buffer.getvalue()
     return out
 
 
@@ -61,7 +72,7 @@ def test_manifest_lists_name_version_sha256_and_size_of_every_wheel(house: Path)
     assert set(rows) == set(WHEELS)
     beta = rows["beta_pkg-2.3.4-py3-none-any.whl"]
     data = (house / beta["file"]).read_bytes()
-    assert (beta["name"], beta["version"], beta["bytes"]) == ("beta-pkg", "2.3.4", 12_345)
+    assert (beta["name"], beta["version"], beta["bytes"]) == ("beta-pkg", "2.3.4", len(data))
     assert beta["sha256"] == hashlib.sha256(data).hexdigest()
     assert manifest["missing"] == [{"name": "flash-attn", "version": "2.8.3", "reason": "sdist only"}]
 
@@ -79,7 +90,7 @@ def test_split_then_join_restores_the_wheelhouse_byte_for_byte(house: Path, tmp_
     listing = json.loads((parts / "parts.json").read_text())
     files = sorted(p.name for p in parts.glob("wheelhouse.tar.part*"))
     assert [p["file"] for p in listing["parts"]] == files
-    # a tar of 4 files (3 wheels + the manifest): > 43,122 bytes of content, so at least 5 parts of 10,000 bytes
+    # a tar of 4 files (3 wheels + the manifest): > 43,122 bytes of payload alone, so at least 5 parts of 10,000 bytes
     assert len(files) >= 5 and all(p["bytes"] == 10_000 for p in listing["parts"][:-1]) and listing["parts"][-1]["bytes"] <= 10_000
     assert listing["total_bytes"] == sum(p["bytes"] for p in listing["parts"]) and listing["python"] == HERE
     for part in listing["parts"]:
@@ -119,7 +130,7 @@ def test_join_refuses_a_missing_or_damaged_part_by_name_and_writes_nothing(house
 
 def test_verify_names_a_damaged_or_unlisted_wheel(house: Path):
     assert helper("verify", str(house)).returncode == 0
-    (house / "alpha-1.0-py3-none-any.whl").write_bytes(b"x" * 30_000)
+    (house / "alpha-1.0-py3-none-any.whl").write_bytes(b"x" * (house / "alpha-1.0-py3-none-any.whl").stat().st_size)
     proc = helper("verify", str(house))
     assert proc.returncode == 1 and "alpha-1.0-py3-none-any.whl: damaged" in proc.stderr
 
@@ -273,3 +284,23 @@ def test_manifest_keep_missing_drops_the_entries_a_build_filled(house: Path):
     manifest = json.loads((house / "wheelhouse.json").read_text())
     assert [m["name"] for m in manifest["missing"]] == ["transformer-engine-torch"]
     assert "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl" in {w["file"] for w in manifest["wheels"]}
+
+
+def test_offline_plan_refuses_a_requirement_that_is_neither_carried_nor_on_the_node(tmp_path: Path):
+    """--no-deps resolves nothing: everything a wheel to install needs must be carried or already on the node."""
+    folder = tmp_path / "wheels"
+    pytest_version = importlib.metadata.version("pytest")
+    requires = {"alpha-1.0-py3-none-any.whl": ["beta_pkg>=2", f"pytest=={pytest_version}", "gamma<1; python_version < '3'",
+                                              "nothere>=1; extra == 'dev'"]}
+    fake_wheels(folder, WHEELS, requires)
+    assert helper("manifest", str(folder), "--python", HERE).returncode == 0
+    assert helper("plan", str(folder)).returncode == 0  # carried (beta 2.3.4), on the node (pytest), markers false
+    requires["alpha-1.0-py3-none-any.whl"] += ["zzz-not-installed-anywhere>=1", "beta-pkg<2"]
+    fake_wheels(folder, WHEELS, requires)
+    assert helper("manifest", str(folder), "--python", HERE).returncode == 0
+    proc = helper("plan", str(folder))
+    assert proc.returncode == 1, proc.stdout
+    assert "alpha-1.0-py3-none-any.whl needs zzz-not-installed-anywhere>=1: not in the wheelhouse and not installed here" in proc.stderr
+    assert "2 unmet requirement(s): alpha-1.0-py3-none-any.whl needs beta-pkg<2: the wheelhouse has beta-pkg 2.3.4" in proc.stderr
+    allowed = helper("plan", str(folder), "--allow-unmet")
+    assert allowed.returncode == 0 and "unmet requirements (--allow-unmet): 2" in allowed.stdout
