@@ -56,31 +56,40 @@ if [[ -n "$OFFLINE" ]]; then
   "$PYTHON" -c "import packaging" 2>/dev/null || fail "$PYTHON cannot import packaging (needed to match wheel tags)"
   WORK="$(mktemp -d)"
   trap 'rm -rf "$WORK"' EXIT
-  WHEELS="$OFFLINE"
-  if [[ ! -f "$OFFLINE/wheelhouse.json" && -f "$OFFLINE/parts.json" ]]; then
-    # parts: every part checked (present, size, sha256) and their Python compared before one byte is joined
-    WHEELS="$TARGET.wheels"
-    [[ "$CHECK_ONLY" == 1 ]] && WHEELS="$WORK/wheels"
-    if [[ -f "$WHEELS/wheelhouse.json" ]]; then
-      say "reassembled wheelhouse $WHEELS exists; verifying it"
-    else
-      "$PYTHON" tools/wheelhouse.py join "$OFFLINE" --out "$WHEELS" --this-python || exit 1
-    fi
+  PARTS=0
+  [[ ! -f "$OFFLINE/wheelhouse.json" && -f "$OFFLINE/parts.json" ]] && PARTS=1
+  # 1. the parts or wheels and their Python, read only: every part (present, size, sha256) or wheel checked
+  if [[ "$PARTS" == 1 ]]; then
+    "$PYTHON" tools/wheelhouse.py check-parts "$OFFLINE" --this-python || exit 1
+  else
+    "$PYTHON" tools/wheelhouse.py verify "$OFFLINE" --this-python || exit 1
   fi
-  PLAN="$WORK/install.txt"
-  "$PYTHON" tools/wheelhouse.py plan "$WHEELS" --install-list "$PLAN" ${ALLOW_UNMET:+--allow-unmet} || exit 1
+  # 2. CUDA, before anything is written
   CUDA_PROBLEM=""
   if ! nvidia-smi >/dev/null 2>&1; then
     CUDA_PROBLEM="no NVIDIA driver on this node (nvidia-smi missing or failing)"
   elif ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
     CUDA_PROBLEM="$PYTHON's torch sees no CUDA device (torch.cuda.is_available() is False or torch is missing)"
   fi
+  [[ "$CHECK_ONLY" == 1 || -z "$CUDA_PROBLEM" ]] || fail "$CUDA_PROBLEM; nothing installed"
+  # 3. parts joined (into a scratch folder for --check), 4. the plan: wheel tags and requirements against this node
+  WHEELS="$OFFLINE"
+  if [[ "$PARTS" == 1 ]]; then
+    WHEELS="$TARGET.wheels"
+    [[ "$CHECK_ONLY" == 1 ]] && WHEELS="$WORK/wheels"
+    if [[ -f "$WHEELS/wheelhouse.json" ]]; then
+      say "reassembled wheelhouse $WHEELS exists (verified by the plan)"
+    else
+      "$PYTHON" tools/wheelhouse.py join "$OFFLINE" --out "$WHEELS" --this-python || exit 1
+    fi
+  fi
+  PLAN="$WORK/install.txt"
+  "$PYTHON" tools/wheelhouse.py plan "$WHEELS" --install-list "$PLAN" ${ALLOW_UNMET:+--allow-unmet} || exit 1
   if [[ "$CHECK_ONLY" == 1 ]]; then
     [[ -z "$CUDA_PROBLEM" ]] || say "not ready here: $CUDA_PROBLEM"
     say "would install $(wc -l < "$PLAN") wheel(s) into $TARGET; nothing installed (--check)"
     exit 0
   fi
-  [[ -z "$CUDA_PROBLEM" ]] || fail "$CUDA_PROBLEM; nothing installed"
   if [[ -s "$PLAN" ]]; then
     say "installing $(wc -l < "$PLAN") wheel(s) into $TARGET (no index, no dependencies resolved: the lock's set)"
     mapfile -t FILES < "$PLAN"

@@ -7,6 +7,7 @@ with a bare node's Python.
     python tools/wheelhouse.py manifest DIR --python 3.12 [--missing NAME==VERSION=REASON ...]
     python tools/wheelhouse.py verify DIR
     python tools/wheelhouse.py split DIR --out PARTS [--part-mib 60]
+    python tools/wheelhouse.py check-parts PARTS [--this-python]
     python tools/wheelhouse.py join PARTS --out DIR
     python tools/wheelhouse.py plan DIR [--keep-node torch,triton,nvidia-*,cuda-*]
     python tools/wheelhouse.py pins requirements-gpu.lock [--skip vllm,...]
@@ -478,6 +479,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="also keep the old manifest's no-wheel entries of projects that still have no wheel here")
     p = sub.add_parser("verify", help="check every wheel against wheelhouse.json")
     p.add_argument("folder", type=Path)
+    p.add_argument("--this-python", action="store_true", help="also refuse wheels made for another Python")
+    p = sub.add_parser("check-parts", help="check every part against parts.json; writes nothing")
+    p.add_argument("parts", type=Path)
+    p.add_argument("--this-python", action="store_true", help="also refuse parts made for another Python")
     p = sub.add_parser("split", help="cut the wheelhouse into parts with a checksummed part list")
     p.add_argument("folder", type=Path)
     p.add_argument("--out", type=Path, required=True)
@@ -507,7 +512,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"  no wheel: {miss['name']} {miss['version']}: {miss['reason']}")
         elif args.command == "verify":
             m = verify(args.folder)
+            if args.this_python:
+                check_python(m["python"], args.folder / MANIFEST)
             print(f"{args.folder}: {len(m['wheels'])} wheels match {MANIFEST} (Python {m['python']})")
+        elif args.command == "check-parts":
+            listing = check_parts(args.parts)
+            if args.this_python:
+                check_python(str(listing.get("python")), args.parts / PARTS)
+            print(f"{args.parts}: {len(listing['parts'])} parts match {PARTS} (Python {listing.get('python')})")
         elif args.command == "split":
             listing = split(args.folder, args.out, args.part_mib)
             print(f"{args.out}: {len(listing['parts'])} parts of at most {args.part_mib:g} MiB, {listing['total_bytes']} bytes, "

@@ -158,11 +158,13 @@ def test_offline_install_refuses_a_wheel_whose_tags_do_not_fit_this_python(tmp_p
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA driver: the refusal is for nodes without")
-def test_offline_install_on_a_node_without_cuda_is_refused_before_anything_is_installed(house: Path, tmp_path: Path):
-    target = tmp_path / "site"
-    proc = run("bash", str(SETUP), "--offline", str(house), "--target", str(target), PYTHON=sys.executable)
-    assert proc.returncode == 1 and "no NVIDIA driver on this node" in proc.stderr and "nothing installed" in proc.stderr
-    assert not target.exists()
+def test_offline_install_on_a_node_without_cuda_is_refused_before_anything_is_written(house: Path, tmp_path: Path):
+    target, parts = tmp_path / "site", tmp_path / "parts"
+    assert helper("split", str(house), "--out", str(parts)).returncode == 0
+    for source in (house, parts):
+        proc = run("bash", str(SETUP), "--offline", str(source), "--target", str(target), PYTHON=sys.executable)
+        assert proc.returncode == 1 and "no NVIDIA driver on this node" in proc.stderr and "nothing installed" in proc.stderr
+        assert not target.exists() and not Path(f"{target}.wheels").exists()  # the parts were not even joined
 
 
 def test_offline_check_prints_the_plan_keeps_the_nodes_own_and_installs_nothing(tmp_path: Path):
