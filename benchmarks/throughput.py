@@ -131,13 +131,11 @@ def resolve_model(args: argparse.Namespace) -> tuple[Path, bool]:
     if args.layers:
         path = models / f"qwen3_30b_a3b_{args.layers}layers"
         if not path.exists():
-            real = json.loads((ROOT / "megatron_configs" / "model" / "qwen3_30b_a3b.json").read_text())
-            real = {k: v for k, v in real.items() if not k.startswith("_")} | {"num_hidden_layers": args.layers}
+            from rlec.models import build_model_from_config
+
             log(f"building Qwen3-30B-A3B dimensions with {args.layers} layer(s), random weights, in {path}")
-            build_tiny_model(path, overrides=real)
-            # weights are written in fp32; "dtype" tells vLLM to serve them in bf16, as the real model
-            cfg_path = path / "config.json"
-            atomic_write_text(cfg_path, json.dumps({**json.loads(cfg_path.read_text()), "dtype": "bfloat16"}, indent=2))
+            # fp32 weights; config.json's "dtype" bfloat16 tells vLLM to serve them in bf16, as the real model
+            build_model_from_config(path, "qwen3_30b_a3b", layers=args.layers)
         return path, False  # random weights: Megatron's own random init does as well
     path = models / "tiny_qwen3_moe"
     if not path.exists():
@@ -162,6 +160,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--layouts", help="comma list of [tpN][epN][etpN][ppN], one torchrun per world size")
     g.add_argument("--window-layouts", help="layouts also measured with the logit window, or 'all' / 'none'")
     g.add_argument("--precisions", help="fp32 (CPU), bf16, fp8 (Transformer Engine)")
+    g.add_argument("--spec", choices=("auto", "te", "local"), default="auto",
+                   help="Megatron layer spec (auto: Transformer Engine on GPU, local on CPU; local on a GPU node without TE)")
     for name, kind, what in (("batch", int, "rows per step"), ("prompt-len", int, "prompt tokens per row"),
                              ("response-len", int, "response tokens per row (= the logit window)"),
                              ("micro-batch-size", int, "rows per micro-batch"), ("warmup", int, "untimed iterations"),
@@ -195,6 +195,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             setattr(args, key, value)
     if args.model and args.layers:
         p.error("--model and --layers are exclusive")
+    if args.spec == "local" and "fp8" in (args.precisions or "").split(","):
+        p.error(f"--precisions {args.precisions} with --spec local: FP8 training needs the Transformer Engine spec")
     if not torch.cuda.is_available() and args.precisions != "fp32":
         p.error(f"--precisions {args.precisions}: only fp32 runs on CPU (Megatron's local layer spec)")
     bad = set(args.sections.split(",")) - set(SECTIONS)

@@ -62,7 +62,8 @@ def run_update(args: Any, model: Path, load_weights: bool, log: Any) -> dict[str
         spec = {"model": str(model), "load_weights": load_weights, "layouts": group, "precisions": args.precisions.split(","),
                 "batch": args.batch, "prompt_len": args.prompt_len, "response_len": args.response_len,
                 "micro_batch_size": args.micro_batch_size, "warmup": args.warmup, "repeats": args.repeats, "seed": args.seed,
-                "vocab_size": json.loads((model / "config.json").read_text())["vocab_size"]}
+                "vocab_size": json.loads((model / "config.json").read_text())["vocab_size"],
+                "use_te": {"auto": None, "te": True, "local": False}[getattr(args, "spec", "auto")]}
         for lay in group:
             lay["variants"] = ["full", "window"] if ("all" in window_on or lay["name"] in window_on) else ["full"]
         with tempfile.TemporaryDirectory(prefix="rlec-throughput-") as tmp:

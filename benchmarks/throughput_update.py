@@ -198,7 +198,8 @@ def run(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 overrides.update(FP8_OVERRIDES)
             policy = optimizer = None
             try:
-                policy = build_model(spec["model"], layout, load_weights=has_weights, wrap_ddp=True, config_overrides=overrides or None)
+                policy = build_model(spec["model"], layout, load_weights=has_weights, wrap_ddp=True, config_overrides=overrides or None,
+                                     use_te=spec.get("use_te"))
                 optimizer = build_optimizer(policy, lr=1e-6, clip_grad=1.0)
                 sequence_parallel = bool(policy.config.sequence_parallel)
                 for variant in lay.get("variants", ["full"]):

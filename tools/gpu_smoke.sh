@@ -7,6 +7,13 @@
 #   bash tools/gpu_smoke.sh --gpus 8   # one node of 8 GPUs: the qwen3_30b_a3b_1x8 layout (TP 4 + sequence
 #                                      # parallel, EP 8; rollout TP 4, and EP 4 in FP8) on a tiny model
 #   bash tools/gpu_smoke.sh --gpus 8 --check   # no GPU: those two 8-GPU commands through DRY_RUN's rules
+#   bash tools/gpu_smoke.sh --offline WHEELHOUSE            # an air-gapped node (its own Python 3.12, torch 2.11+cu130,
+#                                      # transformers 5.17; no registry): installs only what the node lacks from a
+#                                      # wheelhouse of tools/wheelhouse.sh (a folder or its parts) into GPU_SITE
+#                                      # [outputs/gpu_smoke/site] beside the node's torch, then the offline steps below
+#   bash tools/gpu_smoke.sh --offline WHEELHOUSE --dry-run  # any machine: checks the wheelhouse against this Python
+#                                      # (parts, checksums, Python, tags), prints the install plan and every step's
+#                                      # command and time limit; installs and runs nothing
 #
 # Steps (each with a time limit; logs in outputs/gpu_smoke/<UTC time>/<step>.log):
 #   setup      tools/setup_gpu_env.sh: the locked GPU set, Transformer Engine, flash-attn (cached by its stamp;
@@ -16,6 +23,18 @@
 #   train-fp8  the same in FP8 (TE blockwise training, FP8 vLLM rollout) on the FP8-capable tiny model
 #              (megatron_configs/model/tiny_qwen3_moe_fp8.json); skipped below compute capability 9.0
 #   convert    tools/convert_hf_to_mcore.py with the Transformer Engine spec, bf16, --verify
+# With --offline (steps install, gpu-tests, inputs, convert, train-bf16, train-resume, router-replay, throughput; target
+# under 10 minutes on one H100/H200 once the wheelhouse is on the node; docs/cluster.md section 8b has the expected figures):
+#   install      tools/setup_gpu_env.sh --offline: refuses a missing or damaged part, another Python, a node without CUDA
+#   gpu-tests    pytest -m "gpu and not slow" -k "not _te_ and not vllm": the GPU tests that need neither TE nor vLLM
+#   convert      tools/convert_hf_to_mcore.py --spec local --dtype bf16 --verify on the tiny Qwen3-MoE
+#   train-bf16   2 steps of verl's main_ppo (LAYOUT=tiny_1gpu, rollout rlec_hf, NCCL, weight sync, checkpoint at step 2);
+#                without TE Megatron's local spec on padded batches (RLEC_LAYER_SPEC=local, rlec.verl_plugin.local_spec)
+#   train-resume the same command with 3 steps: resumes global_step_2 and trains step 3
+#   router-replay R3's replayed top-k = the rollout's: skipped on GPU (verl 0.9.1 replays packed sequences, which need TE;
+#                rlec's padded-batch replay shim is CPU-only)
+#   throughput   benchmarks/throughput.py --sections update --spec local --layers 2 --precisions bf16: the Megatron
+#                update's tokens/s and TFLOP/s on Qwen3-30B-A3B's widths with 2 layers (1.87e9 parameters)
 # With --gpus 8 (steps setup, inputs, train-1x8-bf16, train-1x8-fp8): 2 steps each of verl's trainer
 # on LAYOUT=qwen3_30b_a3b_1x8 with the tiny model shaped for it (megatron_configs/model/tiny_qwen3_moe_1x8.json:
 # 4 query / 4 KV heads, 8 experts, 128-wide slices), in BF16 and in FP8 (TE blockwise training at
@@ -23,24 +42,34 @@
 # Target: under 8 minutes on one H100/H200 once the set-up is cached. Exit status 1 if any step failed.
 #
 # Environment: VENV [.venv-gpu]  OUT [outputs/gpu_smoke/<UTC time>]  SMOKE_STEPS (comma list) [all]
+#   with --offline: PYTHON [python3, the node's]  GPU_SITE [outputs/gpu_smoke/site]
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 CHECK_ONLY=0
 GPUS=1
+OFFLINE=""
+DRY_RUN_PLAN=0
 while (( $# )); do
   case "$1" in
     --check) CHECK_ONLY=1 ;;
+    --offline) OFFLINE=${2:-}; shift; [[ -n "$OFFLINE" ]] || { echo "gpu_smoke.sh: --offline needs a wheelhouse folder" >&2; exit 2; } ;;
+    --dry-run) DRY_RUN_PLAN=1 ;;
     --gpus) GPUS=${2:-}; shift ;;
     --gpus=*) GPUS=${1#--gpus=} ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "gpu_smoke.sh: unknown argument: $1 (use --check, --gpus 8 or --help)" >&2; exit 2 ;;
+    *) echo "gpu_smoke.sh: unknown argument: $1 (use --check, --gpus 8, --offline WHEELHOUSE [--dry-run] or --help)" >&2; exit 2 ;;
   esac
   shift
 done
+if [[ -n "$OFFLINE" && ( "$GPUS" != 1 || "$CHECK_ONLY" == 1 ) ]]; then
+  echo "gpu_smoke.sh: --offline runs on one GPU and takes --dry-run, not --check or --gpus" >&2; exit 2
+fi
+(( DRY_RUN_PLAN == 0 )) || [[ -n "$OFFLINE" ]] || { echo "gpu_smoke.sh: --dry-run goes with --offline WHEELHOUSE" >&2; exit 2; }
 case "$GPUS" in
-  1) DEFAULT_STEPS=setup,gpu-tests,inputs,train-bf16,train-fp8,convert ;;
+  1) DEFAULT_STEPS=setup,gpu-tests,inputs,train-bf16,train-fp8,convert
+     [[ -z "$OFFLINE" ]] || DEFAULT_STEPS=install,gpu-tests,inputs,convert,train-bf16,train-resume,router-replay,throughput ;;
   8) DEFAULT_STEPS=setup,inputs,train-1x8-bf16,train-1x8-fp8 ;;
   *) echo "gpu_smoke.sh: --gpus takes 1 (the tiny_1gpu layout) or 8 (qwen3_30b_a3b_1x8 on one node), got '$GPUS'" >&2; exit 2 ;;
 esac
@@ -54,7 +83,7 @@ MODELS="$OUT/models"
 DATA="$OUT/data"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
-if [[ "$CHECK_ONLY" == 1 ]]; then
+if [[ "$CHECK_ONLY" == 1 || -n "$OFFLINE" ]]; then
   PY=${PYTHON:-python3}
 else
   PY="$VENV/bin/python"
@@ -144,7 +173,68 @@ gpu_capability() { "$PY" -c 'import torch; print("%d.%d" % torch.cuda.get_device
 
 gpu_count() { { nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null || true; } | wc -l; }
 
-if [[ "$GPUS" == 8 ]]; then
+if [[ -n "$OFFLINE" ]]; then
+  # An air-gapped node: the node's own Python, torch and CUDA, plus what the wheelhouse carries (GPU_SITE).
+  SITE=${GPU_SITE:-$REPO_ROOT/outputs/gpu_smoke/site}
+  mkdir -p "$(dirname "$SITE")"
+  SITE="$(cd "$(dirname "$SITE")" && pwd)/$(basename "$SITE")"
+  OFFLINE_PYTEST=(-m "gpu and not slow" -k "not _te_ and not vllm" tests)
+  # the rollout rlec_hf (transformers, no vLLM) on the tiny_1gpu layout, as layout/cpu.yaml sets it
+  HF_ROLLOUT=(actor_rollout_ref.rollout.name=rlec_hf actor_rollout_ref.rollout.calculate_log_probs=true
+              actor_rollout_ref.rollout.free_cache_engine=false actor_rollout_ref.rollout.checkpoint_engine.backend=naive
+              actor_rollout_ref.rollout.agent.num_workers=1 actor_rollout_ref.rollout.agent.default_agent_loop=rlec_scripted_agent
+              "+actor_rollout_ref.rollout.custom.rlec_weight_noise=0.0" "+actor_rollout_ref.rollout.custom.rlec_noise_seed=0")
+  # without Transformer Engine: Megatron's local spec in verl's engine (rlec.verl_plugin.local_spec) on padded batches
+  LOCAL_SPEC=(actor_rollout_ref.model.use_remove_padding=false actor_rollout_ref.actor.megatron.use_remove_padding=false
+              "++actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=local"
+              "++ray_kwargs.ray_init.runtime_env.env_vars.RLEC_LAYER_SPEC=local")
+  offline_train() {  # offline_train STEPS SPEC: the train command, 2 steps then a resume to 3, into one checkpoint folder
+    local spec_args=() spec_env=RLEC_LAYER_SPEC=
+    [[ "$2" == local ]] && { spec_args=("${LOCAL_SPEC[@]}"); spec_env=RLEC_LAYER_SPEC=local; }
+    TRAIN=(env LAYOUT=tiny_1gpu PRECISION=bf16 MODEL_PATH="$MODELS/tiny_qwen3_moe" PYTHON="$PY" "$spec_env"
+           TRAIN_FILES="$DATA/train.parquet" VAL_FILES="$DATA/test.parquet" CHECKPOINT_DIR="$OUT/ckpt_offline"
+           EXPERIMENT_NAME=smoke_offline TOTAL_TRAINING_STEPS="$1" SAVE_FREQ=2 TEST_FREQ=-1 LOGGER="[console]" RESUME=auto
+           bash tools/run_megatron_rlec.sh trainer.val_before_train=false data.max_response_length=128 "${HF_ROLLOUT[@]}"
+           "${spec_args[@]}")
+  }
+  if "$PY" -c "import transformer_engine.pytorch" >/dev/null 2>&1; then TRAIN_SPEC=te; else TRAIN_SPEC=local; fi
+  THROUGHPUT=("$PY" benchmarks/throughput.py --profile gpu --sections update --spec local --layers 2 --precisions bf16
+              --layouts tp1 --window-layouts none --warmup 1 --repeats 3 --models-dir "$MODELS" --out "$OUT/throughput" --name smoke)
+  R3_REASON="verl 0.9.1 replays routes on packed sequences, which need TE's attention; rlec's padded-batch replay (router_replay_bshd) is CPU-only"
+  if [[ "$DRY_RUN_PLAN" == 1 ]]; then
+    echo "[gpu_smoke] --dry-run: the wheelhouse against $PY, then the plan; nothing is installed or run"
+    PYTHON="$PY" bash tools/setup_gpu_env.sh --offline "$OFFLINE" --target "$SITE" --check || exit 1
+    offline_train 2 "$TRAIN_SPEC"
+    plan_row() { ROWS+=("$1|planned (limit $2 s)|-|-|${*:3}"); }
+    plan_row install 240 "bash tools/setup_gpu_env.sh --offline $OFFLINE --target $SITE"
+    plan_row gpu-tests 180 "$PY -m pytest -q ${OFFLINE_PYTEST[*]}"
+    plan_row inputs 120 "prepare_inputs (tiny_qwen3_moe, sample data)"
+    plan_row convert 120 "$PY tools/convert_hf_to_mcore.py --spec local --dtype bf16 --verify"
+    plan_row train-bf16 300 "${TRAIN[*]}"
+    plan_row train-resume 240 "the same with TOTAL_TRAINING_STEPS=3"
+    ROWS+=("router-replay|will be skipped: $R3_REASON|-|-|-")
+    plan_row throughput 240 "${THROUGHPUT[*]}"
+  else
+    run_step install 240 env PYTHON="$PY" bash tools/setup_gpu_env.sh --offline "$OFFLINE" --target "$SITE"
+    if [[ "${ROWS[-1]}" != install\|ok* && ",$SMOKE_STEPS," == *",install,"* ]]; then
+      echo "gpu_smoke.sh: the install step failed (refused or broke); nothing else runs: $OUT/install.log" >&2
+      FAILED=1
+    else
+      export PYTHONPATH="$SITE:$PYTHONPATH"
+      SMOKE_MODELS=tiny_qwen3_moe
+      export PYTHONPATH SMOKE_MODELS
+      run_step gpu-tests 180 "$PY" -m pytest -q -p no:cacheprovider "${OFFLINE_PYTEST[@]}"
+      run_step inputs 120 bash -c prepare_inputs
+      run_step convert 120 "$PY" tools/convert_hf_to_mcore.py --hf-model-path "$MODELS/tiny_qwen3_moe" \
+        --output-path "$OUT/ckpt_convert" --spec local --dtype bf16 --verify --overwrite
+      if "$PY" -c "import transformer_engine.pytorch" >/dev/null 2>&1; then TRAIN_SPEC=te; else TRAIN_SPEC=local; fi
+      offline_train 2 "$TRAIN_SPEC" && run_step train-bf16 300 "${TRAIN[@]}"
+      offline_train 3 "$TRAIN_SPEC" && run_step train-resume 240 "${TRAIN[@]}"
+      skip_step router-replay "$R3_REASON"
+      run_step throughput 240 "${THROUGHPUT[@]}"
+    fi
+  fi
+elif [[ "$GPUS" == 8 ]]; then
   # One node of 8 GPUs: the one-node cluster layout in BF16 and FP8 (--check: the same commands through DRY_RUN).
   if [[ "$CHECK_ONLY" == 1 ]]; then
     run_step setup 120 bash -c "bash -n tools/gpu_smoke.sh && bash -n tools/setup_gpu_env.sh && bash tools/setup_gpu_env.sh --check"

@@ -3,6 +3,15 @@
 #
 #   bash tools/setup_gpu_env.sh            # creates ./.venv-gpu (or $VENV) with the GPU set, TE and flash-attn
 #   bash tools/setup_gpu_env.sh --check    # print the plan and check the machine; install nothing (any machine)
+#   bash tools/setup_gpu_env.sh --offline WHEELHOUSE [--target DIR] [--check]
+#       an air-gapped node with its own Python, torch and CUDA (no registry): installs from a wheelhouse made by
+#       tools/wheelhouse.sh (a folder with wheelhouse.json, or a folder of parts with parts.json, reassembled
+#       first) only what the node lacks, into DIR [.gpu-site], with `pip install --no-index --no-deps --target`;
+#       the node's torch, triton, nvidia-* and cuda-* stay. Before anything is installed it refuses, naming it: a
+#       part missing or damaged, a wheel whose sha256 differs from the manifest, a Python other than the wheels'
+#       (or a wheel whose tags do not fit this node), a requirement of a wheel to install that is neither carried nor
+#       on the node (ALLOW_UNMET=1 lists them instead), a node without CUDA (nvidia-smi, torch.cuda). --check
+#       prints the plan and what the node lacks, and installs nothing. Then: export PYTHONPATH=DIR:$PWD.
 #
 # Steps, each printed as it starts:
 #   1. checks: Linux x86_64, Python 3.12 (or 3.11), NVIDIA driver >= 580 (torch 2.11.0 and vLLM 0.24.0
@@ -24,12 +33,84 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CHECK_ONLY=0
-case "${1:-}" in
-  --check) CHECK_ONLY=1 ;;
-  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
-  "") ;;
-  *) echo "[setup-gpu] unknown argument: $1 (use --check or --help)" >&2; exit 2 ;;
-esac
+OFFLINE=""
+TARGET=".gpu-site"
+while (( $# )); do
+  case "$1" in
+    --check) CHECK_ONLY=1 ;;
+    --offline) OFFLINE=${2:-}; shift; [[ -n "$OFFLINE" ]] || { echo "[setup-gpu] --offline needs a wheelhouse folder" >&2; exit 2; } ;;
+    --target) TARGET=${2:-}; shift; [[ -n "$TARGET" ]] || { echo "[setup-gpu] --target needs a folder" >&2; exit 2; } ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "[setup-gpu] unknown argument: $1 (use --check, --offline WHEELHOUSE [--target DIR] or --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# --- offline: a node with its own Python 3.12, torch and CUDA; a wheelhouse; no registry -------------------
+if [[ -n "$OFFLINE" ]]; then
+  PYTHON="${PYTHON:-python3}"
+  START=$SECONDS
+  say() { echo "[setup-gpu offline $((SECONDS - START))s] $*"; }
+  fail() { echo "[setup-gpu] refused: $*" >&2; exit 1; }
+  [[ -d "$OFFLINE" ]] || fail "--offline $OFFLINE: no such folder"
+  "$PYTHON" -c "import packaging" 2>/dev/null || fail "$PYTHON cannot import packaging (needed to match wheel tags)"
+  WORK="$(mktemp -d)"
+  trap 'rm -rf "$WORK"' EXIT
+  PARTS=0
+  [[ ! -f "$OFFLINE/wheelhouse.json" && -f "$OFFLINE/parts.json" ]] && PARTS=1
+  # 1. the parts or wheels and their Python, read only: every part (present, size, sha256) or wheel checked
+  if [[ "$PARTS" == 1 ]]; then
+    "$PYTHON" tools/wheelhouse.py check-parts "$OFFLINE" --this-python || exit 1
+  else
+    "$PYTHON" tools/wheelhouse.py verify "$OFFLINE" --this-python || exit 1
+  fi
+  # 2. CUDA, before anything is written
+  CUDA_PROBLEM=""
+  if ! nvidia-smi >/dev/null 2>&1; then
+    CUDA_PROBLEM="no NVIDIA driver on this node (nvidia-smi missing or failing)"
+  elif ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+    CUDA_PROBLEM="$PYTHON's torch sees no CUDA device (torch.cuda.is_available() is False or torch is missing)"
+  fi
+  [[ "$CHECK_ONLY" == 1 || -z "$CUDA_PROBLEM" ]] || fail "$CUDA_PROBLEM; nothing installed"
+  # 3. parts joined (into a scratch folder for --check), 4. the plan: wheel tags and requirements against this node
+  WHEELS="$OFFLINE"
+  if [[ "$PARTS" == 1 ]]; then
+    WHEELS="$TARGET.wheels"
+    [[ "$CHECK_ONLY" == 1 ]] && WHEELS="$WORK/wheels"
+    if [[ -f "$WHEELS/wheelhouse.json" ]]; then
+      say "reassembled wheelhouse $WHEELS exists (verified by the plan)"
+    else
+      "$PYTHON" tools/wheelhouse.py join "$OFFLINE" --out "$WHEELS" --this-python || exit 1
+    fi
+  fi
+  PLAN="$WORK/install.txt"
+  "$PYTHON" tools/wheelhouse.py plan "$WHEELS" --install-list "$PLAN" ${ALLOW_UNMET:+--allow-unmet} || exit 1
+  if [[ "$CHECK_ONLY" == 1 ]]; then
+    [[ -z "$CUDA_PROBLEM" ]] || say "not ready here: $CUDA_PROBLEM"
+    say "would install $(wc -l < "$PLAN") wheel(s) into $TARGET; nothing installed (--check)"
+    exit 0
+  fi
+  if [[ -s "$PLAN" ]]; then
+    say "installing $(wc -l < "$PLAN") wheel(s) into $TARGET (no index, no dependencies resolved: the lock's set)"
+    mapfile -t FILES < "$PLAN"
+    "$PYTHON" -m pip install --disable-pip-version-check --no-index --no-deps --no-compile --upgrade --target "$TARGET" "${FILES[@]}"
+  fi
+  say "import check with PYTHONPATH=$TARGET"
+  PYTHONPATH="$TARGET:$PWD" "$PYTHON" - <<'EOF_PY'
+import importlib, importlib.metadata as md
+rows = []
+for module, dist in [("torch", "torch"), ("transformers", "transformers"), ("verl", "verl"), ("megatron.core", "megatron-core"),
+                     ("mbridge", "mbridge"), ("ray", "ray"), ("rlec", None)]:
+    mod = importlib.import_module(module)
+    rows.append((dist or module, md.version(dist) if dist else mod.__file__))
+import torch
+rows.append(("CUDA (torch) / GPU", f"{torch.version.cuda} / {torch.cuda.get_device_name(0)}"))
+width = max(len(k) for k, _ in rows)
+print("\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows))
+EOF_PY
+  say "done: export PYTHONPATH=$(cd "$TARGET" && pwd):$PWD"
+  exit 0
+fi
 VENV="${VENV:-.venv-gpu}"
 first_python() { for p in python3.12 python3.11; do "$p" -c "" >/dev/null 2>&1 && { echo "$p"; return; }; done; echo python3.12; }
 PYTHON="${PYTHON:-$(first_python)}"

@@ -549,6 +549,22 @@ def apply_cpu_shims() -> list[str]:
     return apply_shims(SHIMS, APPLIED, NOT_NEEDED)
 
 
+def apply_no_te_shims() -> list[str]:
+    """On any machine, a GPU node too: the one shim a missing Transformer Engine needs, ``te_general_gemm``.
+
+    megatron-core 0.16.1's MoE router GEMM (``moe_utils.RouterGatingLinearFunction``) tests
+    ``te_general_gemm is not None``, a name its failed TE import never defines: without TE the MoE forward raises
+    ``NameError`` on CUDA as on CPU (seen on an H200 with the local layer spec, README "GPU runs"). With the name set
+    to ``None`` the ``torch.mm`` fallback beside that test runs. The probe (``_te_gemm_needed``) finds the error only
+    where TE failed to import, so with TE this does nothing. Called by :func:`rlec.megatron.parallel.init_parallel`
+    after :func:`apply_cpu_shims`.
+
+    Returns:
+        Names of the shims applied in this process so far.
+    """
+    return apply_shims(tuple(s for s in SHIMS if s.name == "te_general_gemm"), APPLIED, NOT_NEEDED)
+
+
 def apply_shims(shims: tuple[Shim, ...], applied: list[str], not_needed: list[str]) -> list[str]:
     """Apply each shim whose probe finds its error (once per process); record it in ``applied``, or in
     ``not_needed`` when an upgrade fixed (or moved) the code. Returns ``applied`` (a copy)."""

@@ -81,10 +81,11 @@ def init_parallel(layout: ParallelLayout, seed: int = 1234, backend: str | None 
     from megatron.core import parallel_state as mpu
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 
-    from rlec.megatron.compat import apply_cpu_shims
+    from rlec.megatron.compat import apply_cpu_shims, apply_no_te_shims
 
     layout.check()
     apply_cpu_shims()
+    apply_no_te_shims()  # a GPU node without Transformer Engine: megatron's MoE router GEMM (local spec)
     init_distributed(layout.world, backend)
     if mpu.model_parallel_is_initialized():
         mpu.destroy_model_parallel()

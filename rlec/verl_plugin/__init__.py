@@ -28,7 +28,9 @@ verl's trainer or Megatron for rlec's sake (about 3 CPU-seconds each, in every l
 Registered on import of this package: :mod:`rlec.verl_plugin.cpu_rollout`'s rollout ``rlec_hf``
 (transformers on CPU, ``actor_rollout_ref.rollout.name=rlec_hf``), and on a machine without CUDA with
 ``VERL_PLATFORM=cpu`` :mod:`rlec.verl_plugin.cpu`'s verl platform ``cpu`` (its Megatron engine and shims
-again when their modules are imported). The classes above are attributes of this package too (imported
+again when their modules are imported). With ``RLEC_LAYER_SPEC=local`` (a GPU node without Transformer
+Engine) :mod:`rlec.verl_plugin.local_spec` swaps verl's mbridge bridge for rlec's local-spec one when verl's engine
+module is imported. The classes above are attributes of this package too (imported
 on first use).
 
 Loaded by path, not registered: :mod:`rlec.verl_plugin.rlve_dataset` (``data.custom_cls``, the
@@ -46,6 +48,9 @@ import wrapt
 from rlec.verl_plugin.cpu import enable_cpu
 
 enable_cpu()
+from rlec.verl_plugin.local_spec import enable_local_spec  # noqa: E402  (RLEC_LAYER_SPEC=local: a GPU node without TE)
+
+enable_local_spec()
 
 from rlec.verl_plugin.cpu_rollout import ROLLOUT_NAME as CPU_ROLLOUT, register_rollout  # noqa: E402
 

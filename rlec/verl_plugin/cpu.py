@@ -278,26 +278,33 @@ class _CPUAutoBridge:
 
     @staticmethod
     def from_config(hf_config: Any, dtype: Any = None, **kwargs: Any) -> Any:
-        from rlec.megatron.bridge import TENamedView, make_bridge, rope_theta
+        return local_spec_bridge(hf_config, torch.float32)
 
-        hf_config.rope_theta = rope_theta(hf_config)
-        bridge = make_bridge(hf_config, use_te=False, dtype=torch.float32)
-        set_extra = bridge.set_extra_args
-        load, export = bridge.load_weights, bridge.export_weights
 
-        def set_extra_args(**extra: Any) -> None:
-            from rlec.megatron.bridge import CPU_CONFIG_OVERRIDES
+def local_spec_bridge(hf_config: Any, dtype: torch.dtype) -> Any:
+    """rlec's local-spec mbridge bridge as verl's engine uses it: no fusions whatever verl's overrides ask, TE parameter
+    names for mbridge's load and export (:class:`_CPUAutoBridge` on CPU in fp32; :mod:`rlec.verl_plugin.local_spec` on
+    a GPU node without Transformer Engine, in ``dtype``)."""
+    from rlec.megatron.bridge import TENamedView, make_bridge, rope_theta
 
-            # verl passes the layout's overrides (grouped GEMM, permute fusion, ...): CPU wins
-            set_extra(**{**extra, **CPU_CONFIG_OVERRIDES})
+    hf_config.rope_theta = rope_theta(hf_config)
+    bridge = make_bridge(hf_config, use_te=False, dtype=dtype)
+    set_extra = bridge.set_extra_args
+    load, export = bridge.load_weights, bridge.export_weights
 
-        def views(models: Any) -> list[Any]:
-            return [TENamedView(m) for m in (models if isinstance(models, (list, tuple)) else [models])]
+    def set_extra_args(**extra: Any) -> None:
+        from rlec.megatron.bridge import CPU_CONFIG_OVERRIDES
 
-        bridge.set_extra_args = set_extra_args
-        bridge.load_weights = lambda models, path, *a, **k: load(views(models), path, *a, **k)
-        bridge.export_weights = lambda models, *a, **k: export(views(models), *a, **k)
-        return bridge
+        # verl passes the layout's overrides (grouped GEMM, permute fusion, ...): the local spec's win
+        set_extra(**{**extra, **CPU_CONFIG_OVERRIDES})
+
+    def views(models: Any) -> list[Any]:
+        return [TENamedView(m) for m in (models if isinstance(models, (list, tuple)) else [models])]
+
+    bridge.set_extra_args = set_extra_args
+    bridge.load_weights = lambda models, path, *a, **k: load(views(models), path, *a, **k)
+    bridge.export_weights = lambda models, *a, **k: export(views(models), *a, **k)
+    return bridge
 
 
 def _cpu_bridge_apply() -> None:

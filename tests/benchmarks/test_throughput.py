@@ -165,3 +165,14 @@ def test_gpu_profile_runs(tmp_path: Path) -> None:
     bf16 = [r for r in result["sections"]["update"]["rows"] if r.get("precision") == "bf16" and r.get("logits") == "full"]
     assert bf16 and 0 < bf16[0]["mfu"] < 1
     assert result["sections"]["rollout"]["rows"][0]["device"] != "cpu"
+
+
+def test_layer_spec_flag_reaches_the_update_spec_and_fp8_needs_te() -> None:
+    """--spec local measures a GPU node without Transformer Engine (tools/gpu_smoke.sh --offline); FP8 needs TE."""
+    assert throughput.parse_args([]).spec == "auto"
+    assert throughput.parse_args(["--spec", "local", "--precisions", "fp32"]).spec == "local"
+    with pytest.raises(SystemExit):
+        throughput.parse_args(["--spec", "local", "--precisions", "bf16,fp8"])
+    source = (ROOT / "benchmarks" / "throughput_sections.py").read_text()
+    assert '"use_te": {"auto": None, "te": True, "local": False}' in source
+    assert 'use_te=spec.get("use_te")' in (ROOT / "benchmarks" / "throughput_update.py").read_text()
