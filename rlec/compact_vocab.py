@@ -153,24 +153,24 @@ def compact_tokenizer_json(base: dict[str, Any], texts: Iterable[str], specials:
     backend = Tokenizer.from_str(json.dumps(base))
     ranks = {_merge_pair(rule): k for k, rule in enumerate(model["merges"])}
     keep: set[str] = set()
+    words: set[str] = set()
     for text in texts:
         for piece, special in _segments(text, added):
             if special:
                 continue
             normalized = backend.normalizer.normalize_str(piece) if backend.normalizer else piece
-            for word, _ in backend.pre_tokenizer.pre_tokenize_str(normalized):
-                keep |= bpe_symbols(word, ranks)[1]
+            words.update(word for word, _ in backend.pre_tokenizer.pre_tokenize_str(normalized))
+    for word in words:
+        keep |= bpe_symbols(word, ranks)[1]
     vocab_ids: dict[str, int] = model["vocab"]
     unknown = sorted(keep - set(vocab_ids))
     if unknown:  # a symbol Qwen3's BPE would build must be one of its tokens
         raise ValueError(f"base tokenizer: merged symbols {unknown[:5]} are not in its vocabulary")
     ordinary = sorted(keep, key=vocab_ids.__getitem__)
     kept_specials = sorted(specials, key=lambda s: added[s]["id"])
-    out = json.loads(json.dumps(base))
-    out["model"]["vocab"] = {tok: i for i, tok in enumerate(ordinary)}
-    out["model"]["merges"] = [rule for rule in model["merges"]
-                              if (p := _merge_pair(rule))[0] in keep and p[1] in keep and p[0] + p[1] in keep]
-    out["added_tokens"] = [{**added[s], "id": len(ordinary) + k} for k, s in enumerate(kept_specials)]
+    merges = [rule for rule in model["merges"] if (p := _merge_pair(rule))[0] in keep and p[1] in keep and p[0] + p[1] in keep]
+    out = {**base, "model": {**model, "vocab": {tok: i for i, tok in enumerate(ordinary)}, "merges": merges},
+           "added_tokens": [{**added[s], "id": len(ordinary) + k} for k, s in enumerate(kept_specials)]}
     compact = Tokenizer.from_str(json.dumps(out))
     for text in texts:  # the construction's promise, checked on the corpus itself
         want, got = backend.encode(text, add_special_tokens=False).tokens, compact.encode(text, add_special_tokens=False).tokens

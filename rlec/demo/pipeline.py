@@ -202,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(stamp, json.dumps(settings) + "\n")
+    print(f"[rlec.demo] the full demo: {args.steps} RLEC steps, about an hour on 2 cores at 80 (make run is the "
+          "30-step version on the upcycled Qwen3-MoE: minutes)", flush=True)
     print(f"[rlec.demo] 1/5 warm start -> {out / 'warm_start'}", flush=True)
     warm_start.build(out / "warm_start", ws_cfg)
     data = out / "data"
