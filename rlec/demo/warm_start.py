@@ -47,7 +47,10 @@ from rlec.prompts import build_messages, math_task, render
 
 FULL_VOCAB_SIZE = 151_936  # Qwen3's embedding rows (the tokenizer has 151,669 tokens incl. added ones)
 MANIFEST = "warm_start.json"
-COMPACT_FILE = "compact_model.safetensors"  # the compact model itself (what the full one was expanded from)
+COMPACT_FILE = "compact_model.safetensors"  # the compact model itself (what the model folder is written from)
+# where a built folder keeps the compact weights and their manifest: a subfolder, so the model folder's own
+# *.safetensors are the model's only (verl's checks and mbridge read every *.safetensors at its top)
+COMPACT_DIR = "compact"
 # Bump when the training code changes what a setting produces (response forms, seeding, schedules):
 # cached and shipped warm starts of older code then no longer match any configuration.
 RECIPE_VERSION = 1
@@ -582,8 +585,8 @@ def build(out_dir: str | Path, cfg: WarmStartConfig, *, experts: int = 0, force:
 
     The folder holds the model with the compact tokenizer's rows (:func:`remap`; safetensors), that
     tokenizer (:func:`rlec.compact_vocab.build_compact_tokenizer` of :func:`toy_corpus`), the compact
-    weights and ``warm_start.json`` (settings, cache key, compact vocabulary, loss history, the report
-    of :func:`measure`, ``folder_key``). With ``experts`` > 0 the model is the Qwen3-MoE upcycled from
+    weights in :data:`COMPACT_DIR` and ``warm_start.json`` (settings, cache key, compact vocabulary, loss
+    history, the report of :func:`measure`, ``folder_key``). With ``experts`` > 0 the model is the Qwen3-MoE upcycled from
     the dense one (:func:`rlec.models.upcycle_to_moe`: same function, ``experts`` copies of each MLP,
     top-2 routing). A folder with the same :func:`folder_key` is reused unless ``force``; the shipped
     compact weights (:data:`SHIPPED_DIR`) of these settings replace training.
@@ -614,20 +617,24 @@ def build(out_dir: str | Path, cfg: WarmStartConfig, *, experts: int = 0, force:
         if experts:
             model = upcycle_to_moe(model, num_experts=experts, experts_per_token=min(2, experts), seed=cfg.seed)
         model.save_pretrained(tmp, safe_serialization=True)
-        save_compact(compact, {**manifest, "folder_key": folder_key(cfg, experts)}, tmp)
+        manifest = {**manifest, "folder_key": folder_key(cfg, experts)}
+        save_compact(compact, manifest, tmp / COMPACT_DIR)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return out
 
 
 def save_compact(compact: Any, manifest: dict[str, Any], folder: str | Path) -> None:
-    """Write the compact weights (:data:`COMPACT_FILE`, safetensors) and :data:`MANIFEST` into ``folder``."""
+    """Write the compact weights (:data:`COMPACT_FILE`, safetensors) and :data:`MANIFEST` into ``folder`` (created)."""
     from safetensors.torch import save_file
 
+    Path(folder).mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in compact.state_dict().items()}, str(Path(folder) / COMPACT_FILE))
     (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
 
 def load_compact(folder: str | Path, tokenizer: Any) -> tuple[Any, Encoder, dict[str, Any]]:
-    """The compact model saved by :func:`save_compact` in ``folder`` (a built warm start or the shipped copy).
+    """The compact model saved by :func:`save_compact` in ``folder`` (the shipped copy), or in a built warm start's
+    :data:`COMPACT_DIR` when ``folder`` is one.
 
     Returns:
         ``(compact model in eval mode, encoder, manifest)``.
@@ -638,6 +645,8 @@ def load_compact(folder: str | Path, tokenizer: Any) -> tuple[Any, Encoder, dict
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    if (Path(folder) / COMPACT_DIR / COMPACT_FILE).is_file():
+        folder = Path(folder) / COMPACT_DIR
     path = Path(folder) / MANIFEST
     try:
         manifest = json.loads(path.read_text())
@@ -882,7 +891,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         with atomic_dir(SHIPPED_DIR) as tmp:
             for name in (COMPACT_FILE, MANIFEST):
-                (tmp / name).write_bytes((out / name).read_bytes())
+                (tmp / name).write_bytes((out / COMPACT_DIR / name).read_bytes())
         print(f"shipped: {SHIPPED_DIR} ({folder_size(SHIPPED_DIR) / 2**20:.2f} MiB)")
     print(f"warm start {verb}: {out} ({folder_size(out) / 2**20:.1f} MiB; key {cfg.key()}; "
           f"compact vocabulary {len(manifest['compact_vocab'])} tokens)")

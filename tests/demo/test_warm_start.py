@@ -179,6 +179,10 @@ def test_build_writes_a_model_folder_and_reuses_it(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(ws, "measure", lambda *a, **k: {"stub": True})  # the report is tested on its own
     ws.build(out, cfg, progress=False)
     check_model_folder(out, model_types=("qwen3",))
+    from rlec.megatron.preflight import check_hf_weights
+
+    check_hf_weights(out)  # the folder's *.safetensors are the model's only (the compact weights in compact/)
+    assert (out / ws.COMPACT_DIR / ws.COMPACT_FILE).is_file() and not (out / ws.COMPACT_FILE).exists()
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(out), local_files_only=True)  # the compact tokenizer, rows = its ids
