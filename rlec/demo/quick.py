@@ -6,7 +6,9 @@ training) upcycled to the Qwen3-MoE architecture (:func:`rlec.models.upcycle_to_
 copies of each MLP, top-2 routing, the same function as the dense model) with the compact tokenizer
 (:mod:`rlec.compact_vocab`), on the demo's training rows (targets 0.1 and 0.8), then evaluates it
 greedily across the target grid and checks the demo's goal on it (``rlec.cpu.eval.goal_check``:
-coverage at p = 0.1 at least 0.3 above coverage at p = 0.8, separated intervals). ``make demo``
+coverage at p = 0.1 at least 0.3 above coverage at p = 0.8, separated intervals). Measured (docs/local_run.md,
+"What the default run shows"): 30 steps teach abstention by difficulty, not yet by target (gap -0.03); the demo
+needed about 80 steps at lr 1e-4. ``make demo``
 (:mod:`rlec.demo.pipeline`) is the fuller version: the dense model, 80 steps, 120 evaluation questions
 and the warm start evaluated too.
 
