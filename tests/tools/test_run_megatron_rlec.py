@@ -140,7 +140,8 @@ def test_make_runs_default_task_builds_the_upcycled_warm_start_and_its_addition_
     assert "building the warm start (shipped weights, upcycled to Qwen3-MoE)" in proc.stderr
     config = json.loads((out / "warm_start" / "config.json").read_text())
     tokenizer = json.loads((out / "warm_start" / "tokenizer.json").read_text())
-    assert config["model_type"] == "qwen3_moe" and config["num_experts"] == 4
+    # transformers 5 saves Qwen3-MoE's expert count as num_local_experts (hub files: num_experts)
+    assert config["model_type"] == "qwen3_moe" and config.get("num_experts", config.get("num_local_experts")) == 4
     assert config["vocab_size"] == len(tokenizer["model"]["vocab"]) + len(tokenizer["added_tokens"]) < 300
     assert (data / "train.parquet").is_file() and (data / "test.parquet").is_file()
     text = proc.stdout
