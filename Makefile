@@ -12,10 +12,10 @@ help:  ## list targets
 setup:  ## create or reuse the CPU virtual environment (.venv)
 	@VENV=$(VENV) bash tools/setup_env.sh
 
-run: setup  ## set up, then run the main job on the embedded default (tiny model, sample data, CPU)
+run: setup  ## set up, then the main job on the embedded default: RLEC on additions from a shipped warm start (CPU; TASK=sample: tiny random model, sample data)
 	@PATH=$(abspath $(VENV))/bin:$$PATH bash tools/run_megatron_rlec.sh
 
-demo: setup  ## set up, then the learning demo: warm start, RLEC, evaluation before and after (docs/local_run.md)
+demo: setup  ## set up, then the fuller learning demo, about an hour on 2 cores: warm start, 80 RLEC steps, evaluation before and after (docs/local_run.md)
 	@PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m rlec.demo $(DEMO_ARGS)
 
 # pytest-xdist workers (CI has 2 cores); a file's tests stay in one worker, so its module fixtures run once;

@@ -341,5 +341,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def upcycle_to_moe(dense: Any, *, num_experts: int = 4, experts_per_token: int = 2, router_std: float = 0.02,
+                   seed: int = 0) -> Any:
+    """The Qwen3-MoE that computes exactly a dense Qwen3's function: sparse upcycling (Komatsuzaki et al. 2022).
+
+    Every expert of every layer is a copy of that layer's dense MLP (``moe_intermediate_size`` = the dense
+    ``intermediate_size``); with ``norm_topk_prob`` the chosen experts' weights sum to 1, so the layer's
+    output is the dense MLP's whatever the router picks: the logits equal the dense model's up to float
+    rounding. The router weights are small random numbers (normal, std ``router_std``, seeded), not
+    zeros: all-equal router logits would leave the choice among tied experts to each implementation's
+    top-k (transformers' in the rollout, Megatron's in training), which need not agree once the experts
+    drift apart; distinct logits make both pick the same experts. Every other weight is copied.
+
+    Args:
+        dense: a ``transformers`` Qwen3 (``model_type == "qwen3"``).
+        num_experts: experts per layer (>= 1); experts_per_token: the router's top-k (1 .. num_experts).
+
+    Returns:
+        A ``transformers`` ``Qwen3MoeForCausalLM`` in eval mode (fp32).
+
+    Raises:
+        ValueError: ``dense`` is not a Qwen3, or bad expert counts.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = dense.config.to_dict()
+    if cfg.get("model_type") != "qwen3":
+        raise ValueError(f"upcycle_to_moe: expected a dense Qwen3 (model_type 'qwen3'), got {cfg.get('model_type')!r}")
+    if not 1 <= experts_per_token <= num_experts:
+        raise ValueError(f"upcycle_to_moe: need 1 <= experts_per_token <= num_experts, got {experts_per_token}, {num_experts}")
+    keep = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+            "head_dim", "hidden_act", "max_position_embeddings", "rms_norm_eps", "rope_theta", "tie_word_embeddings",
+            "attention_bias", "attention_dropout", "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id")
+    moe_cfg = {k: cfg[k] for k in keep if cfg.get(k) is not None}
+    if "rope_theta" not in moe_cfg and isinstance(cfg.get("rope_parameters"), dict):
+        moe_cfg["rope_theta"] = cfg["rope_parameters"].get("rope_theta")
+    moe_cfg.update(model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"], num_experts=num_experts,
+                   num_experts_per_tok=experts_per_token, moe_intermediate_size=cfg["intermediate_size"], norm_topk_prob=True,
+                   decoder_sparse_step=1, mlp_only_layers=[], router_aux_loss_coef=0.001, output_router_logits=False)
+    moe = AutoModelForCausalLM.from_config(AutoConfig.for_model(**moe_cfg), dtype=torch.float32)
+    dense_state = dense.state_dict()
+    gen = torch.Generator().manual_seed(seed)
+    state = {}
+    with torch.no_grad():
+        for name, tensor in moe.state_dict().items():
+            prefix, _, leaf = name.rpartition("mlp.")
+            if ".mlp." not in name:
+                state[name] = dense_state[name].clone()
+            elif leaf == "gate.weight":
+                state[name] = torch.randn(tensor.shape, generator=gen) * router_std
+            elif leaf == "experts.gate_up_proj":  # (experts, 2 x intermediate, hidden): gate rows, then up rows
+                both = torch.cat([dense_state[prefix + "mlp.gate_proj.weight"], dense_state[prefix + "mlp.up_proj.weight"]], 0)
+                state[name] = both.expand(num_experts, *both.shape).clone()
+            elif leaf == "experts.down_proj":  # (experts, hidden, intermediate)
+                down = dense_state[prefix + "mlp.down_proj.weight"]
+                state[name] = down.expand(num_experts, *down.shape).clone()
+            else:
+                raise ValueError(f"upcycle_to_moe: unexpected MoE parameter {name} (transformers' Qwen3-MoE layout changed?)")
+    moe.load_state_dict(state)
+    return moe.eval()
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

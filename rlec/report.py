@@ -308,7 +308,9 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
     """Evaluate the final policy on the evaluation sample across the target grid, then score it.
 
     Runs ``rlec.eval.evaluate`` (records to ``<out_dir>/eval/records.jsonl``) and ``rlec.eval.metrics``
-    (tables, ``metrics.json`` and plots in ``<out_dir>/eval/metrics``) in this process.
+    (tables, ``metrics.json`` and plots in ``<out_dir>/eval/metrics``) in this process; with
+    ``rlec.cpu.eval.goal_check``, then the demo's goal on the trained model (:func:`rlec.eval.goal.target_check`,
+    printed and written to ``<out_dir>/eval/target_check.json``; a missed goal is a measurement, not a failure).
 
     Args:
         cfg: the run's config (``data.val_files``, ``data.seed``, ``rlec.cpu.eval``).
@@ -339,4 +341,15 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
     code = evaluate.main(evaluation_args(cfg, model_dir, records))
     if code:
         return code
-    return metrics.main([str(records), "--bootstrap", "200", "--out-dir", str(records.parent / "metrics")])
+    code = metrics.main([str(records), "--bootstrap", "200", "--out-dir", str(records.parent / "metrics")])
+    from rlec.settings import RlecSettings
+
+    if code or not RlecSettings.from_config(cfg).cpu.eval.goal_check:
+        return code
+    from rlec.eval.goal import format_check, target_check
+
+    check = target_check(None, records)
+    atomic_write_text(records.parent / "target_check.json", json.dumps(check, indent=1) + "\n")
+    print("\n## The demo's goal: coverage falls as the target rises (95% question-bootstrap intervals)\n\n"
+          + format_check(check) + f"\n\n{check['why']} ({records.parent / 'target_check.json'})", flush=True)
+    return 0

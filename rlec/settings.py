@@ -187,10 +187,13 @@ class CheckSettings:
 class CpuEvalSettings:
     """``rlec.cpu.eval``: the final evaluation of a CPU run (``make run``: :func:`rlec.report.evaluate_final`; the
     demo's before / after evaluation): greedy, every target of the grid, on the first ``max_questions`` questions of
-    ``data.val_files`` (>= 1), at most ``max_new_tokens`` tokens per answer (>= 1). ``EVAL_AT_END=0`` skips it."""
+    ``data.val_files`` (>= 1), at most ``max_new_tokens`` tokens per answer (>= 1). ``EVAL_AT_END=0`` skips it.
+    ``goal_check``: also measure the learning demo's goal on the trained model (:func:`rlec.eval.goal.target_check`:
+    coverage at p = 0.1 at least 0.3 above coverage at p = 0.8, separated intervals; ``make run``'s addition task)."""
 
     max_questions: int = 8
     max_new_tokens: int = 64
+    goal_check: bool = False
 
     def check(self, prefix: str = "rlec.cpu.eval") -> None:
         """Raises :class:`SettingError` for a count < 1."""

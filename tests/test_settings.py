@@ -42,6 +42,7 @@ NONSENSE: dict[str, typing.Any] = {
     "rlec.cpu.rollout_noise_seed": -1,
     "rlec.cpu.eval.max_questions": 0,
     "rlec.cpu.eval.max_new_tokens": 0,
+    "rlec.cpu.eval.goal_check": "yes",                 # a string, not a switch
 }
 # fields where no value is nonsense (free text), with the reason; none today: the two strings have rules
 FREE_STRINGS: dict[str, str] = {}

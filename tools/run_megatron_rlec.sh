@@ -17,7 +17,11 @@
 #   LAYOUT               megatron_configs/layout/<LAYOUT>.yaml            [qwen3_30b_a3b_4x8]
 #   PRECISION            megatron_configs/precision/<PRECISION>.yaml      [bf16]
 #   MODEL_PATH           Hugging Face model folder (or hub id), loaded via mbridge [models/Qwen3-30B-A3B; tiny*: models/tiny_qwen3_moe;
-#                        TRAINER=verl without a GPU: the tiny random model, built in OUTPUT_DIR/tiny_model]
+#                        TRAINER=verl without a GPU: TASK's model, built in OUTPUT_DIR/warm_start or OUTPUT_DIR/tiny_model]
+#   TASK                 without a GPU, what the default model and data are: addition (the demo's warm start upcycled to
+#                        Qwen3-MoE with the compact tokenizer, RLEC on additions with rlec.demo.quick's settings, 30 steps,
+#                        the demo's goal checked at the end; data in DATA_DIR [data/addition]) or sample (the tiny random
+#                        Qwen3-MoE on the DAPO + HotpotQA samples, data in DATA_DIR [data/processed])       [addition]
 #   DIST_CKPT_PATH       optional Megatron dist checkpoint (tools/convert_hf_to_mcore.py) to load instead
 #   TRAIN_FILES VAL_FILES  parquet files from rlec's data preparation   [data/processed/{train,test}.parquet]
 #   CHECKPOINT_DIR       checkpoints, launch records, TensorBoard logs    [checkpoints/<EXPERIMENT_NAME>]
@@ -37,7 +41,7 @@
 #                        the model are refused before Ray starts, naming key, value and rule [layout/cpu.yaml: 1]
 #   TRAINER              verl, the only trainer (the local loop, TRAINER=local, retired with issue 31). Without a GPU
 #                        it runs verl's own trainer on CPU (`make run`: layout=cpu, precision=fp32, the rlec_hf rollout,
-#                        the tiny model and sample data; STEPS, OUTPUT_DIR [outputs/verl_run], ENVIRONMENTS, RESUME,
+#                        TASK's model and data; STEPS, OUTPUT_DIR [outputs/verl_run], ENVIRONMENTS, RESUME,
 #                        EVAL_AT_END; progress, step table, curves, OUTPUT_DIR/hf_final and the final evaluation:
 #                        rlec.verl_report; docs/local_run.md). With DRY_RUN=1 only an explicit TRAINER=verl selects
 #                        the CPU layout (otherwise DRY_RUN checks the cluster's)                                  [verl]
@@ -107,8 +111,15 @@ if [[ "$TRAINER" == verl && ( "$DRY_RUN" != 1 || -n "$TRAINER_SET" ) ]] && ! has
   CHECKPOINT_DIR=$OUTPUT_DIR
   LAYOUT=${LAYOUT:-cpu}
   PRECISION=${PRECISION:-fp32}
+  # what make run trains: addition (the demo's warm start, upcycled to Qwen3-MoE, RLEC on additions: rlec.demo.quick)
+  # or sample (the tiny random Qwen3-MoE with Qwen3's tokenizer on the DAPO + HotpotQA sample data)
+  TASK=${TASK:-addition}
+  case "$TASK" in
+    addition) DATA_DIR=${DATA_DIR:-data/addition} ;;
+    sample) DATA_DIR=${DATA_DIR:-data/processed} ;;
+    *) echo "run_megatron_rlec.sh: TASK=$TASK: expected addition (the default) or sample" >&2; exit 2 ;;
+  esac
   TOTAL_TRAINING_STEPS=${TOTAL_TRAINING_STEPS:-${STEPS:-}}
-  DATA_DIR=${DATA_DIR:-data/processed}
   TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
   VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
   EXPERIMENT_NAME=${EXPERIMENT_NAME:-verl_cpu}
@@ -116,8 +127,11 @@ fi
 LAYOUT=${LAYOUT:-qwen3_30b_a3b_4x8}
 PRECISION=${PRECISION:-bf16}
 case "$LAYOUT" in tiny*) DEFAULT_MODEL=$REPO_ROOT/models/tiny_qwen3_moe ;; *) DEFAULT_MODEL=$REPO_ROOT/models/Qwen3-30B-A3B ;; esac
-# verl on CPU: the tiny random model built beside the run's outputs
-[[ "$VERL_ON_CPU" == 1 ]] && DEFAULT_MODEL=$(abspath "$OUTPUT_DIR")/tiny_model
+# verl on CPU: the task's model built beside the run's outputs (the upcycled warm start, or the tiny random model)
+if [[ "$VERL_ON_CPU" == 1 ]]; then
+  DEFAULT_MODEL=$(abspath "$OUTPUT_DIR")/tiny_model
+  [[ "$TASK" == addition ]] && DEFAULT_MODEL=$(abspath "$OUTPUT_DIR")/warm_start
+fi
 MODEL_PATH=${MODEL_PATH:-$DEFAULT_MODEL}
 DIST_CKPT_PATH=${DIST_CKPT_PATH:-}
 TRAIN_FILES=${TRAIN_FILES:-$REPO_ROOT/data/processed/train.parquet}
@@ -232,9 +246,17 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
     fi
     CPU_ARGS+=(algorithm=rlve "rlec.rlve.environments=[${ENV_LIST}]")
   fi
-  # the tiny model and the sample data, built once
+  # the task's model and data, built once
   # the tiny random model is never right: a quarter of each group answers by script (rlec.cpu.scripted_fraction)
-  [[ "$MODEL_PATH" == "$DEFAULT_MODEL" ]] && CPU_ARGS+=(rlec.cpu.scripted_fraction=0.25)
+  [[ "$TASK" == sample && "$MODEL_PATH" == "$DEFAULT_MODEL" ]] && CPU_ARGS+=(rlec.cpu.scripted_fraction=0.25)
+  # the addition task's own warm start trains with its RLEC settings (rlec.demo.quick: steps, batch, learning rate, the
+  # goal check), placed before the variables' (STEPS, LR, ...) and the command line's, which win; any MODEL_PATH: the
+  # layout's settings
+  if [[ "$TASK" == addition && "$MODEL_PATH" == "$DEFAULT_MODEL" ]]; then
+    TASK_OUT=$("$PYTHON" -m rlec.demo.quick --overrides) || exit 2
+    mapfile -t TASK_ARGS <<< "$TASK_OUT"
+    CONFIG_ARGS+=("${TASK_ARGS[@]}")
+  fi
   BUILD_MODEL=0
   [[ "$MODEL_PATH" == "$DEFAULT_MODEL" && ! -f "$MODEL_PATH/config.json" ]] && BUILD_MODEL=1
   if [[ "$BUILD_MODEL" == 1 || ! -f "$TRAIN_FILES" || ! -f "$VAL_FILES" ]]; then
@@ -249,14 +271,25 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
       exit "$PRE_RC"
     fi
   fi
-  if [[ "$BUILD_MODEL" == 1 ]]; then
-    echo "run_megatron_rlec.sh: building the tiny Qwen3-MoE in $MODEL_PATH" >&2
-    HF_HUB_DISABLE_PROGRESS_BARS=1 \
-      "$PYTHON" -c "import sys; from rlec.models import build_tiny_model; build_tiny_model(sys.argv[1])" "$MODEL_PATH" >/dev/null
-  fi
-  if [[ ! -f "$TRAIN_FILES" || ! -f "$VAL_FILES" ]]; then
-    echo "run_megatron_rlec.sh: preparing the sample data in $DATA_DIR" >&2
-    DATA_DIR="$DATA_DIR" "$PYTHON" -m rlec.data.prepare >/dev/null
+  if [[ "$TASK" == addition ]]; then
+    if [[ "$BUILD_MODEL" == 1 || ! -f "$TRAIN_FILES" || ! -f "$VAL_FILES" ]]; then
+      echo "run_megatron_rlec.sh: building the warm start (shipped weights, upcycled to Qwen3-MoE) in $MODEL_PATH" \
+           "and the addition data in $DATA_DIR" >&2
+      QUICK_ARGS=()
+      [[ "$BUILD_MODEL" == 1 ]] && QUICK_ARGS+=(--model "$MODEL_PATH")
+      [[ ! -f "$TRAIN_FILES" || ! -f "$VAL_FILES" ]] && QUICK_ARGS+=(--data "$DATA_DIR")
+      HF_HUB_DISABLE_PROGRESS_BARS=1 "$PYTHON" -m rlec.demo.quick "${QUICK_ARGS[@]}" >/dev/null
+    fi
+  else
+    if [[ "$BUILD_MODEL" == 1 ]]; then
+      echo "run_megatron_rlec.sh: building the tiny Qwen3-MoE in $MODEL_PATH" >&2
+      HF_HUB_DISABLE_PROGRESS_BARS=1 \
+        "$PYTHON" -c "import sys; from rlec.models import build_tiny_model; build_tiny_model(sys.argv[1])" "$MODEL_PATH" >/dev/null
+    fi
+    if [[ ! -f "$TRAIN_FILES" || ! -f "$VAL_FILES" ]]; then
+      echo "run_megatron_rlec.sh: preparing the sample data in $DATA_DIR" >&2
+      DATA_DIR="$DATA_DIR" "$PYTHON" -m rlec.data.prepare >/dev/null
+    fi
   fi
   DATA_ARGS=(data.train_files="$(abs_if_exists "$TRAIN_FILES")" data.val_files="$(abs_if_exists "$VAL_FILES")")
 fi

@@ -15,6 +15,9 @@ checks, without writing anything:
   contract (:func:`rlec.data.contract.check_parquet`): a bad row deep in the file would otherwise stop the run at the step
   that reads it; and, with the model's tokenizer, every prompt fits ``data.max_prompt_length`` as verl's prompt
   filter counts it (:class:`rlec.data.lengths.PromptLimit`), which would drop a longer row without a word;
+- with a compact-vocabulary tokenizer in the model folder (:mod:`rlec.compact_vocab`: the toy tasks'
+  tokens only), every prompt of those files encodable: a character outside its vocabulary would
+  otherwise be dropped silently by the tokenizer; the error names the file, the row and the character;
 - the checkpoint folder (``trainer.default_local_dir``): writable, or creatable under a
   writable parent;
 - the step count: verl's loop ends after ``trainer.total_epochs`` passes over the train files
@@ -128,6 +131,37 @@ def _parquet(key: str, path_text: str, prompt_limit: Any = None) -> tuple[list[F
     return [], f"{Path(path_text).name} {rows:,} rows", rows
 
 
+def _encodable(cfg: Any) -> list[Finding]:
+    """An error for the first prompt of the data files the model folder's tokenizer cannot encode.
+
+    Only a compact-vocabulary tokenizer (:class:`rlec.compact_vocab.Coverage` not complete) can fail:
+    a full byte-level one encodes any text, and is not read past its alphabet.
+    """
+    from rlec.compact_vocab import TOKENIZER_JSON, Coverage, check_texts
+
+    tok = Path(os.path.expanduser(str(select(cfg, MODEL_KEY, "")))) / TOKENIZER_JSON
+    if not tok.is_file():
+        return []
+    try:
+        cov = Coverage(tok)
+    except ValueError as exc:
+        return [Finding("error", MODEL_KEY, str(exc))]
+    if cov.complete:
+        return []
+    import pyarrow.parquet as pq
+
+    for key in ("data.train_files", "data.val_files"):
+        for path in _as_list(select(cfg, key)):
+            prompts = pq.read_table(path, columns=["prompt"]).column("prompt").to_pylist()
+            rows = ((f"{path} row {i} (prompt message {j})", str(m.get("content") or ""))
+                    for i, messages in enumerate(prompts) for j, m in enumerate(messages or []))
+            try:
+                check_texts(cov, rows, name=str(tok.parent))
+            except ValueError as exc:
+                return [Finding("error", key, str(exc))]
+    return []
+
+
 def steps_findings(cfg: Any, rows: int) -> list[Finding]:
     """Refuse a step count the train files cannot give: verl ends its loop after ``trainer.total_epochs``.
 
@@ -202,6 +236,8 @@ def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
         checks += [(found, summary) for found, summary, _ in parquets]
         if key == "data.train_files" and files and not any(found for found, *_ in parquets):
             checks.append((steps_findings(cfg, sum(rows for *_, rows in parquets)), None))
+    if not any(found for found, _ in checks):  # the model and the files passed: every prompt encodable
+        checks.append((_encodable(cfg), None))
     checks.append(_checkpoint_dir(cfg))
     for found, summary in checks:
         findings += found

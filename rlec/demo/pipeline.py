@@ -5,8 +5,9 @@
 
 Stages (each is skipped when its output exists, so an interrupted demo resumes where it stopped):
 
-1. **warm start** (:mod:`rlec.demo.warm_start`): a tiny dense Qwen3 with the real tokenizer and
-   the full 151,936-token vocabulary, supervised on additions with 1-3 digit operands; it
+1. **warm start** (:mod:`rlec.demo.warm_start`): a tiny dense Qwen3 with the compact tokenizer
+   (:mod:`rlec.compact_vocab`: Qwen3's tokens of the toy task only, the same token strings as Qwen3's
+   tokenizer), supervised on additions with 1-3 digit operands; it
    half-masters them (right on small sums, wrong on large ones) and says ``I don't know`` at a
    rate independent of the target and of the problem.
 2. **data** (:mod:`rlec.demo.data`): training rows and held-out evaluation questions in
@@ -38,7 +39,10 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
+from rlec.eval.goal import HIGH_TARGET, LOW_TARGET, MAX_WARM_GAP, MIN_GAP, format_check, target_check
+
+__all__ = ["DEMO_SETTINGS", "HIGH_TARGET", "LOW_TARGET", "MAX_WARM_GAP", "MIN_GAP", "compose_checked", "format_check",
+           "launcher_overrides", "main", "run_overrides", "target_check"]
 
 DEFAULT_OUT = "outputs/demo"
 DEFAULT_STEPS = 80
@@ -49,13 +53,12 @@ DEFAULT_STEPS = 80
 DEMO_SETTINGS: dict[str, Any] = {
     "data.train_batch_size": 16,
     "actor_rollout_ref.rollout.n": 8,
-    # The warm start's 151,851 rows outside its 85 tokens have logit 0, so where its own logits are
-    # flat (right after the restated target's digits) sampling drew one of them: in 22% of
-    # responses over the whole vocabulary, in 15% with top-20 (ties at 0 fill the top 20). Steps
-    # with such responses had grad norms of 10^2-10^5 and, clipped to 1, learned little: 80 steps
-    # reached a coverage gap of 0.16. Top-5 drew none in 512 (tested) and the same 80 steps reached
-    # 0.32, grad norms under 7 on 68 of 80 steps (tools/demo/FINDINGS.md).
-    "actor_rollout_ref.rollout.top_k": 5,
+    # Sampling at T = 1 over the whole vocabulary, no top-k. The warm start used to run expanded to Qwen3's 151,936
+    # rows, 151,851 of them logit 0: where its own logits were flat (right after the restated target's digits) 22%
+    # of responses drew one of those rows, their steps had grad norms of 10^2-10^5, and top-k 5 was needed (80 steps:
+    # coverage gap 0.16 without, 0.32 with; tools/demo/FINDINGS.md). Its model now has the compact tokenizer's 223
+    # rows (rlec.compact_vocab), 139 of them logit 0 (merge intermediates and specials): 1 response in 256 draws one.
+    "actor_rollout_ref.rollout.top_k": -1,
     "data.max_response_length": 24,
     "actor_rollout_ref.actor.ppo_mini_batch_size": 4,
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 32,
@@ -64,10 +67,6 @@ DEMO_SETTINGS: dict[str, Any] = {
     "rlec.cpu.eval.max_questions": 120,
     "rlec.cpu.eval.max_new_tokens": 24,
 }
-LOW_TARGET, HIGH_TARGET = 0.1, 0.8
-MIN_GAP, MAX_WARM_GAP = 0.3, 0.1  # the demo's goal (issue 17)
-
-
 def run_overrides(out: Path, steps: int, extra: Sequence[str] = ()) -> list[str]:
     """The ``key=value`` overrides of the demo's run over ``megatron_configs/rlec.yaml`` on the CPU layout
     (:func:`compose_checked`: validation and the evaluation's settings).
@@ -83,89 +82,6 @@ def run_overrides(out: Path, steps: int, extra: Sequence[str] = ()) -> list[str]
         **DEMO_SETTINGS,
     }
     return [f"{k}={v}" for k, v in values.items()] + list(extra)
-
-
-def target_check(warm_records: Path, trained_records: Path, *, low: float = LOW_TARGET, high: float = HIGH_TARGET,
-                 n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """The demo's goal, measured: coverage and selective accuracy at ``low`` and ``high`` with intervals.
-
-    Grades both record files as ``rlec.eval.metrics`` does and draws question-level bootstrap
-    replicates with its stratified weights (:func:`rlec.eval.bootstrap.replicate_weights`); the
-    coverage gap ``coverage(low) - coverage(high)`` is paired (the same replicate for both targets).
-
-    Returns:
-        ``{"warm_start"|"rlec": {"coverage"|"selective_accuracy": {"low"|"high": [point, lo, hi]},
-        "coverage_gap": [point, lo, hi]}, "passed": bool, "why": str}``; rates in [0, 1], 95%
-        percentile intervals. Passed when, after RLEC, the gap is >= :data:`MIN_GAP` with
-        separated coverage intervals and selective accuracy is higher at ``high`` than at ``low``,
-        and the warm start's |gap| is < :data:`MAX_WARM_GAP`.
-
-    Raises:
-        ValueError: a record file has no record at ``low`` or ``high`` (the message names the file and target).
-    """
-    runs = {"warm_start": _figures(warm_records, low, high, n_boot, seed),
-            "rlec": _figures(trained_records, low, high, n_boot, seed)}
-    r, w = runs["rlec"], runs["warm_start"]
-    checks = {
-        f"RLEC coverage gap >= {MIN_GAP}": r["coverage_gap"][0] >= MIN_GAP,
-        "RLEC coverage intervals separated": r["coverage"]["high"][2] < r["coverage"]["low"][1],
-        f"RLEC selective accuracy at p={high} > at p={low}":
-            r["selective_accuracy"]["high"][0] > r["selective_accuracy"]["low"][0],
-        f"warm start |coverage gap| < {MAX_WARM_GAP}": abs(w["coverage_gap"][0]) < MAX_WARM_GAP,
-    }  # fmt: skip
-    failed = [name for name, ok in checks.items() if not ok]
-    return {**runs, "targets": [low, high], "checks": checks, "passed": not failed,
-            "why": "all checks pass" if not failed else "failed: " + "; ".join(failed)}
-
-
-def _figures(path: Path, low: float, high: float, n_boot: int, seed: int) -> dict[str, Any]:
-    from rlec.eval.bootstrap import replicate_weights
-    from rlec.eval.metrics import grade_records, load_run, question_counts
-    from rlec.eval.records import parse_targets
-    from rlec.eval.selective import rates
-
-    targets = parse_targets(f"{low},{high}")
-    records, _ = load_run(path, targets)
-    graded = grade_records(records, progress=False)
-    keys, per_question = question_counts(records, graded, targets)  # (questions, 2 targets, outcome counts)
-    for idx, p in enumerate((low, high)):
-        if not len(keys) or per_question[:, idx].sum() == 0:
-            raise ValueError(f"{path}: no evaluation record at target p = {p} (evaluate with it in --targets)")
-    sources = sorted({source for source, _ in keys})
-    strata = np.array([sources.index(source) for source, _ in keys])
-    weights = replicate_weights(strata, n_boot, np.random.default_rng(seed))  # (n_boot, questions)
-    point = rates(per_question.sum(axis=0), targets)
-    boot = rates(np.einsum("bq,qtk->btk", weights, per_question), targets)  # each (n_boot, 2)
-
-    def interval(values: np.ndarray, value: float) -> list[float]:
-        values = values[~np.isnan(values)]
-        lo, hi = np.percentile(values, [2.5, 97.5]) if len(values) else (np.nan, np.nan)
-        return [float(value), float(lo), float(hi)]
-
-    def figure(name: str, idx: int) -> list[float]:
-        return interval(boot[name][:, idx], point[name][idx])
-
-    return {
-        "coverage": {"low": figure("coverage", 0), "high": figure("coverage", 1)},
-        "selective_accuracy": {"low": figure("selective_accuracy", 0), "high": figure("selective_accuracy", 1)},
-        "coverage_gap": interval(boot["coverage"][:, 0] - boot["coverage"][:, 1], point["coverage"][0] - point["coverage"][1]),
-        "questions": int(per_question.shape[0]),
-    }
-
-
-def format_check(check: dict[str, Any]) -> str:
-    """A Markdown table of :func:`target_check`'s result, then one line per check."""
-    low, high = check["targets"]
-    fmt = lambda v: f"{v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]"  # noqa: E731
-    lines = [f"| model | coverage p={low} | coverage p={high} | gap | selective acc. p={low} | selective acc. p={high} |",
-             "|---|---|---|---|---|---|"]
-    for name, label in (("warm_start", "warm start"), ("rlec", "RLEC")):
-        r = check[name]
-        lines.append(f"| {label} | {fmt(r['coverage']['low'])} | {fmt(r['coverage']['high'])} | {fmt(r['coverage_gap'])} | "
-                     f"{fmt(r['selective_accuracy']['low'])} | {fmt(r['selective_accuracy']['high'])} |")
-    lines.append("")
-    lines += [f"- [{'x' if ok else ' '}] {name}" for name, ok in check["checks"].items()]
-    return "\n".join(lines)
 
 
 def _records_complete(records: Path) -> bool:
@@ -269,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     data_settings = dict(seed=int(cfg.data.seed), digits=sorted(set(ws_cfg.digits)), train_rows=2000,
                          test_questions=int(cfg.rlec.cpu.eval.max_questions), binary_fraction=0.0, targets=train_targets)
     # everything that decides the outputs; a folder holds one demo (checked before any stage writes)
-    settings = {"warm_start_key": ws_cfg.key(), "data": demo_data.settings(**data_settings),
+    settings = {"warm_start_key": warm_start.folder_key(ws_cfg), "data": demo_data.settings(**data_settings),
                 "evaluation": evaluation_args(cfg, Path("MODEL"), Path("RECORDS"))}
     stamp = out / "demo.json"
     if stamp.exists():
@@ -286,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(stamp, json.dumps(settings) + "\n")
+    print(f"[rlec.demo] the full demo: {args.steps} RLEC steps, about an hour on 2 cores at 80 (make run is the "
+          "30-step version on the upcycled Qwen3-MoE: minutes)", flush=True)
     print(f"[rlec.demo] 1/5 warm start -> {out / 'warm_start'}", flush=True)
     warm_start.build(out / "warm_start", ws_cfg)
     data = out / "data"

@@ -47,7 +47,10 @@ from rlec.prompts import build_messages, math_task, render
 
 FULL_VOCAB_SIZE = 151_936  # Qwen3's embedding rows (the tokenizer has 151,669 tokens incl. added ones)
 MANIFEST = "warm_start.json"
-COMPACT_FILE = "compact_model.safetensors"  # the compact model itself (what the full one was expanded from)
+COMPACT_FILE = "compact_model.safetensors"  # the compact model itself (what the model folder is written from)
+# where a built folder keeps the compact weights and their manifest: a subfolder, so the model folder's own
+# *.safetensors are the model's only (verl's checks and mbridge read every *.safetensors at its top)
+COMPACT_DIR = "compact"
 # Bump when the training code changes what a setting produces (response forms, seeding, schedules):
 # cached and shipped warm starts of older code then no longer match any configuration.
 RECIPE_VERSION = 1
@@ -189,8 +192,12 @@ class WarmStartConfig:
         payload = {"recipe": RECIPE_VERSION, **asdict(self)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
-    def hf_config(self, vocab_size: int) -> dict[str, Any]:
-        """The ``config.json`` dict of the model with ``vocab_size`` rows."""
+    def hf_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> dict[str, Any]:
+        """The ``config.json`` dict of the model with ``vocab_size`` rows.
+
+        ``special_ids``: ``bos_token_id`` / ``eos_token_id`` / ``pad_token_id`` of its tokenizer (Qwen3's for
+        :data:`FULL_VOCAB_SIZE` rows; the training-time compact model has none).
+        """
         cfg: dict[str, Any] = {
             "vocab_size": vocab_size, "hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
             "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_heads,
@@ -201,6 +208,7 @@ class WarmStartConfig:
         }  # fmt: skip
         if vocab_size == FULL_VOCAB_SIZE:  # Qwen3's special ids (the compact model has none of its own)
             cfg.update(bos_token_id=151643, eos_token_id=151645, pad_token_id=151643)
+        cfg.update(special_ids or {})
         if self.model_type == "qwen3_moe":
             cfg.update(architectures=["Qwen3MoeForCausalLM"], num_experts=self.num_experts,
                        num_experts_per_tok=self.num_experts_per_tok, moe_intermediate_size=self.moe_intermediate_size,
@@ -272,6 +280,31 @@ def compact_vocabulary(tokenizer: Any) -> list[int]:
     ids.update(tokenizer(IDK_RESPONSE + "\\boxed{0123456789}", add_special_tokens=False)["input_ids"])
     ids.add(tokenizer.convert_tokens_to_ids("<|im_end|>"))
     return sorted(ids)
+
+
+def toy_corpus(tokenizer: Any) -> list[str]:
+    """Every kind of text the toy tasks show the model, for the compact tokenizer (:mod:`rlec.compact_vocab`).
+
+    Prompts: rlec's template around an addition (the demo's and the ``addition`` environment's
+    phrasing, a question holding every digit in every position) at every target 0.00 ... 0.99 and
+    the binary objective, rendered by the chat template with and without the empty thinking block.
+    Responses, each followed by ``<|im_end|>``: every form of :func:`response_text` (answers of every
+    digit, ``\\boxed{I don't know}``, the restated target, the abstention in words). The Qwen3
+    pre-tokeniser splits numbers into single digits, so every addition and target renders within
+    this corpus's tokens.
+    """
+    questions = [QUESTION.format(a=1234567890, b=9876543210), QUESTION.format(a=5, b=7)]
+    texts = []
+    for question in questions:
+        for p in [None] + [k / 100 for k in range(100)]:
+            messages = build_messages(math_task(question), p)
+            texts += [render(tokenizer, messages), render(tokenizer, messages, enable_thinking=True)]
+    problem = AdditionProblem(questions[0], "0123456789", 10)
+    for target in (None, 0.05, 0.8):
+        for abstain in (False, True):
+            for restate in RESTATE_MODES:
+                texts.append(response_text(problem, abstain, target, restate) + "<|im_end|>")
+    return texts + [IDK_RESPONSE + "<|im_end|>", "<|endoftext|>"]
 
 
 class Encoder:
@@ -497,25 +530,80 @@ def expand(compact: Any, vocab: Sequence[int], cfg: WarmStartConfig) -> Any:
     return full.eval()
 
 
-def build(out_dir: str | Path, cfg: WarmStartConfig, *, force: bool = False, progress: bool = True) -> Path:
-    """Train (or reuse) the warm start and write it as a Hugging Face folder.
+@torch.no_grad()
+def remap(compact: Any, vocab: Sequence[int], cfg: WarmStartConfig, tokenizer: Any, tokens: Sequence[str]) -> Any:
+    """The compact model with its embedding and output rows in the compact tokenizer's order.
 
-    The folder holds the full model (safetensors), the bundled tokenizer and ``warm_start.json``
-    (settings, cache key, compact vocabulary, loss history, the report of :func:`measure`). A
-    folder whose manifest has the same key is reused unless ``force``.
+    Row ``j`` of the result is the compact model's row of token ``tokens[j]`` (the compact tokenizer's
+    token of id ``j``, :func:`rlec.compact_vocab.build_compact_tokenizer`); a token the compact model
+    has no row for (an intermediate of a BPE merge, never a final token of the toy texts, or a special
+    token) gets a zero row, so its logit is 0 (the full model gave all its 151,851 other tokens logit 0). A
+    compact row whose token is not in ``tokens`` is dropped (``}\\``: only the training-time vocabulary's
+    own probe string ever made it). The body is copied.
+
+    Args:
+        vocab: the compact model's rows as Qwen3 token ids (:func:`compact_vocabulary`).
+        tokenizer: the bundled Qwen3 tokenizer (maps ``vocab`` to token strings).
+
+    Returns:
+        A ``transformers`` Qwen3 with ``len(tokens)`` rows and the compact tokenizer's special ids.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    index = {tok: i for i, tok in enumerate(tokenizer.convert_ids_to_tokens(list(vocab)))}
+    ids = {tok: j for j, tok in enumerate(tokens)}
+    special = {"bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"], "pad_token_id": ids["<|endoftext|>"]}
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg.hf_config(len(tokens), special)), dtype=torch.float32)
+    state = compact.state_dict()
+    rows = [(j, index[tok]) for j, tok in enumerate(tokens) if tok in index]
+    new_rows, old_rows = torch.tensor([j for j, _ in rows]), torch.tensor([i for _, i in rows])
+    out = {}
+    for name, tensor in model.state_dict().items():
+        if name in ("model.embed_tokens.weight", "lm_head.weight"):
+            table = torch.zeros_like(tensor)
+            table[new_rows] = state[name][old_rows]
+            out[name] = table
+        else:
+            out[name] = state[name].clone()
+    model.load_state_dict(out)
+    return model.eval()
+
+
+# What build writes: 1 = the model expanded to Qwen3's 151,936 rows with Qwen3's tokenizer (retired: its 151,851 rows
+# of logit 0 needed top-k sampling), 2 = the compact tokenizer's rows (rlec.compact_vocab). A folder of another format
+# is rebuilt, and the demo's and the experiments' folders name it (folder_key), so no run mixes the two.
+MODEL_FORMAT = 2
+
+
+def folder_key(cfg: WarmStartConfig, experts: int = 0) -> str:
+    """What a built warm-start folder holds: the settings' key, :data:`MODEL_FORMAT`, and the upcycled experts (0: dense)."""
+    return f"{cfg.key()}-format{MODEL_FORMAT}" + (f"-moe{experts}" if experts else "")
+
+
+def build(out_dir: str | Path, cfg: WarmStartConfig, *, experts: int = 0, force: bool = False, progress: bool = True) -> Path:
+    """Train (or reuse) the warm start and write it as a Hugging Face folder with its compact tokenizer.
+
+    The folder holds the model with the compact tokenizer's rows (:func:`remap`; safetensors), that
+    tokenizer (:func:`rlec.compact_vocab.build_compact_tokenizer` of :func:`toy_corpus`), the compact
+    weights in :data:`COMPACT_DIR` and ``warm_start.json`` (settings, cache key, compact vocabulary, loss
+    history, the report of :func:`measure`, ``folder_key``). With ``experts`` > 0 the model is the Qwen3-MoE upcycled from
+    the dense one (:func:`rlec.models.upcycle_to_moe`: same function, ``experts`` copies of each MLP,
+    top-2 routing). A folder with the same :func:`folder_key` is reused unless ``force``; the shipped
+    compact weights (:data:`SHIPPED_DIR`) of these settings replace training.
 
     Returns:
         ``Path(out_dir)``.
     """
+    from rlec.compact_vocab import build_compact_tokenizer
     from rlec.io import atomic_dir
-    from rlec.models import load_tokenizer
+    from rlec.models import load_tokenizer, upcycle_to_moe
 
     out = Path(out_dir)
-    if not force and cached(out, cfg):
+    if not force and cached(out, cfg, experts=experts):
         return out
     tokenizer = load_tokenizer()
     shipped = None if force else load_shipped(cfg, tokenizer)
-    if shipped is not None:  # the repository's copy of these settings: expand only
+    if shipped is not None:  # the repository's copy of these settings: convert only
         compact, enc, manifest = shipped
     else:
         t0 = time.perf_counter()
@@ -523,24 +611,30 @@ def build(out_dir: str | Path, cfg: WarmStartConfig, *, force: bool = False, pro
         seconds = time.perf_counter() - t0
         manifest = {"key": cfg.key(), "config": asdict(cfg), "compact_vocab": enc.vocab, "train_seconds": round(seconds, 1),
                     "history": history, "report": measure(compact, enc, cfg, progress=progress)}
-    full = expand(compact, enc.vocab, cfg)
     with atomic_dir(out) as tmp:
-        full.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        save_compact(compact, manifest, tmp)
+        tokens = build_compact_tokenizer(tmp, toy_corpus(tokenizer))
+        model = remap(compact, enc.vocab, cfg, tokenizer, tokens)
+        if experts:
+            model = upcycle_to_moe(model, num_experts=experts, experts_per_token=min(2, experts), seed=cfg.seed)
+        model.save_pretrained(tmp, safe_serialization=True)
+        manifest = {**manifest, "folder_key": folder_key(cfg, experts)}
+        save_compact(compact, manifest, tmp / COMPACT_DIR)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return out
 
 
 def save_compact(compact: Any, manifest: dict[str, Any], folder: str | Path) -> None:
-    """Write the compact weights (:data:`COMPACT_FILE`, safetensors) and :data:`MANIFEST` into ``folder``."""
+    """Write the compact weights (:data:`COMPACT_FILE`, safetensors) and :data:`MANIFEST` into ``folder`` (created)."""
     from safetensors.torch import save_file
 
+    Path(folder).mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in compact.state_dict().items()}, str(Path(folder) / COMPACT_FILE))
     (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
 
 def load_compact(folder: str | Path, tokenizer: Any) -> tuple[Any, Encoder, dict[str, Any]]:
-    """The compact model saved by :func:`save_compact` in ``folder`` (a built warm start or the shipped copy).
+    """The compact model saved by :func:`save_compact` in ``folder`` (the shipped copy), or in a built warm start's
+    :data:`COMPACT_DIR` when ``folder`` is one.
 
     Returns:
         ``(compact model in eval mode, encoder, manifest)``.
@@ -551,6 +645,8 @@ def load_compact(folder: str | Path, tokenizer: Any) -> tuple[Any, Encoder, dict
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    if (Path(folder) / COMPACT_DIR / COMPACT_FILE).is_file():
+        folder = Path(folder) / COMPACT_DIR
     path = Path(folder) / MANIFEST
     try:
         manifest = json.loads(path.read_text())
@@ -586,13 +682,14 @@ def load_shipped(cfg: WarmStartConfig, tokenizer: Any, folder: str | Path | None
     return load_compact(folder, tokenizer) if key == cfg.key() else None
 
 
-def cached(out_dir: str | Path, cfg: WarmStartConfig) -> bool:
-    """True when ``out_dir`` holds a complete warm start built with exactly ``cfg``."""
+def cached(out_dir: str | Path, cfg: WarmStartConfig, *, experts: int = 0) -> bool:
+    """True when ``out_dir`` holds a complete warm start built with exactly ``cfg`` as :func:`build` writes it now
+    (:func:`folder_key`: the same format and experts)."""
     path = Path(out_dir) / MANIFEST
-    if not path.is_file() or not any(Path(out_dir).glob("*.safetensors")):
+    if not path.is_file() or not (Path(out_dir) / "model.safetensors").is_file():
         return False
     try:
-        return json.loads(path.read_text()).get("key") == cfg.key()
+        return json.loads(path.read_text()).get("folder_key") == folder_key(cfg, experts)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
 
@@ -786,7 +883,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if reused:
         verb = "reused"
     elif manifest.get("train_seconds") is None:
-        verb = "expanded from the shipped copy"
+        verb = "converted from the shipped copy"
     else:
         verb = f"built in {manifest['train_seconds']:.0f} s"
     if args.ship:
@@ -794,7 +891,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         with atomic_dir(SHIPPED_DIR) as tmp:
             for name in (COMPACT_FILE, MANIFEST):
-                (tmp / name).write_bytes((out / name).read_bytes())
+                (tmp / name).write_bytes((out / COMPACT_DIR / name).read_bytes())
         print(f"shipped: {SHIPPED_DIR} ({folder_size(SHIPPED_DIR) / 2**20:.2f} MiB)")
     print(f"warm start {verb}: {out} ({folder_size(out) / 2**20:.1f} MiB; key {cfg.key()}; "
           f"compact vocabulary {len(manifest['compact_vocab'])} tokens)")

@@ -49,7 +49,7 @@ def settings_stamp(exp: Experiment, steps: int) -> dict[str, Any]:
             "heldout": None if exp.heldout is None else {"targets": list(exp.heldout.targets), "n_samples": exp.heldout.n_samples,
                                                         "temperature": exp.heldout.temperature, "figures": sorted(exp.heldout.figures),
                                                         "data": exp.heldout.data},
-            "warm_start_key": warm_start.WarmStartConfig().key()}
+            "warm_start_key": warm_start.folder_key(warm_start.WarmStartConfig())}
 
 
 def claim_folder(out: Path, stamp: dict[str, Any]) -> None:

@@ -179,10 +179,24 @@ def test_build_writes_a_model_folder_and_reuses_it(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(ws, "measure", lambda *a, **k: {"stub": True})  # the report is tested on its own
     ws.build(out, cfg, progress=False)
     check_model_folder(out, model_types=("qwen3",))
-    assert read_model_config(out)["vocab_size"] == ws.FULL_VOCAB_SIZE
+    from rlec.megatron.preflight import check_hf_weights
+
+    check_hf_weights(out)  # the folder's *.safetensors are the model's only (the compact weights in compact/)
+    assert (out / ws.COMPACT_DIR / ws.COMPACT_FILE).is_file() and not (out / ws.COMPACT_FILE).exists()
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(out), local_files_only=True)  # the compact tokenizer, rows = its ids
+    config = read_model_config(out)
+    assert config["vocab_size"] == len(tokenizer) < 300
+    assert config["eos_token_id"] == tokenizer.convert_tokens_to_ids("<|im_end|>") == tokenizer.eos_token_id
     manifest = json.loads((out / ws.MANIFEST).read_text())
     assert manifest["key"] == cfg.key() and manifest["config"]["steps"] == 2
-    assert ws.cached(out, cfg) and not ws.cached(out, replace(cfg, seed=5))
+    assert manifest["folder_key"] == ws.folder_key(cfg) == f"{cfg.key()}-format{ws.MODEL_FORMAT}"
+    assert ws.cached(out, cfg) and not ws.cached(out, replace(cfg, seed=5)) and not ws.cached(out, cfg, experts=4)
+    # a folder of the retired format (the model expanded to Qwen3's vocabulary) is not reused
+    (out / ws.MANIFEST).write_text(json.dumps({k: v for k, v in manifest.items() if k != "folder_key"}))
+    assert not ws.cached(out, cfg)
+    (out / ws.MANIFEST).write_text(json.dumps(manifest))
 
     def fail(*args, **kwargs):
         raise AssertionError("a cached warm start was retrained")
@@ -206,11 +220,11 @@ def test_shipped_compact_weights_replace_training_only_for_their_settings(tmp_pa
     monkeypatch.setattr(ws, "SHIPPED_DIR", tmp_path)
     monkeypatch.setattr(ws, "train", fail)
     out = ws.build(tmp_path / "full", cfg, progress=False)
-    full = ws.expand(compact, enc.vocab, cfg)
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     written = AutoModelForCausalLM.from_pretrained(out)
-    assert torch.equal(written.lm_head.weight, full.lm_head.weight)
+    compact_ids = AutoTokenizer.from_pretrained(str(out)).convert_tokens_to_ids(tokenizer.convert_ids_to_tokens(enc.vocab[:10]))
+    assert torch.equal(written.lm_head.weight[compact_ids], compact.lm_head.weight[:10])
     (tmp_path / ws.COMPACT_FILE).write_bytes(b"not safetensors")
     with pytest.raises(ValueError, match=ws.COMPACT_FILE):
         ws.load_shipped(cfg, tokenizer, tmp_path)
@@ -220,10 +234,30 @@ def test_the_repository_ships_the_default_warm_start(tokenizer, tmp_path: Path, 
     shipped = ws.load_shipped(ws.WarmStartConfig(), tokenizer)
     assert shipped is not None, f"{ws.SHIPPED_DIR} does not hold the default settings' warm start (rebuild: docs/local_run.md)"
     assert (ws.SHIPPED_DIR / ws.COMPACT_FILE).stat().st_size < 2**20
-    # the CLI with the default settings expands the shipped copy (no training) and says so
+    # the CLI with the default settings converts the shipped copy (no training) and says so
     assert ws.main(["--out", str(tmp_path / "ws"), "--quiet"]) == 0
-    assert "expanded from the shipped copy" in capsys.readouterr().out
+    assert "converted from the shipped copy" in capsys.readouterr().out
     assert ws.cached(tmp_path / "ws", ws.WarmStartConfig())
+
+
+def test_remapped_model_has_the_compact_models_logits_on_its_tokens(tokenizer, encoder, compact_and_full, tmp_path: Path) -> None:
+    """The model build writes: row j = the compact model's row of the compact tokenizer's token j, other rows 0 (logit 0)."""
+    from rlec.compact_vocab import build_compact_tokenizer
+
+    compact, _ = compact_and_full
+    tokens = build_compact_tokenizer(tmp_path, ws.toy_corpus(tokenizer))
+    model = ws.remap(compact, encoder.vocab, TINY, tokenizer, tokens)
+    prompt = encoder.prompt("What is 48 + 37?", 0.8)  # compact-model ids
+    strings = tokenizer.convert_ids_to_tokens([encoder.vocab[i] for i in prompt])
+    ids = torch.tensor([[tokens.index(t) for t in strings]])
+    with torch.no_grad():
+        want, got = compact(torch.tensor([prompt])).logits[0, -1], model(ids).logits[0, -1]
+    trained = [tokens.index(t) for t in tokenizer.convert_ids_to_tokens(encoder.vocab) if t in tokens]
+    assert len(trained) == len(encoder.vocab) - 1  # "}\\": only the training vocabulary's probe string made it
+    kept = [i for i, t in enumerate(tokenizer.convert_ids_to_tokens(encoder.vocab)) if t in tokens]
+    assert torch.allclose(got[trained], want[kept], atol=1e-5)
+    others = sorted(set(range(len(tokens))) - set(trained))
+    assert torch.equal(got[others], torch.zeros(len(others)))
 
 
 def test_measure_reports_rates_by_digits_and_target(encoder, compact_and_full) -> None:

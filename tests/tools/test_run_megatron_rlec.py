@@ -126,6 +126,32 @@ def test_verl_on_cpu_checks_the_config_before_building_the_model_and_data(tmp_pa
     assert not out.exists() and not data.exists()
 
 
+@pytest.mark.slow  # the warm start's build (torch, the compact tokenizer) and the launcher's Python importing verl
+def test_make_runs_default_task_builds_the_upcycled_warm_start_and_its_addition_data(tmp_path):
+    """Issue 54 item 5: without TASK and MODEL_PATH, make run's launcher builds the demo's warm start upcycled to
+    Qwen3-MoE with the compact tokenizer and the addition data, and trains with the addition task's settings (the
+    command line still wins); TASK=sample keeps the tiny random model's path; another TASK is refused."""
+    import json
+
+    out, data = tmp_path / "run", tmp_path / "data"
+    proc = launch("actor_rollout_ref.actor.optim.lr=2e-4", DRY_RUN="1", TRAINER="verl", PRINT_CONFIG="1",
+                  OUTPUT_DIR=str(out), DATA_DIR=str(data), PYTHON=sys.executable, DRY_RUN_CONFIG=str(tmp_path / "c.yaml"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "building the warm start (shipped weights, upcycled to Qwen3-MoE)" in proc.stderr
+    config = json.loads((out / "warm_start" / "config.json").read_text())
+    tokenizer = json.loads((out / "warm_start" / "tokenizer.json").read_text())
+    # transformers 5 saves Qwen3-MoE's expert count as num_local_experts (hub files: num_experts)
+    assert config["model_type"] == "qwen3_moe" and config.get("num_experts", config.get("num_local_experts")) == 4
+    assert config["vocab_size"] == len(tokenizer["model"]["vocab"]) + len(tokenizer["added_tokens"]) < 300
+    assert (data / "train.parquet").is_file() and (data / "test.parquet").is_file()
+    text = proc.stdout
+    for expected in ("total_training_steps: 30", "train_batch_size: 16", "top_k: -1", "goal_check: true",
+                     "max_questions: 60", "lr: 0.0002", "scripted_fraction: 0.0"):
+        assert expected in text, expected
+    proc = launch(DRY_RUN="1", TRAINER="verl", TASK="nonsense", OUTPUT_DIR=str(out), PYTHON=sys.executable)
+    assert proc.returncode == 2 and "TASK=nonsense: expected addition (the default) or sample" in proc.stderr
+
+
 def test_launcher_rules():
     text = SCRIPT.read_text()
     assert text.startswith("#!/usr/bin/env bash\n")

@@ -26,7 +26,7 @@ from rlec.reward.schedule import LinearSchedule
 
 def main() -> None:
     a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    a.add_argument("warm_start", help="folder with the compact weights (a built warm start, or rlec/demo/assets)")
+    a.add_argument("warm_start", help="folder with the compact weights (a built warm start, its compact/ subfolder read, or rlec/demo/assets)")
     a.add_argument("--steps", type=int, default=80)
     a.add_argument("--prompts", type=int, default=16, help="prompts per step")
     a.add_argument("--n", type=int, default=8, help="responses per prompt")

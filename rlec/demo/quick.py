@@ -1,0 +1,92 @@
+"""``make run``'s default task: RLEC on the demo's additions from a shipped Qwen3-MoE warm start, in minutes.
+
+The launcher (``tools/run_megatron_rlec.sh`` without CUDA, ``TASK=addition``, the default) trains, through
+verl's trainer, the demo's warm start (:mod:`rlec.demo.warm_start`, shipped compact weights, no
+training) upcycled to the Qwen3-MoE architecture (:func:`rlec.models.upcycle_to_moe`: :data:`EXPERTS`
+copies of each MLP, top-2 routing, the same function as the dense model) with the compact tokenizer
+(:mod:`rlec.compact_vocab`), on the demo's training rows (targets 0.1 and 0.8), then evaluates it
+greedily across the target grid and checks the demo's goal on it (``rlec.cpu.eval.goal_check``:
+coverage at p = 0.1 at least 0.3 above coverage at p = 0.8, separated intervals). Measured (docs/local_run.md,
+"What the default run shows"): 30 steps teach abstention by difficulty, not yet by target (gap -0.03); the demo
+needed about 80 steps at lr 1e-4. ``make demo``
+(:mod:`rlec.demo.pipeline`) is the fuller version: the dense model, 80 steps, 120 evaluation questions
+and the warm start evaluated too.
+
+    python -m rlec.demo.quick --model DIR --data DIR   # build the warm start and the data (each when missing)
+    python -m rlec.demo.quick --overrides              # the run's settings, one key=value a line (the launcher reads them)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from rlec.demo.pipeline import DEMO_SETTINGS, HIGH_TARGET, LOW_TARGET
+
+EXPERTS = 4  # experts per layer of the upcycled warm start (top-2 routing)
+STEPS = 30  # RLEC steps (STEPS=... overrides)
+EVAL_QUESTIONS = 60  # held-out questions of the final evaluation, 20 per operand digit count
+# the demo's settings (DEMO_SETTINGS: 16 prompts x 8 responses, T = 1, no top-k), fewer steps at a higher learning rate
+# with b = 1 throughout (the schedule's end value from the first step), checkpoints only at the end, the goal check after
+# the final evaluation. Why b = 1: at b near 0 the stakes at p = 0.8 are +1 / -4, and every run (the demo's 80 steps
+# too) first abstains almost everywhere (coverage 0.36 at the demo's step 17; 0.09-0.28 from step 11 on with lr 3e-4 and
+# b 0 -> 1 over 30 steps here, whose model then had coverage 0.33 / 0.20 at p = 0.1 / 0.8: gap 0.13), a detour a
+# short run cannot afford. b only rescales each target's reward (rlec.reward.formula), so the optimum is the same.
+QUICK_SETTINGS: dict[str, Any] = {
+    **DEMO_SETTINGS,
+    "actor_rollout_ref.actor.optim.lr": 2e-4,
+    "rlec.schedule.start_value": 1.0,
+    "trainer.total_training_steps": STEPS,
+    "data.max_prompt_length": 160,  # the longest prompt has 124 tokens (3-digit sums); verl pads every prompt to it on CPU
+    "trainer.save_freq": STEPS,
+    "trainer.test_freq": -1,
+    "rlec.cpu.eval.max_questions": EVAL_QUESTIONS,
+    "rlec.cpu.eval.goal_check": True,
+}
+
+
+def overrides() -> list[str]:
+    """:data:`QUICK_SETTINGS` as Hydra ``key=value`` overrides (``None`` as ``null``)."""
+    return [f"{k}={'null' if v is None else v}" for k, v in QUICK_SETTINGS.items()]
+
+
+def prepare(model_dir: str | Path | None, data_dir: str | Path | None) -> None:
+    """Build what is missing: the upcycled warm start in ``model_dir``, the demo's data in ``data_dir`` (None: skip).
+
+    Data: 2,000 training rows at the targets :data:`LOW_TARGET` and :data:`HIGH_TARGET` (no binary rows), and
+    :data:`EVAL_QUESTIONS` held-out questions (``test.parquet``), as :func:`rlec.demo.data.write_demo_data` writes them.
+    """
+    if model_dir is not None:
+        from rlec.demo import warm_start
+
+        warm_start.build(model_dir, warm_start.WarmStartConfig(), experts=EXPERTS, progress=False)
+    if data_dir is not None:
+        from rlec.demo.data import write_demo_data
+
+        data = Path(data_dir)
+        if not ((data / "train.parquet").is_file() and (data / "test.parquet").is_file()):
+            write_demo_data(data, seed=0, digits=(1, 2, 3), train_rows=2000, test_questions=EVAL_QUESTIONS,
+                            binary_fraction=0.0, targets=[LOW_TARGET, HIGH_TARGET])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit status."""
+    p = argparse.ArgumentParser(prog="python -m rlec.demo.quick", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", help="warm-start folder to build (reused when it holds these settings)")
+    p.add_argument("--data", help="data folder to write (train.parquet, test.parquet; reused when present)")
+    p.add_argument("--overrides", action="store_true", help="print the run's Hydra overrides, one a line")
+    args = p.parse_args(argv)
+    if args.overrides:
+        print("\n".join(overrides()))
+    try:
+        prepare(args.model, args.data)
+    except (ValueError, OSError) as exc:
+        print(f"rlec.demo.quick: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
