@@ -308,7 +308,12 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
     """Evaluate the final policy on the evaluation sample across the target grid, then score it.
 
     Runs ``rlec.eval.evaluate`` (records to ``<out_dir>/eval/records.jsonl``) and ``rlec.eval.metrics``
-    (tables, ``metrics.json`` and plots in ``<out_dir>/eval/metrics``) in this process.
+    (tables, ``metrics.json`` and plots in ``<out_dir>/eval/metrics``) in this process. The records file's
+    output lock (:func:`rlec.io.output_lock`, the one ``python -m rlec.eval.evaluate --out`` takes) is held from
+    before the file is looked at until the records are scored: another process writing there is refused by
+    name, nothing touched. Records already in the file (an earlier final evaluation, or a user's own
+    ``--out OUTPUT_DIR/eval/records.jsonl``) are a finished command's output: they are moved aside
+    (:func:`rlec.io.move_aside`, the new name printed), never deleted, and the new model is evaluated afresh.
 
     Args:
         cfg: the run's config (``data.val_files``, ``data.seed``, ``rlec.cpu.eval``).
@@ -318,10 +323,13 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
             config names no model path.
 
     Returns:
-        The metrics command's exit code (0 on success); 0 without an evaluation file.
+        The metrics command's exit code (0 on success); 0 without an evaluation file; 2 when the records
+        file is another process's (``error:`` line naming its pid) or cannot be written (``error:`` line
+        naming the path), nothing changed.
     """
     from rlec.config import select
     from rlec.eval import evaluate, metrics
+    from rlec.io import LockHeld, move_aside, output_lock
 
     val = cfg.data.val_files
     eval_file = Path(str(val if isinstance(val, str) else list(val)[0]))
@@ -329,14 +337,24 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
         print(f"[rlec] no evaluation file {eval_file}: skipping the final evaluation", file=sys.stderr)
         return 0
     records = Path(out_dir) / "eval" / "records.jsonl"
-    records.parent.mkdir(parents=True, exist_ok=True)
-    if records.exists():
-        records.unlink()  # a new final model: regenerate rather than resume stale records
-    if random_model is None:
-        random_model = not select(cfg, "actor_rollout_ref.model.path")
-    print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if random_model
-          else "\n## Final evaluation\n", flush=True)
-    code = evaluate.main(evaluation_args(cfg, model_dir, records))
-    if code:
-        return code
-    return metrics.main([str(records), "--bootstrap", "200", "--out-dir", str(records.parent / "metrics")])
+    lock = output_lock(records, what=f"the final evaluation's records {records}")
+    try:
+        lock.acquire()  # before anything in eval/ is looked at (creates the folder)
+        kept = move_aside(records)  # a new final model: evaluate afresh, keeping what was there
+    except (LockHeld, OSError) as exc:
+        lock.release()
+        print(f"error: {exc}; the final evaluation did not run", file=sys.stderr, flush=True)
+        return 2
+    try:
+        if kept is not None:
+            print(f"[rlec] {records} held records written before this evaluation: kept as {kept}", flush=True)
+        if random_model is None:
+            random_model = not select(cfg, "actor_rollout_ref.model.path")
+        print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if random_model
+              else "\n## Final evaluation\n", flush=True)
+        code = evaluate.main(evaluation_args(cfg, model_dir, records), lock=lock)
+        if code:
+            return code
+        return metrics.main([str(records), "--bootstrap", "200", "--out-dir", str(records.parent / "metrics")])
+    finally:
+        lock.release()

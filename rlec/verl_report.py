@@ -178,8 +178,8 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     """Run ``body(config)`` (verl's ``main``) with the quiet console, then the summary, ``hf_final`` and the evaluation.
 
     Raises:
-        whatever ``body`` raises (after the log's last lines are printed); RuntimeError when the final
-        evaluation fails.
+        whatever ``body`` raises (after the log's last lines are printed); :class:`rlec.cluster.main_ppo.RunStopped`
+        (one line, exit 2) when the final evaluation fails or is refused (another process writes its records).
     """
     from rlec.cluster.main_ppo import RunStopped
     from rlec.flags import flag
@@ -253,7 +253,8 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     if random_model:
         print("\n(random tiny model: rewards are noise; the scripted share of each group is what moves the loss)")
     if eval_at_end and evaluate_final(config, out_dir, final, random_model=random_model):
-        raise RuntimeError("the final evaluation failed (see its output above)")
+        raise RunStopped(f"rlec.verl_report: error: the final evaluation of {final} failed (the line above says why); "
+                         f"the training is complete: rerun the same command to evaluate again")
 
 
 def main() -> None:
