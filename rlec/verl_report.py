@@ -96,6 +96,12 @@ class StepWatcher(threading.Thread):
         self.join(timeout=10)
 
     def run(self) -> None:
+        try:
+            self._follow()
+        except OSError:  # the console is gone (a closed terminal or pipe): nothing left to show, the run goes on
+            pass
+
+    def _follow(self) -> None:
         from tqdm import tqdm
 
         bar = None
@@ -213,8 +219,8 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     failed = False
     try:
         body(config)
-    except RunStopped:  # a full disk or a deliberate stop: its own one line, printed by rlec.cluster.main_ppo.main
-        raise
+    except (RunStopped, KeyboardInterrupt):  # a full disk, a deliberate stop, Ctrl-C: one line each, printed by
+        raise                                # rlec.cluster.main_ppo.main once the console is back
     except BaseException:
         failed = True
         raise
