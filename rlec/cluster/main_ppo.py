@@ -39,7 +39,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 from rlec.config_base import TRACKER
-from rlec.io import error_chain
+from rlec.io import error_chain, step_folders
 
 __all__ = ["INTERRUPTED", "RunStopError", "RunStopped", "full_disk_error", "full_disk_message", "interrupted_message",
            "launch_check", "main", "stop_message"]
@@ -139,9 +139,11 @@ INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGIN
 def interrupted_message(out_dir: str | os.PathLike[str] | None) -> str:
     """The one line of a run stopped by Ctrl-C (SIGINT): the step it was in, and where a rerun resumes.
 
-    The step in progress is the last step in ``<out_dir>/metrics.jsonl`` plus one (when the file is missing:
-    the checkpoint's step plus one); a rerun of the same command resumes (verl's ``resume_mode=auto``) from the
-    newest complete checkpoint, the step verl's tracker ``latest_checkpointed_iteration.txt`` names.
+    The step in progress is the newer of the last step in ``<out_dir>/metrics.jsonl`` and the checkpoint's, plus one;
+    a rerun of the same command resumes (verl's ``resume_mode=auto``) from the newest complete checkpoint, the step
+    verl's tracker ``latest_checkpointed_iteration.txt`` names, unless its step was not logged yet and an older
+    ``global_step_<k>`` at or before the last logged step is there (:func:`rlec.verl_plugin.state.intact_checkpoint`
+    then resumes that one; manifests are not verified here).
 
     Args:
         out_dir: the run's folder (``trainer.default_local_dir``); None: the config was not composed yet (Ctrl-C
@@ -158,15 +160,20 @@ def interrupted_message(out_dir: str | os.PathLike[str] | None) -> str:
         saved = int((out_dir / TRACKER).read_text().strip())
     except (OSError, ValueError):
         saved = 0
-    step = saved
+    logged = 0
     try:  # rlec.report.METRICS_FILE's lines ({"step": N, ...}), read here without rlec.report (an import cycle)
         lines = (out_dir / "metrics.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         lines = []
     for line in lines:
         with contextlib.suppress(ValueError, TypeError, KeyError):
-            step = max(step, int(json.loads(line)["step"]))
-    step += 1
+            logged = max(logged, int(json.loads(line)["step"]))
+    step = max(logged, saved) + 1
+    # a checkpoint saved but not logged yet (Ctrl-C between verl's save and its metrics line) is skipped on resume for
+    # the newest one at or before the last logged step, when there is one (rlec.verl_plugin.state.intact_checkpoint)
+    older = [k for k, _ in step_folders(out_dir) if k <= min(saved, logged)]
+    if saved > logged and older:
+        saved = older[0]
     if saved <= 0:
         return f"interrupted at step {step}; no checkpoint saved yet: rerun the same command to start again"
     return f"interrupted at step {step}; rerun the same command to resume from step {saved}'s checkpoint"

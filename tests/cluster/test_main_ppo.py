@@ -293,6 +293,11 @@ def test_the_interrupted_line_names_the_step_in_progress_and_the_checkpoint_a_re
     assert interrupted_message(tmp_path).startswith("interrupted at step 3; no checkpoint saved yet")
     (tmp_path / "latest_checkpointed_iteration.txt").write_text("2\n")
     assert interrupted_message(tmp_path) == "interrupted at step 3; rerun the same command to resume from step 2's checkpoint"
+    # Ctrl-C between step 3's save and its metrics line: the resume skips the unlogged checkpoint for step 2's
+    for step in (2, 3):
+        (tmp_path / f"global_step_{step}").mkdir()
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("3\n")
+    assert interrupted_message(tmp_path) == "interrupted at step 4; rerun the same command to resume from step 2's checkpoint"
 
 
 def test_ctrl_c_on_the_driver_is_one_line_exit_130_and_stops_ray(tmp_path, monkeypatch, capfd) -> None:

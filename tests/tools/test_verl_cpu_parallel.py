@@ -157,9 +157,17 @@ def _launch(out: Path, data: Path, model: Path, steps: int, **env_vars: str) -> 
     return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def _interrupted_launch(out: Path, data: Path, model: Path, steps: int, **env_vars: str) -> tuple[int, str, str]:
-    """The launch, with Ctrl-C once step 1's checkpoint is complete: SIGINT to the launcher's whole process group, as a
-    terminal sends it. Returns (exit status, console, the launch's verl.log)."""
+    """The launch, with Ctrl-C once step 1 is complete (checkpointed, then logged: verl logs a step after its save) and
+    step 2 runs: SIGINT to the launcher's whole process group, as a terminal sends it. Returns (exit status, console,
+    the launch's verl.log)."""
     import signal
     import time
 
@@ -170,8 +178,8 @@ def _interrupted_launch(out: Path, data: Path, model: Path, steps: int, **env_va
                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     saved, deadline = out / "global_step_1" / "rlec_manifest.json", time.monotonic() + 1200
     try:
-        while not saved.exists():  # written once step 1's checkpoint is complete; step 2 then takes ~a minute
-            assert proc.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 1's save"
+        while not (saved.exists() and '"step": 1' in _text(out / "metrics.jsonl")):  # step 2 then takes ~a minute
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 1's end"
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
         console, _ = proc.communicate(timeout=300)
