@@ -620,6 +620,52 @@ def output_lock(target: str | os.PathLike[str], *, what: str | None = None) -> F
     return FileLock(lock_path(target), what=what or str(target))
 
 
+def move_aside(path: str | os.PathLike[str]) -> Path | None:
+    """Rename the file ``path`` to a free sibling ``<stem>.<its last write, UTC><suffix>``; never replaces a file.
+
+    For an output that another command wrote and a new write would otherwise delete: the old file is
+    kept, under a name that says when it was written (``records.jsonl`` ->
+    ``records.20261207T054600Z.jsonl``; ``-1``, ``-2``... appended when that name is taken). Call it
+    while holding the output's :func:`output_lock`. A process still writing into the file (without
+    the lock) goes on writing into the renamed file: nothing is lost.
+
+    Args:
+        path: the file (a symlink is moved as the link).
+
+    Returns:
+        The new path, or None when ``path`` does not exist.
+
+    Raises:
+        IsADirectoryError: ``path`` is a folder.
+        OSError: the folder cannot be written (nothing moved).
+    """
+    path = Path(path)
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    if path.is_dir() and not path.is_symlink():
+        raise IsADirectoryError(errno.EISDIR, "is a folder, expected a file", str(path))
+    stamp = datetime.fromtimestamp(st.st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    n = 0
+    while True:
+        aside = path.with_name(f"{path.stem}.{stamp}{f'-{n}' if n else ''}{path.suffix}")
+        n += 1
+        try:
+            os.link(path, aside, follow_symlinks=False)  # fails rather than replace an existing name
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                raise
+            if aside.exists() or aside.is_symlink():  # a filesystem without hard links: check, then rename
+                continue
+            os.rename(path, aside)
+            return aside
+        os.unlink(path)
+        return aside
+
+
 # ---- temporary folders that survive their writer only as stale, removable leftovers ----------
 
 

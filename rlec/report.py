@@ -311,6 +311,11 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
     (tables, ``metrics.json`` and plots in ``<out_dir>/eval/metrics``) in this process; with
     ``rlec.cpu.eval.goal_check``, then the demo's goal on the trained model (:func:`rlec.eval.goal.target_check`,
     printed and written to ``<out_dir>/eval/target_check.json``; a missed goal is a measurement, not a failure).
+    The records file's output lock (:func:`rlec.io.output_lock`, the one ``python -m rlec.eval.evaluate --out``
+    takes) is held from before the file is looked at until the records are scored: another process writing there
+    is refused by name, nothing touched. Records already in the file (an earlier final evaluation, or a user's own
+    ``--out OUTPUT_DIR/eval/records.jsonl``) are a finished command's output: they are moved aside
+    (:func:`rlec.io.move_aside`, the new name printed), never deleted, and the new model is evaluated afresh.
 
     Args:
         cfg: the run's config (``data.val_files``, ``data.seed``, ``rlec.cpu.eval``).
@@ -320,10 +325,13 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
             config names no model path.
 
     Returns:
-        The metrics command's exit code (0 on success); 0 without an evaluation file.
+        The metrics command's exit code (0 on success); 0 without an evaluation file; 2 when the records
+        file is another process's (``error:`` line naming its pid) or cannot be written (``error:`` line
+        naming the path), nothing changed.
     """
     from rlec.config import select
     from rlec.eval import evaluate, metrics
+    from rlec.io import LockHeld, move_aside, output_lock
 
     val = cfg.data.val_files
     eval_file = Path(str(val if isinstance(val, str) else list(val)[0]))
@@ -331,25 +339,35 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
         print(f"[rlec] no evaluation file {eval_file}: skipping the final evaluation", file=sys.stderr)
         return 0
     records = Path(out_dir) / "eval" / "records.jsonl"
-    records.parent.mkdir(parents=True, exist_ok=True)
-    if records.exists():
-        records.unlink()  # a new final model: regenerate rather than resume stale records
-    if random_model is None:
-        random_model = not select(cfg, "actor_rollout_ref.model.path")
-    print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if random_model
-          else "\n## Final evaluation\n", flush=True)
-    code = evaluate.main(evaluation_args(cfg, model_dir, records))
-    if code:
-        return code
-    code = metrics.main([str(records), "--bootstrap", "200", "--out-dir", str(records.parent / "metrics")])
-    from rlec.settings import RlecSettings
+    lock = output_lock(records, what=f"the final evaluation's records {records}")
+    try:
+        lock.acquire()  # before anything in eval/ is looked at (creates the folder)
+        kept = move_aside(records)  # a new final model: evaluate afresh, keeping what was there
+    except (LockHeld, OSError) as exc:
+        lock.release()
+        print(f"error: {exc}; the final evaluation did not run", file=sys.stderr, flush=True)
+        return 2
+    try:
+        if kept is not None:
+            print(f"[rlec] {records} held records written before this evaluation: kept as {kept}", flush=True)
+        if random_model is None:
+            random_model = not select(cfg, "actor_rollout_ref.model.path")
+        print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if random_model
+              else "\n## Final evaluation\n", flush=True)
+        code = evaluate.main(evaluation_args(cfg, model_dir, records), lock=lock)
+        if code:
+            return code
+        code = metrics.main([str(records), "--bootstrap", "200", "--out-dir", str(records.parent / "metrics")])
+        from rlec.settings import RlecSettings
 
-    if code or not RlecSettings.from_config(cfg).cpu.eval.goal_check:
-        return code
-    from rlec.eval.goal import format_check, target_check
+        if code or not RlecSettings.from_config(cfg).cpu.eval.goal_check:
+            return code
+        from rlec.eval.goal import format_check, target_check
 
-    check = target_check(None, records)
-    atomic_write_text(records.parent / "target_check.json", json.dumps(check, indent=1) + "\n")
-    print("\n## The demo's goal: coverage falls as the target rises (95% question-bootstrap intervals)\n\n"
-          + format_check(check) + f"\n\n{check['why']} ({records.parent / 'target_check.json'})", flush=True)
-    return 0
+        check = target_check(None, records)
+        atomic_write_text(records.parent / "target_check.json", json.dumps(check, indent=1) + "\n")
+        print("\n## The demo's goal: coverage falls as the target rises (95% question-bootstrap intervals)\n\n"
+              + format_check(check) + f"\n\n{check['why']} ({records.parent / 'target_check.json'})", flush=True)
+        return 0
+    finally:
+        lock.release()

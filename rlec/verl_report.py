@@ -96,6 +96,12 @@ class StepWatcher(threading.Thread):
         self.join(timeout=10)
 
     def run(self) -> None:
+        try:
+            self._follow()
+        except OSError:  # the console is gone (a closed terminal or pipe): nothing left to show, the run goes on
+            pass
+
+    def _follow(self) -> None:
         from tqdm import tqdm
 
         bar = None
@@ -178,8 +184,8 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     """Run ``body(config)`` (verl's ``main``) with the quiet console, then the summary, ``hf_final`` and the evaluation.
 
     Raises:
-        whatever ``body`` raises (after the log's last lines are printed); RuntimeError when the final
-        evaluation fails.
+        whatever ``body`` raises (after the log's last lines are printed); :class:`rlec.cluster.main_ppo.RunStopped`
+        (one line, exit 2) when the final evaluation fails or is refused (another process writes its records).
     """
     from rlec.cluster.main_ppo import RunStopped
     from rlec.flags import flag
@@ -213,8 +219,8 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     failed = False
     try:
         body(config)
-    except RunStopped:  # a full disk or a deliberate stop: its own one line, printed by rlec.cluster.main_ppo.main
-        raise
+    except (RunStopped, KeyboardInterrupt):  # a full disk, a deliberate stop, Ctrl-C: one line each, printed by
+        raise                                # rlec.cluster.main_ppo.main once the console is back
     except BaseException:
         failed = True
         raise
@@ -253,7 +259,8 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     if random_model:
         print("\n(random tiny model: rewards are noise; the scripted share of each group is what moves the loss)")
     if eval_at_end and evaluate_final(config, out_dir, final, random_model=random_model):
-        raise RuntimeError("the final evaluation failed (see its output above)")
+        raise RunStopped(f"rlec.verl_report: error: the final evaluation of {final} failed (the line above says why); "
+                         f"the training is complete: rerun the same command to evaluate again")
 
 
 def main() -> None:

@@ -347,3 +347,21 @@ def test_a_handler_made_while_the_console_is_held_back_keeps_the_real_stderr(cap
         assert "after the check" in capsys.readouterr().err
     finally:
         logger.removeHandler(handler)
+
+
+def test_move_aside_names_the_file_by_its_last_write_and_never_replaces_one(tmp_path: Path) -> None:
+    from rlec.io import move_aside
+
+    records = tmp_path / "records.jsonl"
+    assert move_aside(records) is None  # nothing there
+    kept = []
+    for text in ("first\n", "second\n", "third\n"):
+        records.write_text(text)
+        os.utime(records, (1796622360, 1796622360))  # 2026-12-07 05:46:00 UTC, all three
+        kept.append(move_aside(records))
+    assert [p.name for p in kept] == ["records.20261207T054600Z.jsonl", "records.20261207T054600Z-1.jsonl",
+                                      "records.20261207T054600Z-2.jsonl"]
+    assert [p.read_text() for p in kept] == ["first\n", "second\n", "third\n"] and not records.exists()
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(IsADirectoryError, match="folder"):
+        move_aside(tmp_path / "folder")

@@ -120,3 +120,91 @@ def test_the_table_shows_each_enabled_algorithms_figures_and_nothing_of_the_othe
     assert "E3 T" in header and "pass@k k" in header and "maze d" in header
     assert "0.950" in row and "| 2 |" in row and "| 3 |" in row
 
+
+
+# ---------------------------------------------------------------------------------------------- final evaluation
+def _eval_config(val_file: Path, model: Path):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"data": {"val_files": str(val_file), "seed": 1},
+                             "actor_rollout_ref": {"model": {"path": str(model)}},
+                             "rlec": {"cpu": {"eval": {"max_questions": 1, "max_new_tokens": 2}}}})
+
+
+USER_RECORDS = '{"a user\'s": "finished records"}\n' * 132
+
+
+def test_the_final_evaluation_keeps_a_users_records_in_its_folder_and_says_where(tmp_path: Path, tiny_moe_dir: Path,
+                                                                                sample_data_dir: Path, capsys) -> None:
+    """Issue 55 item 1: ``python -m rlec.eval.evaluate --out OUTPUT_DIR/eval/records.jsonl`` (132 finished records)
+    then a launch's final evaluation into the same folder: the user's file is moved aside, byte for byte, under a
+    name the console gives, and the new records are the new model's (before: unlinked without a word)."""
+    import os
+
+    from rlec.eval.records import read_records
+    from rlec.report import evaluate_final
+
+    records = tmp_path / "eval" / "records.jsonl"
+    records.parent.mkdir()
+    records.write_text(USER_RECORDS)
+    os.utime(records, (1796622360, 1796622360))  # 2026-12-07 05:46:00 UTC: the aside name says when it was written
+    cfg = _eval_config(sample_data_dir / "test.parquet", tiny_moe_dir)
+    assert evaluate_final(cfg, tmp_path, tiny_moe_dir, random_model=True) == 0
+    out = capsys.readouterr().out
+    kept = tmp_path / "eval" / "records.20261207T054600Z.jsonl"
+    assert f"{records} held records written before this evaluation: kept as {kept}" in out
+    assert kept.read_text() == USER_RECORDS
+    new, _ = read_records(records)
+    assert new and {r["model"] for r in new} == {str(tiny_moe_dir)}
+    assert (tmp_path / "eval" / "metrics" / "metrics.json").is_file()
+    assert not list((tmp_path / "eval").glob(".*.lock"))  # released
+
+
+def test_the_final_evaluation_refuses_a_live_writer_of_its_records_naming_its_pid(tmp_path: Path, tiny_moe_dir: Path,
+                                                                                  sample_data_dir: Path, capsys) -> None:
+    """Issue 55 item 1: a ``python -m rlec.eval.evaluate`` still writing ``OUTPUT_DIR/eval/records.jsonl`` (it holds the
+    records' output lock) makes the launch's final evaluation refuse in one line naming that pid: the file, the
+    folder and the writer's lock untouched, no metrics written."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from rlec.io import lock_path
+    from rlec.report import evaluate_final
+
+    records = tmp_path / "eval" / "records.jsonl"
+    records.parent.mkdir()
+    records.write_text(USER_RECORDS[:40])  # a writer in the middle of its run
+    ready = tmp_path / "ready"
+    code = (f"import time, pathlib\nfrom rlec.io import output_lock\nlock = output_lock({str(records)!r}).acquire()\n"
+            f"pathlib.Path({str(ready)!r}).touch()\ntime.sleep(600)")
+    writer = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert writer.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        holder = lock_path(records).read_text()
+        assert evaluate_final(_eval_config(sample_data_dir / "test.parquet", tiny_moe_dir), tmp_path, tiny_moe_dir) == 2
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(lines) == 1, err
+        assert f"in use by pid {writer.pid} " in lines[0] and str(records) in lines[0], lines
+        assert "the final evaluation did not run" in lines[0]
+        assert records.read_text() == USER_RECORDS[:40] and lock_path(records).read_text() == holder
+        assert sorted(p.name for p in records.parent.iterdir()) == [".records.jsonl.lock", "records.jsonl"]
+    finally:
+        writer.kill()
+        writer.wait(timeout=30)
+
+
+def test_a_final_evaluation_folder_that_is_a_file_is_one_error_line(tmp_path: Path, tiny_moe_dir: Path,
+                                                                     sample_data_dir: Path, capsys) -> None:
+    from rlec.report import evaluate_final
+
+    (tmp_path / "eval").write_text("not a folder")
+    assert evaluate_final(_eval_config(sample_data_dir / "test.parquet", tiny_moe_dir), tmp_path, tiny_moe_dir) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(tmp_path / "eval") in err and len(err.strip().splitlines()) == 1, err
+    assert (tmp_path / "eval").read_text() == "not a folder"

@@ -260,9 +260,10 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
   BUILD_MODEL=0
   [[ "$MODEL_PATH" == "$DEFAULT_MODEL" && ! -f "$MODEL_PATH/config.json" ]] && BUILD_MODEL=1
   if [[ "$BUILD_MODEL" == 1 || ! -f "$TRAIN_FILES" || ! -f "$VAL_FILES" ]]; then
-    # every check but the paths (the model and data are built next), so a refused setting writes nothing
+    # every check but the paths (the model and data are built next; the output folder they go in is checked), so a
+    # refused setting writes nothing
     PRE_RC=0
-    PRE_VERDICT=$("$PYTHON" -m rlec.cluster.config_check --skip-path-checks "${WAIT_ARGS[@]}" "${CONFIG_ARGS[@]}" "${MODEL_ARGS[@]}" \
+    PRE_VERDICT=$("$PYTHON" -m rlec.cluster.config_check --skip-path-checks --check-checkpoint-folder "${WAIT_ARGS[@]}" "${CONFIG_ARGS[@]}" "${MODEL_ARGS[@]}" \
       "${DATA_ARGS[@]}" "${CLUSTER_ARGS[@]}" "${ALGO_ARGS[@]}" "${TRAINER_ARGS[@]}" "${RAY_ARGS[@]}" "${CPU_ARGS[@]}" \
       "$@" 2>&1) || PRE_RC=$?
     if [[ "$PRE_RC" != 0 ]]; then

@@ -12,7 +12,9 @@
    the world size, vLLM rollout constraints (FP8 blocks included), batch divisibility, plugin
    wiring, per-GPU memory;
 4. checks the paths the run reads and writes (:mod:`rlec.cluster.paths`: model folder, train
-   and validation parquet files, checkpoint folder) unless ``--skip-path-checks``;
+   and validation parquet files, checkpoint folder) unless ``--skip-path-checks``; with
+   ``--check-checkpoint-folder`` a checkpoint folder that cannot be written is refused first, in one
+   ``error:`` line, exit 2, whether or not the other paths are checked;
 5. refuses resuming checkpoints written under another layout or with settings that change what
    the run optimises (:mod:`rlec.cluster.resume`), and with ``--record-layout`` (the launcher,
    after every check passed) records this launch's layout, and the settings of a launch that starts
@@ -45,7 +47,7 @@ from typing import Any, Callable, Iterator, Sequence
 from rlec.algorithms import registry
 from rlec.cluster.layout import Finding
 from rlec.cluster.memory import MemoryEstimate
-from rlec.cluster.paths import path_findings
+from rlec.cluster.paths import checkpoint_folder_findings, path_findings
 from rlec.cluster.resume import (fresh_start_findings, layout_change_findings, live_writer_findings, record_layout, record_run,
                                  resume_setting_findings)
 from rlec.cluster.rules import check_layout, verl_algorithm_section
@@ -278,6 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-path-checks", action="store_true",
                         help="do not check the model folder, data files and checkpoint folder (they exist only on "
                              "the cluster); the report says they were skipped")
+    parser.add_argument("--check-checkpoint-folder", action="store_true",
+                        help="with --skip-path-checks: still refuse a checkpoint folder (trainer.default_local_dir) that "
+                             "cannot be written, in one line, exit 2, before any other check (the launcher, before it "
+                             "builds the tiny model and the sample data there)")
     parser.add_argument("--record-layout", action="store_true",
                         help="when every check passes, record the layout beside the checkpoints "
                              "(trainer.default_local_dir/rlec_layout.json), as the launcher does; the next launch "
@@ -309,6 +315,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for finding in refused:
             print(f"rlec.cluster.config_check: refused: {finding}", file=sys.stderr)
         return 2
+    if args.check_checkpoint_folder:
+        unwritable, _ = checkpoint_folder_findings(cfg)
+        for finding in unwritable:  # one line, before anything is built in it
+            print(f"rlec.cluster.config_check: error: {finding.key}: {finding.message}", file=sys.stderr)
+        if unwritable:
+            return 2
     if args.print:
         print(text)
     name = layout_name(args.overrides, args.config_dir, args.config_name)

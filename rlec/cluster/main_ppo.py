@@ -10,8 +10,10 @@ the run stops because a checkpoint could not be written on a full disk (rlec's
 it prints one line naming "No space left on device", the folder and the checkpoint a rerun resumes,
 and exits 2; a run rlec stops on purpose (a non-finite update, :mod:`rlec.verl_plugin.update_guard`; a
 train-inference mismatch above its stop level, :mod:`rlec.verl_plugin.mismatch`) is one line with that error's
-message and exit 2 too (:class:`RunStopError`). Any other error propagates unchanged (Hydra prints it and exits 1,
-as verl does).
+message and exit 2 too (:class:`RunStopError`). Ctrl-C (SIGINT to the launcher's process group) stops the Ray
+cluster the driver started (Ray's processes block SIGINT) and prints one line, the step it was in and the
+checkpoint a rerun of the same command resumes from (:func:`interrupted_message`), exit status 130. Any other
+error propagates unchanged (Hydra prints it and exits 1, as verl does).
 
 Detection needs neither Ray nor verl (:func:`full_disk_error`), so it is tested in-process.
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import json
 import os
 import re
 import subprocess
@@ -36,9 +39,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 from rlec.config_base import TRACKER
-from rlec.io import error_chain
+from rlec.io import error_chain, step_folders
 
-__all__ = ["RunStopError", "RunStopped", "full_disk_error", "full_disk_message", "launch_check", "main", "stop_message"]
+__all__ = ["INTERRUPTED", "RunStopError", "RunStopped", "full_disk_error", "full_disk_message", "interrupted_message",
+           "launch_check", "main", "stop_message"]
 
 
 class RunStopError(RuntimeError):
@@ -129,6 +133,52 @@ def _run_verl(config: Any) -> None:
         raise
 
 
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it
+
+
+def interrupted_message(out_dir: str | os.PathLike[str] | None) -> str:
+    """The one line of a run stopped by Ctrl-C (SIGINT): the step it was in, and where a rerun resumes.
+
+    The step in progress is the newer of the last step in ``<out_dir>/metrics.jsonl`` and the checkpoint's, plus one;
+    a rerun of the same command resumes (verl's ``resume_mode=auto``) from the newest complete checkpoint, the step
+    verl's tracker ``latest_checkpointed_iteration.txt`` names, unless its step was not logged yet and an older
+    ``global_step_<k>`` at or before the last logged step is there (:func:`rlec.verl_plugin.state.intact_checkpoint`
+    then resumes that one; manifests are not verified here).
+
+    Args:
+        out_dir: the run's folder (``trainer.default_local_dir``); None: the config was not composed yet (Ctrl-C
+            during the launcher's checks), nothing trained.
+
+    Returns:
+        ``interrupted at step N; rerun the same command to resume from step M's checkpoint``, or, with no
+        checkpoint yet, ``interrupted at step N; no checkpoint saved yet: rerun the same command to start again``.
+    """
+    if out_dir is None:
+        return "interrupted before verl's trainer started: nothing trained; rerun the same command to start"
+    out_dir = Path(out_dir)
+    try:
+        saved = int((out_dir / TRACKER).read_text().strip())
+    except (OSError, ValueError):
+        saved = 0
+    logged = 0
+    try:  # rlec.report.METRICS_FILE's lines ({"step": N, ...}), read here without rlec.report (an import cycle)
+        lines = (out_dir / "metrics.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            logged = max(logged, int(json.loads(line)["step"]))
+    step = max(logged, saved) + 1
+    # a checkpoint saved but not logged yet (Ctrl-C between verl's save and its metrics line) is skipped on resume for
+    # the newest one at or before the last logged step, when there is one (rlec.verl_plugin.state.intact_checkpoint)
+    older = [k for k, _ in step_folders(out_dir) if k <= min(saved, logged)]
+    if saved > logged and older:
+        saved = older[0]
+    if saved <= 0:
+        return f"interrupted at step {step}; no checkpoint saved yet: rerun the same command to start again"
+    return f"interrupted at step {step}; rerun the same command to resume from step {saved}'s checkpoint"
+
+
 LAUNCH_CHECK = "--launch-check"
 # hydra's config-location options (each takes a value) and the config check's option for the same thing
 _HYDRA_LOCATION = {"--config-path": "--config-dir", "-cp": "--config-dir", "--config-name": "--config-name",
@@ -166,14 +216,26 @@ def _check_arguments(hydra_args: Sequence[str]) -> list[str]:
     return out
 
 
+def _shutdown_ray() -> None:
+    """Stop the Ray cluster this driver started (its processes block SIGINT, so Ctrl-C leaves them running), if any."""
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        try:
+            ray.shutdown()
+        except Exception:  # noqa: BLE001 - the exit goes on; Ray's own handler tries again
+            pass
+
+
 def _tee_console(log: Path) -> None:
-    """From here on, this process's stdout and stderr (and its children's) also go to ``log`` (``tee -a``; the
-    console keeps them when the file fails, e.g. on a full disk). At exit Ray is shut down first (its shutdown
+    """From here on, this process's stdout and stderr (and its children's) also go to ``log`` (``tee -i -a``; the
+    console keeps them when the file fails, e.g. on a full disk; Ctrl-C does not stop it). At exit Ray is shut down first (its shutdown
     prints), then the pipe is closed and tee's last lines are waited for (30 s at most)."""
     sys.stdout.flush()
     sys.stderr.flush()
     console = os.dup(1)
-    tee = subprocess.Popen(["tee", "-a", str(log)], stdin=subprocess.PIPE, stdout=console)
+    # -i: Ctrl-C reaches the launcher's whole process group; tee goes on copying until this process closes the pipe
+    # (a tee killed by it broke the pipe: the driver's last lines were lost, BrokenPipeError in verl.log)
+    tee = subprocess.Popen(["tee", "-i", "-a", str(log)], stdin=subprocess.PIPE, stdout=console)
     os.close(console)
     os.dup2(tee.stdin.fileno(), 1)
     os.dup2(tee.stdin.fileno(), 2)
@@ -182,12 +244,7 @@ def _tee_console(log: Path) -> None:
     def close() -> None:
         # exit handlers run last-registered first: Ray's own (registered when ray was imported, before this one)
         # would run after the pipe is closed, and what its shutdown prints would be lost; shut Ray down here
-        ray = sys.modules.get("ray")
-        if ray is not None and getattr(ray, "is_initialized", lambda: False)():
-            try:
-                ray.shutdown()
-            except Exception:  # noqa: BLE001 - the exit goes on; Ray's own handler tries again
-                pass
+        _shutdown_ray()
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -258,6 +315,27 @@ def main(wrap: Callable[[Any, Callable[[Any], None]], None] | None = None) -> No
             the full-disk exit), by a caller that adds what happens around the run in this driver process
             (:func:`rlec.verl_report.run_with_report`, ``make run``'s console and final evaluation).
     """
+    out_dir: list[str] = []  # the run's folder, once Hydra has composed the config
+    try:
+        _main(wrap, out_dir)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; Ray's processes (SIGINT blocked) are stopped first
+        _shutdown_ray()
+        try:
+            print(f"\n{interrupted_message(out_dir[0] if out_dir else None)}", file=sys.stderr, flush=True)
+        except OSError:
+            pass
+        raise SystemExit(INTERRUPTED) from None
+    except RunStopped as exc:  # Hydra lets a SystemExit through; the console is this process's own again here
+        try:
+            print(exc.message, file=sys.stderr, flush=True)
+        except OSError:  # stderr itself on the full disk: the status still says it
+            pass
+        raise SystemExit(2) from None
+
+
+def _main(wrap: Callable[[Any, Callable[[Any], None]], None] | None, out_dir: list[str]) -> None:
+    """:func:`main` without its exits: the launcher's checks, then verl's run under Hydra; appends the run's folder
+    (``trainer.default_local_dir``) to ``out_dir`` once the config is composed."""
     if len(sys.argv) > 1 and sys.argv[1] == LAUNCH_CHECK:  # the launcher: its checks first, in this process
         sys.argv = [sys.argv[0], *launch_check(sys.argv[1:])]
     import hydra
@@ -267,23 +345,18 @@ def main(wrap: Callable[[Any, Callable[[Any], None]], None] | None = None) -> No
         raise RuntimeError("verl.trainer.main_ppo.main has no __wrapped__ (not a @hydra.main function any more): "
                            "rlec.cluster.main_ppo cannot run verl's main body unchanged")
 
+    # the file is main_ppo.py, so Hydra's job name (its log file, hydra.job.name) is verl's
+    config_dir = os.path.join(os.path.dirname(os.path.abspath(main_ppo.__file__)), "config")
+
     def task(config: Any) -> None:
+        with contextlib.suppress(AttributeError):  # the folder the interrupted line reads
+            out_dir.append(str(config.trainer.default_local_dir))
         if wrap is None:
             _run_verl(config)
         else:
             wrap(config, _run_verl)
 
-    # the file is main_ppo.py, so Hydra's job name (its log file, hydra.job.name) is verl's
-    config_dir = os.path.join(os.path.dirname(os.path.abspath(main_ppo.__file__)), "config")
-    try:
-        hydra.main(config_path=config_dir, config_name="ppo_trainer", version_base=None)(task)()
-    except RunStopped as exc:  # Hydra lets a SystemExit through; the console is this process's own again here
-        try:
-            print(exc.message, file=sys.stderr, flush=True)
-        except OSError:  # stderr itself on the full disk: the status still says it
-            pass
-        raise SystemExit(2) from None
-
+    hydra.main(config_path=config_dir, config_name="ppo_trainer", version_base=None)(task)()
 
 if __name__ == "__main__":
     main()

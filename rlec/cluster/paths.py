@@ -19,7 +19,8 @@ checks, without writing anything:
   tokens only), every prompt of those files encodable: a character outside its vocabulary would
   otherwise be dropped silently by the tokenizer; the error names the file, the row and the character;
 - the checkpoint folder (``trainer.default_local_dir``): writable, or creatable under a
-  writable parent;
+  writable parent (:func:`checkpoint_folder_findings`, also what the launcher checks before it builds the
+  tiny model and the sample data there);
 - the step count: verl's loop ends after ``trainer.total_epochs`` passes over the train files
   whatever ``trainer.total_training_steps`` says (an e3_budget run of 20 steps over 4 steps of
   data stopped at step 4, its LR schedule planned for 20), so more steps than the epochs hold
@@ -32,6 +33,7 @@ On a login node the paths may exist only on the cluster: ``--skip-path-checks``
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ MODEL_KEY = "actor_rollout_ref.model.path"
 DIST_KEY = f"{MEGATRON}.dist_checkpointing_path"
 CHECKPOINT_KEY = "trainer.default_local_dir"
 
-__all__ = ["path_findings", "steps_findings"]
+__all__ = ["checkpoint_folder_findings", "path_findings", "steps_findings"]
 
 
 def _as_list(value: Any) -> list[str]:
@@ -199,16 +201,29 @@ def steps_findings(cfg: Any, rows: int) -> list[Finding]:
                     f"{steps}: set trainer.total_epochs={need} (TOTAL_EPOCHS={need}) or at most {per_epoch * epochs} steps")]
 
 
-def _checkpoint_dir(cfg: Any) -> tuple[list[Finding], str | None]:
+def checkpoint_folder_findings(cfg: Any) -> tuple[list[Finding], str | None]:
+    """Check that the checkpoint folder (``trainer.default_local_dir``) can be written, or created, without writing.
+
+    The nearest existing folder at or above it must be a folder in which a file can be created: probed with
+    a temporary file (removed at once), so it also holds for root, whom permission bits do not stop, and for
+    a read-only mount.
+
+    Returns:
+        ``([], summary)`` when it can be written; ``([error naming the key, the folder and why], None)`` when
+        it or a folder above it is a file, or it cannot be written.
+    """
     folder = Path(os.path.expanduser(str(select(cfg, CHECKPOINT_KEY, "") or "")))
     probe = folder
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
         return [Finding("error", CHECKPOINT_KEY, f"{folder}: {probe} is not a folder")], None
-    if not os.access(probe, os.W_OK | os.X_OK):
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
         what = "is not writable" if probe == folder else f"cannot be created: {probe} is not writable"
-        return [Finding("error", CHECKPOINT_KEY, f"{folder}: {what}")], None
+        return [Finding("error", CHECKPOINT_KEY, f"{folder}: {what} ({exc.strerror or exc})")], None
     return [], f"checkpoints {folder} ({'writable' if probe == folder else 'will be created'})"
 
 
@@ -238,7 +253,7 @@ def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
             checks.append((steps_findings(cfg, sum(rows for *_, rows in parquets)), None))
     if not any(found for found, _ in checks):  # the model and the files passed: every prompt encodable
         checks.append((_encodable(cfg), None))
-    checks.append(_checkpoint_dir(cfg))
+    checks.append(checkpoint_folder_findings(cfg))
     for found, summary in checks:
         findings += found
         if summary:

@@ -102,6 +102,9 @@ class GymPool:
         # workers (read at their interpreter start; this process's own hashing is unaffected)
         os.environ.setdefault("PYTHONHASHSEED", "0")
         self._pool = self._new_pool()
+        # closed at exit before multiprocessing's own exit handler (registered by pebble's import, so it ran first,
+        # unlinking the pool's semaphores under a replacement worker still starting: a traceback at exit)
+        atexit.register(self.close)
 
     def _new_pool(self) -> Any:
         import pebble
@@ -243,8 +246,11 @@ class GymPool:
             return {f"{prefix}/{name}/{key}": float(c[key]) for name, c in sorted(self.counts.items()) for key in COUNTERS}
 
     def close(self) -> None:
-        """Stop the workers (running tasks are killed)."""
+        """Stop the workers (running tasks are killed). Called at exit too; a second call does nothing."""
+        atexit.unregister(self.close)
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
             pool = self._pool
         try:
@@ -268,9 +274,3 @@ def shared_gym_pool() -> GymPool:
                               timeout_s=float(os.environ.get("RLEC_GYM_TIMEOUT_S", DEFAULT_TIMEOUT_S)),
                               attempts=int(os.environ.get("RLEC_GYM_ATTEMPTS", DEFAULT_ATTEMPTS)))
         return _shared
-
-
-@atexit.register
-def _close_shared() -> None:
-    if _shared is not None:
-        _shared.close()

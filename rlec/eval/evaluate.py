@@ -52,7 +52,7 @@ from rlec.eval.records import (
     repair_tail,
     target_label,
 )
-from rlec.io import LockHeld, check_writable, output_lock
+from rlec.io import FileLock, LockHeld, check_writable, lock_path, output_lock
 from rlec.models import check_model_folder
 from rlec.prompts import build_messages, render
 
@@ -297,13 +297,26 @@ def _check_weights(model: Path) -> None:
         raise ValueError(f"--model {model}: {exc}") from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m rlec.eval.evaluate`` / ``rlec-evaluate``; returns the exit code (see the module docstring)."""
+def main(argv: Sequence[str] | None = None, *, lock: FileLock | None = None) -> int:
+    """Entry point of ``python -m rlec.eval.evaluate`` / ``rlec-evaluate``; returns the exit code (see the module docstring).
+
+    Args:
+        argv: the command line (default: ``sys.argv[1:]``).
+        lock: the held :func:`rlec.io.output_lock` of ``--out``, for a caller that took it before looking at the
+            file (:func:`rlec.report.evaluate_final`); it stays held on return. None: ``main`` takes and releases it.
+
+    Raises:
+        ValueError: ``lock`` is not ``--out``'s lock (a caller's mistake).
+    """
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     out = Path(args.out)
     args.model = str(Path(args.model))  # `--model X/` and `--model X` are one model (and one resume key)
-    lock = output_lock(out, what=f"--out {out}")
+    own = lock is None
+    if lock is None:
+        lock = output_lock(out, what=f"--out {out}")
+    elif lock.path != lock_path(out):
+        raise ValueError(f"lock {lock.path} is not the lock of --out {out} ({lock_path(out)})")
     try:  # every input is checked before the model loads
         _check_settings(args)
         targets = parse_targets(args.targets)
@@ -314,10 +327,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if out.is_dir():
             raise IsADirectoryError(f"--out {out}: is a folder; expected a record file (JSON Lines), e.g. {out / 'records.jsonl'}")
         check_writable(out, label="--out")
-        lock.acquire()
+        if own:
+            lock.acquire()
         done = existing_record_keys(out, model=args.model, sampling=sampling, resume=args.resume)
     except (ValueError, OSError, LockHeld) as exc:
-        lock.release()
+        if own:
+            lock.release()
         print(f"error: {exc}", file=sys.stderr)
         return 2
     import torch
@@ -333,7 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         torch.set_num_threads(previous_threads)
-        lock.release()
+        if own:
+            lock.release()
 
 
 def _generate(

@@ -242,6 +242,11 @@ class MathVerifyPool:
         # undecided items of the current pool: outer future -> (gold, pred, retried)
         self._pending: dict[concurrent.futures.Future, tuple[str, str, bool]] = {}
         self._pool = self._new_pebble_pool()
+        # closed at exit before multiprocessing's own exit handler, which pebble's import registers (so after any
+        # handler registered at import time: it ran first). That handler unlinks the pool's semaphores and then
+        # waits for the workers; a replacement worker still starting after a timed-out item could no longer
+        # unpickle its channel and printed a FileNotFoundError traceback (multiprocessing/synchronize.py) at exit.
+        atexit.register(self.close)
         self._health_check()
 
     def _new_pebble_pool(self) -> Any:
@@ -374,8 +379,12 @@ class MathVerifyPool:
                 self._live_pool_quietly()
 
     def close(self) -> None:
-        """Stop the workers: let running items finish for up to one timeout, then kill."""
+        """Stop the workers: let running items finish for up to one timeout, then kill. Called at exit too; a
+        second call does nothing."""
+        atexit.unregister(self.close)
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
             pool = self._pool
         pool.close()
@@ -414,7 +423,7 @@ _shared_lock = threading.Lock()
 
 
 def shared_pool(timeout_s: float = DEFAULT_TIMEOUT_S) -> MathVerifyPool:
-    """The process-wide pool, created on first use and closed at exit.
+    """The process-wide pool, created on first use and closed at exit (like every :class:`MathVerifyPool`).
 
     A call with a different ``timeout_s``, or after the pool stopped running, replaces the pool.
 
@@ -428,9 +437,3 @@ def shared_pool(timeout_s: float = DEFAULT_TIMEOUT_S) -> MathVerifyPool:
                 _shared.close()
             _shared = MathVerifyPool(timeout_s=timeout_s)
         return _shared
-
-
-@atexit.register
-def _close_shared() -> None:
-    if _shared is not None:
-        _shared.close()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
 from typing import Any
 
 import torch
@@ -22,19 +21,19 @@ import torch
 from rlec.cluster.layout import ParallelLayout
 
 __all__ = ["ParallelLayout", "barrier", "broadcast_object", "data_parallel_rank_and_size", "destroy_parallel",
-           "free_port", "init_distributed", "init_parallel", "rank", "sequence_parallel_gather",
+           "init_distributed", "init_parallel", "rank", "sequence_parallel_gather",
            "sequence_parallel_slice"]
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (for ``MASTER_PORT``)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def init_distributed(world_size: int | None = None, backend: str | None = None, timeout_s: int = 600) -> None:
     """Start ``torch.distributed`` once: torchrun's environment, or a one-process world.
+
+    The one-process world (no ``WORLD_SIZE`` in the environment) meets at an in-memory store
+    (``torch.distributed.HashStore``): no TCP port, so nothing another process does can collide
+    with it. (It took a port "free a moment ago" for ``MASTER_PORT``; under load another process
+    took it first and the store failed with EADDRINUSE.) Several processes on one node: start
+    them with ``torchrun --standalone``, whose agent binds port 0 and hands its store to the
+    workers (no free-port guess either).
 
     Args:
         world_size: expected number of processes (checked against ``WORLD_SIZE``); ``None`` skips.
@@ -46,9 +45,10 @@ def init_distributed(world_size: int | None = None, backend: str | None = None, 
             ``torchrun --nproc_per_node 2``).
     """
     if not torch.distributed.is_initialized():
+        rendezvous: dict[str, Any] = {}  # torchrun's environment (env://)
         if "WORLD_SIZE" not in os.environ:
-            os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
-            os.environ.setdefault("MASTER_PORT", str(free_port()))
+            os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+            rendezvous = {"store": torch.distributed.HashStore(), "rank": 0, "world_size": 1}
         launched = int(os.environ["WORLD_SIZE"])
         if world_size is not None and launched != world_size:
             raise ValueError(
@@ -58,7 +58,7 @@ def init_distributed(world_size: int | None = None, backend: str | None = None, 
         backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
         if backend == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        torch.distributed.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+        torch.distributed.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s), **rendezvous)
     elif world_size is not None and torch.distributed.get_world_size() != world_size:
         raise ValueError(f"the layout needs {world_size} processes, torch.distributed has {torch.distributed.get_world_size()}")
 

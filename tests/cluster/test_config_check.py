@@ -383,3 +383,38 @@ def test_dry_run_with_overlays_keeps_the_plain_runs_resolved_config(tmp_path):
     tag = subprocess.run(["bash", "-c", "printf '%s\\n' \"$@\" | sed -n 's/^algorithm=//p' | tr -d '[] ' | tr ',' '_' | tail -n 1",
                           "_", "layout=cpu", "algorithm=[rlve,e3,passk]"], capture_output=True, text=True).stdout.strip()
     assert tag == "rlve_e3_passk"
+
+
+def test_a_checkpoint_folder_that_cannot_be_written_is_one_error_line_even_with_path_checks_skipped(tmp_path, capsys,
+                                                                                                     monkeypatch):
+    """Issue 55 item 4: the launcher's check before it builds the tiny model in OUTPUT_DIR (``--skip-path-checks
+    --check-checkpoint-folder``) refuses a folder it cannot write in one ``error:`` line, exit 2: a file, a folder
+    under a file, and a read-only folder (probed by writing, so root, whom permission bits do not stop, is refused on
+    a read-only mount too: the mount is simulated here, EROFS from the probe)."""
+    import errno
+    import tempfile
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    for folder, why in ((blocker, f"{blocker}: {blocker} is not a folder"),
+                        (blocker / "run", f"{blocker / 'run'}: {blocker} is not a folder")):
+        assert main(["layout=tiny_1gpu", "--skip-path-checks", "--check-checkpoint-folder",
+                     f"trainer.default_local_dir={folder}"]) == 2
+        err = capsys.readouterr().err
+        assert err == f"rlec.cluster.config_check: error: trainer.default_local_dir: {why}\n"
+    read_only = tmp_path / "read_only"
+    read_only.mkdir()
+
+    def erofs(*args, **kwargs):
+        if kwargs.get("dir") == read_only:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return temporary_file(*args, **kwargs)
+
+    temporary_file = tempfile.TemporaryFile
+    monkeypatch.setattr(tempfile, "TemporaryFile", erofs)
+    for folder, why in ((read_only, "is not writable"), (read_only / "run", f"cannot be created: {read_only} is not writable")):
+        assert main(["layout=tiny_1gpu", "--skip-path-checks", "--check-checkpoint-folder",
+                     f"trainer.default_local_dir={folder}"]) == 2
+        err = capsys.readouterr().err
+        assert err == f"rlec.cluster.config_check: error: trainer.default_local_dir: {folder}: {why} (Read-only file system)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "read_only"] and not any(read_only.iterdir())

@@ -282,3 +282,40 @@ def test_a_refused_launch_check_exits_2_and_writes_nothing(tmp_path, capsys) -> 
     assert stopped.value.code == 2
     assert "rlec.grading.timeout_s" in capsys.readouterr().err
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_the_interrupted_line_names_the_step_in_progress_and_the_checkpoint_a_rerun_resumes(tmp_path) -> None:
+    from rlec.cluster.main_ppo import interrupted_message
+
+    assert interrupted_message(tmp_path) == ("interrupted at step 1; no checkpoint saved yet: rerun the same command "
+                                             "to start again")
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "x": 0.5}\n{"step": 2}\n{"step": 3, "x"')  # a torn last line
+    assert interrupted_message(tmp_path).startswith("interrupted at step 3; no checkpoint saved yet")
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("2\n")
+    assert interrupted_message(tmp_path) == "interrupted at step 3; rerun the same command to resume from step 2's checkpoint"
+    # Ctrl-C between step 3's save and its metrics line: the resume skips the unlogged checkpoint for step 2's
+    for step in (2, 3):
+        (tmp_path / f"global_step_{step}").mkdir()
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("3\n")
+    assert interrupted_message(tmp_path) == "interrupted at step 4; rerun the same command to resume from step 2's checkpoint"
+
+
+def test_ctrl_c_on_the_driver_is_one_line_exit_130_and_stops_ray(tmp_path, monkeypatch, capfd) -> None:
+    """Issue 55 item 3, in-process: KeyboardInterrupt out of verl's main (Ctrl-C in ``ray.get``) becomes one line and
+    status 130, after the Ray cluster the driver started is shut down (its processes block SIGINT). The real SIGINT to
+    a launch's process group: tests/tools/test_verl_cpu_run.py."""
+    import hydra
+
+    _fake_verl(monkeypatch, KeyboardInterrupt())
+    sys.modules["verl.trainer"].main_ppo.__file__ = str(tmp_path / "main_ppo.py")
+    config = types.SimpleNamespace(trainer=types.SimpleNamespace(default_local_dir=str(tmp_path)))
+    monkeypatch.setattr(hydra, "main", lambda **kw: (lambda task: (lambda: task(config))))
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("1\n")
+    shut_down = []
+    monkeypatch.setattr(main_ppo, "_shutdown_ray", lambda: shut_down.append(True))
+    with pytest.raises(SystemExit) as stop:
+        main_ppo.main()
+    assert stop.value.code == 130 and shut_down == [True]
+    err = capfd.readouterr().err
+    assert err.strip() == "interrupted at step 2; rerun the same command to resume from step 1's checkpoint", err

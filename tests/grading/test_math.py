@@ -296,3 +296,29 @@ def test_killed_worker_stops_at_once_and_its_replacement_is_warm_then_closed_poo
     assert not pool.running
     res = pool.submit("1", "1").result()
     assert not res.equal and "pool unavailable" in res.error
+
+
+TIMED_OUT_THEN_EXIT = """
+from rlec.grading.math import shared_pool
+
+if __name__ == "__main__":
+    result = shared_pool(timeout_s=2.0).submit("1", "9^{9^{9^9}}").result()
+    print("timed out:", result.timed_out, flush=True)
+"""  # exits at once: the killed worker's replacement is still starting while the interpreter shuts down
+
+
+@pytest.mark.slow  # a math-verify worker pool of its own in a subprocess: ~5 CPU-s of children
+def test_exit_right_after_a_timed_out_item_prints_no_traceback(tmp_path) -> None:
+    """Issue 55 item 6: multiprocessing's exit handler (registered when pebble is imported, after rlec's) unlinked the
+    pool's semaphores while the replacement of the worker killed for the timeout was still starting; the replacement
+    then printed a ``FileNotFoundError`` traceback from multiprocessing/synchronize.py (4 of 5 runs here). The pool
+    now closes itself first."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "timed_out_then_exit.py"  # a file: spawned workers re-import __main__
+    script.write_text(TIMED_OUT_THEN_EXIT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout == "timed out: True\n", (proc.stdout, proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr[-3000:]

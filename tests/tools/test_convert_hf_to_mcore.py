@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,12 +31,6 @@ CHECKS = REPO / "tests" / "megatron" / "megatron_checks.py"
 RESULT_PREFIX = "RESULT_JSON "
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
@@ -48,13 +41,14 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def torchrun(script: Path, nproc: int, *args: str, timeout: int = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``script`` under torchrun (one node, ``nproc`` processes, a free port, one thread each);
-    one process runs plainly (the scripts start a one-process world themselves), sparing the launcher."""
+    """Run ``script`` under torchrun (one node, ``nproc`` processes, one thread each); one process runs plainly (the
+    scripts start a one-process world themselves, at an in-memory store), sparing the launcher. ``--standalone``: the
+    agent binds port 0 and hands its store to the workers, so no port is guessed (a ``--master_port`` that was free a
+    moment ago could be taken by then: EADDRINUSE under load, issue 55 item 5)."""
     if nproc == 1:
         cmd = [sys.executable, str(script), *args]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1",
-               "--master_port", str(_free_port()), str(script), *args]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), str(script), *args]
     return subprocess.run(cmd, cwd=REPO, env=_env(**(env or {})), capture_output=True, text=True, timeout=timeout)
 
 

@@ -152,6 +152,21 @@ def test_make_runs_default_task_builds_the_upcycled_warm_start_and_its_addition_
     assert proc.returncode == 2 and "TASK=nonsense: expected addition (the default) or sample" in proc.stderr
 
 
+@pytest.mark.slow  # the launcher's Python imports torch and verl (~12 CPU-s)
+def test_an_output_dir_that_is_a_file_is_one_error_line_before_the_tiny_model_is_built(tmp_path):
+    """Issue 55 item 4: with MODEL_PATH unset (make run), OUTPUT_DIR a file gave a FileExistsError traceback from
+    rlec.models while building the tiny model in it (the check before the build skipped every path)."""
+    out, data = tmp_path / "run", tmp_path / "data"
+    out.write_text("a user's file")
+    proc = launch(OUTPUT_DIR=str(out), DATA_DIR=str(data), PYTHON=sys.executable)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert errors == [f"rlec.cluster.config_check: error: trainer.default_local_dir: {out}: {out} is not a folder"], proc.stderr
+    assert "Traceback" not in proc.stderr and "building the tiny Qwen3-MoE" not in proc.stderr
+    assert "building the warm start" not in proc.stderr  # make run's default task builds no model there either
+    assert out.read_text() == "a user's file" and not data.exists()
+
+
 def test_launcher_rules():
     text = SCRIPT.read_text()
     assert text.startswith("#!/usr/bin/env bash\n")

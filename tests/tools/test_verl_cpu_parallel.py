@@ -141,7 +141,7 @@ TP1_STEP1 = {"actor/pg_loss": 0.33512609684839845, "actor/grad_norm": 0.40211230
 TOLERANCE = 2e-5
 
 
-def _launch(out: Path, data: Path, model: Path, steps: int, **env_vars: str) -> subprocess.CompletedProcess:
+def _launch_command(out: Path, data: Path, model: Path, steps: int, **env_vars: str) -> tuple[list[str], dict[str, str]]:
     env = {**os.environ, "TRAINER": "verl", "STEPS": str(steps), "OUTPUT_DIR": str(out), "DATA_DIR": str(data),
            "MODEL_PATH": str(model), "EVAL_AT_END": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "PYTHON": os.environ.get("PYTHON", "python"), **env_vars}
@@ -149,8 +149,46 @@ def _launch(out: Path, data: Path, model: Path, steps: int, **env_vars: str) -> 
     venv_bin = REPO / ".venv" / "bin"
     if venv_bin.is_dir():
         env["PATH"], env["PYTHON"] = f"{venv_bin}:{env['PATH']}", str(venv_bin / "python")
-    return subprocess.run(["bash", str(SCRIPT), *SAME_BATCH], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=1500)
+    return ["bash", str(SCRIPT), *SAME_BATCH], env
+
+
+def _launch(out: Path, data: Path, model: Path, steps: int, **env_vars: str) -> subprocess.CompletedProcess:
+    argv, env = _launch_command(out, data, model, steps, **env_vars)
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _interrupted_launch(out: Path, data: Path, model: Path, steps: int, **env_vars: str) -> tuple[int, str, str]:
+    """The launch, with Ctrl-C once step 1 is complete (checkpointed, then logged: verl logs a step after its save) and
+    step 2 runs: SIGINT to the launcher's whole process group, as a terminal sends it. Returns (exit status, console,
+    the launch's verl.log)."""
+    import signal
+    import time
+
+    argv, env = _launch_command(out, data, model, steps, **env_vars)
+    # SIGINT's default disposition, as under a terminal: a shell's background job (`make test &`) ignores it, and an
+    # ignored SIGINT stays ignored across exec
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    saved, deadline = out / "global_step_1" / "rlec_manifest.json", time.monotonic() + 1200
+    try:
+        while not (saved.exists() and '"step": 1' in _text(out / "metrics.jsonl")):  # step 2 then takes ~a minute
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 1's end"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        console, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    (log,) = (out / "launches").glob("*/verl.log")
+    return proc.returncode, console, log.read_text(errors="replace")
 
 
 def _metrics(out: Path) -> dict[int, dict]:
@@ -163,15 +201,27 @@ def _metrics(out: Path) -> dict[int, dict]:
 def test_tp2_ep2_through_verls_worker_trains_resumes_and_matches_tp1_on_the_first_step(tmp_path, tiny_moe_dir, capsys,
                                                                                       cpu_plugin, sample_data_dir):
     """``NPROC=4 TP=2 EP=2``: 4 Megatron ranks over gloo in verl's worker group (TP 2 with sequence parallel, EP 2,
-    DP 2), one rlec_hf rollout replica over them. One step, checkpointed; a rerun with ``STEPS=2`` resumes after it
-    (every rank reading its own checkpoint shards: the ``parallel_checkpoint_load`` shim) and trains step 2. Step 1's
-    batch is the TP1 run's (same seed, data, model, per-request rollout seeds): its loss and gradient norm equal the
-    TP1 figures within TOLERANCE. A relaunch of the same folder under NPROC=1 is refused before Ray starts."""
+    DP 2), one rlec_hf rollout replica over them. Two steps, checkpointed every step, stopped with Ctrl-C in step 2
+    (issue 55 item 3: SIGINT to the launcher's process group gives one line, status 130, no traceback in verl.log, no
+    Ray process left 10 s later); the same command again resumes after step 1 (every rank reading its own checkpoint
+    shards: the ``parallel_checkpoint_load`` shim) and trains step 2. Step 1's batch is the TP1 run's (same seed, data,
+    model, per-request rollout seeds): its loss and gradient norm (taken before the update: the step count does not
+    change them) equal the TP1 figures within TOLERANCE. A relaunch of the same folder under NPROC=1 is refused before
+    Ray starts."""
+    import time
+
+    from rlec.cluster.resume import launch_processes
+
     # the sample data prepared once per session (what the launcher prepares into a fresh DATA_DIR, byte for byte)
     out, data = tmp_path / "run", sample_data_dir
-    first = _launch(out, data, tiny_moe_dir, 1, NPROC="4", TP="2", EP="2")
-    assert first.returncode == 0, (first.stdout + first.stderr)[-6000:]
-    assert "layout  4 GPUs: TP 2 PP 1 CP 1 DP 2 | EP 2 ETP 1 | rollout TP 1 DP 4 EP 1" in first.stderr, first.stderr[-3000:]
+    status, console, verl_log = _interrupted_launch(out, data, tiny_moe_dir, 2, NPROC="4", TP="2", EP="2", SAVE_FREQ="1")
+    assert status == 130, console[-6000:]
+    assert "layout  4 GPUs: TP 2 PP 1 CP 1 DP 2 | EP 2 ETP 1 | rollout TP 1 DP 4 EP 1" in console, console[-3000:]
+    said = [line for line in console.splitlines() if "interrupted" in line]
+    assert said == ["interrupted at step 2; rerun the same command to resume from step 1's checkpoint"], console[-3000:]
+    assert "Traceback" not in console and "Traceback" not in verl_log, verl_log[-6000:]
+    time.sleep(10)
+    assert launch_processes(out) == [], "Ray processes of the interrupted launch still run 10 s after it"
     m = _metrics(out)
     assert sorted(m) == [1] and (out / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
     for key, want in TP1_STEP1.items():
@@ -179,7 +229,7 @@ def test_tp2_ep2_through_verls_worker_trains_resumes_and_matches_tp1_on_the_firs
     assert abs(m[1]["rollout_corr/kl"]) < 1e-6  # the trainer's old log-probs are the rollout's, at TP 2 x EP 2 too
     step1 = (out / "metrics.jsonl").read_text().splitlines()
 
-    second = _launch(out, data, tiny_moe_dir, 2, NPROC="4", TP="2", EP="2")
+    second = _launch(out, data, tiny_moe_dir, 2, NPROC="4", TP="2", EP="2", SAVE_FREQ="1")  # the same command
     log = second.stdout + second.stderr
     assert second.returncode == 0, log[-6000:]
     assert "resumed after step 1" in second.stdout and "step 1/2" not in second.stdout, second.stdout[-3000:]
