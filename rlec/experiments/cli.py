@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = report.format_table(result)
     verdicts = report.format_verdicts(result)
     atomic_write_text(out / "results.json", json.dumps(result, indent=1) + "\n")
-    atomic_write_text(out / "table.md", table + "\n\n" + verdicts + "\n")
+    atomic_write_text(out / "table.md", f"{table}\n\n{verdicts}\n\n{report.format_paper_settings(exp)}\n")
     png = report.plot(exp, result, out / f"{exp.name}.png")
     print(f"\n## {exp.name}{' (--quick)' if args.quick else ''}: {exp.claim}\n\n{verdicts}\n\n{table}\n")
     core.log(f"done in {result['seconds']:.0f} s: {out / 'results.json'}, {png}")

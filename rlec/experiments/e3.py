@@ -57,7 +57,7 @@ EXPERIMENT = Experiment(
         *common_paper_settings("E3 (scripts/train_1_5b.sh)"),
         PaperSetting("clip ratio low / high", "0.2 / 0.2 (verl default: E3's script sets no clip)", "0.2 / 0.2",
                      (K.CLIP_LOW, K.CLIP_HIGH)),
-        PaperSetting("advantage", "GRPO, divided by the group's std", "True", (K.NORM_BY_STD,)),
+        PaperSetting("advantage divided by the group's std", "yes (GRPO)", "True", (K.NORM_BY_STD,)),
         PaperSetting("prompts / responses per step", "64 / 8", "16 / 8", (K.BATCH, K.ROLLOUT_N), "toy scale"),
         PaperSetting("PPO mini-batch (prompts): updates per rollout", "64: 1 (on-policy)", "8", (K.MINI_BATCH,),
                      "2 updates per rollout (Cui et al.'s collapse came with 2): the premise must be able to occur"),

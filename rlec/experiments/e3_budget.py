@@ -52,7 +52,7 @@ EXPERIMENT = Experiment(
     paper_settings=(
         *common_paper_settings("E3 (scripts/train_1_5b.sh)"),
         PaperSetting("clip ratio low / high", "0.2 / 0.2 (verl default)", "0.2 / 0.2", (K.CLIP_LOW, K.CLIP_HIGH)),
-        PaperSetting("advantage", "GRPO, divided by the group's std", "True", (K.NORM_BY_STD,)),
+        PaperSetting("advantage divided by the group's std", "yes (GRPO)", "True", (K.NORM_BY_STD,)),
         PaperSetting("per-prompt n", "[n_min, n_max] around n, same total", "[4, 16] around 8"),
         PaperSetting("pool", "a math set a 7B model solves sometimes", "64 rows: 32 with base q in [0.05, 0.35], 32 with q >= 0.8",
                      note="offline check first: sum (1 - q_i)^{n_i} under both allocations (LAB.md: 0.124 -> 0.090)"),

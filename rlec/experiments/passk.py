@@ -7,7 +7,7 @@ a small pool revisited many times. Premise gate: pass@1 training's probe-set ent
 on the low-q probe prompts stops rising; primary metric: held-out pass@4 - pass@1 (32 samples at T = 1). The switch
 arm trains pass@k for the first half of the steps, then pass@1 from those weights (two launches; the optimizer state
 restarts at the switch, because rlec refuses a resume that changes the advantage); its second launch continues the
-first's data order (:func:`rlec.experiments.core.stage_train_rows`), so every arm sees the same prompts at each step.
+first's data order (:func:`rlec.experiments.core.continued_rows`), so every arm sees the same prompts at each step.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ EXPERIMENT = Experiment(
         *common_paper_settings("Pass@k Training (sec. 4)"),
         PaperSetting("clip ratio low / high", "0.2 / 0.28 (the paper's DAPO setting)", "0.2 / 0.2", (K.CLIP_LOW, K.CLIP_HIGH),
                      "verl's symmetric default: clip-higher counters the collapse the premise needs (DAPO 2503.14476)"),
-        PaperSetting("pass@1 baseline advantage", "GRPO, divided by the group's std", "True", (K.NORM_BY_STD,)),
+        PaperSetting("pass@1 advantage divided by the group's std", "yes (GRPO)", "True", (K.NORM_BY_STD,)),
         PaperSetting("prompts / responses per step", "128 / 32", "16 / 16", (K.BATCH, K.ROLLOUT_N), "toy scale; k = 4 < n"),
         PaperSetting("PPO mini-batch (prompts): updates per rollout", "32: 4", "4", (K.MINI_BATCH,), "4 updates per rollout"),
         PaperSetting("k", "4 (Maze), 8", str(K_PASS)),

@@ -257,6 +257,13 @@ def format_verdicts(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_paper_settings(exp: Experiment) -> str:
+    """A Markdown table of the experiment's settings beside the paper's (:attr:`Experiment.paper_settings`)."""
+    lines = ["| setting | paper | rlec | why rlec differs |", "|---|---|---|---|"]
+    lines += [f"| {s.what} | {s.paper} | {s.rlec} | {s.note or '-'} |" for s in exp.paper_settings]
+    return "\n".join(lines)
+
+
 def _fmt(v: list[float | None]) -> str:
     if v[0] is None:
         return "n/a"

@@ -43,7 +43,7 @@ EXPERIMENT = Experiment(
     seeds=5,
     paper_settings=(
         *common_paper_settings("RLEC's recipe"),
-        PaperSetting("baseline advantage", "std-normalised GRPO", "True", (K.NORM_BY_STD,)),
+        PaperSetting("baseline's advantage divided by the group's std", "yes (the std-normalised arm)", "True", (K.NORM_BY_STD,)),
         PaperSetting("steps", "80 and 200 (LAB.md)", str(STEPS), note="make demo reaches a coverage gap of 0.32 at 80 x 16 x 8"),
     ),
 )

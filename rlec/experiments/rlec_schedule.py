@@ -47,7 +47,7 @@ EXPERIMENT = Experiment(
     seeds=6,
     paper_settings=(
         *common_paper_settings("RLEC's recipe (greedy evaluation)"),
-        PaperSetting("advantage", "mean-only GRPO (RLEC's recipe)", "False", (K.NORM_BY_STD,)),
+        PaperSetting("advantage divided by the group's std", "no: mean-only (RLEC's recipe)", "False", (K.NORM_BY_STD,)),
         PaperSetting("learning rate", "1e-4 and 3e-4 (LAB.md: both)", "0.0001", (K.LR,), "rerun with --lr 3e-4 as a second experiment"),
         PaperSetting("steps", "300 (LAB.md)", str(STEPS)),
     ),

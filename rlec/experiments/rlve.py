@@ -94,7 +94,7 @@ EXPERIMENT = Experiment(
     paper_settings=(
         *common_paper_settings("RLVE (sec. 4.1)"),
         PaperSetting("clip ratio low / high", "0.2 / 0.2 (verl default)", "0.2 / 0.2", (K.CLIP_LOW, K.CLIP_HIGH)),
-        PaperSetting("advantage", "GRPO, divided by the group's std", "True", (K.NORM_BY_STD,)),
+        PaperSetting("advantage divided by the group's std", "yes (GRPO)", "True", (K.NORM_BY_STD,)),
         PaperSetting("static ranges", "d ~ [0, 1], [0, 20], [0, 100]", "h pinned at 0 and at 3 (window 4)"),
         PaperSetting("model", "Qwen2.5-7B-Base on Sorting and Multiplication",
                      "the toy warm start on addition (0 at d >= 2 today; LAB.md asks ~0.95 / 0.6 / 0.2 / 0.03 at d = 0-3)",

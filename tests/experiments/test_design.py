@@ -313,3 +313,10 @@ def test_seeds_for_power_by_hand_and_the_committed_power_note() -> None:
     assert json.loads((REPO / "docs" / "results" / "power.json").read_text()) == note
     for name, cell in note["experiments"].items():
         assert cell["spec_seeds"] >= cell["seeds"] >= 5, name
+
+
+def test_docs_hold_each_experiments_settings_table_as_the_specs_give_it() -> None:
+    """docs/experiments.md's side-by-side tables are the specs' (rlec.experiments.report.format_paper_settings)."""
+    doc = (REPO / "docs" / "experiments.md").read_text()
+    for name in cli.EXPERIMENTS:
+        assert report.format_paper_settings(cli.load(name)) in doc, name
