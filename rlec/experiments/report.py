@@ -118,6 +118,8 @@ def premise_outcome(exp: Experiment, baseline_runs: Sequence[Run]) -> dict[str, 
     if exp.premise is None:
         return None
     runs = sorted(baseline_runs, key=lambda r: r.seed)[:exp.premise.seeds]
+    if not runs:
+        return {"what": exp.premise.what, "seeds": [], "held": None, "figures": {"missing": f"a run of {exp.baseline!r}"}}
     held, figures = exp.premise.check(runs)
     return {"what": exp.premise.what, "seeds": [r.seed for r in runs], "held": held, "figures": figures}
 

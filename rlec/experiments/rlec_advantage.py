@@ -6,8 +6,10 @@ accuracy on the question, p the target), held out at targets 0.1 and 0.8; higher
 Secondary: the held-out coverage gap between the targets. Data: the demo's additions at targets 0.1 / 0.8, the b
 schedule of RLEC's recipe in both arms. No premise gate.
 
-The agreement figure is not in rlec.eval yet (:data:`AGREEMENT`, to be wired to the calibration issue's per-question
-function): until it is, the primary metric reads NaN and the report says "primary metric not measured".
+The agreement figure is not wired yet (:data:`AGREEMENT`): the calibration issue's per-question function
+(``decision_agreement`` of its calibration module, issue 56, on another branch when this was written) needs each
+question's q from sampled binary-prompt answers beside the decisions at each target, so the held-out evaluation must
+add those samples. Until it is wired the primary metric reads NaN and the report says "primary metric not measured".
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ def test_verdicts_read_the_paired_interval_on_the_claimed_side() -> None:
         return {"base": [_run("base", s, falling) for s in range(len(diffs))],
                 "method": [_run("method", s, [*falling[:-1], 0.5 + d]) for s, d in enumerate(diffs)]}
 
+    assert report.premise_outcome(exp, [])["held"] is None  # no baseline run: unread, never "absent"
     premise = report.premise_outcome(exp, runs([0.0, 0.0])["base"])
     assert premise["held"] is True and premise["figures"]["probe entropy: fall"] == pytest.approx(0.5)
     up = report.compare(exp, runs([0.10, 0.12, 0.08, 0.11, 0.09]), quick=False, premise=premise)[0]
