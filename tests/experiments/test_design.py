@@ -63,6 +63,11 @@ def test_verdicts_read_the_paired_interval_on_the_claimed_side() -> None:
     few = report.compare(exp, runs([0.10, 0.12, 0.08]), quick=False, premise=premise)[0]
     assert few["verdict"] is None and "3 paired seeds, fewer than the power note's 5" in few["why"]
     assert {up["verdict"], mixed["verdict"]} <= set(VERDICTS)
+    absent = {**premise, "held": False}
+    assert report.compare(exp, runs([0.1] * 5), quick=False, premise=absent)[0]["verdict"] == "premise absent"
+    # a --quick run's gate is information: no verdict, not even "premise absent" (a quick rlve run once read so)
+    quick = report.compare(exp, runs([0.1] * 5), quick=True, premise=absent)[0]
+    assert quick["verdict"] is None and quick["why"] == "--quick: the wiring, not a verdict"
 
 
 def test_a_primary_metric_not_measured_gives_no_verdict_naming_it() -> None:
