@@ -307,7 +307,8 @@ class Experiment:
             batch: prompts per step, >= 1; one no smaller than the full run's keeps the full batch.
 
         Returns:
-            a copy with the batch, mini-batch and training rows of a quick run (the arms unchanged).
+            a copy with the batch, mini-batch and training rows of a quick run (the arms unchanged), sampling with the
+            demo's top-k where :data:`rlec.demo.pipeline.DEMO_SETTINGS` still has one.
 
         Raises:
             ValueError: ``batch`` below 1, or :attr:`settings` without the batch key
@@ -319,9 +320,16 @@ class Experiment:
             raise ValueError(f"experiment {self.name!r}: a quick batch of {batch} prompts: expected at least 1")
         if K.BATCH not in self.settings:
             raise ValueError(f"experiment {self.name!r}: settings have no {K.BATCH} to scale for --quick")
+        from rlec.demo.pipeline import DEMO_SETTINGS
+
         full = int(self.settings[K.BATCH])
         batch = min(batch, full)
         settings = {**self.settings, K.BATCH: batch}
+        # the wiring check samples as the demo does: while the toy model keeps its full vocabulary the demo's top-k
+        # patch (DEMO_SETTINGS) stays, or untruncated sampling draws unused tokens and every answer is wrong (a quick
+        # e3_budget run then had no right answer to rank prompts by); the compact-vocabulary model drops the patch
+        if K.TOP_K in DEMO_SETTINGS:
+            settings[K.TOP_K] = DEMO_SETTINGS[K.TOP_K]
         if K.MINI_BATCH in settings:
             settings[K.MINI_BATCH] = max(1, int(settings[K.MINI_BATCH]) * batch // full)
         rows = self.quick_train_rows or max(batch, self.train_rows * batch // full)

@@ -142,7 +142,7 @@ def test_quick_runs_train_every_arm_on_fewer_prompts_and_e3_budgets_prompts_come
         exp = cli.load(name)
         quick = exp.quick(cli.QUICK_BATCH)
         assert quick.settings[K.BATCH] == cli.QUICK_BATCH < exp.settings[K.BATCH], name
-        scaled = (K.BATCH, K.MINI_BATCH)
+        scaled = (K.BATCH, K.MINI_BATCH, K.TOP_K)  # top-k: the demo's patch while the toy model has its full vocabulary
         assert {k: v for k, v in quick.settings.items() if k not in scaled} == {k: v for k, v in exp.settings.items() if k not in scaled}
         # as many PPO updates per step as the full run (the mini-batch shrinks with the batch)
         assert quick.settings[K.BATCH] // quick.settings[K.MINI_BATCH] == exp.settings[K.BATCH] // exp.settings[K.MINI_BATCH], name
@@ -156,7 +156,8 @@ def test_quick_runs_train_every_arm_on_fewer_prompts_and_e3_budgets_prompts_come
     # every prompt comes back within --quick, with a step left: the budget acts on two steps at least
     assert budget.train_rows // budget.settings[K.BATCH] + 2 <= budget.quick_steps
     assert budget.quick_steps * budget.settings[K.BATCH] <= budget.train_rows * budget.settings["trainer.total_epochs"]
-    assert cli.load("rlve").quick(16) == cli.load("rlve")  # no smaller than the full batch: unchanged
+    rlve, same = cli.load("rlve"), cli.load("rlve").quick(16)  # no smaller than the full batch: batch and rows unchanged
+    assert (same.settings[K.BATCH], same.settings[K.MINI_BATCH], same.train_rows) == (16, 8, rlve.train_rows)
     assert cli.load("e3_budget").quick(64).train_rows == cli.load("e3_budget").quick_train_rows  # the rows still apply
 
 
