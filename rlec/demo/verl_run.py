@@ -114,13 +114,24 @@ def read_metrics(folder: Path) -> list[dict[str, Any]]:
 
 def read_groups(folder: Path, steps: int) -> list[list[list[float]]]:
     """Per step 1..``steps``, each prompt's response scores from verl's rollout dump (``[]`` for a step not dumped)."""
+    return [[scores for scores, _ in step] for step in _dump_groups(folder, steps)]
+
+
+def read_group_prompts(folder: Path, steps: int) -> list[list[str]]:
+    """Per step 1..``steps``, the prompt text (the dump's ``input``) of each group of :func:`read_groups`, same order."""
+    return [[prompt for _, prompt in step] for step in _dump_groups(folder, steps)]
+
+
+def _dump_groups(folder: Path, steps: int) -> list[list[tuple[list[float], str]]]:
+    """Per step, ``(scores, prompt text)`` of each prompt's group in verl's rollout dump, in first-seen order."""
     out = []
     for step in range(1, steps + 1):
         path = folder / "rollouts" / f"{step}.jsonl"
-        groups: dict[str, list[float]] = {}
+        groups: dict[str, tuple[list[float], str]] = {}
         if path.is_file():
             for line in path.read_text().splitlines():
                 row = json.loads(line)
-                groups.setdefault(str(row["uid"]).rsplit("_", 2)[0], []).append(float(row["score"]))
+                uid = str(row["uid"]).rsplit("_", 2)[0]
+                groups.setdefault(uid, ([], str(row.get("input", ""))))[0].append(float(row["score"]))
         out.append(list(groups.values()))
     return out

@@ -1,13 +1,15 @@
 """``python -m rlec.experiments <name>``: train every arm x seed through the launcher, then the table, figure and JSON.
 
-    python -m rlec.experiments e3                    # 3 arms x 2 seeds, full length (<= 60 min on 2 cores)
+    python -m rlec.experiments e3                    # the baseline's 2 gate seeds, the premise gate, then every arm x 5 seeds
     python -m rlec.experiments passk --quick         # a few steps per arm (minutes): checks the wiring, not the claim
-    python -m rlec.experiments rlve --arms adaptive,low_static --seeds 3
+    python -m rlec.experiments rlve --arms low_static,adaptive --seeds 6
 
-Outputs under ``--out`` (default ``outputs/experiments/<name>``, ``..._quick`` with ``--quick``):
-``results.json`` (every figure per arm with 95% intervals, the per-step curves), ``<name>.png`` and
-``table.md``; each arm-seed in ``<arm>/seed<k>/`` (layout: :mod:`rlec.experiments.core`). A rerun
-skips the finished arm-seeds and resumes an interrupted one.
+Before the first launch it prints the primary metric, the premise gate and the paired comparisons. The baseline
+arm's first seeds train first; when the premise gate fails, the verdict is "premise absent" and no method arm
+trains. Outputs under ``--out`` (default ``outputs/experiments/<name>``, ``..._quick`` with ``--quick``):
+``results.json`` (the verdicts with their paired intervals, every figure per arm, the raw per-step and per-question
+values), ``<name>.png`` and ``table.md``; each arm-seed in ``<arm>/seed<k>/`` (layout: :mod:`rlec.experiments.core`).
+A rerun skips the finished arm-seeds and resumes an interrupted one.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Sequence
 
 from rlec.experiments.spec import Experiment
 
-EXPERIMENTS = ("e3", "e3_budget", "passk", "rlve", "rlec")
+EXPERIMENTS = ("e3", "e3_budget", "passk", "rlve", "rlec_advantage", "rlec_schedule")
 QUICK_QUESTIONS = 16  # held-out questions of a --quick run (the full set: 60 additions, or 64 environment problems)
 QUICK_BATCH = 4  # prompts per step of a --quick run (full runs: 8): half the rollouts, the same wiring
 
@@ -45,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", help=f"the experiment: {', '.join(EXPERIMENTS)}")
     p.add_argument("--arms", default=None, help="comma-separated arms to run (default: all of the experiment's)")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per arm, 0 .. N-1, at least 1 (default 2; 1 with --quick)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="seeds per arm, 0 .. N-1, at least 1 (default: the experiment's power note, >= 5; 1 with --quick)")
     p.add_argument("--quick", action="store_true", help=f"a few steps per arm, {QUICK_BATCH} prompts per step, a small held-out set (minutes)")
     p.add_argument("--steps", type=int, default=None, help="steps per arm-seed (default: the experiment's)")
     p.add_argument("--check", action="store_true", help="validate every arm's launch (DRY_RUN=1 of the launcher), train nothing")
@@ -65,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.quick:
             exp = exp.quick(QUICK_BATCH)
         if args.seeds is None:
-            args.seeds = 1 if args.quick else 2
+            args.seeds = 1 if args.quick else exp.seeds
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         arms = [a.name for a in exp.arms] if args.arms is None else [a.strip() for a in args.arms.split(",") if a.strip()]
@@ -73,10 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             exp.arm(arm)  # raises naming an unknown arm
         if not arms:
             raise ValueError(f"--arms {args.arms!r}: no arm named")
+        if not args.quick and not args.check and exp.baseline not in arms:
+            raise ValueError(f"--arms {args.arms!r}: a full run needs the baseline arm {exp.baseline!r} "
+                             "(it trains first for the premise gate, and every verdict is paired with it)")
         steps = args.steps if args.steps is not None else (exp.quick_steps if args.quick else exp.steps)
         if steps < 2:
             raise ValueError(f"--steps must be >= 2, got {steps}")
         out = Path(args.out or f"outputs/experiments/{exp.name}{'_quick' if args.quick else ''}")
+        core.check_out_folder(out)
         refused = core.arm_errors(exp, arms, steps)
         if refused:
             raise ValueError(f"{exp.name}: the launch would refuse " + "; ".join(refused))
@@ -85,7 +92,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rlec.experiments: error: {exc}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    assert exp.primary is not None
     core.log(f"{exp.name}: {len(arms)} arms x {args.seeds} seeds, {steps} steps each -> {out}")
+    core.log(f"{exp.name}: primary metric: {exp.primary.name} ({'higher' if exp.primary.direction > 0 else 'lower'} with the "
+             f"method); paired: {', '.join(f'{m} - {b}' for m, b in exp.pairs())}; a verdict needs {exp.seeds} seeds")
+    if exp.premise is not None:
+        core.log(f"{exp.name}: premise gate ({exp.premise.seeds} seeds of {exp.baseline!r} first): {exp.premise.what}")
+    differences = core.arm_differences(exp, [a for a in arms if a != exp.baseline], steps) if exp.baseline in arms else {}
+    for arm, diff in differences.items():
+        if diff:
+            core.log(f"{exp.name}: arm {arm!r} differs from {exp.baseline!r} in keys it does not name: {sorted(diff)}")
     shared = core.prepare_shared(out, exp)
     if args.check:
         failed = 0
@@ -93,28 +109,46 @@ def main(argv: Sequence[str] | None = None) -> int:
             for idx, (overrides, n) in enumerate(exp.arm(arm).stages(steps)):
                 folder = out / arm / "check" / f"stage{idx + 1}"
                 folder.mkdir(parents=True, exist_ok=True)
-                why = verl_run.check(folder, [*(f"{k}={v}" for k, v in exp.settings.items()), *overrides], model=shared["model"],
+                why = verl_run.check(folder, [*(f"{k}={v}" for k, v in exp.settings.items()),
+                                              *core.stage_overrides(exp.arm(arm), idx, overrides)], model=shared["model"],
                                      train=shared["train"], test=shared["test"], steps=n)
                 failed += why is not None
                 core.log(f"{exp.name} {arm} stage {idx + 1}: {'OK' if why is None else 'REFUSED' + chr(10) + why}")
         return 1 if failed else 0
     runs: dict[str, list] = {}
-    total, k = len(arms) * args.seeds, 0
-    for arm in arms:
-        for seed in range(args.seeds):
-            k += 1
-            core.log(f"{exp.name} [{k}/{total}] {arm} seed{seed}")
-            try:
-                runs.setdefault(arm, []).append(core.run_arm_seed(exp, arm, seed, out, steps, shared, limit=QUICK_QUESTIONS if args.quick else None))
-            except RuntimeError as exc:
-                print(f"rlec.experiments: error: {exc}", file=sys.stderr)
-                return 1
-    result = report.summarise(exp, runs, quick=args.quick)
+    order = [(arm, seed) for arm in arms for seed in range(args.seeds)]
+    gate = exp.premise.seeds if exp.premise is not None and exp.baseline in arms else 0
+    first = [(exp.baseline, seed) for seed in range(min(gate, args.seeds))]
+    order = first + [x for x in order if x not in first]
+    premise = None
+    for k, (arm, seed) in enumerate(order, 1):
+        if gate and premise is None and k > len(first):  # the baseline's gate seeds are done
+            premise = report.premise_outcome(exp, runs.get(exp.baseline, []))
+            assert premise is not None
+            core.log(f"{exp.name}: premise gate: {premise['what']}: "
+                     f"{ {True: 'held', False: 'ABSENT', None: 'not measured'}[premise['held']] } {premise['figures']}")
+            if premise["held"] is not True and not args.quick:
+                break  # premise absent (or unreadable): the method arms are not trained
+        core.log(f"{exp.name} [{k}/{len(order)}] {arm} seed{seed}")
+        try:
+            runs.setdefault(arm, []).append(core.run_arm_seed(exp, arm, seed, out, steps, shared,
+                                                              limit=QUICK_QUESTIONS if args.quick else None))
+        except RuntimeError as exc:
+            print(f"rlec.experiments: error: {exc}", file=sys.stderr)
+            return 1
+    if gate and premise is None:
+        premise = report.premise_outcome(exp, runs.get(exp.baseline, []))
+    result = report.summarise(exp, runs, quick=args.quick, premise=premise, differences=differences)
     result["steps"], result["seconds"] = steps, round(time.perf_counter() - t0, 1)
     table = report.format_table(result)
+    verdicts = report.format_verdicts(result)
     atomic_write_text(out / "results.json", json.dumps(result, indent=1) + "\n")
-    atomic_write_text(out / "table.md", table + "\n")
+    atomic_write_text(out / "table.md", f"{table}\n\n{verdicts}\n\n{report.format_paper_settings(exp)}\n")
     png = report.plot(exp, result, out / f"{exp.name}.png")
-    print(f"\n## {exp.name}{' (--quick)' if args.quick else ''}: {exp.claim}\n\n{table}\n")
+    print(f"\n## {exp.name}{' (--quick)' if args.quick else ''}: {exp.claim}\n\n{verdicts}\n\n{table}\n")
     core.log(f"done in {result['seconds']:.0f} s: {out / 'results.json'}, {png}")
+    if premise is not None and premise["held"] is None and not args.quick:
+        print(f"rlec.experiments: error: the premise gate could not be read ({premise['figures'].get('missing')} not "
+              "measured): no method arm trained", file=sys.stderr)
+        return 1
     return 0

@@ -10,7 +10,11 @@ Layout under ``--out`` (default ``outputs/experiments/<name>``, ``<name>_quick``
   ``launch.log``), ``eval/records.jsonl`` and ``run.json`` (written last: the arm-seed is done; a rerun
   skips it). An interrupted arm-seed is relaunched on the same folder, and verl resumes it from its
   last checkpoint. A two-stage arm (``Arm.then``) has ``stage1/`` and ``stage2/`` (the second trained
-  from the first's final HF weights).
+  from the first's final HF weights, on ``stage2/train.parquet``: the rows verl's sampler would have drawn after
+  the first stage, in that order, with ``data.shuffle=false``, so the data order continues instead of restarting).
+
+The baseline arm's first seeds train first; the premise gate reads them before any method arm
+(:func:`rlec.experiments.cli.main`).
 """
 
 from __future__ import annotations
@@ -18,13 +22,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from rlec.demo.verl_run import hf_model, launch, launcher_args, read_groups, read_metrics
+from rlec.demo.verl_run import hf_model, launch, launcher_args, read_group_prompts, read_groups, read_metrics
 from rlec.experiments import keys as K
-from rlec.experiments.spec import Experiment, Run
+from rlec.experiments.spec import Arm, Experiment, Run
 
 RUN_FILE = "run.json"
 STAMP = "experiment.json"
@@ -40,10 +44,11 @@ def log(msg: str) -> None:
 
 
 def settings_stamp(exp: Experiment, steps: int) -> dict[str, Any]:
-    """Everything that decides an arm-seed's outcome (seeds excepted: adding seeds reuses the folder)."""
+    """Everything that decides an arm-seed's outcome or its reading (seeds excepted: adding seeds reuses the folder)."""
     from rlec.demo import warm_start
 
-    return {"experiment": exp.name, "steps": steps, "data": exp.data, "train_rows": exp.train_rows, "settings": dict(exp.settings),
+    assert exp.primary is not None
+    return {"experiment": exp.name, "steps": steps, "baseline": exp.baseline, "primary": exp.primary.name, "data": exp.data, "train_rows": exp.train_rows, "settings": dict(exp.settings),
             "arms": {a.name: {"overrides": list(a.overrides), "then": None if a.then is None else list(a.then),
                               "switch_fraction": a.switch_fraction} for a in exp.arms},
             "heldout": None if exp.heldout is None else {"targets": list(exp.heldout.targets), "n_samples": exp.heldout.n_samples,
@@ -67,11 +72,136 @@ def claim_folder(out: Path, stamp: dict[str, Any]) -> None:
         except (OSError, ValueError) as exc:
             raise ExperimentError(f"{path}: unreadable ({exc}); move the folder aside or choose another --out") from None
         if previous != stamp:
-            changed = sorted(k for k in set(stamp) | set(previous) if previous.get(k) != stamp.get(k))
-            raise ExperimentError(f"{out} holds an experiment with other settings ({', '.join(changed)}; {path}); "
-                                  "choose another --out")
+            changed = stamp_differences(previous, stamp)
+            shown = "; ".join(changed[:6]) + (f"; {len(changed) - 6} more" if len(changed) > 6 else "")
+            raise ExperimentError(f"{out} holds an experiment with other settings ({shown}; {path}); choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(stamp, indent=1) + "\n")
+
+
+def stamp_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """``"key: old -> new"`` for every leaf that differs between two stamps (dotted keys; absent as ``<absent>``)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += stamp_differences(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{prefix}{k}.")
+        return out
+    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
+
+
+def check_out_folder(out: Path) -> None:
+    """Refuse an output folder that cannot be one: a file, or a folder (or its nearest existing parent) not writable.
+
+    Raises:
+        ExperimentError: names the path and the reason.
+    """
+    import os
+
+    if out.exists() and not out.is_dir():
+        raise ExperimentError(f"--out {out}: is a file, not a folder")
+    probe = out
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ExperimentError(f"--out {out}: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ExperimentError(f"--out {out}: {probe} is not writable")
+
+
+def stage_overrides(arm: Arm, stage: int, overrides: Sequence[str]) -> list[str]:
+    """A stage's own overrides: the arm's, and from the second stage ``data.shuffle=false`` (its training file is the
+    continued data order, :func:`continued_rows`)."""
+    return [*overrides, *([f"{K.SHUFFLE}=false"] if stage > 0 else [])]
+
+
+def compose_stage(exp: Experiment, overrides: Sequence[str], steps: int, seed: int = 0) -> Any:
+    """A stage's resolved launch config composed in-process as its launch composes it: the experiment's settings, the
+    launch's own overrides (:func:`rlec.demo.verl_run.launcher_args`), ``overrides``, the stage's length.
+
+    Raises:
+        ValueError: the config does not compose or the early rules refuse it (names key, value, rule).
+    """
+    from rlec.demo.pipeline import compose_checked
+
+    launch = launcher_args(Path("arm_check"), [*(f"{k}={v}" for k, v in exp.settings.items()), *overrides], steps=steps, seed=seed)
+    # the stage's length as the launcher sets it (STEPS): rules such as the b schedule's need it
+    return compose_checked([*launch, f"trainer.total_training_steps={steps}"])
+
+
+def _flat(cfg: Any) -> dict[str, Any]:
+    """A resolved config as ``{dotted key: leaf value}`` (interpolations resolved; lists as leaves)."""
+    from omegaconf import OmegaConf
+
+    def walk(node: Any, prefix: str) -> dict[str, Any]:
+        if isinstance(node, dict):
+            out: dict[str, Any] = {}
+            for k, v in node.items():
+                out.update(walk(v, f"{prefix}{k}."))
+            return out
+        return {prefix.rstrip("."): node}
+
+    return walk(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False), "")
+
+
+def arm_differences(exp: Experiment, arms: Sequence[str], steps: int, seed: int = 0) -> dict[str, dict[str, list[Any]]]:
+    """Per arm, every resolved-config key whose value differs from the baseline arm's and that neither arm names
+    (:meth:`rlec.experiments.spec.Arm.names`): ``{arm: {key: [baseline value, arm value]}}``; empty dicts when the arms
+    differ only in their own keys. Each stage of an arm is compared with the baseline's single stage (the second stage's
+    length and data order are the switch the arm names). Seconds per arm (one compose each).
+
+    Raises:
+        ValueError: an arm ``exp`` does not have, or a stage that does not compose.
+    """
+    base_arm = exp.arm(exp.baseline)
+    base = _flat(compose_stage(exp, base_arm.overrides, steps, seed))
+    out: dict[str, dict[str, list[Any]]] = {}
+    for name in arms:
+        arm = exp.arm(name)
+        diff: dict[str, list[Any]] = {}
+        for idx, (overrides, n) in enumerate(arm.stages(steps)):
+            other = _flat(compose_stage(exp, stage_overrides(arm, idx, overrides), steps, seed))
+            for key in sorted(set(base) | set(other)):
+                a, b = base.get(key, "<absent>"), other.get(key, "<absent>")
+                if a != b and not arm.names(key) and not base_arm.names(key) and not (idx > 0 and key == K.SHUFFLE):
+                    diff[key] = [a, b]
+        out[name] = diff
+    return out
+
+
+def continued_rows(n_rows: int, seed: int, skip: int, count: int, batch: int) -> list[int]:
+    """The training-row indices verl's sampler draws after the first ``skip`` rows, ``count`` of them, in order.
+
+    verl builds its training sampler with ``verl.trainer.ppo.utils.create_rl_sampler`` (``data.shuffle``: torchdata's
+    ``RandomSampler`` seeded with ``data.seed``; a new permutation per pass) and its dataloader drops each pass's last
+    partial batch (``drop_last=True``). This draws the same stream from the same function, so a second stage launched
+    on these rows with ``data.shuffle=false`` sees exactly the prompts a single run would have seen after step
+    ``skip / batch`` (the switch arm's confound, issue 57 item 6: its second launch restarted the data order).
+
+    Raises:
+        ValueError: ``n_rows`` < ``batch``, or ``skip`` / ``count`` not whole batches.
+    """
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import create_rl_sampler
+
+    if n_rows < batch or skip % batch or count % batch:
+        raise ValueError(f"continued_rows: {n_rows} rows, skip {skip}, count {count}: expected whole batches of {batch}")
+    sampler = create_rl_sampler(OmegaConf.create({"shuffle": True, "seed": seed}), range(n_rows))
+    per_pass = n_rows - n_rows % batch  # drop_last: each pass's last partial batch is not drawn
+    stream: list[int] = []
+    while len(stream) < skip + count:
+        stream += list(iter(sampler))[:per_pass]
+    return stream[skip:skip + count]
+
+
+def write_stage_rows(train: Path, rows: Sequence[int], path: Path) -> Path:
+    """``train``'s rows ``rows`` (indices, in that order, repeats kept) as the parquet file ``path``."""
+    import pandas as pd
+
+    from rlec.io import atomic_write_bytes
+
+    frame = pd.read_parquet(train).iloc[list(rows)].reset_index(drop=True)
+    atomic_write_bytes(path, frame.to_parquet(index=False))
+    return path
 
 
 def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
@@ -90,17 +220,13 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
         ValueError: an arm ``exp`` does not have (names it).
     """
     from rlec.cluster.rules import algorithm_overlay_rules
-    from rlec.demo.pipeline import compose_checked
 
     errors = []
     for arm in arms:
         for idx, (overrides, n) in enumerate(exp.arm(arm).stages(steps)):
             where = f"arm {arm!r}" + (f" stage {idx + 1}" if exp.arm(arm).then is not None else "")
-            launch = launcher_args(Path("arm_check"), [*(f"{k}={v}" for k, v in exp.settings.items()), *overrides],
-                                   steps=n, seed=0)
             try:
-                # the stage's length as the launcher sets it (STEPS): rules such as the b schedule's need it
-                cfg = compose_checked([*launch, f"trainer.total_training_steps={n}"])
+                cfg = compose_stage(exp, stage_overrides(exp.arm(arm), idx, overrides), n)
             except ValueError as exc:
                 errors.append(f"{where}: {exc}")
                 continue
@@ -170,25 +296,38 @@ def run_arm_seed(exp: Experiment, arm_name: str, seed: int, out: Path, steps: in
     done = folder / RUN_FILE
     if done.is_file():
         data = json.loads(done.read_text())
-        return Run(arm.name, seed, data["metrics"], data["groups"], data["heldout"])
+        return Run(arm.name, seed, data["metrics"], data["groups"], data["heldout"], data.get("prompts", []))
     from rlec.io import atomic_write_text
 
     base = [f"{k}={v}" for k, v in exp.settings.items()]
     stages = arm.stages(steps)
-    model, metrics, groups = shared["model"], [], []
+    model, metrics, groups, prompts = shared["model"], [], [], []
     t0 = time.perf_counter()
+    done_steps = 0
     for idx, (overrides, n) in enumerate(stages):
         stage = folder if len(stages) == 1 else folder / f"stage{idx + 1}"
+        train = shared["train"]
+        if idx > 0:  # the data order continues where the first stage stopped (continued_rows)
+            batch = int(exp.settings[K.BATCH])
+            train = stage / "train.parquet"
+            if not train.is_file():
+                import pandas as pd
+
+                rows = len(pd.read_parquet(shared["train"], columns=[]))
+                stage.mkdir(parents=True, exist_ok=True)
+                write_stage_rows(shared["train"], continued_rows(rows, seed, done_steps * batch, n * batch, batch), train)
         if hf_model(stage, n) is None:
             log(f"{exp.name} {arm.name} seed{seed}: training {n} steps ({arm.what}) -> {stage}")
-            launch(stage, [*base, *overrides], model=model, train=shared["train"], test=shared["test"], steps=n, seed=seed,
-                   progress=log)
+            launch(stage, [*base, *stage_overrides(arm, idx, overrides)], model=model, train=train, test=shared["test"],
+                   steps=n, seed=seed, progress=log)
         offset = len(metrics)
         metrics += [{**row, "step": row["step"] + offset} for row in read_metrics(stage)]
         groups += read_groups(stage, n)
+        prompts += read_group_prompts(stage, n)
         model = hf_model(stage, n)
+        done_steps += n
     heldout = evaluate_heldout(exp, model, shared["test"], folder, seed, limit) if exp.heldout is not None else {}
-    run = Run(arm.name, seed, metrics, groups, heldout)
+    run = Run(arm.name, seed, metrics, groups, heldout, prompts)
     atomic_write_text(done, json.dumps({"arm": arm.name, "seed": seed, "seconds": round(time.perf_counter() - t0, 1),
-                                        "metrics": metrics, "groups": groups, "heldout": heldout}) + "\n")
+                                        "metrics": metrics, "groups": groups, "heldout": heldout, "prompts": prompts}) + "\n")
     return run

@@ -59,6 +59,20 @@ M_ROLLOUT_N_MAX = "e3/rollout_n/max"
 M_ROLLOUT_N_MIN = "e3/rollout_n/min"
 M_ACTIVE_K = "passk/active_k"
 M_STEP_TIME = "timing_s/step"
+# whether clipping acted: verl's compute_policy_loss_vanilla, per update, averaged over the step's updates
+M_CLIPFRAC = "actor/pg_clipfrac"
+M_CLIPFRAC_LOWER = "actor/pg_clipfrac_lower"  # dual-clip's lower bound (clip_ratio_c) on negative advantages
+M_PPO_KL = "actor/ppo_kl"
+# RLEC's training coverage per target bucket (rlec.reward.metrics): targets 0.1 and 0.8
+M_COVERAGE_LOW = "rlec/p0.0-0.3/coverage"
+M_COVERAGE_HIGH = "rlec/p0.6-1.0/coverage"
+
+# settings the papers' baselines name (issue 57 item 3)
+CLIP_LOW = "actor_rollout_ref.actor.clip_ratio_low"
+CLIP_HIGH = "actor_rollout_ref.actor.clip_ratio_high"
+PPO_EPOCHS = "actor_rollout_ref.actor.ppo_epochs"
+SHUFFLE = "data.shuffle"
+RLVE_SEED = f"{RLVE}.seed"
 
 
 def rlve_difficulty_metric(env: str) -> str:

@@ -1,34 +1,75 @@
 """Pass@k Training (arXiv 2508.10751, Fig. 7 / Table 1): pass@1 vs pass@k (k = 4) vs pass@k then pass@1.
 
-The paper: under pass@1 training entropy collapses and pass@k stalls; pass@k training keeps entropy
-high and raises pass@k; pass@k then pass@1 gives the best pass@1. Here: entropy per step, held-out
-pass@1 / pass@4 (8 samples at T = 1). The switch arm trains pass@k for the first half of the steps,
-then pass@1 from those weights for the rest (two launches; the optimizer state restarts at the switch,
-the one difference from the other arms, because rlec refuses a resume that changes the advantage).
+The paper: under pass@1 training entropy collapses and pass@k stalls; pass@k training keeps entropy high and raises
+pass@k; pass@k then pass@1 gives the best pass@1. The baseline is pass@1 GRPO (std-normalised advantage, verl's
+symmetric clip 0.2 / 0.2), n = 16 responses per prompt so k = 4 < n, 4 updates per rollout (the paper's 128 / 32),
+a small pool revisited many times. Premise gate: pass@1 training's probe-set entropy falls by >= 40% and its pass@k
+on the low-q probe prompts stops rising; primary metric: held-out pass@4 - pass@1 (32 samples at T = 1). The switch
+arm trains pass@k for the first half of the steps, then pass@1 from those weights (two launches; the optimizer state
+restarts at the switch, because rlec refuses a resume that changes the advantage); its second launch continues the
+first's data order (:func:`rlec.experiments.core.continued_rows`), so every arm sees the same prompts at each step.
 """
 
 from __future__ import annotations
 
 from rlec.experiments import keys as K
-from rlec.experiments.spec import Arm, Curve, Experiment, HeldOut, metric_curve, pass_at, shared_settings
+from rlec.experiments.spec import (Arm, Curve, Experiment, HeldOut, PaperSetting, Premise, Primary, Probe, all_hold,
+                                   common_paper_settings, falls_by, heldout_gap, metric_curve, pass_at, pilot_command,
+                                   series_of, shared_settings, stops_rising)
 
-_PASSK = (f"{K.OVERLAY}=passk", f"{K.PASSK_K}=4")
+K_PASS = 4
+PROBE = Probe()
+PROBE_PASSK_LOW_Q = f"rlec/probe/pass@{K_PASS}/low_q"  # pass@k on the probe prompts of base q < 0.3 (the probe hook)
+_PASSK = (f"{K.OVERLAY}=passk", f"{K.PASSK_K}={K_PASS}")
+# what algorithm=passk sets besides rlec.passk.k: its estimator and verl's copy of its settings
+_PASSK_KEYS = (K.PASSK, "algorithm.adv_estimator", "algorithm.passk")
 
 EXPERIMENT = Experiment(
     name="passk",
     claim="pass@k training keeps entropy and held-out pass@k up; pass@k then pass@1 gives the best pass@1",
     paper="Pass@k Training, arXiv 2508.10751: Fig. 7 (entropy, pass@k per step), Table 1",
     arms=(
-        Arm("pass1", "pass@1: RLEC's mean-only GRPO advantage", ()),
-        Arm("passk", "pass@k advantage, k = 4 (rlec_passk)", _PASSK),
-        Arm("passk_then_pass1", "pass@k (k = 4) for the first half, then pass@1", _PASSK, then=(), switch_fraction=0.5),
+        Arm("pass1", "pass@1: GRPO, std-normalised advantage", ()),
+        Arm("passk", f"pass@k advantage, k = {K_PASS} (rlec_passk)", _PASSK, keys=_PASSK_KEYS),
+        Arm("passk_then_pass1", f"pass@k (k = {K_PASS}) for the first half, then pass@1", _PASSK, then=(), switch_fraction=0.5,
+            keys=_PASSK_KEYS),
     ),
-    settings=shared_settings(),
+    # n = 16 responses (k = 4 < n); mini-batches of 4 prompts: 4 updates per rollout (the paper's 128 / 32);
+    # 800 steps x 16 prompts over 256 rows = 50 passes
+    settings=shared_settings(**{K.ROLLOUT_N: 16, K.MINI_BATCH: 4, "trainer.total_epochs": 50}),
     data="binary",
-    curves=(metric_curve(K.M_ENTROPY, "policy entropy (nats, actor/entropy)"),
+    curves=(metric_curve(PROBE.metric, "probe-set entropy at T = 1 (nats)"),
+            metric_curve(K.M_ENTROPY, "batch entropy (nats, actor/entropy)"),
             Curve("passk/active_k", "k of the advantage (passk/active_k; pass@1 = 1)",
-                  lambda run: [float(row.get(K.M_ACTIVE_K, 1.0)) for row in run.metrics])),
-    heldout=HeldOut(targets=(None,), n_samples=8, temperature=1.0, figures={"pass@1": pass_at(1), "pass@4": pass_at(4)}),
-    steps=20,
+                  lambda run: [float(row.get(K.M_ACTIVE_K, 1.0)) for row in run.metrics]),
+            metric_curve(K.M_CLIPFRAC, "clipped share (actor/pg_clipfrac)")),
+    heldout=HeldOut(targets=(None,), n_samples=32, temperature=1.0,
+                    figures={"pass@1": pass_at(1), "pass@4": pass_at(K_PASS), "pass@16": pass_at(16)}),
+    steps=800,
     quick_steps=4,  # 2 + 2 in the switch arm
+    train_rows=256,
+    baseline="pass1",
+    primary=Primary(f"held-out pass@{K_PASS} - pass@1 (32 samples at T = 1, mean over questions)",
+                    heldout_gap("pass@4", "pass@1"), +1, requires=("held-out pass@4", "held-out pass@1"), effect=0.05,
+                    sd_source="none measured (the old run kept no per-question values): re-estimate from the pilot"),
+    premise=Premise(f"pass@1 training's probe-set entropy falls by >= 40% and its probe pass@{K_PASS} on low-q prompts "
+                    "stops rising (last 20% of steps no higher than the 20% before)",
+                    all_hold(falls_by(series_of(PROBE.metric), 0.4, "probe entropy"),
+                             stops_rising(series_of(PROBE_PASSK_LOW_Q), f"probe pass@{K_PASS} (low q)"))),
+    seeds=5,
+    probe=PROBE,
+    pilot=pilot_command("<out>/shared/data/candidates.parquet", "<out>/shared/pilot/records.jsonl"),
+    paper_settings=(
+        *common_paper_settings("Pass@k Training (sec. 4)"),
+        PaperSetting("clip ratio low / high", "0.2 / 0.28 (the paper's DAPO setting)", "0.2 / 0.2", (K.CLIP_LOW, K.CLIP_HIGH),
+                     "verl's symmetric default: clip-higher counters the collapse the premise needs (DAPO 2503.14476)"),
+        PaperSetting("pass@1 advantage divided by the group's std", "yes (GRPO)", "True", (K.NORM_BY_STD,)),
+        PaperSetting("prompts / responses per step", "128 / 32", "16 / 16", (K.BATCH, K.ROLLOUT_N), "toy scale; k = 4 < n"),
+        PaperSetting("PPO mini-batch (prompts): updates per rollout", "32: 4", "4", (K.MINI_BATCH,), "4 updates per rollout"),
+        PaperSetting("k", "4 (Maze), 8", str(K_PASS)),
+        PaperSetting("learning rate", "1e-6 (7B model)", "0.0001", (K.LR,), "a 2-layer toy"),
+        PaperSetting("task", "Maze, Enigmata: several right answers", "additions (one right answer) until a many-answer task "
+                     "lands (maze on small grids, or 'two numbers that sum to N'; issue 57 item 5)",
+                     note="distinct right answers per prompt to be reported with that task"),
+    ),
 )

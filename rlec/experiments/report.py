@@ -1,11 +1,19 @@
-"""An experiment's summary: per-arm table with 95% bootstrap intervals, the PNG figure, the results JSON.
+"""An experiment's summary: paired per-seed differences with 95% t-intervals, the verdict, the figure, results.json.
 
-Intervals (percentile bootstrap, 95%):
+Statistics (issue 57 item 1):
 
-- a per-step curve, in the table: each seed's mean over the last quarter of the steps, resampled over seeds;
-- a held-out figure: a two-level bootstrap, seeds resampled, then questions (the same questions for
-  every seed: the held-out set is fixed), the mean over both;
-- a seed spread: the std over seeds of each seed's mean of the metric (no interval: one number per arm).
+- **the verdict** rests on one primary metric declared in the spec (:class:`rlec.experiments.spec.Primary`):
+  per seed s, ``d_s = primary(method arm, seed s) - primary(baseline arm, seed s)`` (the arms share data order and
+  seeds, so their runs are paired), and a 95% t-interval of the mean difference with df = seeds - 1
+  (:func:`paired_interval`). Verdict words (:data:`rlec.experiments.spec.VERDICTS`): **reproduced** (the interval
+  lies on the side the paper claims), **not reproduced** (it holds 0 or lies on the other side), **premise absent**
+  (the baseline did not show what the method counters: the premise gate, :func:`premise_outcome`). No verdict
+  below the power note's seeds (:func:`seeds_for_power`), on a ``--quick`` run, or without the primary metric.
+- **per-arm cells** (the table): mean over seeds with a 95% t-interval over the seeds of each seed's value (a
+  per-step curve: its mean over the last quarter of the steps; a held-out figure: its mean over the questions).
+  Two arms' cells are descriptive: whether their intervals overlap is no criterion.
+- **raw values**: ``results.json`` keeps each arm-seed's per-step values of the stored keys (:data:`RAW_KEYS`, the
+  curves', the primary's) and every held-out figure per question, so every figure can be recomputed.
 """
 
 from __future__ import annotations
@@ -13,46 +21,150 @@ from __future__ import annotations
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from rlec.experiments import keys as K
 from rlec.experiments.spec import Experiment, Run
 
-N_BOOT = 1000
+CONFIDENCE = 0.95
+# per-step metrics every results.json keeps per arm-seed (besides the curves' and the primary's): whether clipping
+# acted (verl's compute_policy_loss_vanilla logs them per update, averaged over the step), entropy, reward
+RAW_KEYS = (K.M_ENTROPY, K.M_REWARD, K.M_CLIPFRAC, K.M_CLIPFRAC_LOWER, K.M_PPO_KL, K.M_GRAD_NORM)
 
 
-def _interval(values: np.ndarray, point: float) -> list[float | None]:
-    values = values[~np.isnan(values)]
-    if not len(values) or np.isnan(point):
-        return [None if np.isnan(point) else float(point), None, None]
-    lo, hi = np.percentile(values, [2.5, 97.5])
-    return [float(point), float(lo), float(hi)]
+def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> list[float | None]:
+    """``[mean, lo, hi]``: the mean of ``values`` (NaN dropped) with its t-interval, df = n - 1 (``scipy.stats.t``).
 
+    One value: ``[value, None, None]`` (no interval); none: ``[None, None, None]``.
+    """
+    from scipy import stats
 
-def seed_interval(per_seed: Sequence[float], *, n_boot: int = N_BOOT, seed: int = 0) -> list[float | None]:
-    """``[mean, lo, hi]`` of per-seed values, seeds resampled with replacement (NaN seeds dropped)."""
-    x = np.asarray(per_seed, dtype=float)
+    x = np.asarray(values, dtype=float)
     x = x[~np.isnan(x)]
     if not len(x):
         return [None, None, None]
-    rng = np.random.default_rng(seed)
-    boots = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
-    return _interval(boots, float(x.mean()))
+    mean = float(x.mean())
+    if len(x) < 2:
+        return [mean, None, None]
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    return [mean, mean - half, mean + half]
 
 
-def seed_question_interval(values: np.ndarray, *, n_boot: int = N_BOOT, seed: int = 0) -> list[float | None]:
-    """``[mean, lo, hi]`` of an (S seeds, Q questions) array: seeds resampled, then questions; NaN cells ignored."""
-    v = np.asarray(values, dtype=float)
-    if v.size == 0 or np.isnan(v).all():
-        return [None, None, None]
-    rng = np.random.default_rng(seed)
-    s, q = v.shape
-    boots = np.empty(n_boot)
-    with np.errstate(invalid="ignore"), _quiet():
-        for b in range(n_boot):
-            boots[b] = np.nanmean(v[rng.integers(0, s, s)][:, rng.integers(0, q, q)])
-        return _interval(boots, float(np.nanmean(v)))
+def paired_interval(method: Sequence[float], baseline: Sequence[float], confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """Per-seed differences ``method[s] - baseline[s]`` and their mean's t-interval (df = seeds - 1).
+
+    Args:
+        method, baseline: one value per seed, the same seeds in the same order (NaN: not measured).
+
+    Returns:
+        ``{"differences": [...], "seeds": n, "df": n - 1, "mean": m, "lo": lo, "hi": hi}`` over the seeds where both
+        are measured (None where undefined).
+
+    Raises:
+        ValueError: the two lists differ in length.
+    """
+    if len(method) != len(baseline):
+        raise ValueError(f"paired_interval: {len(method)} method values against {len(baseline)} baseline values")
+    d = np.asarray(method, dtype=float) - np.asarray(baseline, dtype=float)
+    d = d[~np.isnan(d)]
+    mean, lo, hi = t_interval(d, confidence)
+    return {"differences": [float(v) for v in d], "seeds": int(len(d)), "df": int(len(d)) - 1 if len(d) else None,
+            "mean": mean, "lo": lo, "hi": hi}
+
+
+def seeds_for_power(sd: float | None, effect: float, *, power: float = 0.8, alpha: float = 0.05, minimum: int = 5,
+                    maximum: int = 100) -> int:
+    """Seeds for a two-sided paired t-test of level ``alpha`` to detect a mean difference ``effect`` with ``power``.
+
+    Power of n seeds: P(|T| > t_{1 - alpha/2, n-1}) with T noncentral t (df n - 1, noncentrality effect / sd * sqrt(n))
+    (``scipy.stats.nct``). Returns the smallest such n, but at least ``minimum`` (5: the issue's floor) and at most
+    ``maximum``; ``minimum`` when no SD has been measured (``sd`` None).
+
+    Raises:
+        ValueError: ``effect`` <= 0 or ``sd`` <= 0.
+    """
+    from scipy import stats
+
+    if sd is None:
+        return minimum
+    if effect <= 0 or sd <= 0:
+        raise ValueError(f"seeds_for_power: effect and sd must be > 0, got effect={effect}, sd={sd}")
+    for n in range(2, maximum + 1):
+        crit = stats.t.ppf(1 - alpha / 2, n - 1)
+        nc = effect / sd * np.sqrt(n)
+        if stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc) >= power:
+            return max(minimum, n)
+    return maximum
+
+
+def power_note(experiments: Sequence[Experiment]) -> dict[str, Any]:
+    """The power note: per experiment, the primary metric's measured paired SD, the effect sought and the seeds
+    (:func:`seeds_for_power`, 80% power, alpha 0.05, at least 5); committed as ``docs/results/power.json``."""
+    out = {}
+    for exp in experiments:
+        p = exp.primary
+        assert p is not None
+        out[exp.name] = {"primary": p.name, "sd": p.sd, "sd_source": p.sd_source or None, "effect": p.effect,
+                         "seeds": seeds_for_power(p.sd, p.effect) if p.effect > 0 else 5, "spec_seeds": exp.seeds}
+    return {"power": 0.8, "alpha": 0.05, "test": "two-sided paired t-test (scipy.stats.nct), at least 5 seeds",
+            "experiments": out}
+
+
+def premise_outcome(exp: Experiment, baseline_runs: Sequence[Run]) -> dict[str, Any] | None:
+    """The premise gate on the baseline arm's first seeds: ``{"what", "seeds", "held", "figures"}`` (None: the
+    experiment has no premise). ``held`` is None when a figure it needs was not measured (``figures["missing"]``)."""
+    if exp.premise is None:
+        return None
+    runs = sorted(baseline_runs, key=lambda r: r.seed)[:exp.premise.seeds]
+    if not runs:
+        return {"what": exp.premise.what, "seeds": [], "held": None, "figures": {"missing": f"a run of {exp.baseline!r}"}}
+    held, figures = exp.premise.check(runs)
+    return {"what": exp.premise.what, "seeds": [r.seed for r in runs], "held": held, "figures": figures}
+
+
+def _primary_values(exp: Experiment, runs: Sequence[Run]) -> dict[int, float]:
+    assert exp.primary is not None
+    return {r.seed: float(exp.primary.value(r)) for r in runs}
+
+
+def compare(exp: Experiment, runs: Mapping[str, Sequence[Run]], *, quick: bool, premise: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each of the experiment's comparisons (:meth:`Experiment.pairs`): the primary metric per seed in both arms,
+    the paired interval and the verdict (or why there is none)."""
+    assert exp.primary is not None
+    out = []
+    for method, base in exp.pairs():
+        cell: dict[str, Any] = {"method": method, "baseline": base, "primary": exp.primary.name}
+        if premise is not None and premise["held"] is False and not quick:
+            cell.update(verdict="premise absent", why=f"the baseline did not show: {premise['what']}")
+            out.append(cell)
+            continue
+        m, b = _primary_values(exp, runs.get(method, [])), _primary_values(exp, runs.get(base, []))
+        seeds = sorted(set(m) & set(b))
+        cell["per_seed"] = {"seeds": seeds, method: [_null(m[s]) for s in seeds], base: [_null(b[s]) for s in seeds]}
+        cell.update(paired_interval([m[s] for s in seeds], [b[s] for s in seeds]))
+        verdict, why = None, ""
+        if quick:
+            why = "--quick: the wiring, not a verdict"
+        elif premise is not None and premise["held"] is None:
+            why = f"the premise gate could not be read ({premise['figures'].get('missing', '?')} not measured)"
+        elif any(np.isnan(m[s]) or np.isnan(b[s]) for s in seeds) or not seeds:
+            why = f"primary metric not measured (needs {', '.join(exp.primary.requires) or exp.primary.name})"
+        elif cell["seeds"] < exp.seeds:
+            why = f"{cell['seeds']} paired seeds, fewer than the power note's {exp.seeds}"
+        else:
+            side = exp.primary.direction * np.array([cell["lo"], cell["hi"]])
+            verdict = "reproduced" if side.min() > 0 else "not reproduced"
+            why = (f"mean difference {cell['mean']:+.4f}, 95% t-interval [{cell['lo']:+.4f}, {cell['hi']:+.4f}] "
+                   f"(df {cell['df']}); the paper claims {'higher' if exp.primary.direction > 0 else 'lower'}")
+        cell.update(verdict=verdict, why=why)
+        out.append(cell)
+    return out
+
+
+def _null(v: float) -> float | None:
+    return None if np.isnan(v) else float(v)
 
 
 @contextmanager
@@ -70,21 +182,30 @@ def _nulls(values: np.ndarray) -> list:
 
 def tail_mean(values: Sequence[float]) -> float:
     """Mean of the last quarter of the steps (at least one), NaN steps ignored; NaN when none is measured."""
-    x = np.asarray(values, dtype=float)
-    if not len(x):
-        return float("nan")
-    x = x[-max(1, len(x) // 4):]
-    return float(np.nanmean(x)) if (~np.isnan(x)).any() else float("nan")
+    from rlec.experiments.spec import window_mean
+
+    return window_mean(values, 0.75, 1.0)
 
 
-def summarise(exp: Experiment, runs: dict[str, list[Run]], *, quick: bool) -> dict[str, Any]:
-    """The results JSON: per arm, per-step curves (mean over seeds), table cells with intervals, spreads."""
+def raw_keys(exp: Experiment) -> tuple[str, ...]:
+    """The per-step metric keys ``results.json`` keeps per arm-seed: :data:`RAW_KEYS`, the probe's, the primary's."""
+    extra = [exp.probe.metric] if exp.probe else []
+    extra += [k for k in (exp.primary.requires if exp.primary else ()) if "/" in k]
+    return tuple(dict.fromkeys((*RAW_KEYS, *extra)))
+
+
+def summarise(exp: Experiment, runs: dict[str, list[Run]], *, quick: bool, premise: dict[str, Any] | None = None,
+              differences: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The results JSON: the primary metric, the premise gate, the paired comparisons and verdicts, per-arm cells
+    (t-intervals over seeds), curves, the raw per-step and per-question values, and the arm differences not named by
+    the arms (``differences``: :func:`rlec.experiments.core.arm_differences` per arm)."""
+    assert exp.primary is not None
     arms: dict[str, Any] = {}
     for arm in exp.arms:
-        rs = runs.get(arm.name, [])
+        rs = sorted(runs.get(arm.name, []), key=lambda r: r.seed)
         if not rs:
             continue
-        cell: dict[str, Any] = {"what": arm.what, "seeds": [r.seed for r in rs], "curves": {}, "table": {}}
+        cell: dict[str, Any] = {"what": arm.what, "seeds": [r.seed for r in rs], "curves": {}, "table": {}, "raw": {}}
         for curve in exp.curves:
             per_run = [curve.values(r) for r in rs]
             length = max(len(v) for v in per_run)
@@ -95,17 +216,54 @@ def summarise(exp: Experiment, runs: dict[str, list[Run]], *, quick: bool) -> di
                 mean = np.nanmean(grid, axis=0)
             # NaN (a step without the metric) as null: results.json stays strict JSON
             cell["curves"][curve.name] = {"per_seed": _nulls(grid), "mean": _nulls(mean)}
-            cell["table"][f"{curve.name} (last quarter)"] = seed_interval([tail_mean(v) for v in per_run])
-        for name in (exp.heldout.figures if exp.heldout else {}):
-            cell["table"][f"held-out {name}"] = seed_question_interval(np.array([r.heldout[name] for r in rs]))
-        for key in exp.seed_spread:
-            with _quiet():
+            cell["table"][f"{curve.name} (last quarter)"] = t_interval([tail_mean(v) for v in per_run])
+        with _quiet():
+            for name in (exp.heldout.figures if exp.heldout else {}):
+                cell["table"][f"held-out {name}"] = t_interval([np.nanmean(r.heldout[name]) if len(r.heldout.get(name, []))
+                                                                else np.nan for r in rs])
+            for key in exp.seed_spread:
                 means = [float(np.nanmean(r.series(key))) if r.metrics else np.nan for r in rs]
-                spread = float(np.nanstd(means)) if len(rs) > 1 else np.nan
-            cell["table"][f"{key}: std over seeds"] = [None if np.isnan(spread) else spread, None, None]
+                spread = float(np.nanstd(means, ddof=1)) if len(rs) > 1 else np.nan
+                cell["table"][f"{key}: SD over seeds"] = [None if np.isnan(spread) else spread, None, None]
+        cell["table"][f"primary: {exp.primary.name}"] = t_interval([exp.primary.value(r) for r in rs])
+        keys = raw_keys(exp)
+        for r in rs:
+            cell["raw"][f"seed{r.seed}"] = {
+                "metrics": {k: _nulls(np.asarray(r.series(k), dtype=float)) for k in keys},
+                "heldout": {n: _nulls(np.asarray(v, dtype=float)) for n, v in r.heldout.items()},
+                "groups": r.groups}
         arms[arm.name] = cell
-    return {"experiment": exp.name, "claim": exp.claim, "paper": exp.paper, "quick": quick, "arms": arms,
+    return {"experiment": exp.name, "claim": exp.claim, "paper": exp.paper, "quick": quick,
+            "primary": {"name": exp.primary.name, "direction": exp.primary.direction, "requires": list(exp.primary.requires)},
+            "baseline": exp.baseline, "seeds_needed": exp.seeds, "premise": premise,
+            "comparisons": compare(exp, runs, quick=quick, premise=premise),
+            "paper_settings": [{"what": s.what, "paper": s.paper, "rlec": s.rlec, "note": s.note} for s in exp.paper_settings],
+            "arm_differences": dict(differences or {}), "arms": arms,
             "figures": [c.name for c in exp.curves] + [f"held-out {n}" for n in (exp.heldout.figures if exp.heldout else {})]}
+
+
+def format_verdicts(result: dict[str, Any]) -> str:
+    """The primary metric, the premise gate and each comparison's paired interval and verdict, one line each."""
+    lines = [f"primary metric: {result['primary']['name']}"]
+    p = result.get("premise")
+    if p is not None:
+        figs = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in p["figures"].items())
+        state = {True: "held", False: "ABSENT", None: "not measured"}[p["held"]]
+        lines.append(f"premise ({p['what']}): {state} on seeds {p['seeds']}: {figs}")
+    for c in result["comparisons"]:
+        lines.append(f"{c['method']} - {c['baseline']}: {c['verdict'] or 'no verdict'} ({c['why']})")
+    for arm, diff in result.get("arm_differences", {}).items():
+        if diff:
+            lines.append(f"{arm}: differs from {result['baseline']} in keys the arm does not name: "
+                         + ", ".join(f"{k} ({v[0]!r} -> {v[1]!r})" for k, v in diff.items()))
+    return "\n".join(lines)
+
+
+def format_paper_settings(exp: Experiment) -> str:
+    """A Markdown table of the experiment's settings beside the paper's (:attr:`Experiment.paper_settings`)."""
+    lines = ["| setting | paper | rlec | why rlec differs |", "|---|---|---|---|"]
+    lines += [f"| {s.what} | {s.paper} | {s.rlec} | {s.note or '-'} |" for s in exp.paper_settings]
+    return "\n".join(lines)
 
 
 def _fmt(v: list[float | None]) -> str:
@@ -159,7 +317,7 @@ def plot(exp: Experiment, result: dict[str, Any], path: Path) -> Path:
             ax.bar(x, point, width, yerr=err, capsize=2, color=colors[i % len(colors)], label=name)
         ax.set_xticks(np.arange(len(held)) + 0.4 - width / 2)
         ax.set_xticklabels([h.replace("held-out ", "") for h in held], fontsize=8, rotation=20)
-        ax.set_title("held-out (95% CI over seeds x questions)", fontsize=10)
+        ax.set_title("held-out (mean over seeds, 95% t-interval)", fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"{exp.name}{' (--quick: a few steps, not a result)' if result['quick'] else ''}", fontsize=11)
     fig.tight_layout()

@@ -27,6 +27,9 @@ def test_the_final_model_is_hf_final_of_the_asked_step_only(tmp_path: Path) -> N
 
 def test_rollout_groups_are_read_by_prompt_uid(tmp_path: Path) -> None:
     (tmp_path / "rollouts").mkdir()
-    rows = [{"uid": "abc_0_0", "score": 1.0}, {"uid": "abc_1_0", "score": 0.0}, {"uid": "d_e_0_0", "score": 0.0}]
+    rows = [{"uid": "abc_0_0", "score": 1.0, "input": "What is 1 + 2?"}, {"uid": "abc_1_0", "score": 0.0, "input": "What is 1 + 2?"},
+            {"uid": "d_e_0_0", "score": 0.0, "input": "What is 3 + 4?"}]
     (tmp_path / "rollouts" / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert verl_run.read_groups(tmp_path, 2) == [[[1.0, 0.0], [0.0]], []]
+    # each group's prompt text (verl's dump field "input"), in the groups' order: what follows a prompt across steps
+    assert verl_run.read_group_prompts(tmp_path, 2) == [["What is 1 + 2?", "What is 3 + 4?"], []]

@@ -32,6 +32,7 @@ def test_every_experiment_loads_with_unique_arms_and_figures() -> None:
         assert exp.name == name and len(exp.arms) >= 2
         assert len({a.name for a in exp.arms}) == len(exp.arms)
         assert exp.curves and exp.quick_steps >= 2 and exp.steps > exp.quick_steps
+        assert exp.primary is not None and exp.primary.direction in (-1, 1) and exp.seeds >= 5
 
 
 def test_a_folder_of_other_settings_is_refused(tmp_path, capsys) -> None:
@@ -41,7 +42,7 @@ def test_a_folder_of_other_settings_is_refused(tmp_path, capsys) -> None:
     before = sorted(p.name for p in out.iterdir())
     assert cli.main(["e3", "--steps", "6", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "holds an experiment with other settings (steps" in err and str(out) in err
+    assert "holds an experiment with other settings (steps: 5 -> 6" in err and str(out) in err
     assert sorted(p.name for p in out.iterdir()) == before
     core.claim_folder(out, core.settings_stamp(exp, 5))  # the same settings: accepted
 
@@ -62,13 +63,17 @@ def test_group_figures_by_hand() -> None:
     assert effective_prompt_ratio(small_p) == [pytest.approx(1 / 3)]
 
 
-def test_seed_question_interval_contains_the_mean_and_collapses_without_spread() -> None:
-    v = np.array([[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
-    point, lo, hi = report.seed_question_interval(v, n_boot=500)
-    assert point == 0.5 and lo < 0.5 < hi
-    assert report.seed_question_interval(np.ones((2, 3)), n_boot=50) == [1.0, 1.0, 1.0]
-    assert report.seed_question_interval(np.array([[np.nan, 1.0], [np.nan, 0.0]]), n_boot=50)[0] == 0.5
-    assert report.seed_interval([0.2, 0.4], n_boot=200)[0] == pytest.approx(0.3)
+def test_t_interval_and_paired_interval_by_hand() -> None:
+    """df = n - 1: [1, 2, 3, 4] has mean 2.5, SD 1.2910, t_{0.975, 3} = 3.1824, half-width 2.0543."""
+    mean, lo, hi = report.t_interval([1.0, 2.0, 3.0, 4.0])
+    assert mean == 2.5 and lo == pytest.approx(0.44574, abs=1e-5) and hi == pytest.approx(4.55426, abs=1e-5)
+    assert report.t_interval([0.3]) == [0.3, None, None] and report.t_interval([np.nan]) == [None, None, None]
+    # paired: differences 0.1, 0.3 (the NaN seed dropped): mean 0.2, SD 0.1414, t_{0.975, 1} = 12.706 -> +-1.2706
+    got = report.paired_interval([0.5, 0.6, np.nan], [0.4, 0.3, 0.2])
+    assert got["differences"] == pytest.approx([0.1, 0.3]) and got["seeds"] == 2 and got["df"] == 1
+    assert got["mean"] == pytest.approx(0.2) and got["hi"] - got["mean"] == pytest.approx(1.27062, abs=1e-4)
+    with pytest.raises(ValueError, match="2 method values against 3"):
+        report.paired_interval([1.0, 2.0], [1.0, 2.0, 3.0])
 
 
 def test_held_out_figures_by_hand() -> None:
@@ -95,9 +100,15 @@ def test_results_json_table_and_png_hold_every_figure_of_every_experiment(tmp_pa
                                {n: list(rng.random(6)) for n in (exp.heldout.figures if exp.heldout else {})})
                            for seed in (0, 1)] for arm in exp.arms}
         result = report.summarise(exp, runs, quick=True)
+        json.loads(json.dumps(result, allow_nan=False))
         cells = {c for arm in result["arms"].values() for c in arm["table"]}
         assert {f"{c.name} (last quarter)" for c in exp.curves} | {f"held-out {n}" for n in (exp.heldout.figures if exp.heldout else {})} <= cells
         assert all(f"| {arm.name} | 2 |" in report.format_table(result) for arm in exp.arms)
+        # the raw values: every stored per-step key and every held-out figure per question, per arm-seed
+        raw = result["arms"][exp.baseline]["raw"]["seed1"]
+        assert set(report.raw_keys(exp)) == set(raw["metrics"]) and len(raw["metrics"]["actor/entropy"]) == 4
+        assert raw["heldout"] == {n: list(runs[exp.baseline][1].heldout[n]) for n in raw["heldout"]}
+        assert [c["verdict"] for c in result["comparisons"]] == [None] * len(exp.pairs())  # --quick: no verdict
         assert report.plot(exp, result, tmp_path / f"{name}.png").stat().st_size > 10_000
 
 
@@ -131,7 +142,7 @@ def test_quick_runs_train_every_arm_on_fewer_prompts_and_e3_budgets_prompts_come
         exp = cli.load(name)
         quick = exp.quick(cli.QUICK_BATCH)
         assert quick.settings[K.BATCH] == cli.QUICK_BATCH < exp.settings[K.BATCH], name
-        scaled = (K.BATCH, K.MINI_BATCH)
+        scaled = (K.BATCH, K.MINI_BATCH, K.TOP_K)  # top-k: the demo's patch while the toy model has its full vocabulary
         assert {k: v for k, v in quick.settings.items() if k not in scaled} == {k: v for k, v in exp.settings.items() if k not in scaled}
         # as many PPO updates per step as the full run (the mini-batch shrinks with the batch)
         assert quick.settings[K.BATCH] // quick.settings[K.MINI_BATCH] == exp.settings[K.BATCH] // exp.settings[K.MINI_BATCH], name
@@ -145,7 +156,8 @@ def test_quick_runs_train_every_arm_on_fewer_prompts_and_e3_budgets_prompts_come
     # every prompt comes back within --quick, with a step left: the budget acts on two steps at least
     assert budget.train_rows // budget.settings[K.BATCH] + 2 <= budget.quick_steps
     assert budget.quick_steps * budget.settings[K.BATCH] <= budget.train_rows * budget.settings["trainer.total_epochs"]
-    assert cli.load("rlve").quick(8) == cli.load("rlve")  # no larger than the full batch: unchanged
+    rlve, same = cli.load("rlve"), cli.load("rlve").quick(16)  # no smaller than the full batch: batch and rows unchanged
+    assert (same.settings[K.BATCH], same.settings[K.MINI_BATCH], same.train_rows) == (16, 8, rlve.train_rows)
     assert cli.load("e3_budget").quick(64).train_rows == cli.load("e3_budget").quick_train_rows  # the rows still apply
 
 
@@ -165,7 +177,7 @@ def test_a_stage_too_short_for_the_b_schedule_is_refused_naming_the_arm_and_stag
     """``--steps 2`` splits the switch arm into 1 + 1 steps, which RLEC's b schedule refuses (it needs two): a launch
     refused it after the warm start; the arm check now does, with the stage's own length, before any work."""
     out = tmp_path / "out"
-    assert cli.main(["passk", "--arms", "passk_then_pass1", "--steps", "2", "--out", str(out)]) == 2
+    assert cli.main(["passk", "--arms", "pass1,passk_then_pass1", "--steps", "2", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "arm 'passk_then_pass1' stage 1" in err and "[rlec.schedule.end_step]" in err, err
     assert not out.exists()

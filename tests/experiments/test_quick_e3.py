@@ -43,7 +43,9 @@ def test_e3_result_file_has_every_figure_for_every_arm(e3_out: Path) -> None:
         assert set(arm["curves"]) == {c.name for c in exp.curves}
         for name in exp.heldout.figures:
             point, lo, hi = arm["table"][f"held-out {name}"]
-            assert 0.0 <= lo <= point <= hi <= 1.0
+            assert 0.0 <= point <= 1.0 and lo is None and hi is None  # one seed: a mean, no t-interval
+        assert arm["raw"]["seed0"]["heldout"].keys() == exp.heldout.figures.keys()
+    assert [c["verdict"] for c in result["comparisons"]] == [None, None]  # --quick: the wiring, no verdict
     assert (e3_out / "e3.png").stat().st_size > 10_000 and (e3_out / "table.md").is_file()
 
 

@@ -24,5 +24,8 @@ def test_passk_switch_arm_trains_pass_at_k_then_pass_at_1_from_its_weights(quick
     (second,) = (seed / "stage2" / "launches").glob("*/config.yaml")
     model = yaml.safe_load(second.read_text())["actor_rollout_ref"]["model"]["path"]
     assert model.startswith(str((seed / "stage1").resolve())), model  # stage 2 starts from stage 1's final HF weights
+    # ... on the rows verl's sampler would have drawn after stage 1 (the data order continues), unshuffled
+    data = yaml.safe_load(second.read_text())["data"]
+    assert data["shuffle"] is False and str(data["train_files"]).find(str((seed / "stage2" / "train.parquet").resolve())) >= 0, data
     result = json.loads((out / "results.json").read_text())
     assert set(result["arms"]["passk_then_pass1"]["table"]) >= {"held-out pass@1", "held-out pass@4"}
