@@ -160,16 +160,24 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     Raises:
         Refused: missing, not JSON, or another schema.
     """
-    path = folder / MANIFEST
+    return _read_listing(folder / MANIFEST, SCHEMA, f"make it with `bash tools/wheelhouse.sh manifest {folder}`")
+
+
+def _read_listing(path: Path, schema: str, how_made: str) -> dict[str, Any]:
+    """A JSON listing this tool wrote (the manifest, the part list), its schema checked.
+
+    Raises:
+        Refused: ``path`` missing (``how_made`` says what writes it), not JSON, or of another schema.
+    """
     if not path.is_file():
-        raise Refused(f"{path}: missing (make it with `bash tools/wheelhouse.sh manifest {folder}`)")
+        raise Refused(f"{path}: missing ({how_made})")
     try:
-        manifest = json.loads(path.read_text())
+        listing = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise Refused(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-        raise Refused(f"{path}: schema {manifest.get('schema') if isinstance(manifest, dict) else None!r}, expected {SCHEMA!r}")
-    return manifest
+    if not isinstance(listing, dict) or listing.get("schema") != schema:
+        raise Refused(f"{path}: schema {listing.get('schema') if isinstance(listing, dict) else None!r}, expected {schema!r}")
+    return listing
 
 
 def verify(folder: Path) -> dict[str, Any]:
@@ -272,15 +280,7 @@ def check_parts(parts_dir: Path) -> dict[str, Any]:
     Raises:
         Refused: ``parts.json`` missing or invalid, or the first part missing or damaged (named).
     """
-    path = parts_dir / PARTS
-    if not path.is_file():
-        raise Refused(f"{path}: missing (the part list that `wheelhouse.sh split` writes beside the parts)")
-    try:
-        listing = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise Refused(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(listing, dict) or listing.get("schema") != PARTS_SCHEMA:
-        raise Refused(f"{path}: schema {listing.get('schema') if isinstance(listing, dict) else None!r}, expected {PARTS_SCHEMA!r}")
+    listing = _read_listing(parts_dir / PARTS, PARTS_SCHEMA, "the part list that `wheelhouse.sh split` writes beside the parts")
     missing = [p["file"] for p in listing["parts"] if not (parts_dir / p["file"]).is_file()]
     if missing:
         raise Refused(f"part {missing[0]} is missing from {parts_dir} ({len(missing)} of {len(listing['parts'])} parts missing: "

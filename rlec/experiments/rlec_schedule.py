@@ -11,8 +11,8 @@ RLEC's own, and zero collapse events in every arm is a result (not reproduced).
 from __future__ import annotations
 
 from rlec.experiments import keys as K
-from rlec.experiments.spec import (Arm, Experiment, HeldOut, PaperSetting, Primary, collapse_events, common_paper_settings,
-                                   coverage_at, coverage_gap, metric_curve, shared_settings)
+from rlec.experiments.rlec_advantage import TARGET_CURVES, TARGET_HELDOUT
+from rlec.experiments.spec import Arm, Experiment, PaperSetting, Primary, collapse_events, common_paper_settings, shared_settings
 
 STEPS = 300
 _B_KEYS = ("rlec.schedule",)  # start_value / end_value: the b of R_p^(b)
@@ -29,11 +29,8 @@ EXPERIMENT = Experiment(
     # RLEC's recipe: the mean-only advantage (not the papers' std-normalised GRPO of the other experiments)
     settings=shared_settings(**{K.NORM_BY_STD: False}),
     data="targets",
-    curves=(metric_curve(K.M_COVERAGE_LOW, "training coverage at p = 0.1"),
-            metric_curve(K.M_COVERAGE_HIGH, "training coverage at p = 0.8"),
-            metric_curve(K.M_REWARD, "reward (critic/score/mean)"), metric_curve(K.M_GRAD_NORM, "grad norm (actor/grad_norm)")),
-    heldout=HeldOut(targets=(0.1, 0.8), n_samples=1, temperature=0.0,
-                    figures={"coverage p=0.1": coverage_at(0), "coverage p=0.8": coverage_at(1), "coverage gap": coverage_gap(0, 1)}),
+    curves=TARGET_CURVES,
+    heldout=TARGET_HELDOUT,
     seed_spread=(K.M_REWARD,),
     steps=STEPS,
     quick_steps=2,
