@@ -31,8 +31,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _command(out: Path, data: Path, model: Path, steps: int, *overrides: str, **env_vars: str) -> tuple[list[str], dict]:
     """The launcher's argv and environment for a run into ``out`` (no TRAINER: verl's trainer is the launcher's default
-    without CUDA, as in make run)."""
-    env = {**os.environ, "STEPS": str(steps), "OUTPUT_DIR": str(out), "DATA_DIR": str(data),
+    without CUDA, as in make run), on the sample task."""
+    # TASK=sample: the launcher prepares the DAPO + HotpotQA samples in a fresh DATA_DIR, the bytes the session's
+    # sample_data_dir holds (make run's default task, addition, prepares additions there instead)
+    env = {**os.environ, "STEPS": str(steps), "OUTPUT_DIR": str(out), "DATA_DIR": str(data), "TASK": "sample",
            "MODEL_PATH": str(model), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHON": os.environ.get("PYTHON", "python"),
            **env_vars}
     for var in ("TRAINER", "RLEC_VERBOSE"):
