@@ -53,6 +53,13 @@ def _iter(result: dict[str, Any]):
             yield name, fig, style
 
 
+def _rate_axes(panels: Any) -> None:
+    """Each ``(axes, title)`` panel as a rate (0-1) against the target p (0-1), with a light grid."""
+    for ax, title in panels:
+        ax.set(xlim=(-0.02, 1.0), ylim=(-0.02, 1.02), xlabel="target p", title=title)
+        ax.grid(alpha=0.3)
+
+
 def plot_coverage_selective_accuracy(result: dict[str, Any], path: Path) -> Path:
     """Coverage (left) and selective accuracy with y = p (right) against the target p."""
     figure, (ax_c, ax_s) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -60,9 +67,7 @@ def plot_coverage_selective_accuracy(result: dict[str, Any], path: Path) -> Path
         ax_c.plot(*_swept(fig, "coverage"), label=name, **style)
         ax_s.plot(*_swept(fig, "selective_accuracy"), label=name, **style)
     ax_s.plot([0, 1], [0, 1], ":", color="grey", label="y = p")
-    for ax, title in ((ax_c, "coverage (answered / all)"), (ax_s, "selective accuracy (correct / answered)")):
-        ax.set(xlim=(-0.02, 1.0), ylim=(-0.02, 1.02), xlabel="target p", title=title)
-        ax.grid(alpha=0.3)
+    _rate_axes(((ax_c, "coverage (answered / all)"), (ax_s, "selective accuracy (correct / answered)")))
     ax_s.legend(fontsize=8, loc="lower right")
     return save_figure(figure, path, **_FIGURE_FILE)
 
@@ -125,9 +130,7 @@ def plot_hallucination_abstention(result: dict[str, Any], path: Path) -> Path:
             ps = [t["target_p"] for t in fig["per_target"]]
             ax_a.plot(ps, [t["abstention_rate"] for t in fig["per_target"]], label=tag, **style)
             ax_h.plot(ps, [t["hallucination_rate"] for t in fig["per_target"]], label=tag, **style)
-    for ax, title in ((ax_a, "abstention rate (abstained / all)"), (ax_h, "hallucination rate (wrong answers / all)")):
-        ax.set(xlim=(-0.02, 1.0), ylim=(-0.02, 1.02), xlabel="target p", title=title)
-        ax.grid(alpha=0.3)
+    _rate_axes(((ax_a, "abstention rate (abstained / all)"), (ax_h, "hallucination rate (wrong answers / all)")))
     ax_h.legend(fontsize=7, loc="best")
     return save_figure(figure, path, **_FIGURE_FILE)
 
