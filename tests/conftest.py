@@ -119,6 +119,75 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         config.stash.setdefault(_OVER_BUDGET, []).append((child_cpu, wall, report.nodeid))
 
 
+# --- memory admission for verl launches (issue 55 item 5) ---------------------------------------------
+# One verl launch on CPU holds 5-8 GB (about ten processes that each import torch and verl: 0.6-1.0 GB each, four
+# Megatron ranks in the TP2 x EP2 test). Measured (2026-12-07): two clones' `make test` side by side on a 24 GiB box,
+# four launches at once beside other jobs, and Ray's memory monitor killed the workers of 7 launch tests ("Task was
+# killed due to the node running low on memory"); no port collided. The tests in a module marked
+# `@pytest.mark.minutes` (the modules that launch verl) therefore take one of a machine-wide number of launch slots,
+# one per LAUNCH_SLOT_GIB of the machine's memory (24 GiB: 2, what one suite's two xdist workers use), shared by
+# every pytest on the machine through lock files in the temp folder. A test waits for its slot before pytest-timeout
+# starts its clock, so a wait never counts as a hang. RLEC_TEST_LAUNCH_SLOTS=N sets the number (0: no admission).
+LAUNCH_SLOT_GIB = 10.0
+_SLOT_POLL_S = 2.0
+
+
+def launch_slots() -> int:
+    """Launch slots on this machine: ``RLEC_TEST_LAUNCH_SLOTS`` if set, else one per :data:`LAUNCH_SLOT_GIB` of
+    ``MemTotal`` (at least 1). Raises ``pytest.UsageError`` for a value that is not an integer >= 0."""
+    value = os.environ.get("RLEC_TEST_LAUNCH_SLOTS")
+    if value is not None:
+        if not value.strip().isdigit():
+            raise pytest.UsageError(f"RLEC_TEST_LAUNCH_SLOTS={value!r}: expected an integer >= 0 (0: no admission)")
+        return int(value)
+    total_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return max(1, int(total_gib // LAUNCH_SLOT_GIB))
+
+
+def launch_slot_dir() -> Path:
+    """The machine-wide folder of the slots' lock files (``RLEC_TEST_LAUNCH_SLOT_DIR`` or ``<tmp>/rlec-test-launch-slots``)."""
+    import tempfile
+
+    return Path(os.environ.get("RLEC_TEST_LAUNCH_SLOT_DIR") or Path(tempfile.gettempdir()) / "rlec-test-launch-slots")
+
+
+def acquire_launch_slot(slots: int, folder: Path, *, poll_s: float = _SLOT_POLL_S, timeout_s: float | None = None):
+    """Take the first free of ``slots`` lock files ``folder/slot<i>.lock`` (waiting while all are held).
+
+    Returns the held :class:`rlec.io.FileLock` (release it when the launch is over), or None when ``slots`` is 0.
+    Raises TimeoutError after ``timeout_s`` seconds of waiting (None: wait as long as it takes). A slot held by a
+    killed process is free at once (the kernel drops its flock).
+    """
+    from rlec.io import FileLock, LockHeld
+
+    if slots <= 0:
+        return None
+    start = time.monotonic()
+    while True:
+        for i in range(slots):
+            lock = FileLock(folder / f"slot{i}.lock", what=f"test launch slot {i}")
+            try:
+                return lock.acquire()
+            except LockHeld:
+                continue
+        if timeout_s is not None and time.monotonic() - start > timeout_s:
+            raise TimeoutError(f"no free launch slot of {slots} in {folder} after {timeout_s:g} s")
+        time.sleep(poll_s)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """A test of a module that launches verl (``@pytest.mark.minutes``) runs holding a launch slot; the wait comes
+    before pytest-timeout's clock (this wrapper is outside its own)."""
+    slots = launch_slots() if item.get_closest_marker("minutes") else 0
+    lock = acquire_launch_slot(slots, launch_slot_dir()) if slots else None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _CONFIG["config"] = config
 

@@ -82,3 +82,69 @@ def test_the_longest_modules_are_collected_first_each_kept_whole(pytester) -> No
     result = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
     order = [line.split("::")[1] for line in result.outlines if "::" in line]
     assert order == ["test_c1", "test_c2", "test_b1", "test_b2", "test_a1", "test_a2", "test_d1"]
+
+
+def _conftest():
+    spec = importlib.util.spec_from_file_location("_rlec_conftest", Path(__file__).with_name("conftest.py"))
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    return conftest
+
+
+def test_a_launch_slot_held_elsewhere_makes_the_next_launch_wait(tmp_path) -> None:
+    """Issue 55 item 5: with one slot held by another process, a second launch waits (here: times out) instead of
+    starting a fourth verl launch on a box without the memory; once the holder exits, the slot is free at once."""
+    import subprocess
+    import sys
+
+    conftest = _conftest()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from rlec.io import FileLock; "
+        f"lock = FileLock({str(tmp_path / 'slot0.lock')!r}).acquire(); print('held', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(TimeoutError, match="no free launch slot of 1"):
+            conftest.acquire_launch_slot(1, tmp_path, poll_s=0.05, timeout_s=0.3)
+        second = conftest.acquire_launch_slot(2, tmp_path, poll_s=0.05, timeout_s=0.3)  # a second slot is free
+        assert second.path.name == "slot1.lock"
+        second.release()
+    finally:
+        holder.kill()
+        holder.wait()
+    lock = conftest.acquire_launch_slot(1, tmp_path, poll_s=0.05, timeout_s=5)
+    assert lock.path.name == "slot0.lock"
+    lock.release()
+
+
+def test_launch_slots_follow_memory_and_refuse_a_bad_setting(monkeypatch) -> None:
+    """One slot per LAUNCH_SLOT_GIB of memory (at least one); RLEC_TEST_LAUNCH_SLOTS overrides; a bad value is named."""
+    conftest = _conftest()
+    monkeypatch.delenv("RLEC_TEST_LAUNCH_SLOTS", raising=False)
+    total_gib = __import__("os").sysconf("SC_PAGE_SIZE") * __import__("os").sysconf("SC_PHYS_PAGES") / 2**30
+    assert conftest.launch_slots() == max(1, int(total_gib // conftest.LAUNCH_SLOT_GIB))
+    monkeypatch.setenv("RLEC_TEST_LAUNCH_SLOTS", "0")
+    assert conftest.launch_slots() == 0
+    monkeypatch.setenv("RLEC_TEST_LAUNCH_SLOTS", "two")
+    with pytest.raises(pytest.UsageError, match="RLEC_TEST_LAUNCH_SLOTS='two'"):
+        conftest.launch_slots()
+
+
+def test_a_minutes_module_runs_holding_a_slot(pytester, tmp_path, monkeypatch) -> None:
+    """The hook is wired: inside a test of a module marked `minutes` the slot file names this process."""
+    monkeypatch.setenv("RLEC_TEST_LAUNCH_SLOTS", "1")
+    monkeypatch.setenv("RLEC_TEST_LAUNCH_SLOT_DIR", str(tmp_path / "slots"))
+    pytester.makeconftest((Path(__file__).with_name("conftest.py")).read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    slow: end-to-end\n    gpu: needs a GPU\n    minutes(m): module minutes\n")
+    pytester.makepyfile(test_launch=f'''
+import json, os
+from pathlib import Path
+import pytest
+pytestmark = pytest.mark.minutes(1)
+def test_holds():
+    holder = json.loads(Path({str(tmp_path / "slots" / "slot0.lock")!r}).read_text())
+    assert holder["pid"] == os.getpid()
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not (tmp_path / "slots" / "slot0.lock").exists()  # released (the file is deleted on release)
