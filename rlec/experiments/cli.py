@@ -9,7 +9,9 @@ arm's first seeds train first; when the premise gate fails, the verdict is "prem
 trains. Outputs under ``--out`` (default ``outputs/experiments/<name>``, ``..._quick`` with ``--quick``):
 ``results.json`` (the verdicts with their paired intervals, every figure per arm, the raw per-step and per-question
 values), ``<name>.png`` and ``table.md``; each arm-seed in ``<arm>/seed<k>/`` (layout: :mod:`rlec.experiments.core`).
-A rerun skips the finished arm-seeds and resumes an interrupted one.
+A rerun skips the finished arm-seeds and resumes an interrupted one. All launches of one command connect to one Ray
+cluster it starts before the first and stops after the last (:mod:`rlec.cluster.ray_cluster`; ``NPROC`` sizes it as
+the launcher would); Ctrl-C stops the launch and the cluster and prints one line (exit 130).
 """
 
 from __future__ import annotations
