@@ -57,8 +57,11 @@ def test_an_arm_seed_in_the_shared_ray_cluster_logs_what_its_own_launch_logs(b1_
 
     in_shared, by_itself = computed(arm_metrics(b1_out, "b1")), computed(read_metrics(alone))
     assert len(by_itself) == len(in_shared) == steps and len(by_itself[0]) > 50, by_itself
+    def same(a: object, b: object) -> bool:
+        return a == b or (a != a and b != b)  # NaN logged by both: the same
+
     differ = [(row["step"], k, row.get(k), other.get(k)) for row, other in zip(in_shared, by_itself)
-              for k in sorted(set(row) | set(other)) if row.get(k) != other.get(k) and row.get(k) == row.get(k)]  # NaN == NaN
+              for k in sorted(set(row) | set(other)) if not same(row.get(k), other.get(k))]
     assert differ == []
     # the experiment's launch connected to its cluster (no resources of its own declared); the lone one started its own
     declared = [yaml.safe_load(next(folder.glob("launches/*/config.yaml")).read_text())["ray_kwargs"]["ray_init"]["num_cpus"]
