@@ -47,6 +47,9 @@
 #                        the CPU layout (otherwise DRY_RUN checks the cluster's)                                  [verl]
 #   RLEC_WAIT_PREVIOUS_S seconds a launch waits for the processes a killed launch into the same CHECKPOINT_DIR left
 #                        behind (Ray's trainer and workers) to end before refusing, naming them [120]
+#   RAY_ADDRESS          without a GPU: connect verl's driver to this running Ray cluster (one an experiment starts
+#                        for all its launches: rlec.cluster.ray_cluster) instead of starting one; unset: a cluster of
+#                        the launch's own, stopped at its end                                         [unset]
 #   RLEC_VERBOSE=1       keep third-party output on the console (otherwise in OUTPUT_DIR/launches/<time>/verl.log) [0]
 #   PYTHON               interpreter [python3]
 #
@@ -226,9 +229,16 @@ if [[ "$VERL_ON_CPU" == 1 ]]; then
   # DRY_RUN's refuse bad values (not integers, TP x PP not dividing NPROC, EP not dividing the experts, ...) before
   # Ray starts. The rollout: one rlec_hf replica over all of them (rollout DP = NPROC); Ray's logical CPUs: 3 per worker
   # bundle + TransferQueue (2) + actor creation and headroom (3), 8 at NPROC=1 as layout/cpu.yaml declares
-  CPU_ARGS+=(trainer.n_gpus_per_node="${NPROC:-1}" ray_kwargs.ray_init.num_gpus="${NPROC:-1}"
-             actor_rollout_ref.rollout.data_parallel_size="${NPROC:-1}")
-  [[ "${NPROC:-1}" =~ ^[1-9][0-9]{0,2}$ ]] && CPU_ARGS+=(ray_kwargs.ray_init.num_cpus=$((5 + 3 * ${NPROC:-1})))
+  # (rlec.cluster.ray_cluster.cpu_launch_resources has the same rule for a cluster shared by several launches)
+  CPU_ARGS+=(trainer.n_gpus_per_node="${NPROC:-1}" actor_rollout_ref.rollout.data_parallel_size="${NPROC:-1}")
+  if [[ -n "${RAY_ADDRESS:-}" ]]; then
+    # an existing cluster (an experiment's, rlec.cluster.ray_cluster): verl's ray.init connects to it, and Ray refuses
+    # num_cpus / num_gpus when connecting; the cluster declared them when it started
+    CPU_ARGS+=(ray_kwargs.ray_init.num_cpus=null ray_kwargs.ray_init.num_gpus=null)
+  else
+    CPU_ARGS+=(ray_kwargs.ray_init.num_gpus="${NPROC:-1}")
+    [[ "${NPROC:-1}" =~ ^[1-9][0-9]{0,2}$ ]] && CPU_ARGS+=(ray_kwargs.ray_init.num_cpus=$((5 + 3 * ${NPROC:-1})))
+  fi
   for SIZE in tensor_model:TP expert_model:EP expert_tensor:ETP pipeline_model:PP; do
     SIZE_VAR=${SIZE#*:}
     [[ -z "${!SIZE_VAR:-}" ]] && continue

@@ -61,11 +61,14 @@ def check(folder: Path, overrides: Sequence[str], *, model: Path, train: Path, t
 
 
 def launch(folder: Path, overrides: Sequence[str], *, model: Path, train: Path, test: Path, steps: int,
-           seed: int | None = None, progress: Callable[[str], None] = print) -> Path:
+           seed: int | None = None, progress: Callable[[str], None] = print, ray_address: str | None = None) -> Path:
     """Train ``steps`` steps in ``folder`` (resuming a partial one); returns the final HF weights folder.
 
     ``progress`` gets a line each time a step's rollouts are dumped. The launcher's output goes to
-    ``<folder>/launch.log`` (appended).
+    ``<folder>/launch.log`` (appended). ``ray_address``: a running Ray cluster's address the launch connects to
+    (``RAY_ADDRESS``, :func:`rlec.cluster.ray_cluster.shared_cluster`); None: the launch starts its own. Ctrl-C
+    (SIGINT to the process group) reaches the launcher too: its one line goes to the log, and this waits for it to end
+    (its Ray job with it) before the ``KeyboardInterrupt`` goes on.
 
     Raises:
         RuntimeError: the launcher failed or wrote no HF weights at ``steps`` (names the log and its last lines).
@@ -73,16 +76,26 @@ def launch(folder: Path, overrides: Sequence[str], *, model: Path, train: Path, 
     folder.mkdir(parents=True, exist_ok=True)
     args = launcher_args(folder, overrides, steps=steps, seed=seed)
     logfile = folder / "launch.log"
+    env = launcher_env(folder, model=model, train=train, test=test, steps=steps)
+    if ray_address is not None:
+        env["RAY_ADDRESS"] = ray_address
     with open(logfile, "ab") as fh:
-        proc = subprocess.Popen(["bash", str(LAUNCHER), *args], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO,
-                                env=launcher_env(folder, model=model, train=train, test=test, steps=steps))
+        proc = subprocess.Popen(["bash", str(LAUNCHER), *args], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, env=env)
         done = -1
-        while proc.poll() is None:
-            time.sleep(5)
-            now = len(list((folder / "rollouts").glob("*.jsonl"))) if (folder / "rollouts").is_dir() else 0
-            if now != done:
-                done = now
-                progress(f"  {folder}: step {now}/{steps}")
+        try:
+            while proc.poll() is None:
+                time.sleep(5)
+                now = len(list((folder / "rollouts").glob("*.jsonl"))) if (folder / "rollouts").is_dir() else 0
+                if now != done:
+                    done = now
+                    progress(f"  {folder}: step {now}/{steps}")
+        except KeyboardInterrupt:
+            try:  # the launcher got the same SIGINT: it stops its Ray job and prints its line; a second Ctrl-C stops waiting
+                proc.wait(timeout=120)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            raise
     final = hf_model(folder, steps)
     if proc.returncode != 0 or final is None:
         tail = logfile.read_text(errors="replace").splitlines()[-15:]

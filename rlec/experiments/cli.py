@@ -9,19 +9,25 @@ arm's first seeds train first; when the premise gate fails, the verdict is "prem
 trains. Outputs under ``--out`` (default ``outputs/experiments/<name>``, ``..._quick`` with ``--quick``):
 ``results.json`` (the verdicts with their paired intervals, every figure per arm, the raw per-step and per-question
 values), ``<name>.png`` and ``table.md``; each arm-seed in ``<arm>/seed<k>/`` (layout: :mod:`rlec.experiments.core`).
-A rerun skips the finished arm-seeds and resumes an interrupted one.
+A rerun skips the finished arm-seeds and resumes an interrupted one. All launches of one command connect to one Ray
+cluster it starts before the first and stops after the last (:mod:`rlec.cluster.ray_cluster`; ``NPROC`` sizes it as
+the launcher would); Ctrl-C stops the launch and the cluster and prints one line (exit 130).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Sequence
 
+from rlec.cluster import ray_cluster
+from rlec.cluster.main_ppo import INTERRUPTED
 from rlec.experiments.spec import Experiment
 
 EXPERIMENTS = ("e3", "e3_budget", "passk", "rlve", "rlec_advantage", "rlec_schedule")
@@ -38,6 +44,18 @@ def load(name: str) -> Experiment:
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}: expected one of {', '.join(EXPERIMENTS)}")
     return importlib.import_module(f"rlec.experiments.{name}").EXPERIMENT
+
+
+def launch_nproc() -> int:
+    """The launches' Megatron worker processes: the launcher's ``NPROC`` from this environment (they inherit it), 1 unset.
+
+    Raises:
+        ValueError: ``NPROC`` is not an integer >= 1 (names it).
+    """
+    value = os.environ.get("NPROC", "").strip() or "1"
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"NPROC={value!r}: expected an integer >= 1 (the launches' Megatron worker processes)")
+    return int(value)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; 2 on bad input (named), 1 when a launch fails, else 0."""
+    """CLI entry point; 2 on bad input (named), 1 when a launch fails, 130 on Ctrl-C (one line), else 0."""
     from rlec.demo import verl_run
     from rlec.experiments import core, report
     from rlec.io import atomic_write_text
@@ -82,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps = args.steps if args.steps is not None else (exp.quick_steps if args.quick else exp.steps)
         if steps < 2:
             raise ValueError(f"--steps must be >= 2, got {steps}")
+        nproc = launch_nproc()
         out = Path(args.out or f"outputs/experiments/{exp.name}{'_quick' if args.quick else ''}")
         core.check_out_folder(out)
         refused = core.arm_errors(exp, arms, steps)
@@ -121,21 +140,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = [(exp.baseline, seed) for seed in range(min(gate, args.seeds))]
     order = first + [x for x in order if x not in first]
     premise = None
-    for k, (arm, seed) in enumerate(order, 1):
-        if gate and premise is None and k > len(first):  # the baseline's gate seeds are done
-            premise = report.premise_outcome(exp, runs.get(exp.baseline, []))
-            assert premise is not None
-            core.log(f"{exp.name}: premise gate: {premise['what']}: "
-                     f"{ {True: 'held', False: 'ABSENT', None: 'not measured'}[premise['held']] } {premise['figures']}")
-            if premise["held"] is not True and not args.quick:
-                break  # premise absent (or unreadable): the method arms are not trained
-        core.log(f"{exp.name} [{k}/{len(order)}] {arm} seed{seed}")
-        try:
-            runs.setdefault(arm, []).append(core.run_arm_seed(exp, arm, seed, out, steps, shared,
-                                                              limit=QUICK_QUESTIONS if args.quick else None))
-        except RuntimeError as exc:
-            print(f"rlec.experiments: error: {exc}", file=sys.stderr)
-            return 1
+    current = "before the first launch"
+    try:
+        with contextlib.ExitStack() as stack:
+            address = None  # one Ray cluster for every launch of this command (the launch's fixed cost paid once)
+            if any(not (out / arm / f"seed{seed}" / core.RUN_FILE).is_file() for arm, seed in order):
+                address = stack.enter_context(ray_cluster.shared_cluster(*ray_cluster.cpu_launch_resources(nproc)))
+            for k, (arm, seed) in enumerate(order, 1):
+                if gate and premise is None and k > len(first):  # the baseline's gate seeds are done
+                    premise = report.premise_outcome(exp, runs.get(exp.baseline, []))
+                    assert premise is not None
+                    core.log(f"{exp.name}: premise gate: {premise['what']}: "
+                             f"{ {True: 'held', False: 'ABSENT', None: 'not measured'}[premise['held']] } {premise['figures']}")
+                    if premise["held"] is not True and not args.quick:
+                        break  # premise absent (or unreadable): the method arms are not trained
+                core.log(f"{exp.name} [{k}/{len(order)}] {arm} seed{seed}")
+                current = f"in {arm} seed{seed}"
+                try:
+                    runs.setdefault(arm, []).append(core.run_arm_seed(exp, arm, seed, out, steps, shared, ray_address=address,
+                                                                      limit=QUICK_QUESTIONS if args.quick else None))
+                except RuntimeError as exc:
+                    print(f"rlec.experiments: error: {exc}", file=sys.stderr)
+                    return 1
+    except KeyboardInterrupt:  # Ctrl-C: the launch and the shared Ray cluster are stopped by now (nothing left running)
+        print(f"\nrlec.experiments: interrupted {current}; rerun the same command to resume (finished arm-seeds are kept, "
+              "an interrupted one resumes from its last checkpoint)", file=sys.stderr, flush=True)
+        return INTERRUPTED
     if gate and premise is None:
         premise = report.premise_outcome(exp, runs.get(exp.baseline, []))
     result = report.summarise(exp, runs, quick=args.quick, premise=premise, differences=differences)

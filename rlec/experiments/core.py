@@ -289,8 +289,10 @@ def evaluate_heldout(exp: Experiment, model: Path, test: Path, folder: Path, see
 
 
 def run_arm_seed(exp: Experiment, arm_name: str, seed: int, out: Path, steps: int, shared: dict[str, Path], *,
-                 limit: int | None = None) -> Run:
-    """Train (or resume, or reuse) one arm-seed and return its :class:`Run` (``limit``: held-out questions, None = all)."""
+                 limit: int | None = None, ray_address: str | None = None) -> Run:
+    """Train (or resume, or reuse) one arm-seed and return its :class:`Run` (``limit``: held-out questions, None = all;
+    ``ray_address``: the experiment's Ray cluster each launch connects to, :func:`rlec.cluster.ray_cluster.shared_cluster`;
+    None: each launch starts its own)."""
     arm = exp.arm(arm_name)
     folder = out / arm.name / f"seed{seed}"
     done = folder / RUN_FILE
@@ -319,7 +321,7 @@ def run_arm_seed(exp: Experiment, arm_name: str, seed: int, out: Path, steps: in
         if hf_model(stage, n) is None:
             log(f"{exp.name} {arm.name} seed{seed}: training {n} steps ({arm.what}) -> {stage}")
             launch(stage, [*base, *stage_overrides(arm, idx, overrides)], model=model, train=train, test=shared["test"],
-                   steps=n, seed=seed, progress=log)
+                   steps=n, seed=seed, progress=log, ray_address=ray_address)
         offset = len(metrics)
         metrics += [{**row, "step": row["step"] + offset} for row in read_metrics(stage)]
         groups += read_groups(stage, n)

@@ -26,6 +26,16 @@ def test_bad_input_is_refused_naming_it_and_writes_nothing(argv, named, tmp_path
     assert not out.exists()
 
 
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_bad_nproc_is_refused_before_the_shared_ray_cluster_starts(value, tmp_path, capsys, monkeypatch) -> None:
+    """The experiment's one Ray cluster declares the launches' resources from NPROC (rlec.cluster.ray_cluster)."""
+    monkeypatch.setenv("NPROC", value)
+    out = tmp_path / "out"
+    assert cli.main(["e3", "--quick", "--out", str(out)]) == 2
+    assert f"NPROC={value!r}: expected an integer >= 1" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_every_experiment_loads_with_unique_arms_and_figures() -> None:
     for name in cli.EXPERIMENTS:
         exp = cli.load(name)

@@ -5,6 +5,7 @@ Synthetic :class:`Run` objects only, and in-process config composition: no launc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import replace
@@ -121,10 +122,17 @@ def test_collapse_events_count_runs_of_20_steps_at_both_targets() -> None:
 
 # ---- the premise gate in the runner ------------------------------------------------------------------------------------
 
+clusters: list[tuple[int, int]] = []
+addresses: list[str | None] = []
+
+
 @pytest.fixture()
 def fake_runner(monkeypatch):
-    """cli.main with run_arm_seed replaced by synthetic runs (no warm start, no launch); returns the calls made."""
+    """cli.main with run_arm_seed replaced by synthetic runs (no warm start, no launch, no Ray); returns the calls made
+    (the Ray clusters started and the address each launch got: ``clusters``, ``addresses``)."""
     calls: list[tuple[str, int]] = []
+    clusters.clear()
+    addresses.clear()
 
     def install(exp: Experiment, probe: dict[str, list[float]]):
         monkeypatch.setattr(cli, "load", lambda name: exp)
@@ -133,8 +141,20 @@ def fake_runner(monkeypatch):
         monkeypatch.setattr(core, "prepare_shared", lambda out, exp: {})
         monkeypatch.setattr(report, "plot", lambda exp, result, path: path)
 
-        def run_arm_seed(exp, arm, seed, out, steps, shared, limit=None):
+        @contextlib.contextmanager
+        def shared_cluster(cpus, gpus):  # the command's one Ray cluster (rlec.cluster.ray_cluster), not started here
+            clusters.append((cpus, gpus))
+            try:
+                yield f"fake:{len(clusters)}"
+            finally:
+                clusters.append("stopped")
+        monkeypatch.setattr(cli.ray_cluster, "shared_cluster", shared_cluster)
+
+        def run_arm_seed(exp, arm, seed, out, steps, shared, limit=None, ray_address=None):
             calls.append((arm, seed))
+            addresses.append(ray_address)
+            if probe.get("ctrl-c at") == (arm, seed):
+                raise KeyboardInterrupt
             return _run(arm, seed, probe[arm])
         monkeypatch.setattr(core, "run_arm_seed", run_arm_seed)
         return calls
@@ -161,12 +181,26 @@ def test_premise_held_trains_the_baseline_first_then_every_arm(fake_runner, tmp_
     assert cli.main(["toy", "--out", str(out)]) == 0
     assert calls[:2] == [("base", 0), ("base", 1)] and len(calls) == 10
     assert set(calls) == {(a, s) for a in ("base", "method") for s in range(5)}
+    assert clusters == [(8, 1), "stopped"] and addresses == ["fake:1"] * 10  # one Ray cluster for the 10 launches
     (cell,) = json.loads((out / "results.json").read_text())["comparisons"]
     assert cell["differences"] == pytest.approx([0.4] * 5) and cell["lo"] == pytest.approx(0.4)
     # identical differences: SD 0, the interval a point, still on the claimed side
     assert cell["verdict"] == "reproduced"
     log = capsys.readouterr().out
     assert log.index("primary metric") < log.index("[1/10] base seed0")
+
+
+def test_ctrl_c_in_a_launch_stops_the_shared_cluster_and_says_where_to_resume(fake_runner, tmp_path, capsys) -> None:
+    """Issue 54: Ctrl-C reaches the launch (its own line and Ray job: rlec.cluster.main_ppo) and the command, which stops
+    the command's Ray cluster and prints one line naming the arm-seed, exit 130."""
+    exp = _toy()
+    calls = fake_runner(exp, {"base": [1.0, 0.8, 0.6, 0.5, 0.5], "method": [1.0] * 5, "ctrl-c at": ("base", 1)})
+    assert cli.main(["toy", "--out", str(tmp_path / "out")]) == 130
+    assert calls == [("base", 0), ("base", 1)] and clusters == [(8, 1), "stopped"]
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.strip()]
+    assert said == ["rlec.experiments: interrupted in base seed1; rerun the same command to resume (finished arm-seeds are "
+                    "kept, an interrupted one resumes from its last checkpoint)"], err
 
 
 def test_an_unmeasured_premise_stops_with_an_error_naming_the_metric(fake_runner, tmp_path, capsys) -> None:

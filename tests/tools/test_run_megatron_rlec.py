@@ -251,6 +251,29 @@ def test_without_cuda_the_default_is_verls_trainer_inside_make_runs_report(tmp_p
     assert args[-1].startswith("RLEC_VERL_LOG=") and args[-1].endswith("/verl.log") and str(out / "launches") in args[-1]
 
 
+@pytest.mark.parametrize("address, nproc", [(None, "1"), (None, "2"), ("192.0.2.2:6379", "1")])
+def test_with_ray_address_the_cpu_launch_connects_and_declares_no_resources(tmp_path, address, nproc):
+    """Issue 54 item 2: an experiment's launches connect to its one Ray cluster (``RAY_ADDRESS``, rlec.cluster.ray_cluster)
+    instead of starting their own; Ray refuses ``num_cpus`` / ``num_gpus`` when connecting, so the launch passes null
+    (the cluster declared them: ``cpu_launch_resources``), and without the variable it declares its own 8 CPUs and 1 GPU."""
+    from rlec.cluster.ray_cluster import cpu_launch_resources
+
+    stand_in = tmp_path / "python"
+    stand_in.write_text(NO_CUDA_PYTHON)
+    stand_in.chmod(0o755)
+    (model, data), out = _empty_model_and_data(tmp_path), tmp_path / "run"
+    args_file = tmp_path / "args.txt"
+    proc = launch(PYTHON=str(stand_in), REAL_PYTHON=sys.executable, ARGS_FILE=str(args_file), OUTPUT_DIR=str(out),
+                  MODEL_PATH=str(model), DATA_DIR=str(data), NPROC=nproc, **({"RAY_ADDRESS": address} if address else {}),
+                  timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]  # the stand-in trainer's exit
+    ray_args = [a for a in args_file.read_text().splitlines() if a.startswith("ray_kwargs.ray_init.num_")]
+    cpus, gpus = cpu_launch_resources(int(nproc))  # the shared cluster's rule is the launcher's
+    want = ["ray_kwargs.ray_init.num_cpus=null", "ray_kwargs.ray_init.num_gpus=null"] if address else \
+        [f"ray_kwargs.ray_init.num_gpus={gpus}", f"ray_kwargs.ray_init.num_cpus={cpus}"]
+    assert ray_args == want, ray_args
+
+
 @pytest.mark.skipif(bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/kfd") or os.path.exists("/dev/dxg"),
                     reason="this machine has a GPU device node: the launcher asks torch, as it should")
 def test_without_a_gpu_device_node_the_launcher_skips_torchs_cuda_probe(tmp_path):
