@@ -391,7 +391,8 @@ class MathVerifyPool:
         try:
             pool.join(timeout=self.timeout_s + 1.0)
         except TimeoutError:
-            _stop_pool(pool)
+            _stop_pool(pool, wait_s=60.0)  # the pool's manager thread ends before the reap: it may start a replacement
+        _reap_workers()
 
 
 def _worker_died(exc: BaseException) -> bool:
@@ -409,13 +410,32 @@ def _set(outer: concurrent.futures.Future, result: VerifyResult) -> None:
         pass
 
 
-def _stop_pool(pool: Any) -> None:
-    """Kill a pebble pool's workers and wait for them (bounded)."""
+def _stop_pool(pool: Any, wait_s: float = 5.0) -> None:
+    """Kill a pebble pool's workers and wait up to ``wait_s`` seconds for its manager thread and workers."""
     try:
         pool.stop()
-        pool.join(timeout=5)
+        pool.join(timeout=wait_s)
     except Exception:  # noqa: BLE001 - already stopped or half torn down: nothing left to do
         pass
+
+
+def _reap_workers(wait_s: float = 30.0) -> None:
+    """Terminate and wait for every pebble worker process still alive in this process (after the pool stopped).
+
+    Measured (2026-12-07, two test suites side by side, load 20-40): the pool's join timed out while the replacement of
+    a worker killed for a timeout was still being spawned; the process then exited, multiprocessing's exit handler
+    unlinked the pool's semaphores, and the late worker printed a ``FileNotFoundError`` traceback from
+    multiprocessing/synchronize.py. A worker terminated here dies with SIGTERM's default action (before or after
+    its start-up) and prints nothing.
+    """
+    from pebble.pool.process import WORKERS_NAME
+
+    workers = [p for p in multiprocessing.active_children() if p.name == WORKERS_NAME]
+    for proc in workers:
+        proc.terminate()
+    deadline = time.monotonic() + wait_s
+    for proc in workers:
+        proc.join(max(0.0, deadline - time.monotonic()))
 
 
 _shared: MathVerifyPool | None = None
