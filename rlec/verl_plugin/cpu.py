@@ -260,6 +260,53 @@ def _backend_apply() -> None:
     torch.distributed.init_process_group = init_process_group
 
 
+# --- 1b. a rendezvous without a TCP port for verl's CPU worker groups ---------------------------
+def _rendezvous_needed() -> bool:
+    """verl's worker group picks MASTER_PORT by binding port 0 and closing the socket; the rank-0 worker binds it
+    again only later, in ``init_process_group``'s TCPStore."""
+    from verl.single_controller.base.worker import WorkerHelper
+
+    source = inspect.getsource(WorkerHelper._get_free_port)
+    return 'bind(("", 0))' in source and "return sock.getsockname()[1]" in source
+
+
+def rendezvous_store(world_size: int, rank: int, env: dict[str, str] | None = None) -> Any:
+    """The store a CPU worker group's ranks meet in, with no TCP port: a ``HashStore`` for one rank, else a
+    ``FileStore`` named by the worker group's random prefix and its MASTER_ADDR / MASTER_PORT (all ranks of the group
+    get the same three; the CPU platform runs on one node, so they share the temp folder)."""
+    import tempfile
+
+    env = os.environ if env is None else env
+    if world_size == 1:
+        return torch.distributed.HashStore()
+    folder = os.path.join(tempfile.gettempdir(), "rlec-rendezvous")
+    os.makedirs(folder, exist_ok=True)
+    name = f"{env.get('WG_PREFIX', 'group')}-{env.get('MASTER_ADDR', 'local')}-{env.get('MASTER_PORT', '0')}"
+    return torch.distributed.FileStore(os.path.join(folder, name), world_size)
+
+
+def _rendezvous_apply() -> None:
+    # Measured (2026-12-07, two test suites and other launches on one box): a launch failed with EADDRINUSE on
+    # MASTER_PORT, "free a moment ago" when verl's worker group picked it. The CPU platform's worker-group ranks meet
+    # in a store that needs no port instead (rlec.megatron.parallel does the same for rlec's own single process).
+    init = torch.distributed.init_process_group
+    if getattr(init, "_rlec_rendezvous", False):
+        return
+
+    @functools.wraps(init)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        if (os.environ.get("WG_BACKEND") == "ray" and "store" not in kwargs
+                and kwargs.get("init_method") in (None, "env://")):
+            world_size = int(kwargs.get("world_size") or os.environ.get("WORLD_SIZE", 1))
+            rank = int(kwargs.get("rank") if kwargs.get("rank") is not None else os.environ.get("RANK", 0))
+            kwargs.pop("init_method", None)
+            kwargs.update(store=rendezvous_store(world_size, rank), world_size=world_size, rank=rank)
+        return init(*args, **kwargs)
+
+    init_process_group._rlec_rendezvous = True  # type: ignore[attr-defined]
+    torch.distributed.init_process_group = init_process_group
+
+
 # --- 2. mbridge's get_model moves every chunk to CUDA: rlec.megatron.compat (mbridge's home) ----
 # --- 3. the TE layer spec and TE parameter names of verl's vanilla mbridge path -----------------
 def _cpu_bridge_needed() -> bool:
@@ -814,6 +861,9 @@ def _megatron_apply() -> None:
 VERL_SHIMS: tuple[Shim, ...] = (
     Shim("process_group_backend", "ValueError: Duplicate device type cpu in backend string: cpu:gloo,cpu:gloo "
          "(verl.utils.distributed builds cpu:gloo,<device>:<backend>)", _backend_needed, _backend_apply),
+    Shim("port_free_rendezvous", "torch.distributed.DistNetworkError: ... EADDRINUSE (verl's worker group picks "
+         "MASTER_PORT by binding port 0 and closing the socket; another process on the box took it before rank 0's "
+         "TCPStore bound it: a launch beside a second test suite, 2026-12-07)", _rendezvous_needed, _rendezvous_apply),
     Shim("mbridge_get_model_cuda", "AssertionError: Torch not compiled with CUDA enabled (mbridge.core.util.get_model: "
          "model_module.cuda(torch.cuda.current_device()))", mbridge_get_model_cuda_needed, mbridge_get_model_cuda_apply),
     Shim("mbridge_cpu_spec", "NameError: TENorm / KeyError on TE parameter names (verl builds mbridge's TE layer spec "
@@ -863,6 +913,7 @@ TRANSFORMER_IMPL = "verl.workers.engine.megatron.transformer_impl"
 # rlec_hf's rollout server) never imports Megatron for a shim: about 3 CPU-s less in each, in every launch
 SHIM_TRIGGERS: dict[str, str] = {
     "process_group_backend": "verl.utils.distributed",
+    "port_free_rendezvous": "verl.utils.distributed",
     "mbridge_get_model_cuda": "mbridge.core.bridge",
     "mbridge_cpu_spec": TRANSFORMER_IMPL,
     "megatron_fp32": "verl.workers.config.engine",

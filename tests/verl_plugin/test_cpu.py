@@ -338,3 +338,42 @@ def test_the_agent_loop_managers_create_returns_with_its_workers_started(ray_loc
     manager = object.__new__(agent_loop.AgentLoopManager)
     asyncio.run(manager._init_agent_loop_workers())
     assert sorted(f.name for f in tmp_path.glob("w*")) == ["w0", "w1"]
+
+
+def test_worker_group_ranks_meet_without_a_tcp_port(monkeypatch, tmp_path):
+    """Issue 55 item 5: a launch failed with EADDRINUSE on the MASTER_PORT verl's worker group picked (bound, closed,
+    taken by another process before rank 0's TCPStore bound it). The shim hands init_process_group a store that needs
+    no port: a HashStore for one rank; for two ranks a FileStore both find by the group's prefix and MASTER_PORT."""
+    import threading
+
+    import torch
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda *a, **kw: calls.append((a, kw)))
+    cpu._rendezvous_apply()
+    monkeypatch.setenv("WG_BACKEND", "ray")
+    monkeypatch.setenv("MASTER_PORT", "1")  # a port nothing may bind: any TCP rendezvous would fail
+    torch.distributed.init_process_group(backend="gloo", rank=0, world_size=1, init_method=None)
+    (args, kwargs), = calls
+    assert isinstance(kwargs["store"], torch.distributed.HashStore) and "init_method" not in kwargs
+    assert (kwargs["rank"], kwargs["world_size"], kwargs["backend"]) == (0, 1, "gloo")
+    # outside verl's Ray worker groups nothing changes
+    monkeypatch.delenv("WG_BACKEND")
+    torch.distributed.init_process_group(backend="gloo", init_method="tcp://127.0.0.1:1")
+    assert "store" not in calls[-1][1]
+    # two ranks of one group find the same FileStore and exchange a key through it
+    env = {"WG_PREFIX": "abc123", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1"}
+    stores = [None, None]
+
+    def rank(r):
+        stores[r] = cpu.rendezvous_store(2, r, env)
+        stores[r].set(f"rank{r}", str(r))
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert stores[0].get("rank1") == b"1" and stores[1].get("rank0") == b"0"
+    assert (tmp_path / "rlec-rendezvous" / "abc123-10.0.0.1-1").exists()
