@@ -145,6 +145,19 @@ class Primary:
 
 
 @dataclass(frozen=True)
+class Secondary:
+    """A secondary figure, paired like the primary one but never read as the verdict (issue 57 item 8).
+
+    Attributes:
+        name: what it is, with its unit.
+        value: ``value(run)`` -> the arm-seed's one number (NaN: not measured).
+    """
+
+    name: str
+    value: Callable[[Run], float]
+
+
+@dataclass(frozen=True)
 class Premise:
     """The premise gate (issue 57 item 2): what the baseline arm must show for the method to have something to counter.
 
@@ -220,7 +233,9 @@ class Experiment:
             ``"targets"`` (additions at targets 0.1 / 0.8, RLEC's reward) or ``"environments"`` (RLVE's).
         curves: per-step figures (plotted, averaged over the last quarter of steps in the table).
         heldout: held-out figures (None: none).
-        seed_spread: metrics whose spread across seeds is reported (std over seeds of each seed's mean).
+        seed_spread: per-step metrics whose spread across seeds is reported: the SD over seeds of each seed's final
+            value (its mean over the last 20% of the steps, :func:`final_value`), and per comparison the ratio of the
+            two arms' SDs with a two-sided F-test (:func:`rlec.experiments.report.spread_ratio`).
         steps, quick_steps: steps per arm-seed in a full and a ``--quick`` run.
         train_rows: addition training rows (``data`` binary / targets): fewer rows, more visits per prompt.
         quick_train_rows: the rows of a ``--quick`` run (None: ``train_rows`` scaled with its batch).
@@ -234,6 +249,9 @@ class Experiment:
         pilot: the command that picks the informative-band prompts for this experiment (None: none).
         comparisons: ``(method, baseline)`` arm pairs the verdict reads (default: each method arm against
             :attr:`baseline`); RLEC's b schedule is compared with fixed b = 0 and with fixed b = 1.
+        secondary: figures reported with the same paired intervals as the primary one, no verdict.
+        task: the training / held-out task in words where it is not the additions of :attr:`data` (shown by
+            ``--plan`` and the settings table).
     """
 
     name: str
@@ -257,6 +275,8 @@ class Experiment:
     probe: Probe | None = None
     pilot: str | None = None
     comparisons: tuple[tuple[str, str], ...] = ()
+    secondary: tuple[Secondary, ...] = ()
+    task: str = ""
 
     def __post_init__(self) -> None:
         """Refuse a spec without a primary metric or baseline, or naming an arm it does not have."""
@@ -407,6 +427,15 @@ def first_measured(values: Sequence[float]) -> float:
     x = np.asarray(values, dtype=float)
     measured = x[~np.isnan(x)]
     return float(measured[0]) if len(measured) else float("nan")
+
+
+FINAL_SHARE = 0.2  # "final": the last 20% of the steps (the primary metrics' window)
+
+
+def final_value(values: Sequence[float]) -> float:
+    """A run's final value of a per-step figure: its mean over the last :data:`FINAL_SHARE` of the steps (NaN steps
+    ignored; NaN when none is measured)."""
+    return window_mean(values, 1.0 - FINAL_SHARE, 1.0)
 
 
 def metric_tail(key: str, share: float = 0.2) -> Callable[[Run], float]:
