@@ -350,6 +350,45 @@ def format_verdicts(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_plan(exp: Experiment, arms: Sequence[str], seeds: int, steps: int, out: Path, *, quick: bool = False) -> str:
+    """What a run of ``exp`` would do, as Markdown (``--plan``): the claim, task, data, warm start, arms with their
+    overrides, the shared settings, the primary metric, premise gate, secondary figures, seed spreads, held-out
+    evaluation, and the paper's settings beside rlec's (:func:`format_paper_settings`)."""
+    from dataclasses import asdict
+
+    from rlec.experiments.core import warm_start_config
+
+    assert exp.primary is not None
+    cfg = warm_start_config(exp)
+    lines = [f"## {exp.name}{' (--quick)' if quick else ''}: {exp.claim}", "", f"paper: {exp.paper}",
+             f"run: {len(arms)} arms x {seeds} seeds, {steps} steps each -> {out}"
+             + ("" if seeds >= exp.seeds else f" (a verdict needs {exp.seeds} seeds)"),
+             f"task: {exp.task or exp.data}", f"training data: {exp.data}, {exp.train_rows} rows"]
+    if exp.pool is not None:
+        lines.append(f"pool: {asdict(exp.pool)} (rlec.environments.pool: the distinct right answers per prompt in "
+                     "shared/data/summary.json)")
+    defaults = type(cfg)()
+    changed = {k: v for k, v in asdict(cfg).items() if v != asdict(defaults)[k]}
+    lines.append(f"warm start: key {cfg.key()}, " + (f"the demo's recipe with {changed}" if changed else "the demo's"))
+    lines += ["", "| arm | setting | overrides |", "|---|---|---|"]
+    for name in arms:
+        arm = exp.arm(name)
+        over = " ".join(arm.overrides) + ("" if arm.then is None else f" then {' '.join(arm.then) or '(none)'} "
+                                          f"from {arm.switch_fraction:.0%} of the steps")
+        lines.append(f"| {name}{' (baseline)' if name == exp.baseline else ''} | {arm.what} | {over or '-'} |")
+    lines += ["", "shared settings: " + ", ".join(f"{k}={v}" for k, v in exp.settings.items()),
+              f"primary metric: {exp.primary.name} ({'higher' if exp.primary.direction > 0 else 'lower'} with the method); "
+              f"paired: {', '.join(f'{m} - {b}' for m, b in exp.pairs())}",
+              f"premise gate: {exp.premise.what if exp.premise else 'none'}"]
+    lines += [f"secondary (paired, no verdict): {s.name}" for s in exp.secondary]
+    lines += [f"seed spread: {spread_label(k)}, per comparison the SD ratio (Pitman-Morgan)" for k in exp.seed_spread]
+    if exp.heldout is not None:
+        h = exp.heldout
+        lines.append(f"held out: targets {['binary' if t is None else t for t in h.targets]}, {h.n_samples} samples at "
+                     f"T = {h.temperature}; figures {', '.join(h.figures)}")
+    return "\n".join([*lines, "", format_paper_settings(exp)])
+
+
 def format_paper_settings(exp: Experiment) -> str:
     """A Markdown table of the experiment's settings beside the paper's (:attr:`Experiment.paper_settings`)."""
     lines = ["| setting | paper | rlec | why rlec differs |", "|---|---|---|---|"]
