@@ -103,8 +103,8 @@ EXPERIMENT = Experiment(
         PaperSetting("advantage divided by the group's std", "yes (GRPO)", "True", (K.NORM_BY_STD,)),
         PaperSetting("static ranges", "d ~ [0, 1], [0, 20], [0, 100]", "h pinned at 0 and at 3 (window 4)"),
         PaperSetting("model", "Qwen2.5-7B-Base on Sorting and Multiplication",
-                     "the demo's warm start on addition (sampled at p = 0.01, T = 1: docs/results/rlve_warm_start.json; "
-                     "LAB.md asks ~0.95 / 0.6 / 0.2 / 0.03 at d = 0-3)",
+                     "the demo's warm start on addition: 0.74 / 0.54 / 0 / 0 at d = 0-3 sampled at p = 0.01, T = 1 "
+                     "(docs/results/rlve_warm_start.json; LAB.md asks ~0.95 / 0.6 / 0.2 / 0.03)",
                      note="held-out gains need a model RL can move one level up: candidates are measured and selected by "
                           "python -m rlec.experiments.warm_levels"),
         PaperSetting("steps", "hundreds to thousands", str(STEPS)),
