@@ -38,3 +38,28 @@ def test_rlves_primary_reads_the_level_above_the_low_static_range() -> None:
     top = int(re.search(r"maximum:(\d+)", pin).group(1))
     assert exp.primary.requires == (f"held-out accuracy d={top + 1}",)
     assert f"accuracy d={top + 1}" in exp.heldout.figures
+
+
+def test_passks_shared_data_is_the_pool_and_its_folder_can_be_claimed_again(tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    from rlec.demo import warm_start
+    from rlec.experiments import core
+
+    exp = cli.load("passk").quick(cli.QUICK_BATCH)
+    built = []
+    monkeypatch.setattr(warm_start, "build", lambda out, cfg, **k: built.append(cfg) or Path(out))  # no training here
+    paths = core.prepare_shared(tmp_path, exp)
+    assert built == [exp.warm_start] and exp.warm_start.pair_sum_share > 0
+    rows = pq.read_table(paths["train"]).to_pylist()
+    assert len(rows) == exp.train_rows == 64 and {r["data_source"] for r in rows} == {"rlve/pair_sum"}
+    assert all(r["extra_info"]["objective"] == "binary" for r in rows)
+    summary = json.loads((tmp_path / "shared" / "data" / "summary.json").read_text())
+    assert len(summary["right_answers_per_row"]["train"]) == 64 and summary["right_answers"]["test"]["d1"]["rows"] == 32
+    stamp = core.settings_stamp(exp, 4)
+    assert stamp["pool"] == {"environment": "pair_sum", "difficulties": [0, 1], "test_per_difficulty": 32}
+    assert stamp["warm_start_key"] == warm_start.folder_key(exp.warm_start)
+    core.claim_folder(tmp_path, stamp)
+    core.claim_folder(tmp_path, stamp)  # the stamp read back from JSON equals the spec's: a rerun is not refused
