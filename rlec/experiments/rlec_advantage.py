@@ -97,5 +97,9 @@ EXPERIMENT = Experiment(
         *common_paper_settings("RLEC's recipe"),
         PaperSetting("baseline's advantage divided by the group's std", "yes (the std-normalised arm)", "True", (K.NORM_BY_STD,)),
         PaperSetting("steps", "80 and 200 (LAB.md)", str(STEPS), note="make demo reaches a coverage gap of 0.32 at 80 x 16 x 8"),
+        PaperSetting("held-out decisions and q_i", "the calibration issue (56): q_i from N >= 2 binary-prompt samples, "
+                     "the decisions at each target", f"{HELDOUT_SAMPLES} samples at T = 1 at p = 0.1, p = 0.8 and the binary prompt",
+                     note="sampled as trained (the old design read greedy decisions): the agreement is the chance one "
+                          "draw follows the rule"),
     ),
 )
