@@ -94,6 +94,39 @@ def test_every_toy_text_encodes_into_qwen3s_token_strings(tmp_path: Path, qwen, 
                 == qwen.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs))
 
 
+def test_the_many_answer_tasks_texts_encode_with_its_warm_starts_tokenizer(tmp_path: Path, qwen) -> None:
+    """Pass@k's warm start (``pair_sum_share`` > 0) adds the ``pair_sum`` task to the corpus: its prompts (every level,
+    the binary prompt and every target, both templates; the pool's rows) and answers, and every text of the toy tasks
+    above, encode into Qwen3's token strings."""
+    from transformers import AutoTokenizer
+
+    from rlec.data.mix import EVAL_TARGET_GRID
+    from rlec.demo import warm_start as ws
+    from rlec.demo.warm_start import toy_corpus
+    from rlec.environments import get_environment
+    from rlec.environments.pool import pool_rows
+    from rlec.experiments import passk
+    from rlec.prompts import build_messages, render
+
+    out = tmp_path / "tok"
+    build_compact_tokenizer(out, toy_corpus(qwen, passk.WARM_START))
+    compact = AutoTokenizer.from_pretrained(str(out), local_files_only=True)
+    env = get_environment("pair_sum")
+    texts = _toy_texts(tmp_path, qwen)
+    for d in range(6):
+        problem = env.generate(d + 11, d)
+        for p in (None, *EVAL_TARGET_GRID, 0.01, 0.99):
+            messages = build_messages(problem.prompt, p)
+            texts += [(f"pair_sum d={d} p={p}", render(qwen, messages)),
+                      (f"pair_sum d={d} p={p} (thinking)", render(qwen, messages, enable_thinking=True))]
+        texts.append((f"pair_sum answer d={d}", ws.response_text(ws.AdditionProblem("", problem.answer, d + 1), False) + "<|im_end|>"))
+    train, test = pool_rows(passk.POOL, 8)
+    texts += [(f"pool row {i}", render(qwen, row["prompt"])) for i, row in enumerate(train + test)]
+    for where, text in texts:
+        assert compact.tokenize(text) == qwen.tokenize(text), where
+    assert len(compact) < 320
+
+
 def test_the_vocabulary_is_the_corpus_tokens_with_their_merge_intermediates(compact, qwen) -> None:
     # "Ġfollowing" is a final token of the template; BPE builds it through "Ġfollow" (kept, never final here)
     vocab = compact.get_vocab()

@@ -152,6 +152,11 @@ class WarmStartConfig:
     finetune: tuple[tuple[int, str, float, str, int], ...] = (
         (300, "1,2,3", 1e-3, "answers", 2), (600, "1,2", 1e-3, "answers", 2),
         (300, "1,2,3", 1e-3, "all", 2), (800, "1,2,2", 1e-3, "all", 1))
+    # the many-answer task of Pass@k's experiment (rlec.environments.pair_sum): this share of the examples, in every
+    # stage, are "Which two numbers from 0 to m add up to n?" with m of pair_sum_digits digits, answered by one right
+    # pair drawn uniformly (so the data shows every right answer); 0 = additions only (the demo's warm start)
+    pair_sum_share: float = 0.0
+    pair_sum_digits: tuple[int, ...] = (1, 2)
     model_type: str = "qwen3"
     hidden_size: int = 64
     intermediate_size: int = 256
@@ -186,10 +191,19 @@ class WarmStartConfig:
             raise ValueError(f"lr_schedule must be 'cosine' or 'constant', got {self.lr_schedule!r}")
         if self.model_type not in ("qwen3", "qwen3_moe"):
             raise ValueError(f"model_type must be 'qwen3' or 'qwen3_moe', got {self.model_type!r}")
+        if not 0.0 <= self.pair_sum_share < 1.0 or not self.pair_sum_digits or min(self.pair_sum_digits) < 1:
+            raise ValueError(f"pair_sum_share must be in [0, 1) and pair_sum_digits a non-empty list of counts >= 1, "
+                             f"got {self.pair_sum_share}, {self.pair_sum_digits}")
 
     def key(self) -> str:
-        """A short hash of every setting and :data:`RECIPE_VERSION` (what the cache and the shipped copy compare)."""
-        payload = {"recipe": RECIPE_VERSION, **asdict(self)}
+        """A short hash of every setting and :data:`RECIPE_VERSION` (what the cache and the shipped copy compare).
+
+        Settings added after the shipped warm start (:data:`_ADDED_SETTINGS`) enter the hash only when they differ
+        from their defaults, so the demo's key (and its shipped copy) stays what it was.
+        """
+        defaults = WarmStartConfig.__dataclass_fields__
+        payload = {"recipe": RECIPE_VERSION, **{k: v for k, v in asdict(self).items()
+                                                if k not in _ADDED_SETTINGS or v != defaults[k].default}}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
     def hf_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> dict[str, Any]:
@@ -219,6 +233,20 @@ class WarmStartConfig:
         return cfg
 
 
+_ADDED_SETTINGS = ("pair_sum_share", "pair_sum_digits")  # hashed only when not at their defaults (WarmStartConfig.key)
+
+
+def pair_sum_problem(rng: random.Random, digits: int) -> AdditionProblem:
+    """A ``pair_sum`` problem (:mod:`rlec.environments.pair_sum`) with numbers of up to ``digits`` digits, n drawn as
+    that environment draws it, answered by one right ordered pair drawn uniformly (``"a + b"``)."""
+    from rlec.environments.pair_sum import QUESTION as PAIR_QUESTION, answer_text
+
+    x, y = draw_operands(rng, digits)
+    n, m = x + y, 10**digits - 1
+    a = rng.randint(max(0, n - m), min(n, m))
+    return AdditionProblem(PAIR_QUESTION.format(m=m, n=n), answer_text(a, n - a), digits)
+
+
 def draw_target(rng: random.Random, cfg: WarmStartConfig) -> float | None:
     """A target as in the training data: None (binary) with ``binary_fraction``, else p on the 0.01 grid."""
     if rng.random() < cfg.binary_fraction:
@@ -235,7 +263,10 @@ def sft_examples(rng: random.Random, cfg: WarmStartConfig, count: int) -> list[t
     """
     out = []
     for _ in range(count):
-        problem = training_problem(rng, cfg.digits)
+        if cfg.pair_sum_share > 0 and rng.random() < cfg.pair_sum_share:  # no draw at 0: the demo's stream is unchanged
+            problem = pair_sum_problem(rng, rng.choice(list(cfg.pair_sum_digits)))
+        else:
+            problem = training_problem(rng, cfg.digits)
         target = draw_target(rng, cfg)
         out.append((problem, target, rng.random() < cfg.idk_rate))
     return out
@@ -265,24 +296,35 @@ def response_text(problem: AdditionProblem, abstain: bool, target: float | None 
     return f"{target:.2f} {text}" if restate != "none" and target is not None else text
 
 
-def compact_vocabulary(tokenizer: Any) -> list[int]:
-    """The token ids the demo's prompts and answers can contain, sorted.
+def task_questions(cfg: WarmStartConfig | None = None) -> list[str]:
+    """Questions holding every word and digit the warm start of ``cfg`` prompts with: an addition, and the
+    ``pair_sum`` question when ``cfg`` trains on it (the Qwen3 pre-tokeniser splits numbers into single digits)."""
+    questions = [QUESTION.format(a=1234567890, b=9876543210)]
+    if cfg is not None and cfg.pair_sum_share > 0:
+        from rlec.environments.pair_sum import QUESTION as PAIR_QUESTION
 
-    Rendered from the template at every target 0.00 ... 0.99 and the binary prompt, with a
-    question holding every digit, plus both answer forms and the end-of-turn token. The Qwen3
-    tokenizer splits numbers into single digits, so any addition renders within this set
+        questions.append(PAIR_QUESTION.format(m=1234567890, n=9876543210))
+    return questions
+
+
+def compact_vocabulary(tokenizer: Any, cfg: WarmStartConfig | None = None) -> list[int]:
+    """The token ids the prompts and answers of the warm start of ``cfg`` (default: the demo's) can contain, sorted.
+
+    Rendered from the template at every target 0.00 ... 0.99 and the binary prompt, with the
+    questions of :func:`task_questions`, plus both answer forms (and ``a + b``) and the end-of-turn token.
+    The Qwen3 tokenizer splits numbers into single digits, so any addition renders within this set
     (:func:`encode` checks it).
     """
     ids: set[int] = set()
-    question = QUESTION.format(a=1234567890, b=9876543210)
-    for p in [None] + [k / 100 for k in range(100)]:
-        ids.update(tokenizer(render(tokenizer, build_messages(math_task(question), p)), add_special_tokens=False)["input_ids"])
+    for question in task_questions(cfg):
+        for p in [None] + [k / 100 for k in range(100)]:
+            ids.update(tokenizer(render(tokenizer, build_messages(math_task(question), p)), add_special_tokens=False)["input_ids"])
     ids.update(tokenizer(IDK_RESPONSE + "\\boxed{0123456789}", add_special_tokens=False)["input_ids"])
     ids.add(tokenizer.convert_tokens_to_ids("<|im_end|>"))
     return sorted(ids)
 
 
-def toy_corpus(tokenizer: Any) -> list[str]:
+def toy_corpus(tokenizer: Any, cfg: WarmStartConfig | None = None) -> list[str]:
     """Every kind of text the toy tasks show the model, for the compact tokenizer (:mod:`rlec.compact_vocab`).
 
     Prompts: rlec's template around an addition (the demo's and the ``addition`` environment's
@@ -291,9 +333,10 @@ def toy_corpus(tokenizer: Any) -> list[str]:
     Responses, each followed by ``<|im_end|>``: every form of :func:`response_text` (answers of every
     digit, ``\\boxed{I don't know}``, the restated target, the abstention in words). The Qwen3
     pre-tokeniser splits numbers into single digits, so every addition and target renders within
-    this corpus's tokens.
+    this corpus's tokens. With ``cfg`` training on ``pair_sum`` (``pair_sum_share`` > 0), its question too, and the
+    ``a + b`` answer.
     """
-    questions = [QUESTION.format(a=1234567890, b=9876543210), QUESTION.format(a=5, b=7)]
+    questions = [*task_questions(cfg), QUESTION.format(a=5, b=7)]
     texts = []
     for question in questions:
         for p in [None] + [k / 100 for k in range(100)]:
@@ -304,6 +347,8 @@ def toy_corpus(tokenizer: Any) -> list[str]:
         for abstain in (False, True):
             for restate in RESTATE_MODES:
                 texts.append(response_text(problem, abstain, target, restate) + "<|im_end|>")
+    if cfg is not None and cfg.pair_sum_share > 0:
+        texts.append(response_text(AdditionProblem("", "0123456789 + 9876543210", 10), False) + "<|im_end|>")
     return texts + [IDK_RESPONSE + "<|im_end|>", "<|endoftext|>"]
 
 
@@ -422,7 +467,7 @@ def train(
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        enc = Encoder(tokenizer, compact_vocabulary(tokenizer))
+        enc = Encoder(tokenizer, compact_vocabulary(tokenizer, cfg))
         model = build_compact_model(cfg, len(enc.vocab))
         model.train()
         rng = random.Random(cfg.seed)
@@ -612,7 +657,7 @@ def build(out_dir: str | Path, cfg: WarmStartConfig, *, experts: int = 0, force:
         manifest = {"key": cfg.key(), "config": asdict(cfg), "compact_vocab": enc.vocab, "train_seconds": round(seconds, 1),
                     "history": history, "report": measure(compact, enc, cfg, progress=progress)}
     with atomic_dir(out) as tmp:
-        tokens = build_compact_tokenizer(tmp, toy_corpus(tokenizer))
+        tokens = build_compact_tokenizer(tmp, toy_corpus(tokenizer, cfg))
         model = remap(compact, enc.vocab, cfg, tokenizer, tokens)
         if experts:
             model = upcycle_to_moe(model, num_experts=experts, experts_per_token=min(2, experts), seed=cfg.seed)
@@ -843,7 +888,7 @@ def config_from_args(args: argparse.Namespace) -> WarmStartConfig:
     values: dict[str, Any] = {}
     for f in fields(WarmStartConfig):
         value = getattr(args, f.name)
-        if f.name == "digits":
+        if f.name in ("digits", "pair_sum_digits"):
             value = tuple(int(x) for x in str(value).split(",") if x.strip())
         elif f.name == "finetune":
             try:
@@ -861,8 +906,9 @@ def config_from_dict(values: dict[str, Any]) -> WarmStartConfig:
         ValueError: a bad value; TypeError: an unknown key.
     """
     fixed = dict(values)
-    if "digits" in fixed:
-        fixed["digits"] = tuple(fixed["digits"])
+    for name in ("digits", "pair_sum_digits"):
+        if name in fixed:
+            fixed[name] = tuple(fixed[name])
     if "finetune" in fixed:
         fixed["finetune"] = tuple(tuple(stage) for stage in fixed["finetune"])
     return WarmStartConfig(**fixed)

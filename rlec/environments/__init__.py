@@ -7,7 +7,7 @@ rows with RLEC targets. Pure Python: no verl, no torch. Documentation: docs/envi
 
 Built-in environments (``rlve/<name>`` data sources, graded by :mod:`rlec.grading`):
 addition, arithmetic, sorting, maze, linear_equations, base_conversion, counting, shortest_path,
-knights_knaves. RLVE-Gym's 400 (``rlve_gym:<Identifier>``, ``rlve_gym:all``): :mod:`rlec.environments.rlve_gym`.
+knights_knaves, pair_sum. RLVE-Gym's 400 (``rlve_gym:<Identifier>``, ``rlve_gym:all``): :mod:`rlec.environments.rlve_gym`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from rlec.environments.counting import Counting
 from rlec.environments.knights_knaves import KnightsKnaves
 from rlec.environments.linear_equations import LinearEquations
 from rlec.environments.maze import Maze
+from rlec.environments.pair_sum import PairSum
 from rlec.environments.registry import (
     DATA_SOURCE_PREFIX,
     ENVIRONMENTS,
@@ -39,7 +40,7 @@ from rlec.environments.shortest_path import ShortestPath
 from rlec.environments.sorting import Sorting
 
 for _env in (Addition(), Arithmetic(), Sorting(), Maze(), LinearEquations(), BaseConversion(), Counting(), ShortestPath(),
-             KnightsKnaves()):
+             KnightsKnaves(), PairSum()):
     register_environment(_env)
 
 

@@ -255,6 +255,11 @@ class Environment(ABC):
         Must not raise on any answer text (return ``(0.0, "unparsable")`` instead).
         """
 
+    def right_answers(self, problem: Problem) -> int | None:
+        """How many distinct right answers ``problem`` has (Pass@k's many-answer tasks report it), or None where the
+        environment does not count them (most have one canonical answer; the Maze accepts unboundedly many walks)."""
+        return None
+
     def extract_answer(self, response: str) -> tuple[str | None, str, bool]:
         """``(final answer or None, source, abstained)`` read from a response (rlec's conventions)."""
         ex = extract(response)

@@ -3,6 +3,7 @@
     python -m rlec.experiments e3                    # the baseline's 2 gate seeds, the premise gate, then every arm x 5 seeds
     python -m rlec.experiments passk --quick         # a few steps per arm (minutes): checks the wiring, not the claim
     python -m rlec.experiments rlve --arms low_static,adaptive --seeds 6
+    python -m rlec.experiments passk --plan          # the task, arms, settings and metrics; nothing built or written
 
 Before the first launch it prints the primary metric, the premise gate and the paired comparisons. The baseline
 arm's first seeds train first; when the premise gate fails, the verdict is "premise absent" and no method arm
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help=f"a few steps per arm, {QUICK_BATCH} prompts per step, a small held-out set (minutes)")
     p.add_argument("--steps", type=int, default=None, help="steps per arm-seed (default: the experiment's)")
     p.add_argument("--check", action="store_true", help="validate every arm's launch (DRY_RUN=1 of the launcher), train nothing")
+    p.add_argument("--plan", "--dry-run", dest="plan", action="store_true",
+                   help="print the task, arms, settings, primary metric, premise gate and the paper's settings beside "
+                        "rlec's, check the launch rules, and stop: nothing built, trained or written (seconds)")
     p.add_argument("--out", default=None, help="output folder (default outputs/experiments/<name>[_quick])")
     return p
 
@@ -106,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         refused = core.arm_errors(exp, arms, steps)
         if refused:
             raise ValueError(f"{exp.name}: the launch would refuse " + "; ".join(refused))
+        if args.plan:
+            print(report.format_plan(exp, arms, args.seeds, steps, out, quick=args.quick))
+            return 0
         core.claim_folder(out, core.settings_stamp(exp, steps))
     except ValueError as exc:
         print(f"rlec.experiments: error: {exc}", file=sys.stderr)
@@ -117,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
              f"method); paired: {', '.join(f'{m} - {b}' for m, b in exp.pairs())}; a verdict needs {exp.seeds} seeds")
     if exp.premise is not None:
         core.log(f"{exp.name}: premise gate ({exp.premise.seeds} seeds of {exp.baseline!r} first): {exp.premise.what}")
+    if exp.task:
+        core.log(f"{exp.name}: task: {exp.task}")
     differences = core.arm_differences(exp, [a for a in arms if a != exp.baseline], steps) if exp.baseline in arms else {}
     for arm, diff in differences.items():
         if diff:

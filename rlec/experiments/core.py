@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -54,7 +55,16 @@ def settings_stamp(exp: Experiment, steps: int) -> dict[str, Any]:
             "heldout": None if exp.heldout is None else {"targets": list(exp.heldout.targets), "n_samples": exp.heldout.n_samples,
                                                         "temperature": exp.heldout.temperature, "figures": sorted(exp.heldout.figures),
                                                         "data": exp.heldout.data},
-            "warm_start_key": warm_start.folder_key(warm_start.WarmStartConfig())}
+            "warm_start_key": warm_start.folder_key(warm_start_config(exp)),
+            # JSON's lists: a rerun compares this stamp with the one read back from experiment.json
+            **({"pool": {**asdict(exp.pool), "difficulties": list(exp.pool.difficulties)}} if exp.pool is not None else {})}
+
+
+def warm_start_config(exp: Experiment) -> Any:
+    """The :class:`rlec.demo.warm_start.WarmStartConfig` the experiment's arms start from (the demo's by default)."""
+    from rlec.demo import warm_start
+
+    return exp.warm_start if exp.warm_start is not None else warm_start.WarmStartConfig()
 
 
 def claim_folder(out: Path, stamp: dict[str, Any]) -> None:
@@ -240,9 +250,13 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
     from rlec.demo import warm_start
 
     shared = out / "shared"
-    model = warm_start.build(shared / "warm_start", warm_start.WarmStartConfig(), progress=False)
+    model = warm_start.build(shared / "warm_start", warm_start_config(exp), progress=False)
     data = shared / "data"
-    if not (data / "train.parquet").is_file():
+    if exp.data == "pool" and not (data / "train.parquet").is_file():
+        from rlec.environments.pool import format_pool_summary, write_pool
+
+        log(format_pool_summary(write_pool(data, exp.pool, train_rows=exp.train_rows, seed=0)))
+    elif not (data / "train.parquet").is_file():
         kind = "targets" if exp.data == "targets" else "binary"
         demo_data.write_demo_data(data, seed=0, test_questions=60, train_rows=exp.train_rows,
                                   binary_fraction=0.0 if kind == "targets" else 1.0,

@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from rlec.experiments import keys as K
-from rlec.experiments.spec import Experiment, Run
+from rlec.experiments.spec import Experiment, Run, final_value
 
 CONFIDENCE = 0.95
 # per-step metrics every results.json keeps per arm-seed (besides the curves' and the primary's): whether clipping
@@ -163,6 +163,85 @@ def compare(exp: Experiment, runs: Mapping[str, Sequence[Run]], *, quick: bool, 
     return out
 
 
+def secondary_comparisons(exp: Experiment, runs: Mapping[str, Sequence[Run]]) -> list[dict[str, Any]]:
+    """Each secondary figure (:attr:`Experiment.secondary`) paired per seed like the primary one, for every comparison:
+    ``{"method", "baseline", "name", "per_seed", "differences", "seeds", "df", "mean", "lo", "hi"}``; never a verdict."""
+    out = []
+    for sec in exp.secondary:
+        for method, base in exp.pairs():
+            m = {r.seed: float(sec.value(r)) for r in runs.get(method, [])}
+            b = {r.seed: float(sec.value(r)) for r in runs.get(base, [])}
+            seeds = sorted(set(m) & set(b))
+            cell: dict[str, Any] = {"method": method, "baseline": base, "name": sec.name,
+                                    "per_seed": {"seeds": seeds, method: [_null(m[s]) for s in seeds],
+                                                 base: [_null(b[s]) for s in seeds]}}
+            cell.update(paired_interval([m[s] for s in seeds], [b[s] for s in seeds]))
+            out.append(cell)
+    return out
+
+
+def spread_label(key: str) -> str:
+    """The table column of a seed spread: the SD over seeds of each seed's final value of ``key``."""
+    return f"{key}: final (last 20%), SD over seeds"
+
+
+def spread_ratio(method: Sequence[float], baseline: Sequence[float]) -> dict[str, Any]:
+    """How the seeds' spread of one figure compares between two arms that share their seeds.
+
+    ``sd_method`` / ``sd_baseline``: sample SDs (ddof 1); ``ratio`` = sd_method / sd_baseline; ``p``: the two-sided
+    Pitman-Morgan test of equal variances for paired samples (Pitman 1939, Morgan 1939): the correlation r of the
+    per-seed sums and differences (cov(x + y, x - y) = var x - var y), t = r sqrt((n - 2) / (1 - r^2)), df = n - 2.
+    Paired because the arms share seeds and data order (an F-test would assume independent arms).
+
+    Args:
+        method, baseline: one value per seed, the same seeds in the same order (NaN pairs dropped).
+
+    Returns:
+        ``{"seeds", "sd_method", "sd_baseline", "ratio", "r", "t", "df", "p"}``; None where undefined (fewer than 2
+        seeds for an SD, 3 for the test; a zero SD in the denominator).
+
+    Raises:
+        ValueError: the two lists differ in length.
+    """
+    from scipy import stats
+
+    if len(method) != len(baseline):
+        raise ValueError(f"spread_ratio: {len(method)} method values against {len(baseline)} baseline values")
+    x, y = np.asarray(method, dtype=float), np.asarray(baseline, dtype=float)
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[keep], y[keep]
+    n = len(x)
+    out: dict[str, Any] = {"seeds": n, "sd_method": None, "sd_baseline": None, "ratio": None, "r": None, "t": None,
+                           "df": None, "p": None}
+    if n < 2:
+        return out
+    sx, sy = float(np.std(x, ddof=1)), float(np.std(y, ddof=1))
+    out.update(sd_method=sx, sd_baseline=sy, ratio=sx / sy if sy > 0 else None)
+    total, diff = x + y, x - y
+    if n < 3 or np.std(total) == 0 or np.std(diff) == 0:
+        return out
+    r = float(np.corrcoef(total, diff)[0, 1])
+    t = r * np.sqrt((n - 2) / max(1.0 - r * r, 1e-300))
+    out.update(r=r, t=float(t), df=n - 2, p=float(2 * stats.t.sf(abs(t), n - 2)))
+    return out
+
+
+def spread_comparisons(exp: Experiment, runs: Mapping[str, Sequence[Run]]) -> list[dict[str, Any]]:
+    """For each :attr:`Experiment.seed_spread` key and comparison, :func:`spread_ratio` of the seeds' final values
+    (:func:`rlec.experiments.spec.final_value`), with ``method``, ``baseline``, ``key`` and each arm's values."""
+    out = []
+    for key in exp.seed_spread:
+        for method, base in exp.pairs():
+            m = {r.seed: final_value(r.series(key)) for r in runs.get(method, [])}
+            b = {r.seed: final_value(r.series(key)) for r in runs.get(base, [])}
+            seeds = sorted(set(m) & set(b))
+            cell: dict[str, Any] = {"method": method, "baseline": base, "key": key, "per_seed": {
+                "seeds": seeds, method: [_null(m[s]) for s in seeds], base: [_null(b[s]) for s in seeds]}}
+            cell.update(spread_ratio([m[s] for s in seeds], [b[s] for s in seeds]))
+            out.append(cell)
+    return out
+
+
 def _null(v: float) -> float | None:
     return None if np.isnan(v) else float(v)
 
@@ -222,9 +301,10 @@ def summarise(exp: Experiment, runs: dict[str, list[Run]], *, quick: bool, premi
                 cell["table"][f"held-out {name}"] = t_interval([np.nanmean(r.heldout[name]) if len(r.heldout.get(name, []))
                                                                 else np.nan for r in rs])
             for key in exp.seed_spread:
-                means = [float(np.nanmean(r.series(key))) if r.metrics else np.nan for r in rs]
-                spread = float(np.nanstd(means, ddof=1)) if len(rs) > 1 else np.nan
-                cell["table"][f"{key}: SD over seeds"] = [None if np.isnan(spread) else spread, None, None]
+                finals = np.array([final_value(r.series(key)) for r in rs])
+                finals = finals[~np.isnan(finals)]
+                spread = float(np.std(finals, ddof=1)) if len(finals) > 1 else np.nan
+                cell["table"][spread_label(key)] = [None if np.isnan(spread) else spread, None, None]
         cell["table"][f"primary: {exp.primary.name}"] = t_interval([exp.primary.value(r) for r in rs])
         keys = raw_keys(exp)
         for r in rs:
@@ -237,6 +317,8 @@ def summarise(exp: Experiment, runs: dict[str, list[Run]], *, quick: bool, premi
             "primary": {"name": exp.primary.name, "direction": exp.primary.direction, "requires": list(exp.primary.requires)},
             "baseline": exp.baseline, "seeds_needed": exp.seeds, "premise": premise,
             "comparisons": compare(exp, runs, quick=quick, premise=premise),
+            "secondary": secondary_comparisons(exp, runs), "seed_spread": spread_comparisons(exp, runs),
+            "task": exp.task or None,
             "paper_settings": [{"what": s.what, "paper": s.paper, "rlec": s.rlec, "note": s.note} for s in exp.paper_settings],
             "arm_differences": dict(differences or {}), "arms": arms,
             "figures": [c.name for c in exp.curves] + [f"held-out {n}" for n in (exp.heldout.figures if exp.heldout else {})]}
@@ -252,11 +334,59 @@ def format_verdicts(result: dict[str, Any]) -> str:
         lines.append(f"premise ({p['what']}): {state} on seeds {p['seeds']}: {figs}")
     for c in result["comparisons"]:
         lines.append(f"{c['method']} - {c['baseline']}: {c['verdict'] or 'no verdict'} ({c['why']})")
+    for c in result.get("secondary", []):
+        interval = "" if c["lo"] is None else f", 95% t-interval [{c['lo']:+.4f}, {c['hi']:+.4f}] (df {c['df']})"
+        mean = "n/a" if c["mean"] is None else f"{c['mean']:+.4f}"
+        lines.append(f"secondary, {c['name']}: {c['method']} - {c['baseline']}: mean difference {mean}{interval} (no verdict)")
+    for c in result.get("seed_spread", []):
+        sds = ("n/a" if c["sd_method"] is None else f"SD {c['sd_method']:.4f} vs {c['sd_baseline']:.4f}"
+               + ("" if c["ratio"] is None else f", ratio {c['ratio']:.3g}")
+               + ("" if c["p"] is None else f", Pitman-Morgan p = {c['p']:.3g} (df {c['df']})"))
+        lines.append(f"seed spread of {c['key']} (final, last 20%): {c['method']} vs {c['baseline']}: {sds} over {c['seeds']} seeds")
     for arm, diff in result.get("arm_differences", {}).items():
         if diff:
             lines.append(f"{arm}: differs from {result['baseline']} in keys the arm does not name: "
                          + ", ".join(f"{k} ({v[0]!r} -> {v[1]!r})" for k, v in diff.items()))
     return "\n".join(lines)
+
+
+def format_plan(exp: Experiment, arms: Sequence[str], seeds: int, steps: int, out: Path, *, quick: bool = False) -> str:
+    """What a run of ``exp`` would do, as Markdown (``--plan``): the claim, task, data, warm start, arms with their
+    overrides, the shared settings, the primary metric, premise gate, secondary figures, seed spreads, held-out
+    evaluation, and the paper's settings beside rlec's (:func:`format_paper_settings`)."""
+    from dataclasses import asdict
+
+    from rlec.experiments.core import warm_start_config
+
+    assert exp.primary is not None
+    cfg = warm_start_config(exp)
+    lines = [f"## {exp.name}{' (--quick)' if quick else ''}: {exp.claim}", "", f"paper: {exp.paper}",
+             f"run: {len(arms)} arms x {seeds} seeds, {steps} steps each -> {out}"
+             + ("" if seeds >= exp.seeds else f" (a verdict needs {exp.seeds} seeds)"),
+             f"task: {exp.task or exp.data}", f"training data: {exp.data}, {exp.train_rows} rows"]
+    if exp.pool is not None:
+        lines.append(f"pool: {asdict(exp.pool)} (rlec.environments.pool: the distinct right answers per prompt in "
+                     "shared/data/summary.json)")
+    defaults = type(cfg)()
+    changed = {k: v for k, v in asdict(cfg).items() if v != asdict(defaults)[k]}
+    lines.append(f"warm start: key {cfg.key()}, " + (f"the demo's recipe with {changed}" if changed else "the demo's"))
+    lines += ["", "| arm | setting | overrides |", "|---|---|---|"]
+    for name in arms:
+        arm = exp.arm(name)
+        over = " ".join(arm.overrides) + ("" if arm.then is None else f" then {' '.join(arm.then) or '(none)'} "
+                                          f"from {arm.switch_fraction:.0%} of the steps")
+        lines.append(f"| {name}{' (baseline)' if name == exp.baseline else ''} | {arm.what} | {over or '-'} |")
+    lines += ["", "shared settings: " + ", ".join(f"{k}={v}" for k, v in exp.settings.items()),
+              f"primary metric: {exp.primary.name} ({'higher' if exp.primary.direction > 0 else 'lower'} with the method); "
+              f"paired: {', '.join(f'{m} - {b}' for m, b in exp.pairs())}",
+              f"premise gate: {exp.premise.what if exp.premise else 'none'}"]
+    lines += [f"secondary (paired, no verdict): {s.name}" for s in exp.secondary]
+    lines += [f"seed spread: {spread_label(k)}, per comparison the SD ratio (Pitman-Morgan)" for k in exp.seed_spread]
+    if exp.heldout is not None:
+        h = exp.heldout
+        lines.append(f"held out: targets {['binary' if t is None else t for t in h.targets]}, {h.n_samples} samples at "
+                     f"T = {h.temperature}; figures {', '.join(h.figures)}")
+    return "\n".join([*lines, "", format_paper_settings(exp)])
 
 
 def format_paper_settings(exp: Experiment) -> str:

@@ -3,7 +3,9 @@
 The seed says the b schedule (0 -> 1) "improves training stability". Measured as collapse events: a run of >= 20
 steps in which the training coverage is below 0.05 at both targets, or above 0.95 at both (the policy answers
 nothing, or everything, whatever the target); fewer with the schedule than with either fixed b (paired per seed).
-Secondary: the spread of the final reward over seeds (SD per arm). Data: the demo's additions at targets 0.1 / 0.8
+Secondary: the spread of the final score over seeds: per arm the SD over seeds of each seed's final reward
+(``critic/score/mean`` over the last 20% of the steps), and per comparison the ratio of the two SDs with the
+Pitman-Morgan test for paired samples (:func:`rlec.experiments.report.spread_ratio`: the arms share seeds). Data: the demo's additions at targets 0.1 / 0.8
 (RLEC's reward R_p^(b)), the mean-only advantage of RLEC's recipe in every arm. No premise gate: the claim is
 RLEC's own, and zero collapse events in every arm is a result (not reproduced).
 """

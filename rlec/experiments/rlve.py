@@ -17,9 +17,12 @@ training sampling), at the same target 0.01.
 
 The new design (issue 57): baseline the low static arm; premise gate: its effective prompt ratio falls by >= 30%
 (the saturation adaptive difficulty counters); primary metric: held-out accuracy at d = 1, the level above the low
-static arm's range (higher with adaptive difficulty). The problem stream follows the seed (``rlec.rlve.seed`` =
+static arm's range (:data:`PRIMARY_LEVEL` = :data:`LOW_STATIC_H` + 1; higher with adaptive difficulty). The problem stream follows the seed (``rlec.rlve.seed`` =
 ``data.seed``: before, every seed drew the same problems). Held-out gains need a warm start with graded accuracy
-across levels (~0.95 / 0.6 / 0.2 / 0.03 at d = 0-3, LAB.md); today's is 0 at d >= 2.
+across levels (~0.95 / 0.6 / 0.2 / 0.03 at d = 0-3, LAB.md); the demo's is 0 at d >= 2. ``python -m
+rlec.experiments.warm_levels`` measures candidate warm starts per level as this held-out evaluation samples them and
+selects the one nearest that profile (``docs/results/rlve_warm_start.json``); a selected candidate other than the
+demo's becomes this experiment's ``warm_start``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from rlec.experiments.spec import (Arm, Curve, Experiment, HeldOut, PaperSetting
 
 ENV = ENVIRONMENTS[0]
 LEVELS = (0, 1, 2, 3)
+LOW_STATIC_H = 0  # the low static arm's pinned h: its range is d = 0 .. LOW_STATIC_H
+PRIMARY_LEVEL = LOW_STATIC_H + 1  # the primary metric's level: the one above the low static arm's range
 TARGET = 0.01  # every prompt's target p (module docstring: why not the binary prompt)
 _RLVE = (f"{K.OVERLAY}=rlve", f"{K.RLVE_ENVIRONMENTS}=[{ENV}]", f"{K.TRAIN_FILES}=[]",
          f"{K.RLVE_WINDOW}=4",
@@ -70,7 +75,8 @@ EXPERIMENT = Experiment(
     claim="adaptive difficulty keeps the effective prompt ratio highest and beats a low static range on the level above it",
     paper="RLVE, arXiv 2511.07317: Sec. 2.2 (the controller), Fig. 4 (effective prompt ratio, static vs adaptive), sec. 4.1",
     arms=(
-        Arm("low_static", "h pinned at 0: d = 0 only (one-digit sums)", (*_RLVE, _pinned(0)), keys=_DIFFICULTY),
+        Arm("low_static", f"h pinned at {LOW_STATIC_H}: d = 0 only (one-digit sums)", (*_RLVE, _pinned(LOW_STATIC_H)),
+            keys=_DIFFICULTY),
         Arm("adaptive", "difficulty h from 0, raised at accuracy >= 0.9 (window 4)", _RLVE, keys=_DIFFICULTY),
         Arm("wide_static", "h pinned at 3: d uniform on 0..3 (one- to four-digit sums)", (*_RLVE, _pinned(3)), keys=_DIFFICULTY),
     ),
@@ -84,8 +90,8 @@ EXPERIMENT = Experiment(
     steps=STEPS,
     quick_steps=2,
     baseline="low_static",
-    primary=Primary("held-out sampled accuracy at d = 1 (16 samples at T = 1, mean over problems)", heldout_mean("accuracy d=1"),
-                    +1, requires=("held-out accuracy d=1",), effect=0.10,
+    primary=Primary(f"held-out sampled accuracy at d = {PRIMARY_LEVEL} (16 samples at T = 1, mean over problems)",
+                    heldout_mean(f"accuracy d={PRIMARY_LEVEL}"), +1, requires=(f"held-out accuracy d={PRIMARY_LEVEL}",), effect=0.10,
                     sd_source="none measured for this metric; the effective ratio's paired SD was 0.042 (docs/results/rlve.json)"),
     premise=Premise("the low static arm's effective prompt ratio falls by >= 30% (step 1 to the last 20% of steps)",
                     falls_by(effective_prompt_ratio, 0.3, "effective prompt ratio")),
@@ -97,8 +103,10 @@ EXPERIMENT = Experiment(
         PaperSetting("advantage divided by the group's std", "yes (GRPO)", "True", (K.NORM_BY_STD,)),
         PaperSetting("static ranges", "d ~ [0, 1], [0, 20], [0, 100]", "h pinned at 0 and at 3 (window 4)"),
         PaperSetting("model", "Qwen2.5-7B-Base on Sorting and Multiplication",
-                     "the toy warm start on addition (0 at d >= 2 today; LAB.md asks ~0.95 / 0.6 / 0.2 / 0.03 at d = 0-3)",
-                     note="held-out gains need a model RL can move one level up"),
+                     "the demo's warm start on addition: 0.74 / 0.54 / 0 / 0 at d = 0-3 sampled at p = 0.01, T = 1 "
+                     "(docs/results/rlve_warm_start.json; LAB.md asks ~0.95 / 0.6 / 0.2 / 0.03)",
+                     note="held-out gains need a model RL can move one level up: candidates are measured and selected by "
+                          "python -m rlec.experiments.warm_levels"),
         PaperSetting("steps", "hundreds to thousands", str(STEPS)),
     ),
 )

@@ -145,6 +145,19 @@ class Primary:
 
 
 @dataclass(frozen=True)
+class Secondary:
+    """A secondary figure, paired like the primary one but never read as the verdict (issue 57 item 8).
+
+    Attributes:
+        name: what it is, with its unit.
+        value: ``value(run)`` -> the arm-seed's one number (NaN: not measured).
+    """
+
+    name: str
+    value: Callable[[Run], float]
+
+
+@dataclass(frozen=True)
 class Premise:
     """The premise gate (issue 57 item 2): what the baseline arm must show for the method to have something to counter.
 
@@ -217,10 +230,13 @@ class Experiment:
         arms: the arms (names unique).
         settings: overrides shared by every arm (batch, lr, lengths ...).
         data: training data: ``"binary"`` (additions, plain correctness: no target in the prompt),
-            ``"targets"`` (additions at targets 0.1 / 0.8, RLEC's reward) or ``"environments"`` (RLVE's).
+            ``"targets"`` (additions at targets 0.1 / 0.8, RLEC's reward), ``"environments"`` (RLVE's) or ``"pool"``
+            (a fixed pool of one environment's problems in the binary prompt, :attr:`pool`).
         curves: per-step figures (plotted, averaged over the last quarter of steps in the table).
         heldout: held-out figures (None: none).
-        seed_spread: metrics whose spread across seeds is reported (std over seeds of each seed's mean).
+        seed_spread: per-step metrics whose spread across seeds is reported: the SD over seeds of each seed's final
+            value (its mean over the last 20% of the steps, :func:`final_value`), and per comparison the ratio of the
+            two arms' SDs with a two-sided F-test (:func:`rlec.experiments.report.spread_ratio`).
         steps, quick_steps: steps per arm-seed in a full and a ``--quick`` run.
         train_rows: addition training rows (``data`` binary / targets): fewer rows, more visits per prompt.
         quick_train_rows: the rows of a ``--quick`` run (None: ``train_rows`` scaled with its batch).
@@ -234,6 +250,14 @@ class Experiment:
         pilot: the command that picks the informative-band prompts for this experiment (None: none).
         comparisons: ``(method, baseline)`` arm pairs the verdict reads (default: each method arm against
             :attr:`baseline`); RLEC's b schedule is compared with fixed b = 0 and with fixed b = 1.
+        secondary: figures reported with the same paired intervals as the primary one, no verdict.
+        task: the training / held-out task in words where it is not the additions of :attr:`data` (printed before the
+            first launch and by ``--plan``).
+        pool: with ``data="pool"``, the :class:`rlec.environments.pool.PoolConfig` of the training and held-out rows
+            (:attr:`train_rows` training rows; the distinct right answers per prompt in ``shared/data/summary.json``).
+        warm_start: the :class:`rlec.demo.warm_start.WarmStartConfig` every arm starts from (None: the demo's).
+        quick_warm_start: the warm start of a ``--quick`` run (None: :attr:`warm_start`): a few steps of the same
+            recipe, where the full one trains for minutes (the wiring check needs the build path, not the skill).
     """
 
     name: str
@@ -257,6 +281,11 @@ class Experiment:
     probe: Probe | None = None
     pilot: str | None = None
     comparisons: tuple[tuple[str, str], ...] = ()
+    secondary: tuple[Secondary, ...] = ()
+    task: str = ""
+    pool: Any = None
+    warm_start: Any = None
+    quick_warm_start: Any = None
 
     def __post_init__(self) -> None:
         """Refuse a spec without a primary metric or baseline, or naming an arm it does not have."""
@@ -272,6 +301,9 @@ class Experiment:
             if method not in names or base not in names:
                 raise ValueError(f"experiment {self.name!r}: comparison {method!r} - {base!r} names an arm it does not "
                                  f"have ({', '.join(names)})")
+        if (self.data == "pool") != (self.pool is not None):
+            raise ValueError(f"experiment {self.name!r}: data {self.data!r} with pool {self.pool!r}: a pool is the data "
+                             "of data='pool' only, and that data needs one")
         if self.seeds < 2:
             raise ValueError(f"experiment {self.name!r}: seeds = {self.seeds}: a paired t-interval needs at least 2")
 
@@ -307,8 +339,9 @@ class Experiment:
             batch: prompts per step, >= 1; one no smaller than the full run's keeps the full batch.
 
         Returns:
-            a copy with the batch, mini-batch and training rows of a quick run (the arms unchanged), sampling with the
-            demo's top-k where :data:`rlec.demo.pipeline.DEMO_SETTINGS` still has one.
+            a copy with the batch, mini-batch, training rows and warm start (:attr:`quick_warm_start`) of a quick run
+            (the arms unchanged), sampling with the demo's top-k where :data:`rlec.demo.pipeline.DEMO_SETTINGS` still
+            has one.
 
         Raises:
             ValueError: ``batch`` below 1, or :attr:`settings` without the batch key
@@ -333,7 +366,7 @@ class Experiment:
         if K.MINI_BATCH in settings:
             settings[K.MINI_BATCH] = max(1, int(settings[K.MINI_BATCH]) * batch // full)
         rows = self.quick_train_rows or max(batch, self.train_rows * batch // full)
-        return replace(self, settings=settings, train_rows=rows)
+        return replace(self, settings=settings, train_rows=rows, warm_start=self.quick_warm_start or self.warm_start)
 
 
 # ---- figures shared by several experiments ------------------------------------------------------
@@ -407,6 +440,15 @@ def first_measured(values: Sequence[float]) -> float:
     x = np.asarray(values, dtype=float)
     measured = x[~np.isnan(x)]
     return float(measured[0]) if len(measured) else float("nan")
+
+
+FINAL_SHARE = 0.2  # "final": the last 20% of the steps (the primary metrics' window)
+
+
+def final_value(values: Sequence[float]) -> float:
+    """A run's final value of a per-step figure: its mean over the last :data:`FINAL_SHARE` of the steps (NaN steps
+    ignored; NaN when none is measured)."""
+    return window_mean(values, 1.0 - FINAL_SHARE, 1.0)
 
 
 def metric_tail(key: str, share: float = 0.2) -> Callable[[Run], float]:

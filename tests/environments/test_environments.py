@@ -81,6 +81,10 @@ def _perturb(name: str, problem: Problem, rng: random.Random) -> list[str]:
         by_name = ", ".join(f"{n}: {'knight' if k else 'knave'}" for n, k in zip(data["names"], kinds))
         return [by_name, ", ".join("knight" if k else "knave" for k in kinds),
                 ", ".join("knave" if k else "knight" for k in data["kinds"])]
+    if name == "pair_sum":
+        a, b = (int(x) for x in answer.split(" + "))
+        n, m = data["n"], data["m"]
+        return [f"{a} + {b + 1}", str(n), f"{a}", f"{b + 1} + {a}"] + ([f"{m + 1} + {n - m - 1}"] if n > m else [])
     raise AssertionError(f"no perturbation for {name}")
 
 
@@ -109,6 +113,7 @@ MEASURE = {
     "counting": lambda p: len(p.data["bounds"]),
     "shortest_path": lambda p: p.data["n"],
     "knights_knaves": lambda p: len(p.data["names"]),
+    "pair_sum": lambda p: p.data["m"],
 }
 
 
