@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 pytest.importorskip("verl")
 
-from rlec.reward.batch import score_batch  # noqa: E402
+from rlec.reward.batch import score_one_async  # noqa: E402
 from rlec.reward.schedule import LinearSchedule  # noqa: E402
 from rlec.verl_plugin import RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer, RLECSyncTrainer  # noqa: E402
 
@@ -39,8 +41,9 @@ def test_validation_metrics_keep_verl_core_and_add_rlec(compose_rlec, tiny_moe_d
     responses = ["\\boxed{4}", "\\boxed{5}", "\\boxed{I don't know}", "\\boxed{Paris}"]
     sources = ["math_dapo", "math_dapo", "hotpotqa", "hotpotqa"]
     extras = [{"target_p": 0.5}, {"target_p": 0.5}, {"target_p": 0.7}, {"objective": "binary"}]
-    scores, infos = score_batch(responses, ["4", "4", "Paris", "Paris"], sources, extras, 3, LinearSchedule(end_step=5))
-    columns = {"reward": scores} | {key: [info[key] for info in infos] for key in infos[0]}
+    infos = [asyncio.run(score_one_async(response, gold, source, extra, 3, LinearSchedule(end_step=5)))
+             for response, gold, source, extra in zip(responses, ["4", "4", "Paris", "Paris"], sources, extras)]
+    columns = {"reward": [info["score"] for info in infos]} | {key: [info[key] for info in infos] for key in infos[0]}
     trainer = RLECSyncTrainer(compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}"))
     metrics = trainer._val_metrics_update(sources, ["u0", "u1", "u2", "u3"], columns, [1, 1, 1, 1])
     assert metrics["val-core/math_dapo/acc/mean@1"] == 0.5  # verl's own aggregation of our "acc"
