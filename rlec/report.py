@@ -32,7 +32,7 @@ METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "training_curves.png"
 
 __all__ = ["COLUMNS", "CURVES_FILE", "METRICS_FILE", "MetricsFile", "REWARD_NOTE", "STEP_PHASES", "curve_series",
-           "evaluate_final", "evaluation_args", "plot_curves", "print_training_summary", "quiet_third_party",
+           "evaluate_final", "evaluation_args", "format_cell", "plot_curves", "print_training_summary", "quiet_third_party",
            "read_metrics", "step_time_split", "time_split", "training_table", "verbose"]
 
 
@@ -161,7 +161,9 @@ COLUMNS = [
 ]
 
 
-def _fmt(fmt: str, value: Any) -> str:
+def format_cell(fmt: str, value: Any) -> str:
+    """``value`` in a table column's format (``"{:d}"`` takes a float that holds an integer, as JSON logs
+    it); "-" for a missing or NaN value, a string as it is."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, str):
@@ -181,7 +183,7 @@ def training_table(records: list[dict[str, Any]]) -> str:
     columns = _columns(records)
     lines = ["| " + " | ".join(c[0] for c in columns) + " |", "|" + "---|" * len(columns)]
     for rec in records:
-        lines.append("| " + " | ".join(_fmt(fmt, rec.get(key)) for _, key, fmt in columns) + " |")
+        lines.append("| " + " | ".join(format_cell(fmt, rec.get(key)) for _, key, fmt in columns) + " |")
     return "\n".join(lines)
 
 
