@@ -2,8 +2,8 @@
 
 Each rule returns :class:`Finding` s (``error`` refuses the run, ``warning`` is printed). The
 rules read verl's config keys (a composed ``DictConfig`` or a plain nested dict) and a
-:class:`rlec.cluster.shape.ModelShape`; they never start Megatron or a GPU. The parallel-size
-rules are the one rule set of :mod:`rlec.cluster.layout` (the Megatron side raises on the same
+:class:`rlec.model_shape.ModelShape`; they never start Megatron or a GPU. The parallel-size
+rules are the one rule set of :mod:`rlec.layout` (the Megatron side raises on the same
 findings), reported here under verl's keys; this module adds what only a verl config has:
 
 - TP > 1 with MoE needs sequence parallel (Megatron); the vLLM rollout has no pipeline parallel;
@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Mapping
 
-from rlec.cluster.layout import (
+from rlec.layout import (
     Finding,
     ParallelLayout,
     model_findings,
@@ -36,7 +36,7 @@ from rlec.cluster.layout import (
 from rlec.cluster.memory import GIB, MemoryEstimate, estimate_memory
 from rlec.cluster.moe_rules import moe_stability_rules
 from rlec.cluster.resources import cpu_demand
-from rlec.cluster.shape import ModelShape
+from rlec.model_shape import ModelShape
 from rlec.cluster.verl_keys import (
     ACTOR,
     ENV_VARS,
