@@ -287,9 +287,10 @@ class RlecSettings:
             getattr(self, f.name).check(f"{prefix}.{_key(f)}")
 
 
-# RlecSettings.from_config's parses, by the content of rlec's own sections (frozen settings hold no mutable value:
-# tuples, never lists or dicts, so every caller may share one); a few contents per process (tests compose many)
-_PARSED: dict[Any, RlecSettings] = {}
+# the parses of RlecSettings.from_config (by the content of rlec's own sections) and read_section (by class, section and
+# content): frozen settings that hash hold no mutable value, so every caller may share one; a few per process (tests
+# compose many)
+_PARSED: dict[Any, Any] = {}
 _PARSED_MAX = 64
 
 
@@ -336,11 +337,26 @@ def read_section(cls: type[T], cfg: Any, section: str, name: str | None = None) 
         name: the prefix of every key in an error (default ``section``; RLVE's ``data.rlve`` is
             ``${rlec.rlve}``, the key users set).
 
+    Parsed once per process for each content of the section (as :meth:`RlecSettings.from_config`), when the result
+    holds no mutable value (it hashes: a field read as a mapping or taken as given, ``Any``, may hold one, and such a
+    read is never shared); each reader still runs the class's ``check()`` itself.
+
     Raises:
         SettingError: a key ``cls`` does not know, or a value of the wrong type (naming the full key).
     """
     node = plain(select(cfg, section, {}))
-    return _read(cls, node, name or section, validate=False)
+    key = (cls, name or section, _frozen(node))
+    settings = _PARSED.get(key)
+    if settings is None:
+        settings = _read(cls, node, name or section, validate=False)
+        try:
+            hash(settings)
+        except TypeError:  # a mapping or list inside: each reader gets its own
+            return settings
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = settings
+    return settings
 
 
 def _read(cls: type, section: Mapping[str, Any], prefix: str, validate: bool = True) -> Any:
