@@ -16,7 +16,7 @@ from typing import Any
 
 from rlec.cluster.cost_model import ANCHORS, DEVICES, Assumptions, anchor_comparison, project_step, train_flops, verl_flops_params
 from rlec.cluster.memory import GIB, estimate_memory
-from rlec.cluster.shape import ModelShape
+from rlec.model_shape import ModelShape
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT_DIR = ROOT / "megatron_configs" / "layout"

@@ -95,7 +95,7 @@ def enrich_update_rows(rows: list[dict[str, Any]], model: Path, args: Any) -> No
     from verl.utils.flops_counter import ESTIMATE_FUNC, get_device_flops
 
     from rlec.cluster.cost_model import train_flops
-    from rlec.cluster.shape import ModelShape
+    from rlec.model_shape import ModelShape
 
     hf_config = AutoConfig.from_pretrained(str(model))
     shape = ModelShape.from_hf_config(json.loads((model / "config.json").read_text()), str(model / "config.json"))

@@ -1,11 +1,7 @@
 """What a CPU training run shows and keeps (verl's trainer on ``layout=cpu``: ``make run``, the demo, the experiments).
 
-- :class:`MetricsFile`: ``<dir>/metrics.jsonl``, one JSON object per step (``{"step": N, <metric>: value, ...}``,
-  verl's metric names), flushed and fsynced per line; on resume the lines of steps after the resumed
-  step are dropped first (they will be recomputed) and an unreadable (torn) line is dropped with a note.
-  verl's own ``file`` tracker is not used for it: it opens its file with ``"wb"`` (a resumed run would
-  erase the steps before the checkpoint) and never fsyncs. The file name and shape are a contract
-  (the experiments read it).
+- the per-step metrics file it reads, ``<dir>/metrics.jsonl``, is :mod:`rlec.metrics_log`'s (the trainer writes it
+  there without importing this console report);
 - :func:`quiet_third_party`: third-party warnings, INFO logs and progress bars off (``RLEC_VERBOSE=1`` keeps them).
 - the summary: :func:`training_table` (with each enabled algorithm's columns,
   :func:`rlec.algorithms.registry.table_columns`), :func:`time_split`, :func:`plot_curves`
@@ -22,83 +18,18 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from rlec.algorithms import registry
 from rlec.flags import flag
 from rlec.io import atomic_write_text, save_figure
+from rlec.metrics_log import METRICS_FILE, MetricsFile, read_metrics  # the file it reports (also named here, as before)
 
-METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "training_curves.png"
 
 __all__ = ["COLUMNS", "CURVES_FILE", "METRICS_FILE", "MetricsFile", "REWARD_NOTE", "STEP_PHASES", "curve_series",
-           "evaluate_final", "evaluation_args", "plot_curves", "print_training_summary", "quiet_third_party",
+           "evaluate_final", "evaluation_args", "format_cell", "plot_curves", "print_training_summary", "quiet_third_party",
            "read_metrics", "step_time_split", "time_split", "training_table", "verbose"]
-
-
-# ---------------------------------------------------------------------------------------------- metrics file
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """All complete step records of a ``metrics.jsonl`` file, in order (a torn line is skipped)."""
-    records = []
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return records
-
-
-def plain(value: Any) -> Any:
-    """A JSON value for one metric: numpy / torch scalars as Python numbers, a non-finite float as None."""
-    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-class MetricsFile:
-    """``<dir>/metrics.jsonl``, appended one fsynced line per step; also a verl ``Tracking`` backend
-    (``.log(data, step)``, ``.finish()``).
-
-    Args:
-        log_dir: output folder (created).
-        resume_step: resuming after step k: lines of steps > k are dropped first; 0 drops every line
-            (a new run in a folder with an old file); None keeps every readable line.
-
-    Attributes:
-        path: the file. It exists (possibly empty) once the object is built, so a reader can tell the
-            rewritten file from an older one (a new inode).
-        notes: what was repaired in the existing file (for the run to report).
-    """
-
-    def __init__(self, log_dir: str | Path, *, resume_step: int | None = None) -> None:
-        self.dir = Path(log_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.dir / METRICS_FILE
-        self.notes: list[str] = []
-        kept = []
-        if self.path.exists():
-            for i, line in enumerate(self.path.read_text(encoding="utf-8", errors="replace").splitlines()):
-                try:
-                    step = int(json.loads(line)["step"])
-                except (ValueError, KeyError, TypeError):
-                    self.notes.append(f"{self.path}: dropped an unreadable line {i + 1} (a write cut by an interruption)")
-                    continue
-                if resume_step is None or step <= resume_step:
-                    kept.append(line)
-        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
-
-    def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Append one step's record ``{"step": step, **data}`` (sorted keys; non-finite floats as null), fsynced."""
-        record = {"step": int(step), **{k: plain(v) for k, v in data.items() if k != "step"}}
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, sort_keys=True, default=str) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-    def finish(self) -> None:
-        """Nothing to flush (every line is fsynced): verl's ``Tracking`` interface."""
 
 
 # ---------------------------------------------------------------------------------------------- quiet logs
@@ -161,7 +92,9 @@ COLUMNS = [
 ]
 
 
-def _fmt(fmt: str, value: Any) -> str:
+def format_cell(fmt: str, value: Any) -> str:
+    """``value`` in a table column's format (``"{:d}"`` takes a float that holds an integer, as JSON logs
+    it); "-" for a missing or NaN value, a string as it is."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, str):
@@ -181,7 +114,7 @@ def training_table(records: list[dict[str, Any]]) -> str:
     columns = _columns(records)
     lines = ["| " + " | ".join(c[0] for c in columns) + " |", "|" + "---|" * len(columns)]
     for rec in records:
-        lines.append("| " + " | ".join(_fmt(fmt, rec.get(key)) for _, key, fmt in columns) + " |")
+        lines.append("| " + " | ".join(format_cell(fmt, rec.get(key)) for _, key, fmt in columns) + " |")
     return "\n".join(lines)
 
 

@@ -40,8 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from rlec.algorithms import registry
 from rlec.config_base import TRACKER
-from rlec.report import METRICS_FILE, read_metrics
+from rlec.report import METRICS_FILE, format_cell, read_metrics
 
 FINAL_MODEL = "hf_final"
 LOG_VAR = "RLEC_VERL_LOG"
@@ -49,17 +50,21 @@ LOG_VAR = "RLEC_VERL_LOG"
 __all__ = ["FINAL_MODEL", "LOG_VAR", "StepWatcher", "export_final_model", "main", "run_with_report", "step_line"]
 
 
+# the generic columns of the line per step; each enabled algorithm's come before the step's time
+STEP_LINE_COLUMNS = (("reward", "rlec/reward/mean", "{:+.3f}"), ("b", "rlec/b", "{:.2f}"),
+                     ("coverage", "rlec/coverage", "{:.2f}"), ("accuracy", "rlec/accuracy", "{:.2f}"),
+                     ("pg_loss", "actor/pg_loss", "{:+.4f}"), ("grad_norm", "actor/grad_norm", "{:.3f}"))
+STEP_TIME_COLUMN = ("step", "timing_s/step", "{:.1f}s")
+
+
 def step_line(record: dict[str, Any], total: int | None) -> str:
-    """One compact console line for a step's record (verl's metric names; missing ones left out)."""
+    """One compact console line for a step's record (verl's metric names; missing ones left out): the generic
+    columns, each algorithm's first table columns (:func:`rlec.algorithms.registry.step_line_columns`), the step's time."""
     parts = [f"step {record.get('step')}" + (f"/{total}" if total else "")]
-    for label, key, fmt in (("reward", "rlec/reward/mean", "{:+.3f}"), ("b", "rlec/b", "{:.2f}"),
-                            ("coverage", "rlec/coverage", "{:.2f}"), ("accuracy", "rlec/accuracy", "{:.2f}"),
-                            ("pg_loss", "actor/pg_loss", "{:+.4f}"), ("grad_norm", "actor/grad_norm", "{:.3f}"),
-                            ("E3 T", "e3/temperature", "{:.3f}"), ("pass@k k", "passk/active_k", "{:.0f}"),
-                            ("step", "timing_s/step", "{:.1f}s")):
+    for label, key, fmt in (*STEP_LINE_COLUMNS, *registry.step_line_columns(record), STEP_TIME_COLUMN):
         value = record.get(key)
         if isinstance(value, (int, float)):
-            parts.append(f"{label} {fmt.format(value)}")
+            parts.append(f"{label} {format_cell(fmt, value)}")
     return "  ".join(parts)
 
 

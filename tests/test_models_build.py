@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlec.cluster.shape import ModelShape
+from rlec.model_shape import ModelShape
 from rlec.config_base import CONFIG_DIR
 from rlec.models import build_model_from_config, main, saved_parameter_count
 

@@ -205,3 +205,26 @@ def test_read_section_reads_rlves_field_shapes_mappings_string_or_list_and_any()
         with pytest.raises(SettingError) as info:
             read(bad)
         assert info.value.key == key and rule in info.value.rule, (bad, str(info.value))
+
+
+def test_rlec_settings_are_parsed_once_per_content_and_again_when_it_changes(monkeypatch) -> None:
+    """Issue 59 item 1: every reader of the same config gets the one parse; a changed rlec.* (a resume pins
+    rlec.schedule.end_step) is parsed again; contents the typed read tells apart are different keys."""
+    import rlec.settings as settings_module
+
+    parses = []
+    parse = RlecSettings._parse.__func__
+    monkeypatch.setattr(RlecSettings, "_parse", classmethod(lambda cls, section: parses.append(dict(section)) or parse(cls, section)))
+    monkeypatch.setattr(settings_module, "_PARSED", {})
+    cfg = OmegaConf.create({"rlec": {"grading": {"timeout_s": 7.0}, "e3": {"enable": True}}, "trainer": {"x": 1}})
+    first = RlecSettings.from_config(cfg)
+    assert RlecSettings.from_config(cfg) is first and RlecSettings.from_config(OmegaConf.to_container(cfg)) is first
+    assert len(parses) == 1 and parses[0] == {"grading": {"timeout_s": 7.0}}  # an algorithm's section is not rlec's own
+    with open_dict(cfg):
+        cfg.rlec.schedule = {"end_step": 9}
+    assert RlecSettings.from_config(cfg).schedule.end_step == 9 and len(parses) == 2
+    assert first.schedule.end_step is None  # the earlier parse is untouched (frozen, shared)
+    # 1.0 and 1 read alike, True is refused: the cache must not hand one's parse to the other
+    assert RlecSettings.from_config({"rlec": {"schedule": {"end_step": 3}}}).schedule.end_step == 3
+    with pytest.raises(SettingError, match="rlec.schedule.end_step=True: must be an integer"):
+        RlecSettings.from_config({"rlec": {"schedule": {"end_step": True}}})

@@ -37,6 +37,14 @@ def test_step_line_leaves_out_what_the_step_lacks() -> None:
     assert step_line({"step": 1, "actor/grad_norm": 0.25, "rlec/b": None}, None) == "step 1  grad_norm 0.250"
 
 
+def test_step_line_takes_the_algorithms_columns_from_the_registry() -> None:
+    """Issue 59: the line names no algorithm; it shows each one's first table column (RLVE's per-environment
+    difficulties stay in the final table), the same line as before the move (pass@k's k logged as a float)."""
+    record = {"step": 3, "rlec/b": 0.5, "e3/temperature": 0.9, "e3/rollout_n/mean": 4.0, "passk/active_k": 2.0,
+              "rlve/maze/difficulty": 1.0, "timing_s/step": 12.34}
+    assert step_line(record, 4) == "step 3/4  b 0.50  E3 T 0.900  pass@k k 2  step 12.3s"
+
+
 def _checkpoint(out: Path, step: int) -> Path:
     hf = out / f"global_step_{step}" / "actor" / "model" / "huggingface"
     hf.mkdir(parents=True)

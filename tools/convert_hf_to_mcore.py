@@ -250,7 +250,7 @@ def convert(args: argparse.Namespace, plan: Any) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)  # before any heavy import: --help and usage errors answer at once
-    from rlec.cluster.layout import ParallelLayout
+    from rlec.layout import ParallelLayout
     from rlec.io import check_writable
     from rlec.megatron.preflight import ConversionInputError, check_conversion
 

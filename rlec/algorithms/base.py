@@ -6,8 +6,9 @@ An algorithm (E3, Pass@k Training, RLVE: :mod:`rlec.algorithms.registry`) is a s
 DRY_RUN and the launcher before anything is written and by verl's trainer at construction) and
 :meth:`Algorithm.from_config`; and what the pipeline shows or protects of it, so no pipeline module
 names an algorithm: :meth:`Algorithm.verdict` (its part of DRY_RUN's ``algo`` line),
-:meth:`Algorithm.table_columns` (its columns of the CPU run's step table) and :attr:`Algorithm.verl_keys`
-(the keys it adds to verl's own sections); a resume may change none of its settings (the allow-list
+:meth:`Algorithm.table_columns` (its columns of the CPU run's step table and, the first
+:attr:`Algorithm.step_line_columns` of them, of its console line per step), :attr:`Algorithm.verl_keys`
+(the keys it adds to verl's own sections) and :attr:`Algorithm.verl_values` (the values it gives verl's); a resume may change none of its settings (the allow-list
 :data:`rlec.config.RESUME_ALLOWED` names none of them). An instance holds the algorithm's state across steps. verl's trainer
 (:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`, the one training loop)
 calls, at each step t (counted from 1), for every enabled algorithm in registry order::
@@ -107,12 +108,12 @@ class AlgorithmContext:
 
     Attributes:
         vocab_size: the policy's vocabulary size V (E3's temperature update), None when unknown.
-        source: the training dataset's environment source (:class:`rlec.environments.EnvironmentSource`;
-            RLVE), None without one.
+        train_dataset: verl's training dataset (an algorithm that serves prompts reads its own source from
+            it: RLVE's ``rlve_source``), None when the loop has none yet.
     """
 
     vocab_size: int | None = None
-    source: Any = None
+    train_dataset: Any = None
 
 
 def first_error(findings: Sequence[Finding]) -> Finding | None:
@@ -141,6 +142,12 @@ class Algorithm(ABC):
             (:func:`rlec.algorithms.registry.verl_algorithm_keys`).
         serves_prompts: its data source serves training prompts of its own (RLVE's environment rows), so
             an empty ``data.train_files`` is a run on those alone (:func:`rlec.algorithms.registry.serves_prompts`).
+        verl_values: ``{dotted key: value}`` its overlay gives verl's own settings where RLEC's plain run has
+            another (Pass@k's ``algorithm.adv_estimator: rlec_passk`` for RLEC's ``grpo``): the generic
+            rules accept the value (:func:`rlec.algorithms.registry.sets_verl_value`) and its :meth:`check`
+            judges it.
+        step_line_columns: how many of its leading :meth:`table_columns` the console's line per step shows
+            (:func:`rlec.algorithms.registry.step_line_columns`); the step table at the end shows them all.
     """
 
     name: ClassVar[str] = ""
@@ -150,6 +157,8 @@ class Algorithm(ABC):
     record_fields: ClassVar[tuple[str, ...] | None] = None
     verl_keys: ClassVar[tuple[str, ...]] = ()
     serves_prompts: ClassVar[bool] = False
+    verl_values: ClassVar[Mapping[str, Any]] = {}
+    step_line_columns: ClassVar[int] = 1
 
     @classmethod
     @abstractmethod

@@ -33,8 +33,8 @@ from rlec.algorithms.rlve.algorithm import RLVE
 
 ALGORITHMS: tuple[type[Algorithm], ...] = (E3, PassK, RLVE)
 
-__all__ = ["ALGORITHMS", "build", "check_all", "enabled", "table_columns", "verdicts", "verl_algorithm_keys",
-           "verl_keys"]
+__all__ = ["ALGORITHMS", "build", "check_all", "enabled", "sets_verl_value", "step_line_columns", "table_columns",
+           "verdicts", "verl_algorithm_keys", "verl_keys"]
 
 
 def enabled(cfg: Any) -> list[type[Algorithm]]:
@@ -79,6 +79,19 @@ def table_columns(metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
     """Every registered algorithm's step-table columns whose metric the run logged, in registry order."""
     keys = set(metric_keys)
     return [c for cls in ALGORITHMS for c in cls.table_columns(keys) if c[1] in keys]
+
+
+def step_line_columns(metric_keys: Collection[str]) -> list[tuple[str, str, str]]:
+    """The columns of the console's line per step: each registered algorithm's first
+    :attr:`~rlec.algorithms.base.Algorithm.step_line_columns` table columns whose metric the run logged, in registry order."""
+    keys = set(metric_keys)
+    return [c for cls in ALGORITHMS for c in cls.table_columns(keys)[:cls.step_line_columns] if c[1] in keys]
+
+
+def sets_verl_value(key: str, value: Any) -> bool:
+    """Whether a registered algorithm's overlay gives verl's setting ``key`` this value
+    (:attr:`~rlec.algorithms.base.Algorithm.verl_values`; its own check judges it)."""
+    return any(key in cls.verl_values and cls.verl_values[key] == value for cls in ALGORITHMS)
 
 
 def verl_keys() -> tuple[str, ...]:

@@ -2,9 +2,9 @@
 
 - :mod:`rlec.cluster.config_check`: ``python -m rlec.cluster.config_check`` / ``DRY_RUN=1``:
   compose and validate the trainer config, print a short verdict;
-- :mod:`rlec.cluster.layout`: the one parallel-layout class and its rules (Megatron sizes, vLLM
-  rollout sizes, the FP8 block rule), used by the config check and by ``rlec.megatron``;
-- :mod:`rlec.cluster.shape`: a model's shape from its ``config.json``;
+- the value types it shares with ``rlec.megatron`` live below both (neither imports the other for them):
+  :mod:`rlec.layout`, the one parallel-layout class and its rules (Megatron sizes, vLLM rollout sizes, the
+  FP8 block rule), and :mod:`rlec.model_shape`, a model's shape from its ``config.json``;
 - :mod:`rlec.cluster.rules`: rlec's checks of a composed config (layout, rollout, batches, memory);
 - :mod:`rlec.cluster.paths`: the model folder, data files and checkpoint folder a run uses;
 - :mod:`rlec.cluster.verl_keys`: reading the layout and training settings out of verl's keys;

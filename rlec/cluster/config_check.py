@@ -45,14 +45,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from rlec.algorithms import registry
-from rlec.cluster.layout import Finding
+from rlec.layout import Finding
 from rlec.cluster.memory import MemoryEstimate
 from rlec.cluster.paths import checkpoint_folder_findings, path_findings
 from rlec.cluster.resume import (fresh_start_findings, layout_change_findings, live_writer_findings, record_layout, record_run,
                                  resume_setting_findings)
 from rlec.cluster.rules import check_layout, verl_algorithm_section
 from rlec.cluster.settings_rules import override_rules, settings_rules
-from rlec.cluster.shape import ModelShape
+from rlec.model_shape import ModelShape
 from rlec.cluster.verl_keys import ENV_VARS, layout_of
 from rlec.config import CLUSTER_CONFIG, CONFIG_DIR, compose, select
 from rlec.io import atomic_write_text, held_back_console

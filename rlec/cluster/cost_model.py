@@ -47,9 +47,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from rlec.cluster.layout import ParallelLayout
+from rlec.layout import ParallelLayout
 from rlec.cluster.memory import GIB, MemoryEstimate
-from rlec.cluster.shape import ModelShape
+from rlec.model_shape import ModelShape
 
 __all__ = ["ANCHORS", "DEVICES", "Assumptions", "Device", "FlopCount", "anchor_comparison", "decode_roofline",
            "ep_alltoall_bytes", "project_step", "train_flops", "verl_flops_params"]

@@ -30,7 +30,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import json
 import os
 import re
 import subprocess
@@ -40,15 +39,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 from rlec.config_base import TRACKER
 from rlec.io import error_chain, step_folders
+from rlec.metrics_log import METRICS_FILE, read_metrics
+from rlec.run_stop import RunStopError
 
 __all__ = ["INTERRUPTED", "RunStopError", "RunStopped", "full_disk_error", "full_disk_message", "interrupted_message",
            "launch_check", "main", "stop_message"]
-
-
-class RunStopError(RuntimeError):
-    """The base of rlec's errors that stop a run on purpose inside verl's TaskRunner (a non-finite update,
-    :class:`rlec.verl_plugin.update_guard.NonFiniteUpdateError`; a mismatch above its stop level,
-    :class:`rlec.verl_plugin.mismatch.MismatchError`): the driver prints its message as one line and exits 2."""
 
 
 class RunStopped(SystemExit):
@@ -161,13 +156,13 @@ def interrupted_message(out_dir: str | os.PathLike[str] | None) -> str:
     except (OSError, ValueError):
         saved = 0
     logged = 0
-    try:  # rlec.report.METRICS_FILE's lines ({"step": N, ...}), read here without rlec.report (an import cycle)
-        lines = (out_dir / "metrics.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
+    try:  # the trainer's per-step lines ({"step": N, ...})
+        records = read_metrics(out_dir / METRICS_FILE)
     except OSError:
-        lines = []
-    for line in lines:
+        records = []
+    for record in records:
         with contextlib.suppress(ValueError, TypeError, KeyError):
-            logged = max(logged, int(json.loads(line)["step"]))
+            logged = max(logged, int(record["step"]))
     step = max(logged, saved) + 1
     # a checkpoint saved but not logged yet (Ctrl-C between verl's save and its metrics line) is skipped on resume for
     # the newest one at or before the last logged step, when there is one (rlec.verl_plugin.state.intact_checkpoint)

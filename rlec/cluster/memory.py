@@ -33,8 +33,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from rlec.cluster.layout import ParallelLayout
-from rlec.cluster.shape import ModelShape
+from rlec.layout import ParallelLayout
+from rlec.model_shape import ModelShape
 
 GIB = 1024**3
 

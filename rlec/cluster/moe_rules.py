@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rlec.cluster.layout import Finding
+from rlec.layout import Finding
 from rlec.cluster.verl_keys import ACTOR, MEGATRON, ROLLOUT
 from rlec.config import select
 

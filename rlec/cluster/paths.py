@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from rlec.algorithms import registry
-from rlec.cluster.layout import Finding
+from rlec.layout import Finding
 from rlec.cluster.verl_keys import MEGATRON
 from rlec.config import select
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from rlec.cluster.layout import Finding
+from rlec.layout import Finding
 from rlec.cluster.verl_keys import layout_of
 from rlec.config import pinned_schedule_end, resume_differences, select
 from rlec.io import atomic_write_text

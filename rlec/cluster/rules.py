@@ -2,8 +2,8 @@
 
 Each rule returns :class:`Finding` s (``error`` refuses the run, ``warning`` is printed). The
 rules read verl's config keys (a composed ``DictConfig`` or a plain nested dict) and a
-:class:`rlec.cluster.shape.ModelShape`; they never start Megatron or a GPU. The parallel-size
-rules are the one rule set of :mod:`rlec.cluster.layout` (the Megatron side raises on the same
+:class:`rlec.model_shape.ModelShape`; they never start Megatron or a GPU. The parallel-size
+rules are the one rule set of :mod:`rlec.layout` (the Megatron side raises on the same
 findings), reported here under verl's keys; this module adds what only a verl config has:
 
 - TP > 1 with MoE needs sequence parallel (Megatron); the vLLM rollout has no pipeline parallel;
@@ -14,7 +14,7 @@ findings), reported here under verl's keys; this module adds what only a verl co
 - memory per GPU (:func:`rlec.cluster.memory.estimate_memory`) fits both phases;
 - Ray's logical CPUs cover TransferQueue and the worker bundles (:mod:`rlec.cluster.resources`),
   and a fixed LR warm-up is shorter than the run;
-- E3, Pass@k Training and RLVE (:func:`algorithm_overlay_rules`): each algorithm's own
+- every registered algorithm (:func:`algorithm_overlay_rules`): each algorithm's own
   ``check`` (:mod:`rlec.algorithms.registry`);
 - known failures of the same stack in public reports (:func:`known_issue_rules`): Blackwell GPUs
   with an MoE model (vLLM 0.24's MoE weight sync, verl#7978) and Megatron's CPU-offloaded
@@ -26,8 +26,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Mapping
 
-from rlec.algorithms.passk import PASSK_ESTIMATOR
-from rlec.cluster.layout import (
+from rlec.layout import (
     Finding,
     ParallelLayout,
     model_findings,
@@ -37,7 +36,7 @@ from rlec.cluster.layout import (
 from rlec.cluster.memory import GIB, MemoryEstimate, estimate_memory
 from rlec.cluster.moe_rules import moe_stability_rules
 from rlec.cluster.resources import cpu_demand
-from rlec.cluster.shape import ModelShape
+from rlec.model_shape import ModelShape
 from rlec.cluster.verl_keys import (
     ACTOR,
     ENV_VARS,
@@ -54,8 +53,7 @@ from rlec.settings import RlecSettings, SettingError, compute_capability
 PLUGIN_MODULE = "rlec.verl_plugin"
 CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentation
 
-__all__ = ["Finding", "algorithm_overlay_rules", "check_layout", "known_issue_rules", "rlve_rules",
-           "verl_algorithm_section"]
+__all__ = ["Finding", "algorithm_overlay_rules", "check_layout", "known_issue_rules", "verl_algorithm_section"]
 
 GPU_ARCH_KEY = "rlec.check.gpu_arch"
 CPU_OFFLOAD_KEY = f"{ACTOR}.optim.override_optimizer_config.optimizer_cpu_offload"
@@ -206,6 +204,8 @@ def _moe_router_rules(cfg: Any, shape: ModelShape) -> _Findings:
 
 
 def _algorithm_rules(cfg: Any) -> _Findings:
+    from rlec.algorithms.registry import sets_verl_value
+
     out = _Findings()
     rlec_algorithm = {
         "algorithm.adv_estimator": "grpo",
@@ -214,18 +214,11 @@ def _algorithm_rules(cfg: Any) -> _Findings:
         f"{ACTOR}.use_kl_loss": False,
     }
     for key, want in rlec_algorithm.items():
-        if key == "algorithm.adv_estimator" and select(cfg, key) == PASSK_ESTIMATOR:
-            continue  # the passk overlay; checked by algorithm_overlay_rules
+        if sets_verl_value(key, select(cfg, key)):
+            continue  # an algorithm's overlay (Algorithm.verl_values); its check, in algorithm_overlay_rules, judges it
         if select(cfg, key) != want:
             out.warning(key, f"is {select(cfg, key)!r}; RLEC's mean-only group advantage uses {want!r}")
     return out  # the b schedule's length: rlec.cluster.settings_rules (the early rule set)
-
-
-def rlve_rules(cfg: Any) -> list[Finding]:
-    """RLVE's findings: :meth:`rlec.algorithms.rlve.algorithm.RLVE.check` (the one rule set)."""
-    from rlec.algorithms.rlve.algorithm import RLVE
-
-    return RLVE.check(cfg)
 
 
 def verl_algorithm_section(algorithm: Any) -> Any:
@@ -244,7 +237,7 @@ def verl_algorithm_section(algorithm: Any) -> Any:
 
 
 def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
-    """Every registered algorithm's findings (E3, Pass@k Training, RLVE): :func:`rlec.algorithms.registry.check_all`,
+    """Every registered algorithm's findings: :func:`rlec.algorithms.registry.check_all`,
     the one rule set that DRY_RUN, the launcher and verl's trainer apply."""
     from rlec.algorithms.registry import check_all
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from rlec.cluster.layout import Finding
+from rlec.layout import Finding
 from rlec.cluster.moe_rules import CORRECTION, threshold_error
 from rlec.cluster.verl_keys import ACTOR, MEGATRON, ROLLOUT
 from rlec.config import select

@@ -1,8 +1,8 @@
 """Read the parallel layout and training settings out of a verl trainer config.
 
 The bridge between verl's config keys (a composed ``DictConfig`` or a plain nested dict) and
-rlec's layout rules and memory arithmetic: ``layout_of(cfg)`` (:class:`rlec.cluster.layout.ParallelLayout`)
-and ``training_settings_of(cfg)`` feed :mod:`rlec.cluster.layout` and
+rlec's layout rules and memory arithmetic: ``layout_of(cfg)`` (:class:`rlec.layout.ParallelLayout`)
+and ``training_settings_of(cfg)`` feed :mod:`rlec.layout` and
 :func:`rlec.cluster.memory.estimate_memory`, for ``rlec.cluster.config_check`` and the cost model.
 :data:`LAYOUT_KEYS` names each layout field by its verl key, for messages.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlec.cluster.layout import ParallelLayout
+from rlec.layout import ParallelLayout
 from rlec.cluster.memory import TrainingSettings
 from rlec.config import select
 

@@ -23,9 +23,10 @@ evaluator expands the target grid from ``task_text``.
 from __future__ import annotations
 
 import math
+import random
 import zlib
 from dataclasses import dataclass
-from typing import Sequence, TypeVar
+from typing import Sequence, TypeVar, overload
 
 import numpy as np
 
@@ -144,19 +145,51 @@ def target_grid(lo: float, hi: float) -> tuple[int, int]:
     return max(1, math.ceil(round(lo * TARGET_GRID, 6))), math.floor(round(hi * TARGET_GRID, 6))
 
 
+@overload
+def draw_targets(rng: random.Random, lo: float, hi: float) -> float: ...
+@overload
+def draw_targets(rng: np.random.Generator, lo: float, hi: float, size: int) -> np.ndarray: ...
+
+
+def draw_targets(rng: random.Random | np.random.Generator, lo: float, hi: float, size: int | None = None) -> float | np.ndarray:
+    """Target p uniform on the 0.01 grid of [lo, hi] without 0 (:func:`target_grid`): the one draw of an RLEC row's p.
+
+    The caller's generator draws the grid index, so each caller's stream stays its own: numpy's
+    ``Generator.integers`` for ``size`` draws at once (data preparation, :func:`draw_objectives`), Python's
+    ``random.Random.randint`` for one (RLVE's per-row generators, :class:`rlec.environments.EnvironmentSource`).
+
+    Args:
+        rng: the generator.
+        lo, hi: the range of p, 0 <= lo <= hi < 1 (checked with the settings that hold them).
+        size: the number of draws (numpy only); None: one draw from a ``random.Random``.
+
+    Returns:
+        One p (a float) without ``size``, else a float array (size,); 0.0 when the grid is empty (lo = hi = 0).
+
+    Raises:
+        TypeError: ``size`` with a ``random.Random``, or no ``size`` with a numpy generator.
+    """
+    first, last = target_grid(lo, hi)
+    if isinstance(rng, np.random.Generator):
+        if size is None:
+            raise TypeError("draw_targets: a numpy generator draws size targets at once; pass size")
+        return rng.integers(first, last + 1, size=size) / TARGET_GRID if first <= last else np.zeros(size)
+    if size is not None:
+        raise TypeError(f"draw_targets: size={size} needs a numpy generator, got {type(rng).__name__}")
+    return rng.randint(first, last) / TARGET_GRID if first <= last else 0.0
+
+
 def draw_objectives(n: int, binary_fraction: float, lo: float, hi: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Objectives and targets for ``n`` rows of one source and repeat.
 
     Returns:
         (is_binary: bool array (n,), exactly ``floor(binary_fraction * n + 0.5)`` True;
-         target_p: float array (n,), 0.0 where binary, else uniform on the 0.01 grid of [lo, hi]
-         without 0, see :func:`target_grid`).
+         target_p: float array (n,), 0.0 where binary, else :func:`draw_targets`).
     """
     n_binary = math.floor(binary_fraction * n + 0.5)
     is_binary = np.zeros(n, dtype=bool)
     is_binary[rng.permutation(n)[:n_binary]] = True
-    first, last = target_grid(lo, hi)
-    p = rng.integers(first, last + 1, size=n) / TARGET_GRID if first <= last else np.zeros(n)
+    p = draw_targets(rng, lo, hi, size=n)
     p[is_binary] = 0.0
     return is_binary, p
 

@@ -2,7 +2,7 @@
 
 :func:`register_environment` adds an environment and registers its data source with
 :mod:`rlec.grading` (task kind ``env``), so ``rlec.grading.grade(response, problem.to_json(),
-"rlve/<name>")``, ``rlec.reward.score.compute_score`` and verl's reward loop grade it like any
+"rlve/<name>")`` and verl's reward loop (rlec's reward manager) grade it like any
 other source. Importing this module registers the verifier of every ``rlve/`` source with
 :mod:`rlec.grading.env` (:func:`verify_row`); the built-in environments register when
 :mod:`rlec.environments` is imported, which grading does by name on the first ``rlve/`` row

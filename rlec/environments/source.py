@@ -38,7 +38,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from rlec.data.mix import BINARY, RLEC, target_grid
+from rlec.data.mix import BINARY, RLEC, draw_targets, target_grid
 from rlec.environments.base import Environment, Problem
 from rlec.config_base import Finding
 from rlec.environments.controller import DEFAULT_THRESHOLD, DEFAULT_WINDOW, DifficultyController
@@ -283,11 +283,12 @@ def problem_row(problem: Problem, *, index: int, split: str, objective: str = BI
     ``extra_info.source`` is ``<env>/d<difficulty>``, the group evaluation metrics report.
 
     Raises:
-        ValueError: an unknown objective, or a target outside [0, 1).
+        ValueError: an unknown objective, or a target outside [0, 1) (the prompt's check,
+            :func:`rlec.prompts.instruction`).
     """
     if objective not in (BINARY, RLEC):
         raise ValueError(f"objective must be {BINARY!r} or {RLEC!r}, got {objective!r}")
-    p = 0.0 if objective == BINARY else check_target(target_p)
+    p = 0.0 if objective == BINARY else target_p  # checked where the prompt states it (build_messages, below)
     return {
         "data_source": data_source_of(problem.environment),
         "prompt": build_messages(problem.prompt, None if objective == BINARY else p),
@@ -298,7 +299,7 @@ def problem_row(problem: Problem, *, index: int, split: str, objective: str = BI
             "split": split,
             "question_id": question_id(problem),
             "source": f"{problem.environment}/d{problem.difficulty}",
-            "target_p": p,
+            "target_p": float(p),
             "objective": objective,
             "repeat": 0,
             "task_text": problem.prompt,
@@ -328,8 +329,6 @@ class EnvironmentSource:
         self.controllers = {n: self.config.controller(n) for n in self.config.environments}
         self.counter = 0
         self.skipped: dict[str, int] = {}  # problems skipped because they did not generate, per environment
-        lo, hi = target_grid(self.config.target_min, self.config.target_max)
-        self._grid = (lo, hi)
         # look-ahead: rows planned up to (excluded), and the submitted problems by (environment, seed, difficulty)
         self._planned_until = 0
         self._ahead: dict[tuple[str, int, int], Any] = {}
@@ -382,7 +381,7 @@ class EnvironmentSource:
             raise RuntimeError(f"rlve row {index}: {MAX_REDRAWS} drawn problems in a row did not generate")
         if rng.random() < cfg.binary_fraction:
             return problem_row(problem, index=index, split="train")
-        p = rng.randint(*self._grid) / 100
+        p = draw_targets(rng, cfg.target_min, cfg.target_max)
         return problem_row(problem, index=index, split="train", objective=RLEC, target_p=p)
 
     def next_row(self) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Grader failures are outcomes, never exceptions: counted always, logged once per kind.
 
 A grader that raises inside verl's reward loop fails the whole training step, so every grading
-entry point (``grade``, ``grade_batch``, ``grade_async``, ``rlec.reward.score.compute_score``,
-``rlec.reward.batch.score_batch``, the ``rlec`` reward manager) turns a failure on one sample into
+entry point (``grade``, ``grade_batch``, ``grade_async``, ``rlec.reward.batch.score_one_async``,
+the ``rlec`` reward manager) turns a failure on one sample into
 that sample's outcome: incorrect, with ``grader_error`` set to the reason. The step's metrics
 count them (``rlec/grader_error_rate``).
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from rlec.megatron.bridge import TENamedView, load_hf_config, make_bridge
-from rlec.cluster.layout import ParallelLayout
+from rlec.layout import ParallelLayout
 from rlec.megatron.compat import cuda_available, model_provider, reporting_weight_conversions
 
 

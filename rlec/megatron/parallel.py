@@ -1,9 +1,9 @@
 """Megatron process-group set-up for a parallel layout (TP / EP / ETP / PP), on gloo or NCCL.
 
 Also the one home of rank helpers (:func:`rank`, :func:`barrier`,
-:func:`broadcast_object`, data-parallel rank and size). The layout is :class:`rlec.cluster.layout.ParallelLayout`, the one layout class of rlec (also
+:func:`broadcast_object`, data-parallel rank and size). The layout is :class:`rlec.layout.ParallelLayout`, the one layout class of rlec (also
 importable here and as ``rlec.megatron.ParallelLayout``); its rules
-(:meth:`~rlec.cluster.layout.ParallelLayout.check_model`) reject a layout that does not fit a
+(:meth:`~rlec.layout.ParallelLayout.check_model`) reject a layout that does not fit a
 Hugging Face config *before* any heavy work, with the setting and the numbers involved.
 :func:`init_parallel` starts ``torch.distributed`` (from torchrun's environment, or as a
 one-process world when launched plainly), applies the CPU shims when CUDA is absent and
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from rlec.cluster.layout import ParallelLayout
+from rlec.layout import ParallelLayout
 
 __all__ = ["ParallelLayout", "barrier", "broadcast_object", "data_parallel_rank_and_size", "destroy_parallel",
            "init_distributed", "init_parallel", "rank", "sequence_parallel_gather",

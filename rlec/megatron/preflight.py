@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlec.cluster.layout import ParallelLayout
+from rlec.layout import ParallelLayout
 from rlec.models import SUPPORTED_MODEL_TYPES, read_model_config
 
 MAX_LISTED = 5
-# how the converter's command line names each layout size (rlec.cluster.layout rules word their errors with these)
+# how the converter's command line names each layout size (rlec.layout rules word their errors with these)
 CLI_NAMES = {"tp": "--tp", "ep": "--ep", "etp": "--etp", "pp": "--pp", "world_size": "world size (torchrun --nproc_per_node)"}
 
 

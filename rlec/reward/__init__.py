@@ -5,9 +5,10 @@
   (:class:`rlec.grading.outcome.Outcome`): the reward reads grading, never the reverse;
 - :mod:`rlec.reward.schedule`: b linear from 0 to 1 over training, built from the config
   (:func:`schedule_from_config`), and the evaluation b;
-- :mod:`rlec.reward.score`: ``compute_score``, the verl custom score function (public entry point
-  for verl users who plug rlec's scoring into another reward manager);
-- :mod:`rlec.reward.batch`: grading + reward of one training batch (verl's reward manager scores one response at a time with the same functions);
+- :mod:`rlec.reward.score`: the target p of a row (``target_of``, shared with the data contract) and the
+  score dict of a graded response;
+- :mod:`rlec.reward.batch`: grading + reward of a training batch's responses, one at a time
+  (``score_one_async``, what rlec's reward manager in verl's reward loop calls);
 - :mod:`rlec.reward.metrics`: the per-step ``rlec/...`` training metrics.
 
 Pure: imports neither verl nor torch.distributed nor Megatron.
@@ -15,12 +16,10 @@ Pure: imports neither verl nor torch.distributed nor Megatron.
 
 from rlec.reward.formula import reward_stakes, rlec_reward, rlec_reward_array
 from rlec.reward.schedule import EVALUATION_B, LinearSchedule, schedule_from_config
-from rlec.reward.score import compute_score
 
 __all__ = [
     "EVALUATION_B",
     "LinearSchedule",
-    "compute_score",
     "reward_stakes",
     "rlec_reward",
     "rlec_reward_array",

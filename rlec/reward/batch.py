@@ -1,7 +1,6 @@
-"""RLEC rewards of a batch of responses at one global step: the scoring shared by every trainer.
+"""RLEC rewards of a training batch's responses at one global step: what verl's reward loop calls.
 
-One training batch is scored the same way whether verl's reward loop (``rlec.verl_plugin``)
-or the local CPU run calls it::
+rlec's reward manager (``rlec.verl_plugin.reward_manager``) scores each response of a step the same way::
 
     b     = schedule(global_step)                 # rlec.reward.schedule.LinearSchedule, steps from 1
     p_i   = rlec.reward.score.target_of(extra_info_i)    # 0 for the binary objective
@@ -19,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from rlec.grading import GradeResult, grade_async, grade_batch
+from rlec.grading import GradeResult, grade_async
 from rlec.grading.math import DEFAULT_TIMEOUT_S, MathVerifyPool
 from rlec.grading.outcome import Outcome
 from rlec.reward.formula import rlec_reward
@@ -36,7 +35,6 @@ __all__ = [
     "DEFAULT_BUCKET_EDGES",
     "failed_sample_info",
     "sample_info",
-    "score_batch",
     "score_one_async",
     "target_bucket",
 ]
@@ -131,57 +129,6 @@ def _scored(result: GradeResult, extra_info: Any, data_source: Any, b: float, gl
                        objective=_objective(extra_info), edges=edges)
 
 
-def score_batch(
-    responses: Sequence[Any],
-    golds: Sequence[Any],
-    data_sources: Sequence[str],
-    extra_infos: Sequence[Mapping[str, Any] | None],
-    global_step: int,
-    schedule: LinearSchedule,
-    *,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    pool: MathVerifyPool | None = None,
-    edges: Sequence[float] = DEFAULT_BUCKET_EDGES,
-) -> tuple[list[float], list[dict[str, Any]]]:
-    """Grade and score N responses of one training step (no Ray, no verl).
-
-    Args:
-        responses: N decoded responses.
-        golds: N gold answers.
-        data_sources: N ``data_source`` values (keys of ``rlec.grading.TASKS``).
-        extra_infos: N ``extra_info`` dicts (``target_p``, ``objective``; see the data contract).
-        global_step: the trainer's step, counted from 1 (verl's convention).
-        schedule: the b schedule; b = ``schedule(global_step)`` for every sample.
-        timeout_s: math-verify per-item limit in seconds.
-        pool: the math-verify pool (default: the process-wide one).
-        edges: target bucket edges for the ``bucket`` field.
-
-    Returns:
-        ``(scores, infos)``: N rewards R_p^(b) (floats in [-p/(1-p), 1]) and N
-        :func:`sample_info` dicts, in input order. A sample with an unknown data_source, an empty
-        gold or a bad ``target_p`` is INCORRECT with ``grader_error`` 1 (p = 0 for a bad target).
-
-    Raises:
-        ValueError: the sequences differ in length, or a target p outside the bucket ``edges``
-            (the message names the item).
-    """
-    n = len(responses)
-    if not n == len(golds) == len(data_sources) == len(extra_infos):
-        raise ValueError(
-            f"lengths differ: {n} responses, {len(golds)} golds, {len(data_sources)} data_sources, "
-            f"{len(extra_infos)} extra_infos"
-        )
-    b = schedule(global_step)
-    results = grade_batch(responses, golds, data_sources, timeout_s=timeout_s, pool=pool)
-    infos = []
-    for i, (result, src, extra) in enumerate(zip(results, data_sources, extra_infos)):
-        try:
-            infos.append(_scored(result, extra, src, b, global_step, edges))
-        except ValueError as exc:
-            raise ValueError(f"item {i}: {exc}") from None
-    return [info["score"] for info in infos], infos
-
-
 async def score_one_async(
     response: Any,
     gold: Any,
@@ -196,8 +143,21 @@ async def score_one_async(
 ) -> dict[str, Any]:
     """Grade and score one response without blocking the event loop (verl's reward loop).
 
-    Same arguments as :func:`score_batch`, for one item; never raises on the sample's data.
-    Returns its :func:`sample_info` dict (``score`` is the reward).
+    Args:
+        response: the decoded response (untrusted text).
+        gold: the gold answer.
+        data_source: the sample's ``data_source`` (a key of ``rlec.grading.TASKS``).
+        extra_info: the sample's ``extra_info`` (``target_p``, ``objective``; see the data contract).
+        global_step: the trainer's step, counted from 1 (verl's convention).
+        schedule: the b schedule; b = ``schedule(global_step)``.
+        timeout_s: math-verify per-item limit in seconds.
+        pool: the math-verify pool (default: the process-wide one).
+        edges: target bucket edges for the ``bucket`` field.
+
+    Returns:
+        Its :func:`sample_info` dict (``score`` is the reward R_p^(b), a float in [-p/(1-p), 1]); never
+        raises on the sample's data: an unknown data_source, an empty gold or a bad ``target_p`` is
+        INCORRECT with ``grader_error`` 1 (p = 0 for a bad target).
 
     Raises:
         ValueError: a target p outside the bucket ``edges`` (configuration).

@@ -1,8 +1,9 @@
-"""The verl-compatible RLEC score function: grade one response, then apply R_p^(b).
+"""Score one graded response: the target p of its row, then R_p^(b).
 
-``compute_score(data_source, solution_str, ground_truth, extra_info)`` is the signature verl
-calls for ``reward.custom_reward_function``; rlec's own reward manager (``rlec.verl_plugin``)
-calls :func:`score_result` with b taken from the schedule at the batch's global step.
+rlec's reward manager (``rlec.verl_plugin.reward_manager``) scores each response through
+:func:`rlec.reward.batch.score_one_async`, with b from the schedule at the batch's global step
+(:func:`rlec.reward.schedule.schedule_from_config`); this module holds what that path and the data
+contract share.
 
 Where p comes from: ``extra_info["target_p"]`` (data preparation writes it); a sample with
 ``extra_info["objective"] == "binary"`` (no target in its prompt), or with neither an objective nor
@@ -10,15 +11,6 @@ a ``target_p``, uses p = 0, the ordinary binary objective. An ``"rlec"`` sample 
 ``target_p`` (null, missing, or a string such as "0.5") is refused by :func:`target_of`, the one
 place the rule lives: the data contract (:func:`rlec.data.contract.check_row`) raises with the
 file and row, and scoring flags it as a ``data`` grader error.
-
-Where b comes from, first match wins:
-1. the ``b`` argument;
-2. ``global_step`` and ``total_steps`` -> the default schedule of
-   :func:`rlec.reward.schedule.schedule_from_config` over ``total_steps`` steps, at ``global_step``;
-3. :data:`rlec.reward.schedule.EVALUATION_B` = 1.0, the end of the schedule (the bounded reward
-   used in evaluation).
-verl's built-in managers never pass the step, so training must use rlec's reward manager to get
-the scheduled b.
 
 Never raises on a sample (response, gold, data_source, ``extra_info``): a sample that cannot be
 graded or has a bad ``target_p`` / ``objective`` is scored as INCORRECT with ``grader_error`` = 1
@@ -32,12 +24,10 @@ import dataclasses
 import numbers
 from typing import Any, Mapping
 
-from rlec.grading import GradeResult, grade
+from rlec.grading import GradeResult
 from rlec.grading.errors import record_error
-from rlec.grading.math import DEFAULT_TIMEOUT_S
 from rlec.grading.outcome import Outcome
-from rlec.reward.formula import check_b, check_target, rlec_reward
-from rlec.reward.schedule import EVALUATION_B, schedule_from_config
+from rlec.reward.formula import check_target, rlec_reward
 
 
 def target_of(extra_info: Mapping[str, Any] | None) -> float:
@@ -97,19 +87,6 @@ def with_grader_error(result: GradeResult, reason: str) -> GradeResult:
     return dataclasses.replace(result, outcome=Outcome.INCORRECT, f1=None, detail="grader_error", grader_error=reason)
 
 
-def resolve_b(b: float | None = None, global_step: int | None = None, total_steps: int | None = None) -> float:
-    """b from an explicit value, else from the linear schedule at ``global_step``, else 1.0.
-
-    Raises:
-        ValueError: b outside [0, 1], or a schedule with ``total_steps`` < 2.
-    """
-    if b is not None:
-        return check_b(b)
-    if global_step is not None and total_steps is not None:
-        return schedule_from_config({"trainer": {"total_training_steps": int(total_steps)}})(int(global_step))
-    return EVALUATION_B
-
-
 NO_ENV_SCORE = -2.0  # below every shaped score (RLVE-Gym's are in [-1, 1])
 
 
@@ -141,39 +118,3 @@ def score_result(result: GradeResult, p: float, b: float, data_source: str) -> d
         "env_score": NO_ENV_SCORE if result.env_score is None else float(result.env_score),
     }
 
-
-def compute_score(
-    data_source: str,
-    solution_str: Any,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    *,
-    b: float | None = None,
-    global_step: int | None = None,
-    total_steps: int | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    **_: Any,
-) -> dict[str, Any]:
-    """verl custom score function for RLEC.
-
-    Args:
-        data_source: the sample's source ("math_dapo", "hotpotqa", ...; see ``rlec.grading.TASKS``).
-        solution_str: the decoded response (untrusted text).
-        ground_truth: the gold answer.
-        extra_info: the sample's ``extra_info`` (``target_p``, ``objective``).
-        b: stability coefficient in [0, 1]; overrides the schedule.
-        global_step, total_steps: compute b from the linear schedule instead.
-        timeout_s: math-verify per-item limit in seconds.
-
-    Returns:
-        The dict of :func:`score_result`; ``score`` is R_p^(b)(outcome). A sample that cannot be
-        graded (unknown data_source, empty gold, bad target_p / objective, a math-verify failure)
-        is INCORRECT with ``grader_error`` 1 and the reason (module docstring).
-
-    Raises:
-        ValueError: a bad ``b`` or schedule (``total_steps`` < 2): configuration, not data.
-    """
-    b_value = resolve_b(b, global_step, total_steps)
-    p, error = target_or_error(extra_info)
-    result = with_grader_error(grade(solution_str, ground_truth, data_source, timeout_s=timeout_s), error)
-    return score_result(result, p, b_value, data_source)

@@ -3,7 +3,7 @@
 verl's ``fit`` builds ``self.logger = Tracking(...)`` (the ``trainer.logger`` backends) and then calls
 ``on_train_begin``; every step it calls ``self.logger.log(data=metrics, step=global_steps)``, and
 ``Tracking`` keeps its backends in ``self.logger.logger`` (name -> object with ``log(data, step)``).
-:class:`MetricsFileMixin` adds :class:`rlec.report.MetricsFile` there as backend :data:`BACKEND`, so
+:class:`MetricsFileMixin` adds :class:`rlec.metrics_log.MetricsFile` there as backend :data:`BACKEND`, so
 ``<trainer.default_local_dir>/metrics.jsonl`` holds one JSON object per step, ``{"step": N, <verl's
 metric names>...}`` (``timing_s/*``, ``actor/*``, ``critic/*``, ``rlec/*``, the algorithms' and, on test
 steps, the validation metrics), each line fsynced. On a resume from step k (``global_steps`` is k + 1
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from rlec.report import METRICS_FILE, MetricsFile
+from rlec.metrics_log import METRICS_FILE, MetricsFile
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import logging
 import math
 from typing import Any, Mapping
 
-from rlec.cluster.main_ppo import RunStopError
+from rlec.run_stop import RunStopError
 
 __all__ = ["ALARM_KEY", "MismatchAlarmMixin", "MismatchError", "SUMMARY_KEYS", "check_mismatch"]
 

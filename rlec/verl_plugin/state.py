@@ -17,7 +17,7 @@ from typing import Any
 
 from rlec.io import (ManifestError, atomic_write_text, free_bytes, no_space_error, previous_checkpoint_bytes, step_folders,
                      verify_manifest, write_manifest)
-from rlec.report import METRICS_FILE, read_metrics
+from rlec.metrics_log import METRICS_FILE, read_metrics
 from rlec.settings import RlecSettings
 from rlec.config_base import TRACKER
 

@@ -7,7 +7,7 @@ Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async
   before resuming (a damaged checkpoint is skipped for the newest intact one, never trained on);
   outermost, so the manifest covers the algorithms' state file;
 - :class:`AlgorithmsMixin`: drives every enabled algorithm of :mod:`rlec.algorithms.registry`
-  (E3, Pass@k Training, RLVE) through the one interface of :mod:`rlec.algorithms.base`, with the
+  through the one interface of :mod:`rlec.algorithms.base`, with the
   step's record read once from TransferQueue; a no-op when none is enabled;
 - :class:`rlec.verl_plugin.mismatch.MismatchAlarmMixin`: the train-inference mismatch alarm
   (``rlec.check.mismatch_kl_alarm``), checked before every actor update;
@@ -30,7 +30,7 @@ each hook point pinned by tests/verl_plugin/test_drift_algorithms.py):
 - first use, after the datasets exist: ``_load_checkpoint`` (which verl's set-up calls before
   ``on_init_end``) or, at the latest, ``on_init_end`` (before verl syncs the rollout weights) builds the
   algorithms (:func:`rlec.algorithms.registry.build`) with the model's vocabulary size and the training
-  dataset's environment source;
+  dataset;
 - ``_next_train_batch``: :meth:`~rlec.algorithms.base.Algorithm.plan_rollout` on the prompts'
   ``extra_info``; the plan goes into the batch as ``__rollout_n__`` (verl's per-prompt n; sum =
   rollout.n x prompts, so verl's mini-batch sizes hold), the per-prompt fields (non-tensor stacks:
@@ -211,8 +211,7 @@ class AlgorithmsMixin:
         return self.rlec_algorithms
 
     def _algorithm_context(self, cfg: Any) -> AlgorithmContext:
-        """The model's vocabulary size (its ``config.json``; None when unreadable) and the training
-        dataset's environment source (None without one)."""
+        """The model's vocabulary size (its ``config.json``; None when unreadable) and the training dataset."""
         from rlec.models import read_model_config
 
         vocab, path = None, select(cfg, "actor_rollout_ref.model.path")
@@ -221,8 +220,7 @@ class AlgorithmsMixin:
                 vocab = read_model_config(path, label="actor_rollout_ref.model.path").get("vocab_size")
             except (OSError, ValueError) as exc:
                 logger.info("vocabulary size not read from the model folder: %s", exc)
-        source = getattr(getattr(self, "train_dataset", None), "rlve_source", None)
-        return AlgorithmContext(vocab_size=int(vocab) if vocab else None, source=source)
+        return AlgorithmContext(vocab_size=int(vocab) if vocab else None, train_dataset=getattr(self, "train_dataset", None))
 
     def _apply_overrides(self, step: int) -> None:
         """Write every algorithm's :meth:`~rlec.algorithms.base.Algorithm.step_overrides` into ``self.config``."""
@@ -308,7 +306,7 @@ class RLECSyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmM
 @register_trainer("rlec_colocate_async")
 class RLECColocateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
                      PPOTrainerColocateAsync):
-    """verl's ``colocate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
+    """verl's ``colocate_async`` trainer with rlec's algorithms and metrics (an algorithm's check may refuse this mode)."""
 
     base_trainer_mode = "colocate_async"
 
@@ -316,6 +314,6 @@ class RLECColocateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, Misma
 @register_trainer("rlec_separate_async")
 class RLECSeparateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
                      PPOTrainerSeparateAsync):
-    """verl's ``separate_async`` trainer with rlec's algorithms and metrics (E3 refuses this mode)."""
+    """verl's ``separate_async`` trainer with rlec's algorithms and metrics (an algorithm's check may refuse this mode)."""
 
     base_trainer_mode = "separate_async"

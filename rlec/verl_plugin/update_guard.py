@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from rlec.cluster.main_ppo import RunStopError
+from rlec.run_stop import RunStopError
 
 __all__ = ["FINITE_KEYS", "FiniteUpdateMixin", "NonFiniteUpdateError", "check_finite_update"]
 

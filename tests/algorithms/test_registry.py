@@ -178,6 +178,11 @@ def test_the_pipeline_reads_what_it_shows_and_protects_from_the_registry(compose
     keys = {"e3/temperature", "passk/active_k", "rlve/maze/difficulty", "rlve/sorting/difficulty", "rlec/b"}
     assert [c[0] for c in registry.table_columns(keys)] == ["E3 T", "pass@k k", "maze d", "sorting d"]
     assert registry.table_columns({"rlec/b"}) == []
+    # the console's line per step: each algorithm's first step_line_columns (E3 1, Pass@k 1, RLVE 0: one per environment)
+    assert [c[0] for c in registry.step_line_columns(keys | {"e3/rollout_n/mean"})] == ["E3 T", "pass@k k"]
+    # the verl value an overlay sets that the generic rules would warn about (issue 59: rules.py named Pass@k's estimator)
+    assert registry.sets_verl_value("algorithm.adv_estimator", "rlec_passk")
+    assert not registry.sets_verl_value("algorithm.adv_estimator", "grpo") and not registry.sets_verl_value("data.rlve", "rlec_passk")
 
 
 def test_each_algorithm_has_one_home_and_its_switch_is_there() -> None:

@@ -318,7 +318,7 @@ def test_hyperparameters_doc_states_the_figures_dry_run_prints(compose_rlec, rep
     """docs/hyperparameters.md once said tiny_1gpu needs "< 1 GiB" while DRY_RUN printed 5.3."""
     from rlec.cluster.config_check import load_model_config
     from rlec.cluster.rules import check_layout
-    from rlec.cluster.shape import ModelShape
+    from rlec.model_shape import ModelShape
 
     doc = (repo_root / "docs/hyperparameters.md").read_text()
     update = next(line for line in doc.splitlines() if line.startswith("| update phase per GPU (estimate)")).split("|")[2:5]

@@ -17,9 +17,9 @@ from rlec.cluster.cost_model import (
     train_flops,
     verl_flops_params,
 )
-from rlec.cluster.layout import ParallelLayout
+from rlec.layout import ParallelLayout
 from rlec.cluster.memory import GIB, TrainingSettings, estimate_memory
-from rlec.cluster.shape import ModelShape
+from rlec.model_shape import ModelShape
 
 H, V, L, E, K, M = 2048, 151936, 48, 128, 8, 768  # Qwen3-30B-A3B
 Q, KV = 32 * 128, 4 * 128

@@ -1,4 +1,4 @@
-"""rlec.cluster.layout: the one ParallelLayout and its rule set, as the Megatron side raises them
+"""rlec.layout: the one ParallelLayout and its rule set, as the Megatron side raises them
 and as the config check reports them; vLLM's FP8 block rule with the sizes of the refusal."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from rlec.cluster.layout import ParallelLayout, model_findings, rollout_findings, size_findings
-from rlec.cluster.shape import ModelShape
+from rlec.layout import ParallelLayout, model_findings, rollout_findings, size_findings
+from rlec.model_shape import ModelShape
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from rlec.cluster.layout import ParallelLayout
+from rlec.layout import ParallelLayout
 from rlec.cluster.memory import GIB, TrainingSettings, estimate_memory
-from rlec.cluster.shape import ModelShape
+from rlec.model_shape import ModelShape
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from rlec.cluster.config_check import run_checks
-from rlec.cluster.layout import ParallelLayout
+from rlec.layout import ParallelLayout
 from rlec.cluster.memory import GIB, TrainingSettings, estimate_memory
-from rlec.cluster.shape import ModelShape
+from rlec.model_shape import ModelShape
 from rlec.config_base import CONFIG_DIR
 
 PARAMS = 1_868_573_184  # tests/test_models_build.py counts it by hand

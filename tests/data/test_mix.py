@@ -105,6 +105,24 @@ def test_draw_objectives_with_all_binary_or_none():
     assert b.all() and (p == 0).all()
 
 
+def test_draw_targets_is_the_one_draw_of_both_kinds_of_generator():
+    """Issue 59: data preparation (numpy, vectorised) and RLVE's rows (random.Random, one per row) draw p with one
+    function; each keeps its generator's stream (the values the two implementations drew before)."""
+    import random
+
+    from rlec.data.mix import draw_targets
+
+    p = draw_targets(stream(0, "t"), 0.0, 0.9, size=5)
+    assert p.tolist() == (stream(0, "t").integers(1, 91, size=5) / 100).tolist()
+    assert draw_targets(random.Random("x"), 0.25, 0.3) == random.Random("x").randint(25, 30) / 100
+    assert all(0.25 <= draw_targets(random.Random(i), 0.25, 0.3) <= 0.3 for i in range(50))
+    assert draw_targets(random.Random(0), 0.0, 0.0) == 0.0 and draw_targets(stream(0, "t"), 0.0, 0.0, size=3).tolist() == [0.0] * 3
+    with pytest.raises(TypeError, match="pass size"):
+        draw_targets(stream(0, "t"), 0.0, 0.9)
+    with pytest.raises(TypeError, match="needs a numpy generator"):
+        draw_targets(random.Random(0), 0.0, 0.9, size=2)
+
+
 @pytest.mark.parametrize(
     "kwargs", [{"repeats": 0}, {"binary_fraction": 1.5}, {"target_max": 1.0}, {"target_min": 0.6, "target_max": 0.5}, {"math_train_size": -1}]
 )

@@ -1,8 +1,9 @@
 """The environment prompt source's rows (rlec's data contract, RLEC targets like the static data)
-and their grading through rlec.grading / compute_score as registered data sources."""
+and their grading through rlec.grading / the reward manager's scoring as registered data sources."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections import Counter
@@ -14,7 +15,10 @@ from rlec.environments import EnvironmentSource, SourceConfig, builtin_names, ge
 from rlec.grading import ENV, TASKS, grade, grade_batch
 from rlec.prompts import build_messages
 from rlec.grading.outcome import Outcome
-from rlec.reward.score import compute_score
+from rlec.reward.batch import score_one_async
+from rlec.reward.schedule import LinearSchedule
+
+AT_B1 = LinearSchedule(end_step=2)  # b = 1 from step 2 on
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +98,7 @@ def test_from_mapping_ignores_the_users_keys():
     assert config.environments == ("maze", "sorting") and config.weights is None and config.min_samples == 64
 
 
-def test_rows_are_graded_by_rlec_grading_and_compute_score(rows):
+def test_rows_are_graded_by_rlec_grading_and_the_reward_managers_scoring(rows):
     for row in rows[:60]:
         info, gold, source = row["extra_info"], row["reward_model"]["ground_truth"], row["data_source"]
         answer = get_environment(info["environment"]).generate(info["env_seed"], info["difficulty"]).answer
@@ -102,9 +106,9 @@ def test_rows_are_graded_by_rlec_grading_and_compute_score(rows):
         assert right.outcome is Outcome.CORRECT and right.task == ENV and right.format_ok and right.detail == "env:correct"
         assert grade("\\boxed{I don't know}", gold, source).outcome is Outcome.ABSTAIN
         assert grade("no idea", gold, source).detail == "env:no_answer"
-        score = compute_score(source, f"\\boxed{{{answer}}}", gold, info, b=1.0)
+        score = asyncio.run(score_one_async(f"\\boxed{{{answer}}}", gold, source, info, 2, AT_B1))
         assert score["correct"] == 1.0 and abs(score["score"] - (1.0 - info["target_p"])) < 1e-12
-        wrong = compute_score(source, "\\boxed{}", gold, info, b=1.0)
+        wrong = asyncio.run(score_one_async("\\boxed{}", gold, source, info, 2, AT_B1))
         assert wrong["correct"] == 0.0 and abs(wrong["score"] + info["target_p"]) < 1e-12
 
 
@@ -126,15 +130,17 @@ def test_bad_environment_gold_is_a_grader_error_naming_the_problem():
 
 
 _GRADE_IN_A_FRESH_PROCESS = """
+import asyncio
 import sys
 import {first}
 from rlec.grading import TASKS, grade
-from rlec.reward.score import compute_score
+from rlec.reward.batch import score_one_async
+from rlec.reward.schedule import LinearSchedule
 assert ("rlec.environments" in sys.modules) == ({first!r} == "rlec.environments"), "grading imported rlec.environments"
 response, gold, source = sys.argv[1:4]
 result = grade(response, gold, source)
 assert result.outcome.value == "correct" and result.task == "env", result
-assert compute_score(source, "no answer", gold, {{"target_p": 0.5}})["correct"] == 0.0
+assert asyncio.run(score_one_async("no answer", gold, source, {{"target_p": 0.5}}, 2, LinearSchedule(end_step=2)))["correct"] == 0.0
 assert "rlec.environments" in sys.modules
 assert sorted(k for k in TASKS if k.startswith("rlve/")) == {builtins!r}, TASKS
 """

@@ -1,13 +1,15 @@
-"""Per-batch RLEC scoring (rlec.reward.batch) and its metrics (rlec.reward.metrics), no verl."""
+"""A step's RLEC scoring as rlec's reward manager runs it (rlec.reward.batch.score_one_async per response)
+and its metrics (rlec.reward.metrics), no verl."""
 
 from __future__ import annotations
 
 import asyncio
 import math
+from typing import Any
 
 import pytest
 
-from rlec.reward.batch import score_batch, score_one_async, target_bucket
+from rlec.reward.batch import score_one_async, target_bucket
 from rlec.reward.metrics import reward_metrics, rows_from_columns
 from rlec.reward.schedule import LinearSchedule
 
@@ -23,8 +25,18 @@ EXTRAS = [
 ]
 
 
+def score_step(responses, golds, sources, extras, global_step: int, schedule: LinearSchedule) -> tuple[list[float], list[dict[str, Any]]]:
+    """Every response of a step scored concurrently, as verl's reward loop calls the reward manager."""
+    async def run() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(score_one_async(r, g, s, e, global_step, schedule)
+                                           for r, g, s, e in zip(responses, golds, sources, extras, strict=True))))
+
+    infos = asyncio.run(run())
+    return [info["score"] for info in infos], infos
+
+
 def test_scores_follow_reward_family_at_scheduled_b():
-    scores, infos = score_batch(RESPONSES, GOLDS, SOURCES, EXTRAS, global_step=6, schedule=SCHEDULE)
+    scores, infos = score_step(RESPONSES, GOLDS, SOURCES, EXTRAS, global_step=6, schedule=SCHEDULE)
     # b = 0.5: correct at p=.5 -> .5^.5; wrong at p=.25 -> -.25 * .75^-.5; abstain -> 0; binary correct -> 1
     assert scores == pytest.approx([0.7071067812, -0.2886751346, 0.0, 1.0])
     assert [i["b"] for i in infos] == [0.5] * 4
@@ -37,15 +49,9 @@ def test_scores_follow_reward_family_at_scheduled_b():
 
 @pytest.mark.parametrize(("step", "b", "wrong_at_quarter"), [(1, 0.0, -1 / 3), (11, 1.0, -0.25), (50, 1.0, -0.25)])
 def test_b_runs_from_zero_on_first_step_to_one_at_end(step, b, wrong_at_quarter):
-    scores, infos = score_batch(RESPONSES[1:2], GOLDS[1:2], SOURCES[1:2], EXTRAS[1:2], step, SCHEDULE)
+    scores, infos = score_step(RESPONSES[1:2], GOLDS[1:2], SOURCES[1:2], EXTRAS[1:2], step, SCHEDULE)
     assert infos[0]["b"] == b
     assert scores[0] == pytest.approx(wrong_at_quarter)
-
-
-def test_async_single_item_matches_batch():
-    _, infos = score_batch(RESPONSES, GOLDS, SOURCES, EXTRAS, 3, SCHEDULE)
-    single = asyncio.run(score_one_async(RESPONSES[0], GOLDS[0], SOURCES[0], EXTRAS[0], 3, SCHEDULE))
-    assert single == infos[0]
 
 
 def test_a_bad_row_is_a_grader_error_not_a_failed_batch():
@@ -54,7 +60,7 @@ def test_a_bad_row_is_a_grader_error_not_a_failed_batch():
     golds = GOLDS[:2] + ["", "4"]
     sources = SOURCES[:2] + ["math_dapo", "gsm8k"]
     extras = [EXTRAS[0], {"target_p": 1.5}, EXTRAS[0], EXTRAS[0]]
-    scores, infos = score_batch(responses, golds, sources, extras, 11, SCHEDULE)
+    scores, infos = score_step(responses, golds, sources, extras, 11, SCHEDULE)
     assert [i["grader_error"] for i in infos] == [0.0, 1.0, 1.0, 1.0]
     assert "target_p" in infos[1]["grader_error_reason"] and infos[1]["target_p"] == 0.0
     assert "gold answer" in infos[2]["grader_error_reason"]
@@ -67,11 +73,6 @@ def test_a_bad_row_is_a_grader_error_not_a_failed_batch():
     assert single["grader_error"] == 1.0 and single["score"] == 0.0
 
 
-def test_length_mismatch_is_refused():
-    with pytest.raises(ValueError, match="lengths differ"):
-        score_batch(RESPONSES, GOLDS[:3], SOURCES, EXTRAS, 1, SCHEDULE)
-
-
 def test_target_bucket_edges_and_binary():
     assert target_bucket(0.0) == "p0.0-0.3"
     assert target_bucket(0.3) == "p0.3-0.6"
@@ -82,7 +83,7 @@ def test_target_bucket_edges_and_binary():
 
 
 def test_metrics_by_bucket_and_source_hand_computed():
-    _, infos = score_batch(RESPONSES, GOLDS, SOURCES, EXTRAS, 6, SCHEDULE)
+    _, infos = score_step(RESPONSES, GOLDS, SOURCES, EXTRAS, 6, SCHEDULE)
     m = reward_metrics(infos)
     assert m["rlec/b"] == 0.5
     assert m["rlec/count"] == 4
@@ -101,7 +102,7 @@ def test_metrics_by_bucket_and_source_hand_computed():
 
 
 def test_metrics_skip_records_without_outcome_and_accept_columns():
-    _, infos = score_batch(RESPONSES, GOLDS, SOURCES, EXTRAS, 6, SCHEDULE)
+    _, infos = score_step(RESPONSES, GOLDS, SOURCES, EXTRAS, 6, SCHEDULE)
     columns = {key: [info[key] for info in infos] + [None] for key in infos[0]}  # one failed session
     m = reward_metrics(rows_from_columns(columns), prefix="val-rlec")
     assert m["val-rlec/count"] == 4

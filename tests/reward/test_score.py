@@ -1,18 +1,28 @@
-"""compute_score: p from extra_info, b from the argument / schedule / default, flat outputs."""
+"""Scoring one response the way rlec's reward manager does (rlec.reward.batch.score_one_async): p from
+extra_info (rlec.reward.score.target_of), b from the schedule at the step, flat outputs."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+from typing import Any
 
 import numpy as np
 import pytest
 
-from rlec.reward.schedule import EVALUATION_B
-from rlec.reward.score import compute_score, resolve_b, target_of
+from rlec.reward.batch import score_one_async
+from rlec.reward.schedule import EVALUATION_B, LinearSchedule
+from rlec.reward.score import target_of
+
+
+def score(source: Any, response: Any, gold: Any, extra_info: Any, b: float = EVALUATION_B) -> dict[str, Any]:
+    """The reward manager's score of one response at a constant b (a schedule from b to b)."""
+    schedule = LinearSchedule(end_step=2, start_value=b, end_value=b)
+    return asyncio.run(score_one_async(response, gold, source, extra_info, 1, schedule))
 
 
 def test_score_uses_target_and_b() -> None:
-    out = compute_score("math_dapo", "\\boxed{7}", "8", {"target_p": 0.75, "objective": "rlec"}, b=0.0)
+    out = score("math_dapo", "\\boxed{7}", "8", {"target_p": 0.75, "objective": "rlec"}, b=0.0)
     assert out["outcome"] == "incorrect"
     assert out["score"] == pytest.approx(-3.0)  # -p/(1-p) at b = 0
     assert (out["target_p"], out["b"], out["answered"], out["correct"]) == (0.75, 0.0, 1.0, 0.0)
@@ -20,9 +30,9 @@ def test_score_uses_target_and_b() -> None:
 
 def test_score_follows_schedule_from_step() -> None:
     info = {"target_p": 0.75, "objective": "rlec"}
-    first = compute_score("math_dapo", "\\boxed{8}", "8", info, global_step=1, total_steps=11)
-    middle = compute_score("math_dapo", "\\boxed{8}", "8", info, global_step=6, total_steps=11)
-    last = compute_score("math_dapo", "\\boxed{8}", "8", info, global_step=11, total_steps=11)
+    schedule = LinearSchedule(end_step=11)  # b = (step - 1) / 10
+    first, middle, last = (asyncio.run(score_one_async("\\boxed{8}", "8", "math_dapo", info, step, schedule))
+                           for step in (1, 6, 11))
     assert [first["b"], middle["b"], last["b"]] == pytest.approx([0.0, 0.5, 1.0])
     assert [first["score"], middle["score"], last["score"]] == pytest.approx([1.0, 0.5, 0.25])
 
@@ -30,14 +40,14 @@ def test_score_follows_schedule_from_step() -> None:
 def test_binary_objective_and_missing_target_mean_p_zero() -> None:
     assert target_of({"objective": "binary", "target_p": 0.6}) == 0.0
     assert target_of({}) == 0.0 and target_of(None) == 0.0
-    out = compute_score("hotpotqa", "\\boxed{Paris}", "Rome", {"objective": "binary"})
-    assert out["score"] == 0.0 and out["b"] == EVALUATION_B
+    out = score("hotpotqa", "\\boxed{Paris}", "Rome", {"objective": "binary"})
+    assert out["score"] == 0.0 and out["target_p"] == 0.0 and out["bucket"] == "binary"
 
 
 def test_abstain_scores_zero_and_format_flag() -> None:
-    out = compute_score("hotpotqa", "\\boxed{I don't know}", "Rome", {"target_p": 0.5}, b=0.3)
+    out = score("hotpotqa", "\\boxed{I don't know}", "Rome", {"target_p": 0.5}, b=0.3)
     assert out["score"] == 0.0 and out["answered"] == 0.0 and out["outcome"] == "abstain"
-    out = compute_score("math_dapo", "Answer: 4", "4", {"target_p": 0.5}, b=1.0)
+    out = score("math_dapo", "Answer: 4", "4", {"target_p": 0.5}, b=1.0)
     assert out["format_ok"] == 0.0 and out["correct"] == 1.0
     assert (out["grader_error"], out["grader_error_reason"]) == (0.0, "")
 
@@ -59,7 +69,7 @@ def test_bad_extra_info_is_a_grader_error_naming_the_key(extra_info, match) -> N
     with pytest.raises(ValueError, match=match):
         target_of(extra_info)
     # inside verl's reward loop a bad row must not fail the step: incorrect at p = 0, flagged
-    out = compute_score("math_dapo", "\\boxed{1}", "1", extra_info, b=0.5)
+    out = score("math_dapo", "\\boxed{1}", "1", extra_info, b=0.5)
     assert (out["outcome"], out["score"], out["target_p"], out["grader_error"]) == ("incorrect", 0.0, 0.0, 1.0)
     assert out["grader_error_reason"].startswith("data: ") and re.search(match, out["grader_error_reason"])
 
@@ -74,28 +84,20 @@ def test_numeric_targets_of_any_real_type_are_read() -> None:
     [("math_dapo", "\\boxed{4}", None), ("math_dapo", "\\boxed{4}", "  "), ("hotpotqa", "\\boxed{A}", ["A"]),
      ("gsm8k", "\\boxed{4}", "4"), (None, "\\boxed{4}", "4"), ("math_dapo", None, "4"), ("math_dapo", b"\\boxed{4}", "4")],
 )
-def test_compute_score_never_raises_on_a_sample(source, response, gold) -> None:
-    out = compute_score(source, response, gold, {"target_p": 0.5, "objective": "rlec"}, b=1.0)
+def test_scoring_never_raises_on_a_sample(source, response, gold) -> None:
+    out = score(source, response, gold, {"target_p": 0.5, "objective": "rlec"}, b=1.0)
     assert out["outcome"] == "incorrect" and out["score"] == pytest.approx(-0.5)
     assert out["grader_error"] == float(gold in (None, "  ", ["A"]) or source in ("gsm8k", None))
 
 
 def test_issue_12_hotpotqa_article_gold_scores_instead_of_raising() -> None:
     info = {"target_p": 0.3, "objective": "rlec"}
-    assert compute_score("hotpotqa", "\\boxed{A}", "A", info, b=1.0)["score"] == pytest.approx(0.7)
-    assert compute_score("hotpotqa", "\\boxed{C}", "A", info, b=1.0)["score"] == pytest.approx(-0.3)
+    assert score("hotpotqa", "\\boxed{A}", "A", info, b=1.0)["score"] == pytest.approx(0.7)
+    assert score("hotpotqa", "\\boxed{C}", "A", info, b=1.0)["score"] == pytest.approx(-0.3)
 
 
 def test_a_bad_b_is_a_configuration_error() -> None:
     with pytest.raises(ValueError):
-        compute_score("math_dapo", "\\boxed{1}", "1", {}, b=1.5)
+        score("math_dapo", "\\boxed{1}", "1", {}, b=1.5)
     with pytest.raises(ValueError, match="stability coefficient b must be a number"):  # not OverflowError
-        compute_score("math_dapo", "\\boxed{1}", "1", {}, b=10**400)
-
-
-def test_resolve_b_precedence() -> None:
-    assert resolve_b(0.2, global_step=5, total_steps=10) == 0.2
-    assert resolve_b(None, global_step=1, total_steps=10) == 0.0
-    assert resolve_b() == EVALUATION_B
-    with pytest.raises(ValueError):
-        resolve_b(1.5)
+        score("math_dapo", "\\boxed{1}", "1", {}, b=10**400)

@@ -237,7 +237,7 @@ BAD_INPUTS = {
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_bad_input_is_refused_before_heavy_work(case: str, tiny_moe_dir: Path, tmp_path: Path) -> None:
-    from rlec.cluster.layout import ParallelLayout
+    from rlec.layout import ParallelLayout
     from rlec.megatron.preflight import ConversionInputError, check_conversion
 
     variant, flags, message = BAD_INPUTS[case]
@@ -278,7 +278,7 @@ def test_cli_bad_input_exits_2_with_the_reason_and_writes_nothing(tiny_moe_dir: 
 
 
 def test_existing_output_is_refused_without_overwrite(tiny_moe_dir: Path, tmp_path: Path) -> None:
-    from rlec.cluster.layout import ParallelLayout
+    from rlec.layout import ParallelLayout
     from rlec.megatron.preflight import ConversionInputError, check_conversion
 
     out = tmp_path / "out"
@@ -291,7 +291,7 @@ def test_existing_output_is_refused_without_overwrite(tiny_moe_dir: Path, tmp_pa
 
 
 def test_truncated_weights_are_refused(tiny_moe_dir: Path, tmp_path: Path) -> None:
-    from rlec.cluster.layout import ParallelLayout
+    from rlec.layout import ParallelLayout
     from rlec.megatron.preflight import ConversionInputError, check_conversion
 
     data = (tiny_moe_dir / "model.safetensors").read_bytes()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 pytest.importorskip("verl")
 
-from rlec.reward.batch import score_batch  # noqa: E402
+from rlec.reward.batch import score_one_async  # noqa: E402
 from rlec.reward.schedule import LinearSchedule  # noqa: E402
 from rlec.verl_plugin import RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer, RLECSyncTrainer  # noqa: E402
 
@@ -39,8 +41,9 @@ def test_validation_metrics_keep_verl_core_and_add_rlec(compose_rlec, tiny_moe_d
     responses = ["\\boxed{4}", "\\boxed{5}", "\\boxed{I don't know}", "\\boxed{Paris}"]
     sources = ["math_dapo", "math_dapo", "hotpotqa", "hotpotqa"]
     extras = [{"target_p": 0.5}, {"target_p": 0.5}, {"target_p": 0.7}, {"objective": "binary"}]
-    scores, infos = score_batch(responses, ["4", "4", "Paris", "Paris"], sources, extras, 3, LinearSchedule(end_step=5))
-    columns = {"reward": scores} | {key: [info[key] for info in infos] for key in infos[0]}
+    infos = [asyncio.run(score_one_async(response, gold, source, extra, 3, LinearSchedule(end_step=5)))
+             for response, gold, source, extra in zip(responses, ["4", "4", "Paris", "Paris"], sources, extras)]
+    columns = {"reward": [info["score"] for info in infos]} | {key: [info[key] for info in infos] for key in infos[0]}
     trainer = RLECSyncTrainer(compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}"))
     metrics = trainer._val_metrics_update(sources, ["u0", "u1", "u2", "u3"], columns, [1, 1, 1, 1])
     assert metrics["val-core/math_dapo/acc/mean@1"] == 0.5  # verl's own aggregation of our "acc"
@@ -48,3 +51,33 @@ def test_validation_metrics_keep_verl_core_and_add_rlec(compose_rlec, tiny_moe_d
     assert metrics["val-rlec/accuracy"] == 0.5 and metrics["val-rlec/coverage"] == 0.75
     assert metrics["val-rlec/b"] == 0.5
     assert metrics["val-rlec/p0.6-1.0/abstention_rate"] == 1.0
+
+
+def test_each_settings_section_is_parsed_once_while_verls_trainer_and_reward_manager_are_built(compose_rlec, tiny_moe_dir,
+                                                                                                monkeypatch):
+    """Issue 59 item 1: the early rules, the algorithms' checks, the trainer's mixins and the reward manager each read
+    rlec's settings and E3's and Pass@k's of the run's config; the process parses each section once (before: twice)."""
+    import collections
+
+    import rlec.settings as settings_module
+    from rlec.settings import RlecSettings
+    from rlec.verl_plugin.reward_manager import RLECRewardManager
+
+    reads, parses = [], collections.Counter()
+    read, parse_section = RlecSettings.from_config.__func__, settings_module._read
+
+    def counting(cls, section, prefix, validate=True):
+        if prefix.count(".") == 1:  # a section's read, not its sub-sections'
+            parses[prefix] += 1
+        return parse_section(cls, section, prefix, validate)
+
+    monkeypatch.setattr(RlecSettings, "from_config", classmethod(lambda cls, cfg: reads.append(1) or read(cls, cfg)))
+    monkeypatch.setattr(settings_module, "_read", counting)
+    monkeypatch.setattr(settings_module, "_PARSED", {})
+    cfg = compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}", "rlec.grading.timeout_s=7.0",
+                       "algorithm=[e3,passk]")
+    trainer = RLECSyncTrainer(cfg)
+    manager = RLECRewardManager(config=trainer.config, tokenizer=None, compute_score=None)
+    assert manager.timeout_s == 7.0
+    assert len(reads) >= 2 and parses["rlec.e3"] == parses["rlec.passk"] == parses["rlec.grading"] == 1, (reads, parses)
+    assert set(parses.values()) == {1}, parses

@@ -15,7 +15,6 @@ from verl.trainer.ppo.v1 import PPOTrainerSync  # noqa: E402
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 
 from rlec.cluster.config_check import run_checks  # noqa: E402
-from rlec.cluster.rules import rlve_rules  # noqa: E402
 from rlec.config import CONFIG_DIR, cluster_layouts, gpu_precisions  # noqa: E402
 from rlec.environments import EnvironmentSource  # noqa: E402
 from rlec.algorithms.rlve.algorithm import RLVE as RLVEAlgorithm  # noqa: E402
@@ -144,13 +143,13 @@ RLVE_INVALID = [
 
 @pytest.mark.parametrize(("overrides", "key", "message"), RLVE_INVALID, ids=[m for _, _, m in RLVE_INVALID])
 def test_rlve_rule_refuses_what_would_break_the_controllers(compose_rlec, overrides, key, message):
-    findings = rlve_rules(compose_rlec(RLVE, *overrides))
+    findings = RLVEAlgorithm.check(compose_rlec(RLVE, *overrides))
     assert any(f.level == "error" and f.key == key and message in f.message for f in findings), [str(f) for f in findings]
 
 
 def test_rlve_rule_is_silent_when_disabled_and_warns_for_async_modes(compose_rlec):
-    assert rlve_rules(compose_rlec("data.dataloader_num_workers=2")) == []
-    findings = rlve_rules(compose_rlec(RLVE, "trainer.v1.trainer_mode=rlec_colocate_async"))
+    assert RLVEAlgorithm.check(compose_rlec("data.dataloader_num_workers=2")) == []
+    findings = RLVEAlgorithm.check(compose_rlec(RLVE, "trainer.v1.trainer_mode=rlec_colocate_async"))
     assert [f.level for f in findings] == ["warning"] and "exact in rlec_sync" in findings[0].message
 
 

@@ -41,6 +41,7 @@ class PassK(Algorithm):
     switch = f"{SECTION}.enable=true"
     doc = "passk.md"
     verl_keys = (VERL_COPY,)  # what the estimator reads from verl's algorithm section (AlgoConfig has no passk field)
+    verl_values = {ESTIMATOR_KEY: PASSK_ESTIMATOR}  # verl selects the estimator by name; check() refuses a mismatch
 
     def __init__(self, k: int, switch: EntropySwitch | None) -> None:
         self.k, self.entropy_switch = int(k), switch

@@ -38,6 +38,7 @@ class RLVE(Algorithm):
     record_fields = ("extra_info",)
     verl_keys = (VERL_COPY,)  # verl hands the dataset only `data`: the overlay copies the settings there
     serves_prompts = True  # environment rows: data.train_files=[] trains on them alone
+    step_line_columns = 0  # one column per environment: the step table at the end shows them
 
     def __init__(self, source: Any) -> None:
         self.source = source
@@ -107,11 +108,12 @@ class RLVE(Algorithm):
     def from_config(cls, cfg: Any, context: AlgorithmContext) -> "RLVE":
         """Raises ValueError: :meth:`check` fails, or the training dataset has no environment source."""
         cls.raise_first_error(cfg)
-        if context.source is None:
+        source = getattr(context.train_dataset, "rlve_source", None)  # rlec.verl_plugin.rlve_dataset.RLVEDataset
+        if source is None:
             raise ValueError("rlec.rlve.enable is true but the training dataset has no environment source: set "
                              f"data.custom_cls.path={RLVE_DATASET[0]} and data.custom_cls.name={RLVE_DATASET[1]} "
                              "(megatron_configs/algorithm/rlve.yaml does)")
-        return cls(context.source)
+        return cls(source)
 
     def observe(self, step: int, total_steps: int, record: StepRecord) -> dict[str, float]:
         """Feed each response's (environment, difficulty, correct) to the difficulty controllers; ``rlve/...`` metrics."""

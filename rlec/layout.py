@@ -1,5 +1,8 @@
 """The one parallel layout of a run and the one set of rules it must satisfy.
 
+A value type below both sides that use it: the pre-launch planner (:mod:`rlec.cluster`) and the Megatron
+side (:mod:`rlec.megatron`) import it, it imports neither (an import-linter contract in pyproject.toml).
+
 :class:`ParallelLayout` holds every size the Megatron update and the vLLM rollout are split by
 (verl's keys ``actor_rollout_ref.actor.megatron.*`` and ``actor_rollout_ref.rollout.*``), plus
 the offload flags the memory model needs. The rules are plain functions returning
@@ -36,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Mapping
 
-from rlec.cluster.shape import ModelShape
+from rlec.model_shape import ModelShape
 from rlec.config import Finding
 
 FP8_BLOCK = 128  # verl's FP8 rollout: weight_block_size [128, 128] (block_n = block_k = 128)
@@ -128,7 +131,7 @@ class ParallelLayout:
         """Raise when the sizes do not fit together or do not divide the model.
 
         Args:
-            model: a :class:`~rlec.cluster.shape.ModelShape`, a ``config.json`` dict or a
+            model: a :class:`~rlec.model_shape.ModelShape`, a ``config.json`` dict or a
                 ``transformers`` config object.
             source: the model's name in messages (e.g. its ``config.json`` path).
             names: as in :meth:`check`.
