@@ -116,6 +116,19 @@ class AlgorithmContext:
     train_dataset: Any = None
 
 
+BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
+
+
+def entropy_findings(cfg: Any, reader: str) -> list[Finding]:
+    """An error when ``cfg`` turns on verl's bypass mode (:data:`BYPASS_KEY`), whose trainer skips the old-log-prob
+    pass and with it ``actor/entropy`` (verl 0.9.1 ``trainer_base._compute_old_log_prob``), which ``reader`` (the
+    part of an algorithm that reads it, e.g. "rlec.e3.temperature") needs; empty otherwise."""
+    if select(cfg, BYPASS_KEY, False) is not True:
+        return []
+    return [Finding("error", BYPASS_KEY, f"true: verl's bypass mode computes no actor/entropy, which {reader} reads; "
+                    f"set {BYPASS_KEY}=false (the recipe's)")]
+
+
 def first_error(findings: Sequence[Finding]) -> Finding | None:
     """The first finding of level "error", or None."""
     return next((f for f in findings if f.level == "error"), None)

@@ -52,17 +52,22 @@ def test_the_table_sets_verls_phases_beside_plain_pytorchs(bench):
     plain = {"steps": [{"gen": 2.0, "old_log_prob": 1.0, "update_actor": 3.0, "step": 6.0},
                        {"gen": 1.0, "old_log_prob": 0.5, "update_actor": 1.5, "step": 3.0}], "sampler_logprob_max_diff": 1e-7}
     verl = {"rc": 0, "total_s": 100.0, "first_row_s": 60.0, "launch_to_first_step_s": 40.0, "rows": [
-        {"step": 1, "timing_s/gen": 9.0, "timing_s/step": 20.0},
-        {"step": 2, "timing_s/gen": 2.0, "timing_s/step": 5.0},
-        {"step": 3, "timing_s/gen": 3.0, "timing_s/step": 7.0, "rollout_corr/kl": -3e-9},
-        {"step": 4, "timing_s/gen": 2.0, "timing_s/step": 9.0}]}
+        {"step": 1, "timing_s/gen": 9.0, "timing_s/old_log_prob": 3.0, "timing_s/step": 20.0},
+        {"step": 2, "timing_s/gen": 2.0, "timing_s/old_log_prob": 1.0, "timing_s/step": 5.0},
+        {"step": 3, "timing_s/gen": 3.0, "timing_s/old_log_prob": 2.0, "timing_s/step": 7.0, "rollout_corr/kl": -3e-9},
+        {"step": 4, "timing_s/gen": 2.0, "timing_s/old_log_prob": 1.0, "timing_s/step": 9.0}]}
     text = bench.table({"model": "m", "settings": {}, "load": [[1.0, 1.0, 1.0]], "nice": 15, "plain": plain, "verl": verl})
     # steady: steps 2-3 (the last saves), median; plain: steps after the first
     assert "| gen | 9.00 | 2.50 | 1.00 |" in text and "| step | 20.00 | 6.00 | 3.00 |" in text
     assert "verl / plain PyTorch: 2.00x" in text and "launch to step 1's start 40.0 s" in text
-    assert "largest over the steps: rollout_corr/kl 3.00e-09" in text
+    assert "largest over the steps: rollout_corr/kl 3.00e-09" in text and "| old_log_prob | 3.00 | 1.50 | 0.50 |" in text
     verl["rows"][2].pop("rollout_corr/kl")
     assert "not logged (bypass mode" in bench.table({"model": "m", "settings": {}, "load": [], "verl": verl})
+    # bypass mode (no old_log_prob phase): verl is compared with plain PyTorch's step less its old-log-prob pass, 6 / 2.5
+    for row in verl["rows"]:
+        row.pop("timing_s/old_log_prob")
+    text = bench.table({"model": "m", "settings": {}, "load": [], "nice": 15, "plain": plain, "verl": verl})
+    assert "verl / plain PyTorch: 2.40x (plain without its old_log_prob pass, as verl's bypass mode)" in text
 
 
 def test_the_plain_only_run_hands_its_figures_to_the_parent(bench, tiny_dense_dir, sample_data_dir, capsys):

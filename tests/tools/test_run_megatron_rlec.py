@@ -145,8 +145,10 @@ def test_make_runs_default_task_builds_the_upcycled_warm_start_and_its_addition_
     assert config["vocab_size"] == len(tokenizer["model"]["vocab"]) + len(tokenizer["added_tokens"]) < 300
     assert (data / "train.parquet").is_file() and (data / "test.parquet").is_file()
     text = proc.stdout
-    for expected in ("total_training_steps: 30", "train_batch_size: 16", "top_k: -1", "goal_check: true",
-                     "max_questions: 60", "lr: 0.0002", "scripted_fraction: 0.0"):
+    from rlec.demo import quick
+
+    for expected in (f"total_training_steps: {quick.STEPS}", "train_batch_size: 16", "top_k: -1", "goal_check: true",
+                     "max_questions: 60", "lr: 0.0002", "scripted_fraction: 0.0", "bypass_mode: true"):
         assert expected in text, expected
     proc = launch(DRY_RUN="1", TRAINER="verl", TASK="nonsense", OUTPUT_DIR=str(out), PYTHON=sys.executable)
     assert proc.returncode == 2 and "TASK=nonsense: expected addition (the default) or sample" in proc.stderr

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Collection, Hashable, Mapping, Sequence
 
-from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext, Finding, RolloutPlan, StepRecord, trainer_mode
+from rlec.algorithms.base import (TEMPERATURE_FIELD, Algorithm, AlgorithmContext, Finding, RolloutPlan, StepRecord,
+                                  entropy_findings, trainer_mode)
 from rlec.algorithms.e3.budget import length_bias_factor
 from rlec.algorithms.e3.controller import E3Controller
 from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
@@ -71,8 +72,8 @@ class E3(Algorithm):
     def check(cls, cfg: Any) -> list[Finding]:
         """Errors: an ``rlec.e3`` value of the wrong type or out of range; a trainer mode other than
         ``rlec_sync`` (the async modes sample ahead with an older temperature; verl's own modes lack
-        rlec's trainer); with the temperature part, an agent loop other than ``rlec_e3_agent`` or
-        T_0 outside [min, max]; with the budget part, not n_min <= rollout.n <= n_max (the sums stay
+        rlec's trainer); with the temperature part, an agent loop other than ``rlec_e3_agent``,
+        T_0 outside [min, max] or verl's bypass mode (no ``actor/entropy`` to steer by); with the budget part, not n_min <= rollout.n <= n_max (the sums stay
         rollout.n x prompts), or n_max above a step's responses (``data.train_batch_size x rollout.n``)."""
         if not cls.enabled(cfg):
             return []
@@ -87,6 +88,7 @@ class E3(Algorithm):
                                "modes generate ahead with an older temperature, and verl's own modes lack rlec's E3 trainer mixin"))
         n = select(cfg, f"{ROLLOUT}.n", 1)
         if e3.temperature_enable:
+            out += entropy_findings(cfg, "rlec.e3.temperature")
             loop = select(cfg, f"{ROLLOUT}.agent.default_agent_loop")
             if loop != E3_AGENT_LOOP:
                 out.append(Finding("error", f"{ROLLOUT}.agent.default_agent_loop", f"is {loop!r}; rlec.e3.temperature needs "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, trainer_mode
+from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, entropy_findings, trainer_mode
 from rlec.algorithms.passk.advantage import PASSK_ESTIMATOR, EntropySwitch
 from rlec.algorithms.passk.settings import ACTIVE_K_KEY, SECTION, VERL_COPY, PasskSettings
 from rlec.config_base import select
@@ -64,7 +64,7 @@ class PassK(Algorithm):
         verl's copy ``algorithm.passk.k`` not ``rlec.passk.k``; ``algorithm.passk.active_k`` (the
         trainer's runtime slot) not null or an integer in [1, rollout.n]; k >= rollout.n (a group of
         N <= k responses has advantage 0); KL in the reward (correct is read as reward > 0); the
-        switch outside rlec's trainers. Warning: with E3's budget, n_min <= k (the easiest prompts get
+        switch outside rlec's trainers or with verl's bypass mode (no ``actor/entropy``). Warning: with E3's budget, n_min <= k (the easiest prompts get
         advantage 0)."""
         estimator = select(cfg, ESTIMATOR_KEY)
         if not cls.enabled(cfg):
@@ -92,6 +92,8 @@ class PassK(Algorithm):
         if select(cfg, "algorithm.use_kl_in_reward", False):
             out.append(Finding("error", "algorithm.use_kl_in_reward", "must be false with rlec_passk: correct is read as reward > 0"))
         mode = trainer_mode(cfg)
+        if settings.switch_enable:
+            out += entropy_findings(cfg, "rlec.passk.switch")
         if settings.switch_enable and not mode.startswith("rlec_"):
             out.append(Finding("error", "trainer.v1.trainer_mode",
                                f"the entropy switch runs in rlec's trainers (rlec_sync, ...), got {mode!r}"))
