@@ -273,7 +273,7 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
 
 
 def pilot_data(exp: Experiment, data: Path) -> dict[str, Path]:
-    """The pilot's training pool (``train``, when ``docs/results/pilot_<name>.json`` is committed and the experiment
+    """The pilot's training pool (``train``, when the pilot file ``pilot_<name>.json`` of ``docs/results`` is committed and the experiment
     trains on binary additions) and the probe set (``probe``, when the spec has one), each written once into ``data``
     (:mod:`rlec.experiments.pilot`)."""
     from rlec.experiments import pilot

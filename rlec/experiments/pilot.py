@@ -7,7 +7,7 @@ every held-out figure). Candidates are the training side of the addition task (n
 and :data:`TWO_DIGIT_CANDIDATES` distinct two-digit ones (the warm start's sampled accuracy is 0.76 / 0.42 / 0 at 1 / 2 /
 3 digits, so three-digit sums are never in the band). The prompts with q in
 :data:`rlec.experiments.spec.INFORMATIVE_BAND` (open) are kept; the result is committed as
-``docs/results/pilot_<experiment>.json`` (every candidate with its q, the kept ones in order), and
+``pilot_<experiment>.json`` in ``docs/results`` (every candidate with its q, the kept ones in order), and
 :func:`rlec.experiments.core.prepare_shared` builds the experiment's training rows from it: the kept prompts in the
 file's order, cycled to the experiment's ``train_rows``.
 
@@ -39,7 +39,7 @@ __all__ = ["PILOT_SCHEMA", "PROBE_SEED", "candidate_problems", "main", "pilot_pa
 
 
 def pilot_path(name: str) -> Path:
-    """The committed pilot file of experiment ``name``: ``docs/results/pilot_<name>.json``."""
+    """The committed pilot file of experiment ``name``: ``pilot_<name>.json`` in ``docs/results``."""
     return REPO / "docs" / "results" / f"pilot_{name}.json"
 
 
@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rlec.experiments.pilot", description=__doc__.split("\n\n")[0])
     p.add_argument("name", help="the experiment (e3, e3_budget, passk: the ones trained on binary additions)")
     p.add_argument("--work", default=None, help="working folder (warm start, candidates, records; default outputs/pilot/<name>)")
-    p.add_argument("--out", default=None, help="the pilot file (default docs/results/pilot_<name>.json)")
+    p.add_argument("--out", default=None, help="the pilot file (default: pilot_<name>.json in docs/results)")
     p.add_argument("--two-digit", type=int, default=TWO_DIGIT_CANDIDATES, help="two-digit candidates besides the 100 one-digit sums")
     args = p.parse_args(argv)
     try:

@@ -109,3 +109,21 @@ def test_quick_probes_a_smaller_set_on_the_same_schedule() -> None:
     exp = cli.load("e3")
     quick = exp.quick(4)
     assert (quick.probe.prompts, quick.probe.samples, quick.probe.every) == (8, 4, exp.probe.every)
+
+
+def test_progress_reads_each_arm_seeds_steps_so_far_and_the_probe_first_and_latest(tmp_path) -> None:
+    from rlec.experiments import progress
+
+    out = tmp_path / "e3"
+    run = out / "grpo" / "seed0"
+    run.mkdir(parents=True)
+    (out / core.STAMP).write_text(json.dumps({"experiment": "e3", "probe": {"metric": "rlec/probe/entropy"}}))
+    rows = [{"step": 1, "rlec/probe/entropy": 0.9, "actor/pg_clipfrac": 0.0, "other": 1},
+            {"step": 2, "actor/pg_clipfrac": 0.1}, {"step": 3, "rlec/probe/entropy": 0.6, "actor/ppo_kl": 0.01}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "torn')
+    got = progress.progress(out)["runs"]["grpo/seed0"]
+    assert got["steps"] == 3 and got["finished"] is False  # the torn line is skipped; no run.json yet
+    assert got["probe_first"] == [1, 0.9] and got["probe_latest"] == [3, 0.6]
+    assert got["metrics"][0] == {"step": 1, "rlec/probe/entropy": 0.9, "actor/pg_clipfrac": 0.0}  # only the kept keys
+    with pytest.raises(ValueError, match="not an experiment folder"):
+        progress.progress(tmp_path)
