@@ -274,8 +274,8 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
 
 def pilot_data(exp: Experiment, data: Path) -> dict[str, Path]:
     """The pilot's training pool (``train``, when the pilot file ``pilot_<name>.json`` of ``docs/results`` is committed and the experiment
-    trains on binary additions) and the probe set (``probe``, when the spec has one), each written once into ``data``
-    (:mod:`rlec.experiments.pilot`)."""
+    trains on binary additions) and the probe set (``probe``, when the spec has one and trains on binary additions: its
+    prompts are held-out additions), each written once into ``data`` (:mod:`rlec.experiments.pilot`)."""
     from rlec.experiments import pilot
 
     out: dict[str, Path] = {}
@@ -283,7 +283,7 @@ def pilot_data(exp: Experiment, data: Path) -> dict[str, Path]:
         out["train"] = data / "pool.parquet"
         if not out["train"].is_file():
             pilot.write_samples(pilot.pool_samples(pilot.read_pilot(pilot.pilot_path(exp.name)), exp.train_rows), out["train"])
-    if exp.probe is not None:
+    if exp.probe is not None and exp.data == "binary":  # the probe prompts are held-out additions: a binary task's
         out["probe"] = data / "probe.parquet"
         if not out["probe"].is_file():
             pilot.write_probe_set(out["probe"], exp.probe)
