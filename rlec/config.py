@@ -100,6 +100,8 @@ RESUME_ALLOWED: dict[str, str] = {
                    "or stop a run, never change an update",
     "rlec.metrics.": "logging (metric buckets)",
     "rlec.checkpoint.": "what a checkpoint records about itself (its manifest)",
+    "rlec.probe.": "measurement (the probe set's entropy, sampled by the rollout server from seeds of its own between "
+                   "steps): it never changes an update",
     "rlec.cpu.eval.": "the final evaluation after training",
 }
 SCHEDULE_END = "rlec.schedule.end_step"

@@ -37,7 +37,7 @@ EXACT_INT = "exact_int"
 
 __all__ = [
     "EXACT_INT", "CheckSettings", "CheckpointSettings", "CpuEvalSettings", "CpuSettings", "GradingSettings",
-    "MetricsSettings", "RlecSettings", "ScheduleSettings", "SettingError", "compute_capability",
+    "MetricsSettings", "ProbeSettings", "RlecSettings", "ScheduleSettings", "SettingError", "compute_capability",
     "plain", "read_section",
 ]
 
@@ -130,6 +130,35 @@ class MetricsSettings:
             raise SettingError(key, list(edges), "must be strictly increasing")
         if edges[0] != 0.0 or edges[-1] != 1.0:
             raise SettingError(key, list(edges), "must cover every target p: start at 0 and end at 1")
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """``rlec.probe``: the fixed probe set whose entropy the trainer logs as ``rlec/probe/entropy``
+    (:mod:`rlec.verl_plugin.probe`).
+
+    Attributes:
+        file: a parquet of probe prompts in verl's data format (``prompt`` = chat messages); null: no probe.
+        every: steps between measurements (also at the first and the last step), >= 1.
+        samples: responses per probe prompt, >= 1.
+        temperature: the sampling and measuring temperature, > 0 (1.0: the policy's own distribution).
+    """
+
+    file: str | None = None
+    every: int = 20
+    samples: int = 8
+    temperature: float = 1.0
+
+    def check(self, prefix: str = "rlec.probe") -> None:
+        """Raises :class:`SettingError` for a file that is not a ``.parquet`` path, ``every`` or ``samples`` < 1, or a
+        temperature that is not a finite number > 0."""
+        if self.file is not None and not str(self.file).endswith(".parquet"):
+            raise SettingError(f"{prefix}.file", self.file, "must be null or the path of a .parquet file of probe prompts")
+        for name in ("every", "samples"):
+            if getattr(self, name) < 1:
+                raise SettingError(f"{prefix}.{name}", getattr(self, name), "must be an integer >= 1")
+        if not (_finite(self.temperature) and self.temperature > 0):
+            raise SettingError(f"{prefix}.temperature", self.temperature, "must be a finite number > 0")
 
 
 @dataclass(frozen=True)
@@ -241,6 +270,7 @@ class RlecSettings:
     grading: GradingSettings = field(default_factory=GradingSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    probe: ProbeSettings = field(default_factory=ProbeSettings)
     check_: CheckSettings = field(default_factory=CheckSettings, metadata={"key": "check"})
     cpu: CpuSettings = field(default_factory=CpuSettings)
 

@@ -18,6 +18,7 @@ from rlec.settings import RlecSettings, SettingError
 # where each section's defaults are written (the YAML users read): (config name, overrides)
 SECTION_SOURCES = {
     "schedule": ("rlec", ()), "grading": ("rlec", ()), "metrics": ("rlec", ()), "checkpoint": ("rlec", ()),
+    "probe": ("rlec", ()),
     "check": ("rlec", ()), "cpu": ("rlec", ("layout=cpu", "precision=fp32")),
 }
 
@@ -30,6 +31,10 @@ NONSENSE: dict[str, typing.Any] = {
     "rlec.grading.timeout_s": 0.0,
     "rlec.metrics.target_bucket_edges": [0.0, 0.6, 0.3, 1.0],  # inverted
     "rlec.checkpoint.manifest": "yes",                 # a string, not a switch
+    "rlec.probe.file": "probe.txt",                     # not a parquet of prompts
+    "rlec.probe.every": 0,
+    "rlec.probe.samples": 0,
+    "rlec.probe.temperature": 0.0,                     # a degenerate distribution: no entropy to measure
     "rlec.check.model_shape": "no_such_model",         # no megatron_configs/model/<name>.json
     "rlec.check.gpu_memory_gib": -80,
     "rlec.check.gpu_arch": "blackwell",                # not a compute capability

@@ -19,6 +19,7 @@ The baseline arm's first seeds train first; the premise gate reads them before a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import asdict
@@ -55,7 +56,8 @@ def settings_stamp(exp: Experiment, steps: int) -> dict[str, Any]:
             "heldout": None if exp.heldout is None else {"targets": list(exp.heldout.targets), "n_samples": exp.heldout.n_samples,
                                                         "temperature": exp.heldout.temperature, "figures": sorted(exp.heldout.figures),
                                                         "data": exp.heldout.data},
-            "warm_start_key": warm_start.folder_key(warm_start_config(exp)),
+            "warm_start_key": warm_start.folder_key(warm_start_config(exp)), "pilot": pilot_stamp(exp),
+            "probe": None if exp.probe is None else dataclasses.asdict(exp.probe),
             # JSON's lists: a rerun compares this stamp with the one read back from experiment.json
             **({"pool": {**asdict(exp.pool), "difficulties": list(exp.pool.difficulties)}} if exp.pool is not None else {})}
 
@@ -65,6 +67,16 @@ def warm_start_config(exp: Experiment) -> Any:
     from rlec.demo import warm_start
 
     return exp.warm_start if exp.warm_start is not None else warm_start.WarmStartConfig()
+
+
+def pilot_stamp(exp: Experiment) -> str | None:
+    """The SHA-256 of the committed pilot file the training pool comes from (None: no pilot file)."""
+    import hashlib
+
+    from rlec.experiments.pilot import pilot_path
+
+    path = pilot_path(exp.name)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if exp.data == "binary" and path.is_file() else None
 
 
 def claim_folder(out: Path, stamp: dict[str, Any]) -> None:
@@ -262,6 +274,7 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
                                   binary_fraction=0.0 if kind == "targets" else 1.0,
                                   targets=[0.1, 0.8] if kind == "targets" else None)
     paths = {"model": model, "train": data / "train.parquet", "test": data / "test.parquet"}
+    paths.update(pilot_data(exp, data))
     if exp.data == "environments" or (exp.heldout is not None and exp.heldout.data == "environments"):
         env = shared / "environments"
         if not (env / "test.parquet").is_file():
@@ -271,6 +284,34 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
                                  tokenizer_path=str(model), progress=False)
         paths["test"] = env / "test.parquet"
     return paths
+
+
+def pilot_data(exp: Experiment, data: Path) -> dict[str, Path]:
+    """The pilot's training pool (``train``, when the pilot file ``pilot_<name>.json`` of ``docs/results`` is committed and the experiment
+    trains on binary additions) and the probe set (``probe``, when the spec has one and trains on binary additions: its
+    prompts are held-out additions), each written once into ``data`` (:mod:`rlec.experiments.pilot`)."""
+    from rlec.experiments import pilot
+
+    out: dict[str, Path] = {}
+    if exp.data == "binary" and pilot.pilot_path(exp.name).is_file():
+        out["train"] = data / "pool.parquet"
+        if not out["train"].is_file():
+            pilot.write_samples(pilot.pool_samples(pilot.read_pilot(pilot.pilot_path(exp.name)), exp.train_rows), out["train"])
+    if exp.probe is not None and exp.data == "binary":  # the probe prompts are held-out additions: a binary task's
+        out["probe"] = data / "probe.parquet"
+        if not out["probe"].is_file():
+            pilot.write_probe_set(out["probe"], exp.probe)
+    return out
+
+
+def probe_overrides(exp: Experiment, shared: dict[str, Path]) -> list[str]:
+    """The launch's ``rlec.probe.*`` overrides (:mod:`rlec.verl_plugin.probe`): the same probe file and schedule for every
+    arm and seed; none without a probe set."""
+    p = exp.probe
+    if p is None or "probe" not in shared:
+        return []
+    return [f"rlec.probe.file={shared['probe'].resolve()}", f"rlec.probe.every={p.every}", f"rlec.probe.samples={p.samples}",
+            f"rlec.probe.temperature={p.temperature}"]
 
 
 ENVIRONMENTS = ("addition",)  # RLVE's environment here: the warm start's own additions (rlec/environments/addition.py)
@@ -315,7 +356,7 @@ def run_arm_seed(exp: Experiment, arm_name: str, seed: int, out: Path, steps: in
         return Run(arm.name, seed, data["metrics"], data["groups"], data["heldout"], data.get("prompts", []))
     from rlec.io import atomic_write_text
 
-    base = [f"{k}={v}" for k, v in exp.settings.items()]
+    base = [*(f"{k}={v}" for k, v in exp.settings.items()), *probe_overrides(exp, shared)]
     stages = arm.stages(steps)
     model, metrics, groups, prompts = shared["model"], [], [], []
     t0 = time.perf_counter()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rlec.experiments import keys as K
 from rlec.experiments.spec import (Arm, Experiment, HeldOut, PaperSetting, Premise, Primary, Probe, all_hold, common_paper_settings,
-                                   falls_by, metric_curve, metric_tail, pass_at, pilot_command, series_of, shared_settings)
+                                   falls_by, metric_curve, metric_tail, pass_at, series_of, shared_settings)
 
 PROBE = Probe()
 _E3_ONLY_TEMPERATURE = (f"{K.OVERLAY}=e3", f"{K.E3_BUDGET}=false", f"{K.E3_LENGTH_BIAS}=false", f"{K.E3}.temperature.init_steps=1")
@@ -52,7 +52,7 @@ EXPERIMENT = Experiment(
                     all_hold(falls_by(series_of(PROBE.metric), 0.4, "probe entropy"))),
     seeds=5,
     probe=PROBE,
-    pilot=pilot_command("<out>/shared/data/candidates.parquet", "<out>/shared/pilot/records.jsonl"),
+    pilot="python -m rlec.experiments.pilot e3  # -> docs/results/pilot_e3.json, the training pool (rlec.experiments.pilot)",
     paper_settings=(
         *common_paper_settings("E3 (scripts/train_1_5b.sh)"),
         PaperSetting("clip ratio low / high", "0.2 / 0.2 (verl default: E3's script sets no clip)", "0.2 / 0.2",

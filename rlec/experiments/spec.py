@@ -219,6 +219,9 @@ class Probe:
     metric: str = "rlec/probe/entropy"
 
 
+QUICK_PROBE = (8, 4)  # probe prompts and samples of a --quick run (Experiment.quick)
+
+
 @dataclass(frozen=True)
 class Experiment:
     """An experiment: paired arms trained from the same warm start, data, seeds, lr, batch and steps.
@@ -341,7 +344,7 @@ class Experiment:
         Returns:
             a copy with the batch, mini-batch, training rows and warm start (:attr:`quick_warm_start`) of a quick run
             (the arms unchanged), sampling with the demo's top-k where :data:`rlec.demo.pipeline.DEMO_SETTINGS` still
-            has one.
+            has one, and a probe set of at most :data:`QUICK_PROBE` prompts and samples.
 
         Raises:
             ValueError: ``batch`` below 1, or :attr:`settings` without the batch key
@@ -366,7 +369,11 @@ class Experiment:
         if K.MINI_BATCH in settings:
             settings[K.MINI_BATCH] = max(1, int(settings[K.MINI_BATCH]) * batch // full)
         rows = self.quick_train_rows or max(batch, self.train_rows * batch // full)
-        return replace(self, settings=settings, train_rows=rows, warm_start=self.quick_warm_start or self.warm_start)
+        # the wiring of the probe set, at a fraction of its cost (a full probe samples 4x a full step's rollouts)
+        probe = None if self.probe is None else replace(self.probe, prompts=min(self.probe.prompts, QUICK_PROBE[0]),
+                                                        samples=min(self.probe.samples, QUICK_PROBE[1]))
+        return replace(self, settings=settings, train_rows=rows, probe=probe,
+                       warm_start=self.quick_warm_start or self.warm_start)
 
 
 # ---- figures shared by several experiments ------------------------------------------------------

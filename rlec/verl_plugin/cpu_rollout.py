@@ -272,6 +272,48 @@ class HFRolloutServer:
         self.stats["seconds"] += time.perf_counter() - start
         return [(out.responses[i, : int(n)].tolist(), out.finish_reasons[i]) for i, n in enumerate(lengths)]
 
+    async def probe(self, prompt_ids: list[list[int]], seeds: list[int], temperature: float = 1.0) -> list[dict[str, list]]:
+        """One sampled response per row and the entropy of every response token (:mod:`rlec.verl_plugin.probe`).
+
+        The rollout's own engine and weights sample each row from its own seed at ``temperature`` over the whole
+        vocabulary (no top-k / top-p), with the budget a training request of that prompt gets; then one teacher-forced
+        pass of the same model gives the entropy of the full next-token distribution at each response token
+        (:func:`rlec.verl_plugin.rollout_scores.response_entropies`). Behind the same lock and forward thread as
+        training requests; the batch counter (the seed of requests without their own) is left as it was.
+
+        Args:
+            prompt_ids: per row, the rendered prompt's token ids (a prompt repeated once per sample).
+            seeds: one sampling seed per row.
+            temperature: > 0.
+
+        Returns:
+            Per row ``{"tokens": response ids (stop token included), "entropies": nats per token}``.
+
+        Raises:
+            ValueError: seeds and rows of unequal count, no rows, or temperature <= 0.
+        """
+        from rlec.verl_plugin.rollout_scores import response_entropies
+
+        if len(seeds) != len(prompt_ids) or not prompt_ids or not temperature > 0:
+            raise ValueError(f"probe: {len(prompt_ids)} rows, {len(seeds)} seeds, temperature {temperature}: expected one "
+                             "seed per row, at least one row and a temperature > 0")
+        budgets = [max_new_tokens(len(ids), {}, int(self.config.response_length), int(self.config.prompt_length))
+                   for ids in prompt_ids]
+        tokens: list[list[int]] = [[] for _ in prompt_ids]
+
+        def sample(rows: list[int], budget: int) -> None:
+            out = self.engine.sample([prompt_ids[i] for i in rows], n=1, max_new_tokens=budget, temperature=float(temperature),
+                                     row_seeds=[int(seeds[i]) for i in rows])
+            for k, i in enumerate(rows):
+                tokens[i] = out.responses[k, : int(out.response_mask[k].sum())].tolist()
+
+        async with self._lock:
+            for budget in sorted(set(budgets)):
+                await self._forward(sample, [i for i, b in enumerate(budgets) if b == budget], budget)
+            entropies = await self._forward(response_entropies, self.engine.model, prompt_ids, tokens,
+                                            temperature=float(temperature))
+        return [{"tokens": t, "entropies": e} for t, e in zip(tokens, entropies)]
+
     # ---- weights ------------------------------------------------------------------------------
     def load_weights(self, weights: dict[str, torch.Tensor]) -> int:
         """Load hub-layout Hugging Face weights (what mbridge exports) into the model; returns the count."""

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-__all__ = ["TokenScores", "score_tokens"]
+__all__ = ["TokenScores", "response_entropies", "score_tokens"]
 
 
 @dataclass
@@ -102,3 +102,55 @@ def score_tokens(model: torch.nn.Module, prompt_ids: Sequence[int], response_ids
         chosen = [torch.softmax(lg.float(), dim=-1).topk(top_k_experts, dim=-1).indices for lg in out.router_logits]
         experts = torch.stack(chosen, dim=1).to("cpu", torch.int32).numpy()
     return TokenScores(lp, experts)
+
+
+def response_entropies(model: torch.nn.Module, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], *,
+                       temperature: float = 1.0, chunk: int = 64) -> list[list[float]]:
+    """The entropy of the model's full next-token distribution at every response position, teacher-forced.
+
+    For response token j of row i (predicted at position ``len(prompt_i) + j - 1``): ``H = logsumexp(z) -
+    sum(softmax(z) z)`` over the whole vocabulary with ``z = logits / temperature`` (no top-k / top-p: the policy's own
+    distribution), verl's ``entropy_from_logits`` (``verl/utils/torch_functional.py``), the formula behind verl's
+    ``actor/entropy``. Rows are right-padded in chunks of ``chunk`` (causal attention: a real token never sees the
+    padding after it; positions count from 0 as in an unpadded forward).
+
+    Args:
+        model: a causal LM (the rollout's, whose weights sampled the responses).
+        prompt_ids: per row, the prompt's token ids (non-empty).
+        response_ids: per row, the response's token ids (the stop token included, as verl's response mask).
+        temperature: > 0; the logits are divided by it (1.0 changes nothing).
+        chunk: rows per forward, >= 1.
+
+    Returns:
+        Per row, one entropy (nats) per response token; ``[]`` for an empty response.
+
+    Raises:
+        ValueError: rows of unequal count, an empty prompt, temperature <= 0 or chunk < 1.
+    """
+    from verl.utils.torch_functional import entropy_from_logits
+
+    if len(prompt_ids) != len(response_ids):
+        raise ValueError(f"response_entropies: {len(prompt_ids)} prompts for {len(response_ids)} responses")
+    if not temperature > 0 or chunk < 1:
+        raise ValueError(f"response_entropies: temperature must be > 0 and chunk >= 1, got {temperature}, {chunk}")
+    if any(not p for p in prompt_ids):
+        raise ValueError("response_entropies needs non-empty prompts")
+    out: list[list[float]] = [[] for _ in prompt_ids]
+    rows = [i for i, r in enumerate(response_ids) if len(r)]
+    for start in range(0, len(rows), chunk):
+        part = rows[start:start + chunk]
+        seqs = [[*map(int, prompt_ids[i]), *map(int, response_ids[i])] for i in part]
+        width = max(map(len, seqs))
+        ids = torch.zeros((len(seqs), width), dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for k, seq in enumerate(seqs):
+            ids[k, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+            mask[k, :len(seq)] = 1
+        with torch.inference_mode():
+            logits = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device)).logits.float()
+        if temperature != 1.0:
+            logits = logits / temperature
+        for k, i in enumerate(part):
+            n, m = len(prompt_ids[i]), len(response_ids[i])
+            out[i] = entropy_from_logits(logits[k, n - 1:n - 1 + m]).tolist()
+    return out

@@ -17,6 +17,8 @@ Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async
   (``val-core/<data_source>/<key>/mean@N``); its training steps log just ``critic/score/*``, so
   it adds ``rlec/...`` (training) and ``val-rlec/...`` (validation) metrics from
   :mod:`rlec.reward.metrics`;
+- :class:`rlec.verl_plugin.probe.ProbeMixin`: the fixed probe set's entropy (``rlec/probe/*``) every
+  ``rlec.probe.every`` steps when ``rlec.probe.file`` is set;
 - :class:`rlec.verl_plugin.replay.ReproducibleBatchMixin`: prompt ids from the step and batches in key
   order, so a run and its resume feed the update the same samples in the same order.
 
@@ -63,6 +65,7 @@ from rlec.config import select
 from rlec.reward.metrics import reward_metrics, rows_from_columns
 from rlec.verl_plugin.metrics_file import MetricsFileMixin
 from rlec.verl_plugin.mismatch import MismatchAlarmMixin
+from rlec.verl_plugin.probe import ProbeMixin
 from rlec.verl_plugin.update_guard import FiniteUpdateMixin
 from rlec.verl_plugin.replay import ReproducibleBatchMixin
 from rlec.verl_plugin.state import CheckpointIntegrityMixin, load_state, resumed_folder, save_state, saving_folder
@@ -296,7 +299,7 @@ class AlgorithmsMixin:
 
 
 @register_trainer("rlec_sync")
-class RLECSyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
+class RLECSyncTrainer(MetricsFileMixin, ProbeMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
                      PPOTrainerSync):
     """verl's ``sync`` trainer with rlec's algorithms and metrics."""
 
@@ -304,7 +307,7 @@ class RLECSyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmM
 
 
 @register_trainer("rlec_colocate_async")
-class RLECColocateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
+class RLECColocateAsyncTrainer(MetricsFileMixin, ProbeMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
                      PPOTrainerColocateAsync):
     """verl's ``colocate_async`` trainer with rlec's algorithms and metrics (an algorithm's check may refuse this mode)."""
 
@@ -312,7 +315,7 @@ class RLECColocateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, Misma
 
 
 @register_trainer("rlec_separate_async")
-class RLECSeparateAsyncTrainer(MetricsFileMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
+class RLECSeparateAsyncTrainer(MetricsFileMixin, ProbeMixin, CheckpointIntegrityMixin, MismatchAlarmMixin, FiniteUpdateMixin, AlgorithmsMixin, RLECMetricsMixin, ReproducibleBatchMixin,
                      PPOTrainerSeparateAsync):
     """verl's ``separate_async`` trainer with rlec's algorithms and metrics (an algorithm's check may refuse this mode)."""
 

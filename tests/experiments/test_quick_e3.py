@@ -8,6 +8,7 @@ exists, and a rerun reuses every finished arm-seed without launching again.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,17 @@ def test_e3_rerun_reuses_every_finished_arm_seed(e3_out: Path) -> None:
     assert before == 2
     assert cli.main(["e3", "--quick", "--seeds", "1", "--arms", "grpo,scheduler", "--out", str(e3_out)]) == 0
     assert _launches(e3_out) == before
+
+
+def test_e3_logs_the_probe_entropy_at_the_first_and_last_step_and_the_clip_figures_every_step(e3_out: Path, arm_metrics) -> None:
+    """The probe hook (rlec.verl_plugin.probe) inside verl's trainer: ``rlec/probe/entropy`` at steps 1 and 3 of 3 (every
+    20 steps, the first and the last), within (0, ln V] of the compact vocabulary; verl's clip figures at every step."""
+    exp = cli.load("e3")
+    vocab = json.loads((e3_out / "shared" / "warm_start" / "config.json").read_text())["vocab_size"]
+    for arm in ("grpo", "scheduler"):
+        rows = arm_metrics(e3_out, arm)
+        assert [r["step"] for r in rows if exp.probe.metric in r] == [1, exp.quick_steps]
+        assert all(0 < r[exp.probe.metric] <= math.log(vocab) for r in rows if exp.probe.metric in r)
+        assert all(r["rlec/probe/response_length"] >= 1 for r in rows if exp.probe.metric in r)
+        for key in (K.M_CLIPFRAC, K.M_CLIPFRAC_LOWER, K.M_PPO_KL):
+            assert all(key in r for r in rows), (arm, key)

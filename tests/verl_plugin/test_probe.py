@@ -1,0 +1,106 @@
+"""The probe-set entropy (rlec.verl_plugin.probe, HFRolloutServer.probe): the metric equals a direct computation on a
+tiny model, the rollout's own engine samples it, the schedule and seeds are the declared ones (issue 57 item 4)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from rlec.verl_plugin import cpu_rollout as cr
+from rlec.verl_plugin import probe
+from rlec.verl_plugin.rollout_scores import response_entropies
+
+PROMPTS = [[151644, 872, 198, 16], [151644, 872, 198, 17, 18, 19]]  # unequal lengths: the padding is exercised
+
+
+@pytest.fixture(scope="module")
+def server(tiny_moe_dir):
+    config = SimpleNamespace(response_length=6, prompt_length=32, seed=0)
+    return cr.HFRolloutServer(config, SimpleNamespace(local_path=str(tiny_moe_dir)), replica_rank=0)
+
+
+def _direct_entropies(model, prompt, response, temperature=1.0):
+    """-sum p log p of the full next-token distribution at each response token, one unpadded forward per row."""
+    ids = torch.tensor([[*prompt, *response]])
+    with torch.inference_mode():
+        logits = model(input_ids=ids).logits[0].double() / temperature
+    p = torch.softmax(logits, dim=-1)
+    h = -(p * torch.log(p)).sum(-1)
+    return h[len(prompt) - 1:len(prompt) - 1 + len(response)].tolist()
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_response_entropies_equal_the_direct_sum_over_the_vocabulary(server, temperature):
+    model = server.engine.model
+    responses = [[11, 12, 13], [14], []]
+    prompts = [*PROMPTS, PROMPTS[0]]
+    got = response_entropies(model, prompts, responses, temperature=temperature, chunk=2)  # two chunks
+    assert [len(g) for g in got] == [3, 1, 0]
+    for prompt, response, values in zip(prompts, responses, got):
+        expected = _direct_entropies(model, prompt, response, temperature)
+        assert values == pytest.approx(expected, abs=1e-4)
+        assert all(0 < v <= math.log(model.config.vocab_size) + 1e-6 for v in values)
+
+
+def test_the_probe_samples_with_the_rollouts_engine_and_measures_the_entropy_of_its_own_responses(server):
+    rows = [PROMPTS[0], PROMPTS[0], PROMPTS[1]]
+    seeds = [11, 12, 13]
+    first = asyncio.run(server.probe(rows, seeds, 1.0))
+    again = asyncio.run(server.probe(rows[::-1], seeds[::-1], 1.0))
+    assert [r["tokens"] for r in again[::-1]] == [r["tokens"] for r in first]  # each row from its own seed
+    engine = server.engine.sample([PROMPTS[1]], n=1, max_new_tokens=6, temperature=1.0, row_seeds=[13])
+    assert first[2]["tokens"] == engine.responses[0, : int(engine.response_mask[0].sum())].tolist()
+    for row, result in zip(rows, first):
+        assert 1 <= len(result["tokens"]) <= 6
+        assert result["entropies"] == pytest.approx(_direct_entropies(server.engine.model, row, result["tokens"]), abs=1e-4)
+    metrics = probe.probe_metrics([r["entropies"] for r in first])
+    tokens = [h for r in first for h in r["entropies"]]
+    assert metrics[probe.ENTROPY] == pytest.approx(sum(tokens) / len(tokens))  # token-mean, as actor/entropy
+    assert metrics[probe.RESPONSE_LENGTH] == pytest.approx(len(tokens) / 3)
+
+
+def test_the_probe_leaves_the_training_requests_batch_seed_alone(server):
+    before = server.get_stats()["batches"]
+    asyncio.run(server.probe([PROMPTS[0]], [1], 1.0))
+    assert server.get_stats()["batches"] == before
+
+
+def test_probe_refuses_rows_without_seeds(server):
+    with pytest.raises(ValueError, match="one seed per row"):
+        asyncio.run(server.probe([PROMPTS[0]], [], 1.0))
+
+
+def test_probe_metrics_by_hand_and_refusals():
+    got = probe.probe_metrics([[1.0, 2.0, 3.0], [0.0]])
+    assert got == {probe.ENTROPY: 1.5, probe.RESPONSE_LENGTH: 2.0}  # (1 + 2 + 3 + 0) / 4 tokens, 4 / 2 responses
+    with pytest.raises(ValueError, match="nothing to measure"):
+        probe.probe_metrics([[], []])
+
+
+def test_probe_steps_are_the_first_every_nth_and_the_last():
+    assert [s for s in range(1, 51) if probe.is_probe_step(s, 20, 50)] == [1, 20, 40, 50]
+    assert [s for s in range(1, 4) if probe.is_probe_step(s, 20, 3)] == [1, 3]
+
+
+def test_probe_seeds_depend_on_seed_and_step_only_and_never_repeat_a_training_requests():
+    a = probe.probe_seeds(0, 20, 64, 8)
+    assert len(a) == 512 and len(set(a)) == 512
+    assert a == probe.probe_seeds(0, 20, 64, 8)  # every arm of seed 0 draws the same probe samples at step 20
+    assert a != probe.probe_seeds(1, 20, 64, 8) and a != probe.probe_seeds(0, 40, 64, 8)
+    assert a[8 * 3 + 2] == cr.request_seed(0, "probe20", 3, 2)  # prompt-major
+    assert cr.request_seed(0, 20, 3, 2) != a[8 * 3 + 2]  # a training request of step 20
+
+
+def test_read_probe_prompts_refuses_a_file_without_prompts(tmp_path):
+    import pandas as pd
+
+    path = tmp_path / "probe.parquet"
+    pd.DataFrame({"question": ["x"]}).to_parquet(path)
+    with pytest.raises(ValueError, match=r"rlec.probe.file=.*'prompt' column"):
+        probe.read_probe_prompts(str(path))
+    pd.DataFrame({"prompt": [[{"role": "user", "content": "1 + 1?"}]]}).to_parquet(path)
+    assert probe.read_probe_prompts(str(path)) == [[{"role": "user", "content": "1 + 1?"}]]
