@@ -236,16 +236,23 @@ def _empty_model_and_data(tmp_path: Path) -> tuple[Path, Path]:
     return model, data
 
 
-def test_without_cuda_the_default_is_verls_trainer_inside_make_runs_report(tmp_path):
-    """Issue 31 item 2: no TRAINER and no CUDA = verl's main_ppo through rlec.verl_report (the quiet console,
-    summary, hf_final and evaluation), the CPU layout, the full log beside the launch's config."""
+def _launch_with_stand_in_trainer(tmp_path, **env: str):
+    """The launcher without CUDA, its Python replaced by a stand-in that records the trainer's arguments and exits 2.
+    Returns (the process, the arguments file, the output folder)."""
     stand_in = tmp_path / "python"
     stand_in.write_text(NO_CUDA_PYTHON)
     stand_in.chmod(0o755)
     (model, data), out = _empty_model_and_data(tmp_path), tmp_path / "run"
     args_file = tmp_path / "args.txt"
     proc = launch(PYTHON=str(stand_in), REAL_PYTHON=sys.executable, ARGS_FILE=str(args_file), OUTPUT_DIR=str(out),
-                  MODEL_PATH=str(model), DATA_DIR=str(data), timeout=120)
+                  MODEL_PATH=str(model), DATA_DIR=str(data), timeout=120, **env)
+    return proc, args_file, out
+
+
+def test_without_cuda_the_default_is_verls_trainer_inside_make_runs_report(tmp_path):
+    """Issue 31 item 2: no TRAINER and no CUDA = verl's main_ppo through rlec.verl_report (the quiet console,
+    summary, hf_final and evaluation), the CPU layout, the full log beside the launch's config."""
+    proc, args_file, out = _launch_with_stand_in_trainer(tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]  # the stand-in trainer's exit
     args = args_file.read_text().splitlines()
     assert args[:2] == ["-m", "rlec.verl_report"], args[:2]
@@ -260,14 +267,7 @@ def test_with_ray_address_the_cpu_launch_connects_and_declares_no_resources(tmp_
     (the cluster declared them: ``cpu_launch_resources``), and without the variable it declares its own 8 CPUs and 1 GPU."""
     from rlec.cluster.ray_cluster import cpu_launch_resources
 
-    stand_in = tmp_path / "python"
-    stand_in.write_text(NO_CUDA_PYTHON)
-    stand_in.chmod(0o755)
-    (model, data), out = _empty_model_and_data(tmp_path), tmp_path / "run"
-    args_file = tmp_path / "args.txt"
-    proc = launch(PYTHON=str(stand_in), REAL_PYTHON=sys.executable, ARGS_FILE=str(args_file), OUTPUT_DIR=str(out),
-                  MODEL_PATH=str(model), DATA_DIR=str(data), NPROC=nproc, **({"RAY_ADDRESS": address} if address else {}),
-                  timeout=120)
+    proc, args_file, _ = _launch_with_stand_in_trainer(tmp_path, NPROC=nproc, **({"RAY_ADDRESS": address} if address else {}))
     assert proc.returncode == 2, proc.stderr[-3000:]  # the stand-in trainer's exit
     ray_args = [a for a in args_file.read_text().splitlines() if a.startswith("ray_kwargs.ray_init.num_")]
     cpus, gpus = cpu_launch_resources(int(nproc))  # the shared cluster's rule is the launcher's
