@@ -69,6 +69,8 @@ LEGAL: dict[str, dict[float, str]] = {
     # "rlec.e3.budget.n_max" 1e9 was listed legal ("a cap"); issue 55 bounds it by a step's responses
     "rlec.e3.length_bias.mu": {0: "no length bias", 1.5: "a penalty rate", 1e9: "a penalty rate: finite"},
     "rlec.e3.length_bias.penalty_threshold": {0: "no prompt counts as easy"},
+    "rlec.probe.temperature": {1.5: "a hotter probe (a measurement: the training is not affected)",
+                               1e9: "near-uniform: finite"},
     "rlec.e3.temperature.anneal.start": {0: "anneal over the whole run"},
     "rlec.e3.temperature.init_steps": {1e9: "H* from every step of the run"},
     "rlec.e3.temperature.max": {1.5: "the recipe's bound", 1e9: "effectively no upper bound (null is none)"},

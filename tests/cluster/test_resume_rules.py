@@ -220,7 +220,8 @@ def test_every_key_of_the_resolved_config_is_allowed_or_refused_on_change(compos
     for override, changed_keys in SIX.items():
         assert not any(resume_allowed(k) for k in changed_keys), override
     # a short list (the parallel sizes spelled out per role), each entry with its reason: a new entry is a decision
-    assert len(RESUME_ALLOWED) <= 52 and all(RESUME_ALLOWED.values())
+    # (53: `rlec.probe.`, a measurement sampled from seeds of its own, which the training does not read; issue 57)
+    assert len(RESUME_ALLOWED) <= 53 and all(RESUME_ALLOWED.values())
 
 
 def _nest(flat: dict) -> dict:

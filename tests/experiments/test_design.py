@@ -336,7 +336,12 @@ def test_paper_settings_match_the_runs_settings() -> None:
     for name in ("e3", "passk"):
         s = cli.load(name).settings
         assert (s[K.CLIP_LOW], s[K.CLIP_HIGH], s[K.NORM_BY_STD]) == (0.2, 0.2, True)
-        assert cli.load(name).probe is not None and cli.load(name).pilot and "--n-samples 32" in cli.load(name).pilot
+        assert cli.load(name).probe is not None and cli.load(name).pilot
+    # the pilot's q comes from 32 samples at T = 1 over the whole vocabulary (issue 57 item 5; e3's pilot is
+    # rlec.experiments.pilot, which passes these to the evaluation)
+    from rlec.experiments import pilot, spec
+    assert (spec.PILOT_SAMPLES, pilot.PILOT_TEMPERATURE) == (32, 1.0)
+    assert "python -m rlec.experiments.pilot e3" in cli.load("e3").pilot
 
 
 def test_seeds_for_power_by_hand_and_the_committed_power_note() -> None:
