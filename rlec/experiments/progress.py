@@ -53,7 +53,10 @@ def progress(out: Path, keys: Sequence[str] = KEYS) -> dict[str, Any]:
             "steps": len(rows), "finished": (folder / RUN_FILE).is_file(),
             "probe_first": list(measured[0]) if measured else None, "probe_latest": list(measured[-1]) if measured else None,
             "metrics": rows}
-    return {"experiment": stamp, "keys": list(wanted), "runs": runs}
+    # raw values of runs in progress: the verdict is results.json's (paired seeds, t-interval on the primary metric)
+    return {"experiment": stamp, "primary": stamp.get("primary"),
+            "verdict": None, "why_no_verdict": "progress of unfinished arm-seeds: no paired (method - baseline) comparison yet",
+            "keys": list(wanted), "runs": runs}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
