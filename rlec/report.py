@@ -28,7 +28,7 @@ from rlec.metrics_log import METRICS_FILE, MetricsFile, read_metrics  # the file
 CURVES_FILE = "training_curves.png"
 
 __all__ = ["COLUMNS", "CURVES_FILE", "METRICS_FILE", "MetricsFile", "REWARD_NOTE", "STEP_PHASES", "curve_series",
-           "evaluate_final", "evaluation_args", "format_cell", "plot_curves", "print_training_summary", "quiet_third_party",
+           "evaluate_final", "evaluation_args", "final_metrics_args", "format_cell", "plot_curves", "print_training_summary", "quiet_third_party",
            "read_metrics", "step_time_split", "time_split", "training_table", "verbose"]
 
 
@@ -237,6 +237,15 @@ def evaluation_args(cfg: Any, model_dir: Path, records: Path) -> list[str]:
             "--max-new-tokens", str(settings.max_new_tokens), "--seed", str(cfg.data.seed), "--temperature", "0"]
 
 
+def final_metrics_args(records: Path, out_dir: Path | None = None) -> list[str]:
+    """The arguments of ``python -m rlec.eval.metrics`` in the final evaluation (:func:`evaluate_final`).
+
+    200 bootstrap replicates, the per-question calibration figures on (``--no-calibration`` not passed), plots on;
+    ``out_dir`` None: ``<records folder>/metrics``. ``benchmarks/eval_metrics.py`` times this call.
+    """
+    return [str(records), "--bootstrap", "200", "--out-dir", str(out_dir if out_dir is not None else records.parent / "metrics")]
+
+
 def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bool | None = None) -> int:
     """Evaluate the final policy on the evaluation sample across the target grid, then score it.
 
@@ -290,7 +299,7 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
         code = evaluate.main(evaluation_args(cfg, model_dir, records), lock=lock)
         if code:
             return code
-        code = metrics.main([str(records), "--bootstrap", "200", "--out-dir", str(records.parent / "metrics")])
+        code = metrics.main(final_metrics_args(records))
         from rlec.settings import RlecSettings
 
         if code or not RlecSettings.from_config(cfg).cpu.eval.goal_check:
