@@ -228,3 +228,32 @@ def test_passk_launches_grade_the_probe_and_e3s_folder_stamp_is_unchanged(tmp_pa
     assert core.settings_stamp(e3, 800)["probe"] == {"prompts": 64, "samples": 8, "every": 20, "temperature": 1.0,
                                                        "metric": "rlec/probe/entropy"}
     assert core.settings_stamp(passk, 800)["probe"]["pass_k"] == 4
+
+
+def test_the_committed_passk_pilot_keeps_the_band_and_flags_its_probe_prompts() -> None:
+    exp = cli.load("passk")
+    data = pilot.read_pilot(pilot.pilot_path("passk"))
+    from rlec.demo import warm_start
+
+    assert data["warm_start_key"] == warm_start.folder_key(exp.warm_start)  # passk's own warm start
+    assert all(c["n"] == PILOT_SAMPLES for c in data["candidates"])
+    train = [c for c in data["candidates"] if c["split"] == "train"]
+    assert data["kept"] == pilot.select(train, ())[0] and data["n_candidates"] == len(train)
+    fresh = pilot.pool_candidates(exp)  # the candidates the code draws today are the ones measured
+    assert [(c["question_id"], c["split"]) for c in fresh] == [(c["question_id"], c["split"]) for c in data["candidates"]]
+    assert data["probe"] == [c["question_id"] for c in data["candidates"] if c["split"] == "probe"]
+    by_id = {c["question_id"]: c for c in data["candidates"]}
+    assert data["probe_low_q"] == sum(by_id[i]["q"] < pilot.LOW_Q_BELOW for i in data["probe"])
+
+
+def test_the_committed_e3_budget_pilot_fills_both_bands_and_repeats_e3s_measurement() -> None:
+    from rlec.experiments.e3_budget import EASY, HARD, predicted_all_wrong
+
+    data = pilot.read_pilot(pilot.pilot_path("e3_budget"))
+    assert data["kept"] == pilot.select(data["candidates"], (HARD, EASY))[0] and len(data["kept"]) == 64
+    assert data["bands"]["hard"]["short"] == data["bands"]["easy"]["short"] == 0
+    by_id = {c["question_id"]: c for c in data["candidates"]}
+    assert data["figures"] == predicted_all_wrong([by_id[i] for i in data["kept"]])
+    # the same candidates, warm start and sampling seed as e3's pilot: the same q for every candidate
+    e3 = pilot.read_pilot(pilot.pilot_path("e3"))
+    assert [(c["question_id"], c["q"]) for c in data["candidates"]] == [(c["question_id"], c["q"]) for c in e3["candidates"]]

@@ -30,14 +30,12 @@ def test_passk_switch_arm_trains_pass_at_k_then_pass_at_1_from_its_weights(quick
     assert data["shuffle"] is False and str(data["train_files"]).find(str((seed / "stage2" / "train.parquet").resolve())) >= 0, data
     # the graded probe at each launch's first and last step (2 + 2 steps): pass@4 over the low-q probe prompts (the
     # committed pilot flags them), within [0, 1] and no lower than the probe's pass@1 over all of them
-    from rlec.experiments.pilot import pilot_path
     from rlec.verl_plugin import probe
 
     low_q, all_k, one = probe.pass_at_k_key(4, probe.LOW_Q), probe.pass_at_k_key(4), probe.pass_at_k_key(1)
     assert [row["step"] for row in rows if all_k in row] == [1, 2, 3, 4], rows
     assert all(0.0 <= row[one] <= row[all_k] <= 1.0 for row in rows)
-    if pilot_path("passk").is_file():
-        assert [row["step"] for row in rows if low_q in row] == [1, 2, 3, 4], rows
-        assert all(0.0 <= row[low_q] <= 1.0 for row in rows)
+    assert [row["step"] for row in rows if low_q in row] == [1, 2, 3, 4], rows
+    assert all(0.0 <= row[low_q] <= 1.0 for row in rows)
     result = json.loads((out / "results.json").read_text())
     assert set(result["arms"]["passk_then_pass1"]["table"]) >= {"held-out pass@1", "held-out pass@4"}
