@@ -256,16 +256,20 @@ def write_pool_probe_set(path: Path, exp: Any, pilot: dict[str, Any] | None) -> 
 def select(candidates: Sequence[dict[str, Any]], bands: Sequence[Any]) -> tuple[list[str], dict[str, Any]]:
     """The kept candidates' ids: every one with q in :data:`rlec.experiments.spec.INFORMATIVE_BAND` (open) without
     ``bands``, else per band (:class:`rlec.experiments.spec.Band`) the first ``count`` with ``lo <= q <= hi`` not kept
-    by an earlier band; and per band ``{lo, hi, count, kept, short}``."""
+    by an earlier band, the bands interleaved (one of each in turn: any first rows of the pool, a ``--quick`` run's,
+    hold every band); and per band ``{lo, hi, count, kept, short}``."""
     if not bands:
         lo, hi = INFORMATIVE_BAND
         return [c["question_id"] for c in candidates if lo < c["q"] < hi], {}
-    kept: list[str] = []
+    taken: set[str] = set()
+    per_band: list[list[str]] = []
     figures = {}
     for band in bands:
-        ids = [c["question_id"] for c in candidates if band.lo <= c["q"] <= band.hi and c["question_id"] not in kept][: band.count]
-        kept += ids
+        ids = [c["question_id"] for c in candidates if band.lo <= c["q"] <= band.hi and c["question_id"] not in taken][: band.count]
+        taken |= set(ids)
+        per_band.append(ids)
         figures[band.name] = {"lo": band.lo, "hi": band.hi, "count": band.count, "kept": len(ids), "short": band.count - len(ids)}
+    kept = [ids[k] for k in range(max(map(len, per_band))) for ids in per_band if k < len(ids)]
     return kept, figures
 
 

@@ -154,7 +154,8 @@ def test_the_bands_keep_the_first_count_in_each_band_and_name_a_shortfall() -> N
 
     cands = [{"question_id": f"q{i}", "q": q} for i, q in enumerate([0.0, 0.1, 0.9, 0.3, 0.2, 0.8, 0.95, 1.0, 0.5])]
     kept, figures = pilot.select(cands, (Band("hard", 0.05, 0.35, 2), Band("easy", 0.8, 1.0, 5)))
-    assert kept == ["q1", "q3", "q2", "q5", "q6", "q7"]  # q4 (0.2) is a third hard one; 0.0 and 0.5 in no band
+    # hard q1, q3 and easy q2, q5, q6, q7, interleaved; q4 (0.2) is a third hard one; 0.0 and 0.5 in no band
+    assert kept == ["q1", "q2", "q3", "q5", "q6", "q7"]
     assert figures["hard"]["short"] == 0 and figures["easy"] == {"lo": 0.8, "hi": 1.0, "count": 5, "kept": 4, "short": 1}
     # without bands: the informative band, open
     assert pilot.select(cands, ())[0] == ["q1", "q2", "q3", "q4", "q5", "q8"]
@@ -251,6 +252,9 @@ def test_the_committed_e3_budget_pilot_fills_both_bands_and_repeats_e3s_measurem
 
     data = pilot.read_pilot(pilot.pilot_path("e3_budget"))
     assert data["kept"] == pilot.select(data["candidates"], (HARD, EASY))[0] and len(data["kept"]) == 64
+    by_q = {c["question_id"]: c["q"] for c in data["candidates"]}
+    # hard and easy in turn: a --quick run's 4 rows hold two of each, so the budget has accuracies to rank by
+    assert [by_q[i] <= HARD.hi for i in data["kept"][:4]] == [True, False, True, False]
     assert data["bands"]["hard"]["short"] == data["bands"]["easy"]["short"] == 0
     by_id = {c["question_id"]: c for c in data["candidates"]}
     assert data["figures"] == predicted_all_wrong([by_id[i] for i in data["kept"]])
