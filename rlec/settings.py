@@ -142,16 +142,18 @@ class ProbeSettings:
         every: steps between measurements (also at the first and the last step), >= 1.
         samples: responses per probe prompt, >= 1.
         temperature: the sampling and measuring temperature, > 0 (1.0: the policy's own distribution).
+        pass_k: also grade the probe responses and log ``rlec/probe/pass@<k>`` (null: not graded), 1 <= k <= samples.
     """
 
     file: str | None = None
     every: int = 20
     samples: int = 8
     temperature: float = 1.0
+    pass_k: int | None = None
 
     def check(self, prefix: str = "rlec.probe") -> None:
-        """Raises :class:`SettingError` for a file that is not a ``.parquet`` path, ``every`` or ``samples`` < 1, or a
-        temperature that is not a finite number > 0."""
+        """Raises :class:`SettingError` for a file that is not a ``.parquet`` path, ``every`` or ``samples`` < 1, a
+        temperature that is not a finite number > 0, or a ``pass_k`` outside [1, samples]."""
         if self.file is not None and not str(self.file).endswith(".parquet"):
             raise SettingError(f"{prefix}.file", self.file, "must be null or the path of a .parquet file of probe prompts")
         for name in ("every", "samples"):
@@ -159,6 +161,9 @@ class ProbeSettings:
                 raise SettingError(f"{prefix}.{name}", getattr(self, name), "must be an integer >= 1")
         if not (_finite(self.temperature) and self.temperature > 0):
             raise SettingError(f"{prefix}.temperature", self.temperature, "must be a finite number > 0")
+        if self.pass_k is not None and not 1 <= self.pass_k <= self.samples:
+            raise SettingError(f"{prefix}.pass_k", self.pass_k, f"must be null or an integer in [1, {prefix}.samples = "
+                               f"{self.samples}] (the unbiased pass@k needs at least k samples per prompt)")
 
 
 @dataclass(frozen=True)

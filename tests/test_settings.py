@@ -35,6 +35,7 @@ NONSENSE: dict[str, typing.Any] = {
     "rlec.probe.every": 0,
     "rlec.probe.samples": 0,
     "rlec.probe.temperature": 0.0,                     # a degenerate distribution: no entropy to measure
+    "rlec.probe.pass_k": 9,                            # more than the 8 samples per prompt: no unbiased pass@k
     "rlec.check.model_shape": "no_such_model",         # no megatron_configs/model/<name>.json
     "rlec.check.gpu_memory_gib": -80,
     "rlec.check.gpu_arch": "blackwell",                # not a compute capability

@@ -19,7 +19,6 @@ The baseline arm's first seeds train first; the premise gate reads them before a
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from dataclasses import asdict
@@ -30,6 +29,7 @@ import numpy as np
 
 from rlec.demo.verl_run import hf_model, launch, launcher_args, read_group_prompts, read_groups, read_metrics
 from rlec.experiments import keys as K
+from rlec.experiments.pilot import warm_start_config
 from rlec.experiments.spec import Arm, Experiment, Run
 
 RUN_FILE = "run.json"
@@ -57,16 +57,9 @@ def settings_stamp(exp: Experiment, steps: int) -> dict[str, Any]:
                                                         "temperature": exp.heldout.temperature, "figures": sorted(exp.heldout.figures),
                                                         "data": exp.heldout.data},
             "warm_start_key": warm_start.folder_key(warm_start_config(exp)), "pilot": pilot_stamp(exp),
-            "probe": None if exp.probe is None else dataclasses.asdict(exp.probe),
+            "probe": None if exp.probe is None else exp.probe.stamp(),
             # JSON's lists: a rerun compares this stamp with the one read back from experiment.json
             **({"pool": {**asdict(exp.pool), "difficulties": list(exp.pool.difficulties)}} if exp.pool is not None else {})}
-
-
-def warm_start_config(exp: Experiment) -> Any:
-    """The :class:`rlec.demo.warm_start.WarmStartConfig` the experiment's arms start from (the demo's by default)."""
-    from rlec.demo import warm_start
-
-    return exp.warm_start if exp.warm_start is not None else warm_start.WarmStartConfig()
 
 
 def pilot_stamp(exp: Experiment) -> str | None:
@@ -76,7 +69,7 @@ def pilot_stamp(exp: Experiment) -> str | None:
     from rlec.experiments.pilot import pilot_path
 
     path = pilot_path(exp.name)
-    return hashlib.sha256(path.read_bytes()).hexdigest() if exp.data == "binary" and path.is_file() else None
+    return hashlib.sha256(path.read_bytes()).hexdigest() if exp.data in ("binary", "pool") and path.is_file() else None
 
 
 def claim_folder(out: Path, stamp: dict[str, Any]) -> None:
@@ -287,20 +280,33 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
 
 
 def pilot_data(exp: Experiment, data: Path) -> dict[str, Path]:
-    """The pilot's training pool (``train``, when the pilot file ``pilot_<name>.json`` of ``docs/results`` is committed and the experiment
-    trains on binary additions) and the probe set (``probe``, when the spec has one and trains on binary additions: its
-    prompts are held-out additions), each written once into ``data`` (:mod:`rlec.experiments.pilot`)."""
+    """The pilot's training pool and the probe set, each written once into ``data`` (:mod:`rlec.experiments.pilot`).
+
+    - ``train`` (``pool.parquet``), when the pilot file ``pilot_<name>.json`` of ``docs/results`` is committed: the kept
+      prompts in the file's order, cycled to ``exp.train_rows`` (additions for ``data="binary"``, the pool's problems,
+      generated again from their seeds, for ``data="pool"``);
+    - ``probe`` (``probe.parquet``), when the spec has a probe: held-out additions for ``data="binary"``; for
+      ``data="pool"`` the pilot's probe candidates with their ``low_q`` flags (without a pilot file, the same prompts
+      unflagged: :func:`rlec.experiments.pilot.write_pool_probe_set`).
+    """
     from rlec.experiments import pilot
 
     out: dict[str, Path] = {}
-    if exp.data == "binary" and pilot.pilot_path(exp.name).is_file():
+    committed = pilot.read_pilot(pilot.pilot_path(exp.name)) if exp.data in ("binary", "pool") and pilot.pilot_path(exp.name).is_file() else None
+    if committed is not None:
         out["train"] = data / "pool.parquet"
-        if not out["train"].is_file():
-            pilot.write_samples(pilot.pool_samples(pilot.read_pilot(pilot.pilot_path(exp.name)), exp.train_rows), out["train"])
-    if exp.probe is not None and exp.data == "binary":  # the probe prompts are held-out additions: a binary task's
+        if not out["train"].is_file() and exp.data == "binary":
+            pilot.write_samples(pilot.pool_samples(committed, exp.train_rows), out["train"])
+        elif not out["train"].is_file():
+            by_id = {c["question_id"]: c for c in committed["candidates"]}
+            kept = [by_id[i] for i in committed["kept"]]
+            pilot.write_pool_rows([pilot.row_of(kept[k % len(kept)], k, "train") for k in range(exp.train_rows)], out["train"])
+    if exp.probe is not None and exp.data in ("binary", "pool"):
         out["probe"] = data / "probe.parquet"
-        if not out["probe"].is_file():
+        if not out["probe"].is_file() and exp.data == "binary":  # the probe prompts are held-out additions
             pilot.write_probe_set(out["probe"], exp.probe)
+        elif not out["probe"].is_file():
+            pilot.write_pool_probe_set(out["probe"], exp, committed)
     return out
 
 
@@ -311,7 +317,7 @@ def probe_overrides(exp: Experiment, shared: dict[str, Path]) -> list[str]:
     if p is None or "probe" not in shared:
         return []
     return [f"rlec.probe.file={shared['probe'].resolve()}", f"rlec.probe.every={p.every}", f"rlec.probe.samples={p.samples}",
-            f"rlec.probe.temperature={p.temperature}"]
+            f"rlec.probe.temperature={p.temperature}", *([f"rlec.probe.pass_k={p.pass_k}"] if p.pass_k is not None else [])]
 
 
 ENVIRONMENTS = ("addition",)  # RLVE's environment here: the warm start's own additions (rlec/environments/addition.py)

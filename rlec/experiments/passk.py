@@ -30,8 +30,8 @@ from rlec.demo.warm_start import WarmStartConfig
 from rlec.environments.pool import PoolConfig
 from rlec.experiments import keys as K
 from rlec.experiments.spec import (Arm, Curve, Experiment, HeldOut, PaperSetting, Premise, Primary, Probe, all_hold,
-                                   common_paper_settings, falls_by, heldout_gap, metric_curve, pass_at, pilot_command,
-                                   series_of, shared_settings, stops_rising)
+                                   common_paper_settings, falls_by, heldout_gap, metric_curve, pass_at, series_of,
+                                   shared_settings, stops_rising)
 
 K_PASS = 4
 TASK = "pair_sum"  # many right answers per prompt (rlec.environments.pair_sum)
@@ -64,8 +64,10 @@ def distinct_right(per_question: np.ndarray, keys: Sequence[tuple[str, str]], re
             found[key].add("".join(verdict.answer.split()))
     return np.array([float(len(found[k])) if k in found else np.nan for k in keys])
 
-PROBE = Probe()
-PROBE_PASSK_LOW_Q = f"rlec/probe/pass@{K_PASS}/low_q"  # pass@k on the probe prompts of base q < 0.3 (the probe hook)
+# the probe set: the pilot's probe prompts of the pool (no training prompt; base q measured, low_q = q < 0.3:
+# rlec.experiments.pilot), each sampled 8 times and graded by the run's grader every 20 steps (rlec.verl_plugin.probe)
+PROBE = Probe(pass_k=K_PASS)
+PROBE_PASSK_LOW_Q = f"rlec/probe/pass@{K_PASS}/low_q"  # rlec.verl_plugin.probe.pass_at_k_key(K_PASS, LOW_Q) (a test checks)
 _PASSK = (f"{K.OVERLAY}=passk", f"{K.PASSK_K}={K_PASS}")
 # what algorithm=passk sets besides rlec.passk.k: its estimator and verl's copy of its settings
 _PASSK_KEYS = (K.PASSK, "algorithm.adv_estimator", "algorithm.passk")
@@ -91,6 +93,7 @@ EXPERIMENT = Experiment(
           f"problems in the binary prompt, 32 held out per level; warm start: {WARM_START.steps} supervised steps, "
           f"{PAIR_SUM_SHARE:.0%} of the examples on the task (one right pair drawn uniformly), the rest 1-2 digit additions"),
     curves=(metric_curve(PROBE.metric, "probe-set entropy at T = 1 (nats)"),
+            metric_curve(PROBE_PASSK_LOW_Q, f"probe pass@{K_PASS} on the low-q probe prompts"),
             metric_curve(K.M_ENTROPY, "batch entropy (nats, actor/entropy)"),
             Curve("passk/active_k", "k of the advantage (passk/active_k; pass@1 = 1)",
                   lambda run: [float(row.get(K.M_ACTIVE_K, 1.0)) for row in run.metrics]),
@@ -111,7 +114,7 @@ EXPERIMENT = Experiment(
                              stops_rising(series_of(PROBE_PASSK_LOW_Q), f"probe pass@{K_PASS} (low q)"))),
     seeds=5,
     probe=PROBE,
-    pilot=pilot_command("<out>/shared/data/candidates.parquet", "<out>/shared/pilot/records.jsonl"),
+    pilot="python -m rlec.experiments.pilot passk  # -> docs/results/pilot_passk.json: the training pool and the probe set",
     paper_settings=(
         *common_paper_settings("Pass@k Training (sec. 4)"),
         PaperSetting("clip ratio low / high", "0.2 / 0.28 (the paper's DAPO setting)", "0.2 / 0.2", (K.CLIP_LOW, K.CLIP_HIGH),

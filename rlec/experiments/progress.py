@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlec.experiments import keys as K
+from rlec.experiments.spec import Probe
 
 # the per-step values results.json keeps (docs/experiments.md "Raw values"), plus the step time
 KEYS = (K.M_ENTROPY, K.M_REWARD, K.M_CLIPFRAC, K.M_CLIPFRAC_LOWER, K.M_PPO_KL, K.M_GRAD_NORM, K.M_STEP_TIME,
@@ -40,7 +41,8 @@ def progress(out: Path, keys: Sequence[str] = KEYS) -> dict[str, Any]:
         raise ValueError(f"{out}: no {STAMP}: not an experiment folder (python -m rlec.experiments writes it)")
     stamp = json.loads(stamp_path.read_text())
     probe = (stamp.get("probe") or {}).get("metric", "rlec/probe/entropy")
-    wanted = tuple(dict.fromkeys([*keys, probe]))
+    graded = Probe(pass_k=(stamp.get("probe") or {}).get("pass_k")).metrics()[1:]  # the graded probe's, where stamped
+    wanted = tuple(dict.fromkeys([*keys, probe, *graded]))
     runs: dict[str, Any] = {}
     for folder in sorted(p for p in out.glob("*/seed*") if p.is_dir()):
         stages = sorted(folder.glob("stage*")) or [folder]

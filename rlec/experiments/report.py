@@ -267,8 +267,9 @@ def tail_mean(values: Sequence[float]) -> float:
 
 
 def raw_keys(exp: Experiment) -> tuple[str, ...]:
-    """The per-step metric keys ``results.json`` keeps per arm-seed: :data:`RAW_KEYS`, the probe's, the primary's."""
-    extra = [exp.probe.metric] if exp.probe else []
+    """The per-step metric keys ``results.json`` keeps per arm-seed: :data:`RAW_KEYS`, the probe's (its entropy, and its
+    pass@k where graded), the primary's."""
+    extra = list(exp.probe.metrics()) if exp.probe else []
     extra += [k for k in (exp.primary.requires if exp.primary else ()) if "/" in k]
     return tuple(dict.fromkeys((*RAW_KEYS, *extra)))
 

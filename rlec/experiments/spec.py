@@ -210,6 +210,8 @@ class Probe:
         every: steps between measurements (and at the first and last step).
         temperature: 1.0 (the policy's own distribution; the compact-vocabulary model, no top-k).
         metric: the per-step metric key the measurement is logged under.
+        pass_k: also grade the probe responses with the run's grader and log their pass@k (``rlec.probe.pass_k``:
+            ``rlec/probe/pass@<k>`` and ``rlec/probe/pass@<k>/low_q``, :mod:`rlec.verl_plugin.probe`); None: not graded.
     """
 
     prompts: int = 64
@@ -217,6 +219,47 @@ class Probe:
     every: int = 20
     temperature: float = 1.0
     metric: str = "rlec/probe/entropy"
+    pass_k: int | None = None
+
+    def metrics(self) -> tuple[str, ...]:
+        """Every per-step key the probe logs that an experiment stores: :attr:`metric`, and with :attr:`pass_k`
+        ``rlec/probe/pass@<k>``, ``rlec/probe/pass@<k>/low_q`` and ``rlec/probe/pass@1``
+        (:func:`rlec.verl_plugin.probe.pass_at_k_key`'s names; a test checks they agree)."""
+        graded = () if self.pass_k is None else tuple(f"rlec/probe/pass@{k}" for k in (self.pass_k, f"{self.pass_k}/low_q", 1))
+        return (self.metric, *graded)
+
+    def stamp(self) -> dict[str, Any]:
+        """Its fields for a folder's ``experiment.json``; ``pass_k`` only where set (a folder stamped before the field
+        existed, e3's gate run, stays valid)."""
+        from dataclasses import asdict
+
+        out = asdict(self)
+        if out["pass_k"] is None:
+            del out["pass_k"]
+        return out
+
+
+@dataclass(frozen=True)
+class Band:
+    """A band of base q the pilot keeps prompts from (:mod:`rlec.experiments.pilot`): the first :attr:`count` candidates
+    (candidate order) with ``lo <= q <= hi`` (closed); e3_budget's hard-but-solvable and easy halves.
+
+    Attributes:
+        name: what the band is (``"hard"``), in the pilot file.
+        lo, hi: the band's edges, 0 <= lo <= hi <= 1.
+        count: prompts kept from it (the pilot file names any shortfall).
+    """
+
+    name: str
+    lo: float
+    hi: float
+    count: int
+
+    def __post_init__(self) -> None:
+        """Refuse edges outside [0, 1], reversed, or a count below 1 (names the band)."""
+        if not 0.0 <= self.lo <= self.hi <= 1.0 or self.count < 1:
+            raise ValueError(f"pilot band {self.name!r}: [{self.lo}, {self.hi}] x {self.count}: expected "
+                             "0 <= lo <= hi <= 1 and count >= 1")
 
 
 QUICK_PROBE = (8, 4)  # probe prompts and samples of a --quick run (Experiment.quick)
@@ -251,6 +294,10 @@ class Experiment:
         paper_settings: the paper's settings next to rlec's.
         probe: the fixed probe set the entropy is measured on (None: not used).
         pilot: the command that picks the informative-band prompts for this experiment (None: none).
+        pilot_bands: the bands the pilot keeps prompts from (:class:`Band`, in order); empty: every candidate with q in
+            :data:`INFORMATIVE_BAND` (open).
+        pilot_figures: ``f(kept candidates)`` -> figures the pilot file stores beside the selection (an offline
+            prediction from the measured q's); None: none.
         comparisons: ``(method, baseline)`` arm pairs the verdict reads (default: each method arm against
             :attr:`baseline`); RLEC's b schedule is compared with fixed b = 0 and with fixed b = 1.
         secondary: figures reported with the same paired intervals as the primary one, no verdict.
@@ -283,6 +330,8 @@ class Experiment:
     paper_settings: tuple[PaperSetting, ...] = ()
     probe: Probe | None = None
     pilot: str | None = None
+    pilot_bands: tuple[Band, ...] = ()
+    pilot_figures: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
     comparisons: tuple[tuple[str, str], ...] = ()
     secondary: tuple[Secondary, ...] = ()
     task: str = ""
@@ -589,13 +638,6 @@ def series_of(key: str) -> Callable[[Run], list[float]]:
 
 INFORMATIVE_BAND = (0.05, 0.95)  # base q of the prompts a pilot keeps (issue 57 item 5), open interval
 PILOT_SAMPLES = 32  # samples per candidate prompt in the pilot
-
-
-def pilot_command(data: str, out: str) -> str:
-    """The pilot that measures each candidate prompt's base q on the warm start (:data:`PILOT_SAMPLES` samples at
-    T = 1, the training sampling); the prompts with q in :data:`INFORMATIVE_BAND` form the pool (issue 57 item 5)."""
-    return (f"python -m rlec.eval.evaluate --model <out>/shared/warm_start --data {data} --out {out} --targets binary "
-            f"--n-samples {PILOT_SAMPLES} --temperature 1.0 --engine hf  # keep q in {INFORMATIVE_BAND} (open)")
 
 
 def shared_settings(**extra: Any) -> dict[str, Any]:

@@ -93,6 +93,31 @@ def test_premise_checks_by_hand() -> None:
     assert stops_rising(series_of(PROBE), "p")(flat) == (True, {"p: steps 60-80%": 0.4, "p: last 20%": 0.4, "p: rise": 0.0})
 
 
+def test_passks_gate_reads_the_probe_hooks_own_metrics() -> None:
+    """passk's premise on synthetic baseline runs keyed by the names rlec.verl_plugin.probe logs (not the spec's
+    constants): entropy falls >= 40% and the low-q probe pass@4 stops rising."""
+    from rlec.experiments import passk
+    from rlec.verl_plugin import probe as hook
+
+    low_q = hook.pass_at_k_key(passk.K_PASS, hook.LOW_Q)
+    assert low_q == passk.PROBE_PASSK_LOW_Q == "rlec/probe/pass@4/low_q"
+
+    def base(entropy: list[float], passk4: list[float]) -> list[Run]:
+        rows = [{"step": i + 1, hook.ENTROPY: h, low_q: p} for i, (h, p) in enumerate(zip(entropy, passk4))]
+        return [Run("pass1", s, rows) for s in (0, 1)]
+
+    falling = [1.0, 0.8, 0.6, 0.5, 0.5]  # -50%
+    check = passk.EXPERIMENT.premise.check
+    held, figures = check(base(falling, [0.1, 0.2, 0.3, 0.3, 0.3]))  # pass@4 flat over the last 40%
+    assert held is True and figures["probe pass@4 (low q): rise"] == 0.0
+    assert check(base(falling, [0.1, 0.2, 0.3, 0.3, 0.4]))[0] is False  # still rising
+    assert check(base([1.0, 0.9, 0.9, 0.9, 0.9], [0.1, 0.2, 0.3, 0.3, 0.3]))[0] is False  # entropy fell 10%
+    rows = [{"step": i + 1, hook.ENTROPY: h} for i, h in enumerate(falling)]  # the graded probe not logged
+    assert check([Run("pass1", 0, rows)]) == (None, {"missing": "probe pass@4 (low q)", "probe entropy: first": 1.0,
+                                                     "probe entropy: last 20%": 0.5, "probe entropy: fall": 0.5,
+                                                     "probe entropy: fall needed": 0.4})
+
+
 def test_all_wrong_after_solved_follows_each_prompt() -> None:
     """Step 1: a solved, b not; step 2: a all wrong (solved before: counts), b all wrong (never solved: not counted);
     step 3: a right again, b right (first time: not counted)."""

@@ -104,3 +104,96 @@ def test_read_probe_prompts_refuses_a_file_without_prompts(tmp_path):
         probe.read_probe_prompts(str(path))
     pd.DataFrame({"prompt": [[{"role": "user", "content": "1 + 1?"}]]}).to_parquet(path)
     assert probe.read_probe_prompts(str(path)) == [[{"role": "user", "content": "1 + 1?"}]]
+
+
+# ---- the graded probe: rlec/probe/pass@k (rlec.probe.pass_k) ------------------------------------------------------
+
+def test_probe_pass_at_k_by_hand():
+    # prompt 0: 2 right of 6 -> pass@4 = 1 - C(4, 4) / C(6, 4) = 1 - 1/15 = 14/15; prompt 1: 0 of 6 -> 0; prompt 2: 6 of 6 -> 1
+    correct = [[True, False, False, True, False, False], [False] * 6, [True] * 6]
+    got = probe.pass_at_k_metrics(correct, 4, low_q=[True, True, False])
+    assert got[probe.pass_at_k_key(4)] == pytest.approx((14 / 15 + 0 + 1) / 3)
+    assert got[probe.pass_at_k_key(4, probe.LOW_Q)] == pytest.approx((14 / 15 + 0) / 2)  # prompts 0 and 1 only
+    assert got[probe.pass_at_k_key(1)] == pytest.approx((2 / 6 + 0 + 1) / 3)
+    assert probe.pass_at_k_key(4, probe.LOW_Q) == "rlec/probe/pass@4/low_q"
+    from rlec.experiments.spec import Probe  # the keys an experiment stores are the ones logged here
+
+    assert set(Probe(pass_k=4).metrics()) == {probe.ENTROPY, *got} and Probe().metrics() == (probe.ENTROPY,)
+    # n = k: pass@k is "any of the k right" (prompt 0 has one right of 4)
+    assert probe.pass_at_k_metrics([[False, False, True, False], [False] * 4], 4)[probe.pass_at_k_key(4)] == 0.5
+    # no prompt marked: no low_q figure (not a zero)
+    assert probe.pass_at_k_key(4, probe.LOW_Q) not in probe.pass_at_k_metrics(correct, 4, low_q=[False] * 3)
+
+
+def test_probe_pass_at_k_refuses_fewer_responses_than_k_and_misaligned_flags():
+    with pytest.raises(ValueError, match="at least k responses per prompt"):
+        probe.pass_at_k_metrics([[True] * 4, [True] * 3], 4)
+    with pytest.raises(ValueError, match="2 low_q flags for 1 prompts"):
+        probe.pass_at_k_metrics([[True] * 4], 4, low_q=[True, False])
+
+
+def _pair_sum_rows():
+    from rlec.environments import get_environment, problem_row
+
+    env = get_environment("pair_sum")
+    return [problem_row(env.generate(seed, 1), index=i, split="probe") for i, seed in enumerate((1, 3))]
+
+
+def test_the_graded_probe_uses_the_reward_managers_grader(tmp_path):
+    """Each probe response's verdict equals the reward manager's ``correct`` for it (score_one_async, rlec's reward
+    manager's scoring), and the figures are pass_at_k_metrics of those verdicts."""
+    import pandas as pd
+    from omegaconf import OmegaConf
+
+    from rlec.environments.base import Problem
+    from rlec.reward.batch import score_one_async
+    from rlec.reward.schedule import LinearSchedule
+
+    rows = _pair_sum_rows()
+    frame = pd.DataFrame(rows)
+    frame[probe.LOW_Q] = [True, False]
+    path = tmp_path / "probe.parquet"
+    frame.to_parquet(path)
+    golds, sources, low_q = probe.read_probe_answers(str(path))
+    assert low_q == [True, False] and sources == [r["data_source"] for r in rows]
+    assert [Problem.from_json(g).data["n"] for g in golds] == [134, 90]  # m = 99 (level 1)
+    # prompt 0 (n = 134): two right pairs (spaces differ), a wrong sum, an unparsable box; prompt 1 (n = 90): a right
+    # pair, an out-of-range one (100 > m), no answer, another right pair
+    texts = ["\\boxed{99 + 35}", "\\boxed{35+99}", "\\boxed{99 + 36}", "\\boxed{seven}",
+             "\\boxed{88 + 2}", "\\boxed{100 + -10}", "", "\\boxed{0 + 90}"]
+    tokenizer = SimpleNamespace(decode=lambda ids, skip_special_tokens: texts[ids[0]])
+    trainer = SimpleNamespace(tokenizer=tokenizer, config=OmegaConf.create({"rlec": {"grading": {"timeout_s": 5.0}}}))
+    settings = SimpleNamespace(samples=4, pass_k=2)
+    got = probe.ProbeMixin._rlec_grade_probe(trainer, settings, [[i] for i in range(8)], (golds, sources, low_q))
+    schedule = LinearSchedule(end_step=2)
+    manager = [asyncio.run(score_one_async(t, golds[i // 4], sources[i // 4], rows[i // 4]["extra_info"], 1, schedule))["correct"]
+               for i, t in enumerate(texts)]
+    assert manager == [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+    expected = probe.pass_at_k_metrics([[bool(x) for x in manager[:4]], [bool(x) for x in manager[4:]]], 2, [True, False])
+    assert got == expected
+    # both prompts 2 right of 4: pass@2 = 1 - C(2, 2) / C(4, 2) = 5/6 each; pass@1 = 1/2
+    assert got == {probe.pass_at_k_key(2): pytest.approx(5 / 6), probe.pass_at_k_key(1): 0.5,
+                   probe.pass_at_k_key(2, probe.LOW_Q): pytest.approx(5 / 6)}
+
+
+def test_read_probe_answers_names_what_is_missing(tmp_path):
+    import pandas as pd
+
+    path = tmp_path / "probe.parquet"
+    pd.DataFrame({"prompt": [[{"role": "user", "content": "1 + 1?"}]]}).to_parquet(path)
+    with pytest.raises(ValueError, match=r"rlec.probe.file=.*missing \['data_source', 'reward_model'\]"):
+        probe.read_probe_answers(str(path))
+    frame = pd.DataFrame(_pair_sum_rows())
+    frame[probe.LOW_Q] = ["yes", "no"]
+    frame.to_parquet(path)
+    with pytest.raises(ValueError, match=r"row 0 has low_q='yes': expected true or false"):
+        probe.read_probe_answers(str(path))
+
+
+def test_a_graded_probe_must_sample_as_the_rollout_does():
+    settings = SimpleNamespace(temperature=1.0, pass_k=4)
+    assert probe.sampling_mismatch(settings, {"temperature": 1.0, "top_k": -1, "top_p": 1.0}) is None
+    assert probe.sampling_mismatch(settings, {"temperature": 1.0, "top_k": 0}) is None  # 0: no top-k, as -1
+    message = probe.sampling_mismatch(settings, {"temperature": 1.0, "top_k": 5, "top_p": 1.0})
+    assert message is not None and "top_k=5" in message and "rlec.probe.pass_k=4" in message
+    assert probe.sampling_mismatch(settings, {"temperature": 0.7}) is not None
