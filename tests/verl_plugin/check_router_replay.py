@@ -1,6 +1,6 @@
 """Run by test_router_replay.py in its own process: verl's routing replay (R2 / R3) on the CPU layout's padded
 (BSHD) micro-batches, through verl's own ``MegatronEngineWithLMHead.forward_step`` with the
-``router_replay_bshd`` shim of rlec.verl_plugin.cpu.
+``router_replay_bshd`` shim of rlec.cpu.verl_shims.
 
 The check that does not share the shim's layout assumption: a sample's routes and log-probs do not depend on
 the other samples of its micro-batch (causal attention, padding masked), so each sample run alone (a batch of
@@ -62,7 +62,7 @@ def main(hf_path: str) -> dict:
 
     from rlec.megatron.model import build_model
     from rlec.megatron.parallel import ParallelLayout, init_parallel
-    from rlec.verl_plugin import cpu
+    from rlec.cpu import verl_shims as cpu
 
     torch.set_num_threads(1)
     init_parallel(ParallelLayout(world_size=1))

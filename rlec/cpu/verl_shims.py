@@ -1,24 +1,23 @@
-"""verl 0.9.1's own trainer (``main_ppo``) on a machine without CUDA: platform, engine, shims.
+"""The shims that run verl 0.9.1's own trainer (``main_ppo``) on a machine without CUDA.
 
-verl has no CPU platform: its platform manager falls back to ``nvidia`` (``get_device_name()`` is
-``cuda`` even with ``trainer.device=cpu``), no Megatron engine is registered for device ``cpu``,
-and a few spots assume CUDA. This module registers what verl's registries accept and patches the
-rest, each workaround a :class:`rlec.megatron.compat.Shim` naming the error it answers with a probe
-on the unpatched library (``tests/verl_plugin/test_cpu.py`` runs every probe, so an upgrade that
-fixes or moves the code shows). Megatron-core's own CPU shims stay in :mod:`rlec.megatron.compat`.
+verl's platform ``cpu`` and its engines are :mod:`rlec.cpu.platform`; beyond its registries a few spots of verl,
+mbridge and Megatron-core assume CUDA. Each workaround here is a :class:`rlec.megatron.compat.Shim` naming the error it
+answers, with a probe on the unpatched library (``tests/verl_plugin/test_cpu.py`` runs every probe, so an upgrade that
+fixes or moves the code shows); Megatron-core's own CPU shims are :mod:`rlec.cpu.megatron_core` (applied through the
+last shim here). ``docs/cpu.md`` lists every CPU shim in one table, with those that change how verl runs rather than
+only the device it runs on.
 
-Set up by :func:`enable_cpu` on import of :mod:`rlec.verl_plugin` (every Ray process imports it
-through ``VERL_USE_EXTERNAL_MODULES``) only when the process has no CUDA **and** the launcher asked
-for the CPU platform (``VERL_PLATFORM=cpu``, set by ``tools/run_megatron_rlec.sh`` with
-``TRAINER=verl`` on a machine without CUDA). On a GPU machine nothing here runs.
+Set up by :func:`enable_cpu` on import of the CPU wing :mod:`rlec.cpu` (every Ray process of a CPU launch imports it
+through ``VERL_USE_EXTERNAL_MODULES=rlec.cpu,rlec.verl_plugin``) only when the process has no CUDA **and** the launcher
+asked for the CPU platform (``VERL_PLATFORM=cpu``, set by ``tools/run_megatron_rlec.sh`` with ``TRAINER=verl`` on a
+machine without CUDA). On a GPU machine nothing here runs, and a GPU launch never imports it.
 
 What it does (1 at once, 2 and 3 each when the process imports the module concerned, :data:`SHIM_TRIGGERS`):
 
-1. registers :class:`CPUPlatform` as verl platform ``cpu`` (device ``cpu``, backend ``gloo``; Ray
-   still schedules workers on a logical ``GPU`` resource, which ``ray_init.num_gpus`` declares);
+1. registers :class:`rlec.cpu.platform.CPUPlatform` as verl platform ``cpu``;
 2. registers verl's Megatron engine classes for device ``cpu`` in ``EngineRegistry``;
-3. the shims of :data:`VERL_SHIMS` (the duplicate ``cpu:gloo,cpu:gloo`` backend string, mbridge's
-   ``.cuda()`` and Transformer Engine parameter names, fp32 Megatron parameters, response-only
+3. the shims of :data:`VERL_SHIMS` (the duplicate ``cpu:gloo,cpu:gloo`` backend string, a rendezvous without a TCP
+   port, mbridge's ``.cuda()`` and Transformer Engine parameter names, fp32 Megatron parameters, response-only
    logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
    positions that predict response tokens only), routing replay (R2 / R3) on the
    padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
@@ -29,204 +28,23 @@ What it does (1 at once, 2 and 3 each when the process imports the module concer
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import inspect
 import os
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import torch
 
-from rlec.megatron.compat import Shim, apply_shims, mbridge_get_model_cuda_apply, mbridge_get_model_cuda_needed
-
-PLATFORM_NAME = "cpu"
-PLATFORM_ENV = "VERL_PLATFORM"
+from rlec.cpu.platform import register_engines, register_platform
+from rlec.megatron.compat import Shim, apply_shims
+from rlec.verl_plugin.cpu_interface import PLATFORM_ENV, PLATFORM_NAME, cpu_requested
 
 APPLIED: list[str] = []
 NOT_NEEDED: list[str] = []
 
-__all__ = ["COMPILE_DISABLE_ENV", "CPUPlatform", "PLATFORM_NAME", "SHIM_TRIGGERS", "VERL_SHIMS", "cpu_requested", "enable_cpu", "entropy_compiled",
-           "probe_verl_shims", "wait_until_ready"]
-
-
-def cpu_requested() -> bool:
-    """Whether this process should run verl on CPU: ``VERL_PLATFORM=cpu`` and no CUDA device."""
-    return os.environ.get(PLATFORM_ENV, "").strip().lower() == PLATFORM_NAME and not torch.cuda.is_available()
-
-
-def _platform_base() -> type:
-    from verl.plugin.platform.platform_base import PlatformBase
-
-    return PlatformBase
-
-
-class CPUDeviceModule:
-    """What verl calls on ``get_torch_device()`` (``torch.cuda`` on GPUs), answered for the CPU.
-
-    Memory queries report the host's RAM (``mem_get_info``: available and total bytes; allocated /
-    reserved: 0, torch does not track CPU allocations); synchronize, cache and profiler calls do
-    nothing; RNG calls go to torch's CPU generator. Any other attribute is a no-op returning 0.
-    """
-
-    @staticmethod
-    def mem_get_info(*args: Any, **kwargs: Any) -> tuple[int, int]:
-        import psutil
-
-        vm = psutil.virtual_memory()
-        return int(vm.available), int(vm.total)
-
-    @staticmethod
-    def is_available() -> bool:
-        return True
-
-    @staticmethod
-    def get_rng_state(*args: Any, **kwargs: Any) -> torch.Tensor:
-        return torch.get_rng_state()
-
-    @staticmethod
-    def set_rng_state(state: torch.Tensor, *args: Any, **kwargs: Any) -> None:
-        torch.set_rng_state(state)
-
-    @staticmethod
-    def manual_seed(seed: int) -> None:
-        torch.manual_seed(seed)
-
-    manual_seed_all = manual_seed
-
-    @staticmethod
-    def device_count() -> int:
-        return 1
-
-    @staticmethod
-    def get_device_name(*args: Any, **kwargs: Any) -> str:
-        return "CPU"  # verl's flops counter looks this up (no promised FLOP/s: MFU is not reported)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: 0
-
-
-def _make_platform_class() -> type:
-    base = _platform_base()
-
-    class CPUPlatform(base):  # type: ignore[misc, valid-type]
-        """verl platform ``cpu``: torch CPU tensors, gloo collectives, a logical Ray ``GPU`` per worker.
-
-        Ray's placement groups (``RayResourcePool``) and verl's resource check count ``GPU``
-        resources whatever the platform, so workers still ask for one logical GPU each; the launcher
-        declares ``ray_init.num_gpus`` = the number of worker processes. Torch never sees a CUDA device.
-        """
-
-        @property
-        def device_name(self) -> str:
-            return "cpu"
-
-        @property
-        def vendor_name(self) -> str:
-            return "cpu"
-
-        @property
-        def device_module(self) -> Any:
-            return CPUDeviceModule()
-
-        def is_available(self) -> bool:
-            return True
-
-        def is_platform_available(self, use_smi_check: bool = False) -> bool:
-            return not torch.cuda.is_available()
-
-        def current_device(self) -> Any:
-            # verl moves tensors with .to(get_device_id()): an int would mean cuda:<int>
-            return "cpu"
-
-        def device_count(self) -> int:
-            return 1
-
-        def set_device(self, device_index: int) -> None:
-            return None
-
-        def synchronize(self, device_index: Optional[int] = None) -> None:
-            return None
-
-        def manual_seed(self, seed: int) -> None:
-            torch.manual_seed(seed)
-
-        def manual_seed_all(self, seed: int) -> None:
-            torch.manual_seed(seed)
-
-        def set_allocator_settings(self, settings: str) -> None:
-            return None
-
-        def empty_cache(self) -> None:
-            return None
-
-        def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
-            return None, None
-
-        def communication_backend_name(self) -> str:
-            return "gloo"
-
-        def visible_devices_envvar(self) -> str:
-            return "CUDA_VISIBLE_DEVICES"
-
-        @contextlib.contextmanager
-        def nvtx_range(self, msg: str) -> Iterator[None]:
-            yield
-
-        def profiler_start(self) -> None:
-            return None
-
-        def profiler_stop(self) -> None:
-            return None
-
-        def ray_resource_name(self) -> str:
-            return "GPU"
-
-        def ray_noset_envvars(self) -> list[str]:
-            return []
-
-        def is_ipc_supported(self) -> bool:
-            return False
-
-        def cudart(self) -> Any:
-            return None
-
-    return CPUPlatform
-
-
-CPUPlatform: type | None = None
-
-
-def register_platform() -> type:
-    """Register :class:`CPUPlatform` as verl platform ``cpu`` (idempotent); returns the class."""
-    global CPUPlatform
-    from verl.plugin.platform.platform_manager import PlatformRegistry
-
-    if CPUPlatform is None:
-        CPUPlatform = _make_platform_class()
-    if PlatformRegistry.get(PLATFORM_NAME) is not CPUPlatform:
-        PlatformRegistry.register(platform=PLATFORM_NAME)(CPUPlatform)
-    return CPUPlatform
-
-
-def register_engines() -> list[str]:
-    """Register verl's Megatron engines (language and value model) for device ``cpu``.
-
-    Answers ``ValueError: No engine registered for device='cpu' ... backend='megatron'``
-    (``verl/workers/engine/base.py``). Returns the model types registered now.
-    """
-    from verl.workers.engine.base import EngineRegistry
-    from verl.workers.engine.megatron import transformer_impl as impl
-
-    done = []
-    for model_type, cls in (("language_model", impl.MegatronEngineWithLMHead), ("value_model", impl.MegatronEngineWithValueHead)):
-        registry = EngineRegistry._engines.get(model_type, {}).get("megatron", {})
-        if PLATFORM_NAME not in registry:
-            EngineRegistry.register(model_type=model_type, backend="megatron", device=PLATFORM_NAME)(cls)
-            done.append(model_type)
-    return done
+__all__ = ["COMPILE_DISABLE_ENV", "PLATFORM_ENV", "PLATFORM_NAME", "SHIM_TRIGGERS", "VERL_SHIMS", "cpu_requested", "enable_cpu",
+           "entropy_compiled", "probe_verl_shims", "wait_until_ready"]
 
 
 # --- 1. the process-group backend string ------------------------------------------------------
@@ -307,7 +125,41 @@ def _rendezvous_apply() -> None:
     torch.distributed.init_process_group = init_process_group
 
 
-# --- 2. mbridge's get_model moves every chunk to CUDA: rlec.megatron.compat (mbridge's home) ----
+# --- 2. mbridge's get_model moves every chunk to CUDA -------------------------------------------
+def mbridge_get_model_cuda_needed() -> bool:
+    """Whether mbridge's ``get_model`` still moves every model chunk to CUDA unconditionally."""
+    from mbridge.core import util
+
+    return "model_module.cuda(torch.cuda.current_device())" in inspect.getsource(util.get_model)
+
+
+def mbridge_get_model_cuda_apply() -> None:
+    """mbridge's ``get_model`` (verl's Megatron engine builds its model with it) keeps the chunks where they were
+    built. Answers ``AssertionError: Torch not compiled with CUDA enabled`` from
+    ``model_module.cuda(torch.cuda.current_device())`` in ``mbridge/core/util.py``; the ``Module.cuda`` no-op is
+    scoped to the call.
+    """
+    from mbridge.core import bridge as bridge_module
+    from mbridge.core import util
+
+    get_model = util.get_model
+    if getattr(get_model, "_rlec_cpu", False):
+        return
+
+    @functools.wraps(get_model)
+    def cpu_get_model(*args: Any, **kwargs: Any) -> Any:
+        cuda = torch.nn.Module.cuda
+        torch.nn.Module.cuda = lambda self, *a, **k: self
+        try:
+            return get_model(*args, **kwargs)
+        finally:
+            torch.nn.Module.cuda = cuda
+
+    cpu_get_model._rlec_cpu = True  # type: ignore[attr-defined]
+    util.get_model = cpu_get_model
+    bridge_module.get_model = cpu_get_model
+
+
 # --- 3. the TE layer spec and TE parameter names of verl's vanilla mbridge path -----------------
 def _cpu_bridge_needed() -> bool:
     from verl.workers.engine.megatron import transformer_impl
@@ -320,38 +172,15 @@ class _CPUAutoBridge:
 
     ``from_config`` builds the bridge with Megatron's local layer spec, fp32 and no fusions
     (:func:`rlec.megatron.bridge.make_bridge`), and its ``load_weights`` / ``export_weights`` see
-    the model through :class:`rlec.megatron.bridge.TENamedView` (mbridge only knows TE names).
+    the model through :class:`rlec.megatron.bridge.TENamedView` (mbridge only knows TE names):
+    :func:`rlec.verl_plugin.local_spec.local_spec_bridge` in fp32, the bridge a GPU node without TE uses in bf16.
     """
 
     @staticmethod
     def from_config(hf_config: Any, dtype: Any = None, **kwargs: Any) -> Any:
+        from rlec.verl_plugin.local_spec import local_spec_bridge
+
         return local_spec_bridge(hf_config, torch.float32)
-
-
-def local_spec_bridge(hf_config: Any, dtype: torch.dtype) -> Any:
-    """rlec's local-spec mbridge bridge as verl's engine uses it: no fusions whatever verl's overrides ask, TE parameter
-    names for mbridge's load and export (:class:`_CPUAutoBridge` on CPU in fp32; :mod:`rlec.verl_plugin.local_spec` on
-    a GPU node without Transformer Engine, in ``dtype``)."""
-    from rlec.megatron.bridge import TENamedView, make_bridge, rope_theta
-
-    hf_config.rope_theta = rope_theta(hf_config)
-    bridge = make_bridge(hf_config, use_te=False, dtype=dtype)
-    set_extra = bridge.set_extra_args
-    load, export = bridge.load_weights, bridge.export_weights
-
-    def set_extra_args(**extra: Any) -> None:
-        from rlec.megatron.bridge import CPU_CONFIG_OVERRIDES
-
-        # verl passes the layout's overrides (grouped GEMM, permute fusion, ...): the local spec's win
-        set_extra(**{**extra, **CPU_CONFIG_OVERRIDES})
-
-    def views(models: Any) -> list[Any]:
-        return [TENamedView(m) for m in (models if isinstance(models, (list, tuple)) else [models])]
-
-    bridge.set_extra_args = set_extra_args
-    bridge.load_weights = lambda models, path, *a, **k: load(views(models), path, *a, **k)
-    bridge.export_weights = lambda models, *a, **k: export(views(models), *a, **k)
-    return bridge
 
 
 def _cpu_bridge_apply() -> None:
@@ -449,7 +278,7 @@ def _rng_seed_apply() -> None:
     from verl.workers.engine.megatron import utils
 
     # set_random_seed seeds model_parallel_cuda_manual_seed only "when an accelerator is present";
-    # rlec.megatron.compat's rng_tracker shim keeps that tracker on torch's CPU generator
+    # rlec.cpu.megatron_core's rng_tracker shim keeps that tracker on torch's CPU generator
     utils.is_device_available = True
 
 
@@ -853,7 +682,7 @@ def _megatron_needed() -> bool:
 
 
 def _megatron_apply() -> None:
-    from rlec.megatron.compat import apply_cpu_shims
+    from rlec.cpu.megatron_core import apply_cpu_shims
 
     apply_cpu_shims()
 
@@ -897,7 +726,7 @@ VERL_SHIMS: tuple[Shim, ...] = (
          "creates its worker actors without waiting for their constructors (a Ray worker process importing verl's "
          "agent loop, the tokenizer), so step 1's rollout waited for them; waited for at the launch instead",
          _agent_loop_ready_needed, _agent_loop_ready_apply),
-    Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.megatron.compat.SHIMS)", _megatron_needed, _megatron_apply),
+    Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.cpu.megatron_core.SHIMS)", _megatron_needed, _megatron_apply),
 )
 
 
