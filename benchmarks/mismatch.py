@@ -15,7 +15,7 @@ seeded noise in every arm. Arms:
 
 - ``r3``: the recipe's TIS and routing replay R3 (``router_replay=r3``): the trainer's old-log-prob and update
   forwards replay the routes the (perturbed) rollout chose (on CPU through the ``router_replay_bshd`` shim of
-  :mod:`rlec.cpu.verl_shims`), so the training forward's router disagreement with the rollout is 0 by
+  :mod:`rlec.cpu.padded_forward`), so the training forward's router disagreement with the rollout is 0 by
   construction; ``rlec/router_disagreement`` is then the rollout's routers against the exact weights' ones, the
   share R3 replayed instead of the trainer's own choice.
 

@@ -11,7 +11,7 @@ issue 31 item 4); and a longer rerun of ``first``'s folder (``STEPS=3``) that re
 that would switch to R3 and an induced train-inference mismatch is refused before Ray starts (issue 55 item 2). ``data.max_prompt_length=512``
 (the sample data's longest prompt is 425 tokens) only caps the prompts: verl's TransferQueue trainer hands
 the worker unpadded rows, which the Megatron forward pads to its micro-batch's longest row (layout=cpu),
-and the LM head computes the response positions only (``rlec.cpu.verl_shims``, ``response_only_logits``).
+and the LM head computes the response positions only (``rlec.cpu.padded_forward``, ``response_only_logits``).
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_and_checkpoints_on_cpu(firs
         assert abs(m[step]["rollout_corr/kl"]) < 1e-5 and m[step]["training/rollout_probs_diff_max"] < 1e-4, step
         assert m[step]["rlec/mismatch_alarm"] == 0.0
     assert any(k.startswith("rlec/") for k in m[2]), "rlec's training metrics are missing"
-    # R2 through verl's worker on padded batches (rlec.cpu.verl_shims router_replay_bshd): the old-log-prob pass
+    # R2 through verl's worker on padded batches (rlec.cpu.padded_forward router_replay_bshd): the old-log-prob pass
     # recorded, the update's forwards replayed what it recorded at every real token
     r2 = _replay_records(first.root / "replay_r2")
     assert any(r["action"] == "RECORD" and not r["grad"] for r in r2), r2[:3]

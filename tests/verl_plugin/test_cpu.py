@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlec.cpu import padded_forward
 from rlec.cpu import verl_shims as cpu
 
 
@@ -79,7 +80,7 @@ def test_duplicate_cpu_backend_string_becomes_gloo(backend, expected):
 
 def test_causal_padding_mask_masks_future_and_padding_keys():
     valid = torch.tensor([[True, True, True], [True, True, False]])
-    mask = cpu.causal_padding_mask(valid)
+    mask = padded_forward.causal_padding_mask(valid)
     assert mask.shape == (2, 1, 3, 3)
     allowed = ~mask[:, 0]
     assert allowed[0].tolist() == [[True, False, False], [True, True, False], [True, True, True]]
@@ -149,20 +150,20 @@ def test_response_logit_index_covers_the_positions_that_predict_response_tokens(
     at t-1, so a response of R tokens needs L_i-1-R .. L_i-2; the window is the longest response."""
     nested = lambda xs: torch.nested.as_nested_tensor([torch.ones(n, dtype=torch.long) for n in xs], layout=torch.jagged)  # noqa: E731
     batch = {"input_ids": nested([15, 7, 18]), "loss_mask": nested([6, 3, 5])}
-    index = cpu.response_logit_index(batch)
+    index = padded_forward.response_logit_index(batch)
     assert index.tolist() == [[8, 9, 10, 11, 12, 13], [0, 1, 2, 3, 4, 5], [11, 12, 13, 14, 15, 16]]
     # the padded trainer's loss mask is (b, R): the same window
-    assert cpu.response_logit_index({"input_ids": batch["input_ids"], "loss_mask": torch.ones(3, 6)}).tolist() == index.tolist()
+    assert padded_forward.response_logit_index({"input_ids": batch["input_ids"], "loss_mask": torch.ones(3, 6)}).tolist() == index.tolist()
     # a row shorter than the window: slots before its first token are unused (-1)
-    assert cpu.response_logit_index({"input_ids": nested([3, 9]), "loss_mask": nested([2, 5])}).tolist() == [
+    assert padded_forward.response_logit_index({"input_ids": nested([3, 9]), "loss_mask": nested([2, 5])}).tolist() == [
         [-1, -1, -1, 0, 1], [3, 4, 5, 6, 7]]
-    assert cpu.response_logit_index({"input_ids": torch.ones(2, 4), "loss_mask": torch.ones(2, 2)}) is None
+    assert padded_forward.response_logit_index({"input_ids": torch.ones(2, 4), "loss_mask": torch.ones(2, 2)}) is None
 
 
 def test_scatter_window_places_slot_values_and_zeroes_the_rest():
     index = torch.tensor([[-1, 0, 1], [2, 3, 4]])
     value = torch.tensor([[9.0, 1.0, 2.0], [3.0, 4.0, 5.0]], requires_grad=True)
-    out = cpu._scatter_window(value, index, 6)
+    out = padded_forward._scatter_window(value, index, 6)
     assert out.tolist() == [[1.0, 2.0, 0, 0, 0, 0], [0, 0, 3.0, 4.0, 5.0, 0]]
     out.sum().backward()  # the loss's gradient reaches every used slot, none the unused one
     assert value.grad.tolist() == [[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]]

@@ -27,14 +27,14 @@ CHILD = textwrap.dedent("""
     import importlib, json, pkgutil, sys
     sys.modules["rlec.cpu"] = None  # the CPU wing made unimportable: "import rlec.cpu..." raises ModuleNotFoundError
     import verl  # imports VERL_USE_EXTERNAL_MODULES=rlec.verl_plugin, as every Ray worker of a GPU launch
+    # the verl modules whose import registers rlec's classes (the plugin's post-import hooks), first as in a worker
+    import verl.experimental.reward_loop.reward_manager, verl.trainer.ppo.v1, verl.trainer.ppo.core_algos
+    import verl.experimental.agent_loop
     import rlec.verl_plugin, rlec.megatron
     modules = []
     for package in (rlec.verl_plugin, rlec.megatron):
         for info in pkgutil.iter_modules(package.__path__):
             modules.append(importlib.import_module(f"{package.__name__}.{info.name}").__name__)
-    # the verl modules whose import registers rlec's classes (the plugin's post-import hooks)
-    import verl.experimental.reward_loop.reward_manager, verl.trainer.ppo.v1, verl.trainer.ppo.core_algos
-    import verl.experimental.agent_loop
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
     from verl.trainer.ppo.v1 import get_trainer_cls
     from rlec.verl_plugin import E3AgentLoop, mismatch
