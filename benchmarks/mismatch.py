@@ -5,7 +5,7 @@
 
 Each arm is one launch of ``TRAINER=verl bash tools/run_megatron_rlec.sh`` (``layout=cpu``, fp32, the tiny
 Qwen3-MoE, sample data) with an induced mismatch: ``rlec.cpu.rollout_weight_noise`` = sigma perturbs the
-rollout's copy of the weights after every weight sync (:mod:`rlec.verl_plugin.induced_mismatch`), the same
+rollout's copy of the weights after every weight sync (:mod:`rlec.cpu.induced_mismatch`), the same
 seeded noise in every arm. Arms:
 
 - ``none``: no correction (``algorithm.rollout_correction.rollout_is=null``: verl computes the mismatch
@@ -15,7 +15,7 @@ seeded noise in every arm. Arms:
 
 - ``r3``: the recipe's TIS and routing replay R3 (``router_replay=r3``): the trainer's old-log-prob and update
   forwards replay the routes the (perturbed) rollout chose (on CPU through the ``router_replay_bshd`` shim of
-  :mod:`rlec.verl_plugin.cpu`), so the training forward's router disagreement with the rollout is 0 by
+  :mod:`rlec.cpu.padded_forward`), so the training forward's router disagreement with the rollout is 0 by
   construction; ``rlec/router_disagreement`` is then the rollout's routers against the exact weights' ones, the
   share R3 replayed instead of the trainer's own choice.
 

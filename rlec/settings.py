@@ -243,7 +243,7 @@ class CpuSettings:
     Attributes:
         scripted_fraction: share of each group answered by script, in [0, 1).
         rollout_weight_noise: an induced train-inference mismatch: the rollout's copy of the weights gets
-            ``sigma * rms(W) * N(0, 1)`` noise after every weight sync (:mod:`rlec.verl_plugin.induced_mismatch`);
+            ``sigma * rms(W) * N(0, 1)`` noise after every weight sync (:mod:`rlec.cpu.induced_mismatch`);
             sigma in [0, 1], 0 = off.
         rollout_noise_seed: the noise's seed (>= 0).
         eval: the final evaluation (:class:`CpuEvalSettings`).

@@ -15,7 +15,7 @@ Several (tensor/expert/pipeline parallel; the world size must fit the sizes)::
         --output-path OUT --tp 2 --ep 2 --verify
 
 GPU: Transformer Engine layer spec, bf16, NCCL. CPU: Megatron's local spec, fp32, gloo (with
-``rlec.megatron.compat``'s shims). Inputs are checked before any heavy work; the output is
+the CPU wing's shims, ``rlec.cpu.megatron_core``). Inputs are checked before any heavy work; the output is
 written to a temporary folder and renamed only when complete (and verified, with ``--verify``);
 killed mid-write, it leaves no writer process behind, and the next conversion into the same
 folder removes the partial one (``rlec.megatron.checkpoint``).

@@ -160,6 +160,9 @@ TEST_FREQ=${TEST_FREQ:-}
 LOGGER=${LOGGER:-}
 TENSORBOARD_DIR=${TENSORBOARD_DIR:-$CHECKPOINT_DIR/tensorboard}
 PLUGIN_MODULE=rlec.verl_plugin
+# verl on CPU: the CPU wing first (verl's platform cpu, its engine, shims and rollout: rlec/cpu/, docs/cpu.md), as
+# layout/cpu.yaml names it; a GPU launch never imports it
+[[ "$VERL_ON_CPU" == 1 ]] && PLUGIN_MODULE=rlec.cpu,$PLUGIN_MODULE
 
 
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
@@ -205,10 +208,10 @@ RLEC_RUN_FOLDER="$(realpath -m "$CHECKPOINT_DIR")"
 WAIT_ARGS=(--wait-previous "${RLEC_WAIT_PREVIOUS_S:-120}")  # a real launch waits for them; DRY_RUN reports at once
 # Ray workers on other nodes inherit `ray start`'s environment, not this shell's: pass ours on.
 RAY_ARGS=(++ray_kwargs.ray_init.runtime_env.env_vars.RLEC_RUN_FOLDER="$RLEC_RUN_FOLDER"
-          ++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="$VERL_USE_EXTERNAL_MODULES"
+          ++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="'$VERL_USE_EXTERNAL_MODULES'"  # quoted: a list has commas
           ++ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH="$PYTHONPATH"
           ++ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR="$(abspath "$TENSORBOARD_DIR")")
-# the routers' replay log (rlec.verl_plugin.cpu router_replay_bshd: one JSON line per router call), for debugging
+# the routers' replay log (rlec.cpu.padded_forward router_replay_bshd: one JSON line per router call), for debugging
 [[ -n "${RLEC_ROUTER_REPLAY_LOG:-}" ]] && RAY_ARGS+=(
   ++ray_kwargs.ray_init.runtime_env.env_vars.RLEC_ROUTER_REPLAY_LOG="$(abspath "$RLEC_ROUTER_REPLAY_LOG")")
 CPU_ARGS=()

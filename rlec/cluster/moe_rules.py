@@ -18,7 +18,7 @@ Errors:
 - routing replay with ``actor_rollout_ref.actor.megatron.use_remove_padding=false`` (padded batches) off the
   CPU platform: verl 0.9.1 packs the replay targets without padding, Megatron routes the padded positions
   too, and the first replayed forward raises ``Router replay tensors are not aligned`` (on
-  ``trainer.device=cpu`` the ``router_replay_bshd`` shim of :mod:`rlec.verl_plugin.cpu` lays the routes
+  ``trainer.device=cpu`` the ``router_replay_bshd`` shim of :mod:`rlec.cpu.padded_forward` lays the routes
   out as the padded forward routes them);
 - R2 with ``bypass_mode=true`` (R2 records the routes of the old-log-prob pass, which bypass mode skips);
 - R3 without ``actor_rollout_ref.rollout.enable_rollout_routing_replay=true``, or with a rollout that
@@ -113,7 +113,7 @@ def _replay_rules(cfg: Any, num_experts: int, out: list[Finding]) -> str:
                            "without padding (set_router_replay_data) while Megatron routes every padded position, so the "
                            "first replayed forward fails ('Router replay tensors are not aligned: scores=(1972, 8), "
                            "targets=(1215, 2)'); set it to true (packed THD sequences; only the CPU platform's "
-                           "router_replay_bshd shim, rlec.verl_plugin.cpu, replays on padded batches)"))
+                           "router_replay_bshd shim, rlec.cpu.padded_forward, replays on padded batches)"))
     if mode == "R2" and select(cfg, f"{CORRECTION}.bypass_mode", False) is True:
         out.append(Finding("error", f"{CORRECTION}.bypass_mode", "true with router_replay R2: R2 records the routes of the "
                            "old-log-prob pass, which bypass mode skips; set bypass_mode=false or use R3"))

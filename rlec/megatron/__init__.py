@@ -1,6 +1,6 @@
 """rlec's Megatron boundary: Qwen3 / Qwen3-MoE on megatron-core 0.16.1 through mbridge 0.15.1.
 
-The API the converter, verl's engine on CPU (:mod:`rlec.verl_plugin.cpu`) and the update benchmark share (names resolve lazily, so importing
+The API the converter, verl's engine on CPU (:mod:`rlec.cpu.verl_shims`) and the update benchmark share (names resolve lazily, so importing
 ``rlec.megatron`` does not import Megatron):
 
 - layout and process groups: :class:`ParallelLayout`, :func:`init_parallel`,
@@ -15,8 +15,8 @@ The API the converter, verl's engine on CPU (:mod:`rlec.verl_plugin.cpu`) and th
   ``dist_checkpointing_path``; optimizer state for resume);
 - checks: :func:`verify_against_hf` -> :class:`ParityReport`.
 
-CPU runs need the shims in :mod:`rlec.megatron.compat`; :func:`init_parallel` applies them
-when CUDA is absent.
+CPU runs need the CPU wing's Megatron shims (:mod:`rlec.cpu.megatron_core`); :func:`init_parallel` imports and
+applies them when CUDA is absent.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 GPU path: Transformer Engine layer spec, bf16 (``Float16Module``), grouped-GEMM experts, exactly
 the model verl's Megatron engine builds through mbridge. CPU path: Megatron's local layer spec,
-fp32, no fusions, over gloo (see :mod:`rlec.megatron.compat`). Both paths load Hugging Face
+fp32, no fusions, over gloo (see :mod:`rlec.cpu.megatron_core`). Both paths load Hugging Face
 weights and export them back to Hugging Face names through mbridge (:mod:`rlec.megatron.bridge`).
 
 Typical use (under ``torchrun``, or plainly for one process)::

@@ -66,7 +66,8 @@ def init_distributed(world_size: int | None = None, backend: str | None = None, 
 def init_parallel(layout: ParallelLayout, seed: int = 1234, backend: str | None = None) -> None:
     """Initialise torch.distributed and Megatron's parallel state for ``layout``.
 
-    Applies :func:`rlec.megatron.compat.apply_cpu_shims` when CUDA is absent, then
+    Applies the CPU wing's Megatron shims (:func:`rlec.cpu.megatron_core.apply_cpu_shims`, imported only when CUDA is
+    absent) and the missing-TE one (:func:`rlec.megatron.compat.apply_no_te_shims`), then
     ``parallel_state.initialize_model_parallel`` and Megatron's model-parallel RNG seeds.
     Re-initialising with another layout first destroys the previous parallel state.
 
@@ -81,10 +82,13 @@ def init_parallel(layout: ParallelLayout, seed: int = 1234, backend: str | None 
     from megatron.core import parallel_state as mpu
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 
-    from rlec.megatron.compat import apply_cpu_shims, apply_no_te_shims
+    from rlec.megatron.compat import apply_no_te_shims, cuda_available
 
     layout.check()
-    apply_cpu_shims()
+    if not cuda_available():  # the one place rlec's own Megatron processes load the CPU wing (pyproject.toml's contract)
+        from rlec.cpu.megatron_core import apply_cpu_shims
+
+        apply_cpu_shims()
     apply_no_te_shims()  # a GPU node without Transformer Engine: megatron's MoE router GEMM (local spec)
     init_distributed(layout.world, backend)
     if mpu.model_parallel_is_initialized():

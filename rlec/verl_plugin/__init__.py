@@ -1,6 +1,7 @@
 """rlec's registrations in verl 0.9.1: reward manager, trainers, advantage estimator, agent loop.
 
-This package is the only part of rlec that registers with verl. Import it in every Ray process
+This package (and, on CPU only, the CPU wing :mod:`rlec.cpu`) is the only part of rlec that registers with verl.
+Import it in every Ray process
 (the reward-loop workers run the reward manager, the TaskRunner builds the trainer) by setting
 
     VERL_USE_EXTERNAL_MODULES=rlec.verl_plugin
@@ -25,13 +26,16 @@ verl's trainer or Megatron for rlec's sake (about 3 CPU-seconds each, in every l
 - :mod:`rlec.verl_plugin.e3` (on ``verl.experimental.agent_loop``): agent loop ``rlec_e3_agent``
   (``actor_rollout_ref.rollout.agent.default_agent_loop=rlec_e3_agent``).
 
-Registered on import of this package: :mod:`rlec.verl_plugin.cpu_rollout`'s rollout ``rlec_hf``
-(transformers on CPU, ``actor_rollout_ref.rollout.name=rlec_hf``), and on a machine without CUDA with
-``VERL_PLATFORM=cpu`` :mod:`rlec.verl_plugin.cpu`'s verl platform ``cpu`` (its Megatron engine and shims
-again when their modules are imported). With ``RLEC_LAYER_SPEC=local`` (a GPU node without Transformer
-Engine) :mod:`rlec.verl_plugin.local_spec` swaps verl's mbridge bridge for rlec's local-spec one when verl's engine
-module is imported. The classes above are attributes of this package too (imported
-on first use).
+Registered on import of this package: with ``RLEC_LAYER_SPEC=local`` (a GPU node without Transformer Engine)
+:mod:`rlec.verl_plugin.local_spec` swaps verl's mbridge bridge for rlec's local-spec one when verl's engine module is
+imported. The classes above are attributes of this package too (imported on first use).
+
+Not here: running verl on CPU. The CPU wing :mod:`rlec.cpu` (verl platform ``cpu``, its Megatron engine and shims, the
+``rlec_hf`` rollout, the scripted answers of the CPU run's agent loops, the induced mismatch) is a second external
+module that only the CPU layout names (``VERL_USE_EXTERNAL_MODULES=rlec.cpu,rlec.verl_plugin``:
+``megatron_configs/layout/cpu.yaml``, ``tools/run_megatron_rlec.sh``); nothing in this package imports it
+(import-linter contract "GPU plugins never import the CPU wing", ``tests/verl_plugin/test_gpu_without_cpu_wing.py``).
+What the two share is :mod:`rlec.verl_plugin.cpu_interface` (names, no CPU code).
 
 Loaded by path, not registered: :mod:`rlec.verl_plugin.rlve_dataset` (``data.custom_cls``, the
 RLVE environment dataset; ``megatron_configs/algorithm/rlve.yaml``).
@@ -44,15 +48,10 @@ from typing import Any
 
 import wrapt
 
-# first: verl's modules ask for the platform at import time
-from rlec.verl_plugin.cpu import enable_cpu
+from rlec.verl_plugin.cpu_interface import ROLLOUT_NAME as CPU_ROLLOUT
+from rlec.verl_plugin.local_spec import enable_local_spec
 
-enable_cpu()
-from rlec.verl_plugin.local_spec import enable_local_spec  # noqa: E402  (RLEC_LAYER_SPEC=local: a GPU node without TE)
-
-enable_local_spec()
-
-from rlec.verl_plugin.cpu_rollout import ROLLOUT_NAME as CPU_ROLLOUT, register_rollout  # noqa: E402
+enable_local_spec()  # RLEC_LAYER_SPEC=local: a GPU node without TE
 
 PLUGIN_MODULE = "rlec.verl_plugin"
 
@@ -73,7 +72,6 @@ _EXPORTS: dict[str, str] = {
                                                      "RLECSeparateAsyncTrainer", "RLECSyncTrainer")},
 }
 
-register_rollout()
 for _verl_module, _ours in ON_IMPORT.items():
     wrapt.register_post_import_hook(lambda _module, ours=_ours: importlib.import_module(ours), _verl_module)
 

@@ -7,8 +7,8 @@ config copy, so the trainer-config temperature (the plan's, which the mixin writ
 log-probs) cannot reach vLLM: each training prompt carries it as ``rlec_temperature`` and
 :class:`E3AgentLoop` puts it into that prompt's sampling params (:func:`e3_sampling_params`).
 Selected by ``actor_rollout_ref.rollout.agent.default_agent_loop=rlec_e3_agent``
-(``megatron_configs/algorithm/e3.yaml``). Also here: ``rlec_scripted_agent``, the plain
-single-turn loop with the CPU run's scripted answers.
+(``megatron_configs/algorithm/e3.yaml``). On the CPU platform the CPU wing registers its subclass under the same name
+(:class:`rlec.cpu.agent_loops.ScriptedE3AgentLoop`: the CPU run's scripted answers and request seeds besides).
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentL
 
 from rlec.algorithms.e3 import E3_AGENT_LOOP
 from rlec.algorithms.e3.algorithm import LENGTH_MU_KEY, PROMPT_KEY, TEMPERATURE_KEY, prompt_key_of
-from rlec.verl_plugin.cpu_rollout import SCRIPTED_AGENT_LOOP, ScriptedAnswersMixin
 
-__all__ = ["E3AgentLoop", "E3_AGENT_LOOP", "LENGTH_MU_KEY", "PROMPT_KEY", "ScriptedAgentLoop", "TEMPERATURE_KEY",
-           "e3_sampling_params", "prompt_key_of"]
+__all__ = ["E3AgentLoop", "E3_AGENT_LOOP", "LENGTH_MU_KEY", "PROMPT_KEY", "TEMPERATURE_KEY", "e3_sampling_params",
+           "prompt_key_of"]
 
 
 def e3_sampling_params(sampling_params: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,15 +44,9 @@ def e3_sampling_params(sampling_params: Mapping[str, Any], fields: Mapping[str, 
     return out
 
 
-@register_agent_loop(SCRIPTED_AGENT_LOOP)
-class ScriptedAgentLoop(ScriptedAnswersMixin, SingleTurnAgentLoop):
-    """verl's single-turn agent loop with the CPU run's scripted answers (:class:`ScriptedAnswersMixin`)."""
-
-
 @register_agent_loop(E3_AGENT_LOOP)
-class E3AgentLoop(ScriptedAnswersMixin, SingleTurnAgentLoop):
-    """verl's single-turn agent loop sampling at the prompt's E3 temperature (:func:`e3_sampling_params`)
-    (and the CPU run's scripted answers, off unless ``rlec.cpu.scripted_fraction`` > 0)."""
+class E3AgentLoop(SingleTurnAgentLoop):
+    """verl's single-turn agent loop sampling at the prompt's E3 temperature (:func:`e3_sampling_params`)."""
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any):
         return await super().run(e3_sampling_params(sampling_params, kwargs), **kwargs)

@@ -9,27 +9,34 @@ before the actor update: above ``rlec.check.mismatch_kl_alarm`` (default 0.004, 
 level for the train-vs-generation KL) it logs a warning naming the step and the value and counts it in
 ``rlec/mismatch_alarm`` (1 that step, else 0); with ``rlec.check.mismatch_kl_stop=true`` it raises before
 the update, so the weights of the alarmed step are never changed. Every step also logs one line of the
-mismatch metrics (:data:`SUMMARY_KEYS`) on the console. With an induced mismatch on CPU
-(``rlec.cpu.rollout_weight_noise`` > 0) it adds ``rlec/router_disagreement``, the share of the step's
-response token-layer expert sets the rollout's routers chose differently from the exact weights' routers
-(:mod:`rlec.verl_plugin.induced_mismatch`).
+mismatch metrics (:data:`SUMMARY_KEYS`) on the console. A rollout backend may add its own metrics first
+(:data:`STEP_METRICS`): with an induced mismatch on CPU (``rlec.cpu.rollout_weight_noise`` > 0) the CPU wing adds
+``rlec/router_disagreement``, the share of the step's response token-layer expert sets the rollout's routers chose
+differently from the exact weights' routers (:func:`rlec.cpu.induced_mismatch.step_router_disagreement`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rlec.run_stop import RunStopError
 
-__all__ = ["ALARM_KEY", "MismatchAlarmMixin", "MismatchError", "SUMMARY_KEYS", "check_mismatch"]
+__all__ = ["ALARM_KEY", "MismatchAlarmMixin", "MismatchError", "STEP_METRICS", "SUMMARY_KEYS", "check_mismatch"]
 
 logger = logging.getLogger(__name__)
 
 ALARM_KEY = "rollout_corr/k3_kl"
 SUMMARY_KEYS = ("rollout_corr/kl", "rollout_corr/k3_kl", "rollout_corr/chi2_token", "training/rollout_probs_diff_max",
                 "training/rollout_probs_diff_mean", "rlec/router_disagreement")
+
+
+STEP_METRICS: list[Callable[[Any, Any], Mapping[str, float]]] = []
+"""Metrics a rollout backend adds to each step before the alarm reads them: ``fn(batch, settings)`` with the step's
+TransferQueue batch and the run's :class:`rlec.settings.RlecSettings`, returning ``{key: value}`` (empty when it has
+nothing to add). Registered by the backend's own package when a process loads it (the CPU wing, :mod:`rlec.cpu`:
+the induced mismatch's router disagreement); empty on a GPU launch."""
 
 
 class MismatchError(RunStopError):
@@ -78,22 +85,9 @@ class MismatchAlarmMixin:
         settings = getattr(self, "_rlec_mismatch_settings", None)
         if settings is None:
             settings = self._rlec_mismatch_settings = RlecSettings.from_config(self.config)
-        if settings.cpu.rollout_weight_noise > 0:  # an induced mismatch (layout=cpu): rlec_hf compared the routers
-            metrics.update(_router_disagreement(batch))
+        for step_metrics in STEP_METRICS:  # a rollout backend's own (the CPU wing's router disagreement)
+            metrics.update(step_metrics(batch, settings))
         check = settings.check_
         metrics.update(check_mismatch(int(self.global_steps), metrics, check.mismatch_kl_alarm, check.mismatch_kl_stop))
         return super()._update_actor(batch, metrics)
 
-
-def _router_disagreement(batch: Any) -> dict[str, float]:
-    """``rlec/router_disagreement`` of the step's non-padding responses, from their TransferQueue ``extra_fields``
-    (:mod:`rlec.verl_plugin.induced_mismatch`)."""
-    import transfer_queue as tq
-
-    from rlec.verl_plugin.induced_mismatch import disagreement_metrics
-
-    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-    column = data["extra_fields"]
-    rows = [getattr(item, "data", item) for item in (column.tolist() if hasattr(column, "tolist") else list(column))]
-    keep = [row for row, tag in zip(rows, batch.tags, strict=True) if not tag.get("is_padding", False)]
-    return disagreement_metrics(keep)

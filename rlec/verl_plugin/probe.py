@@ -8,7 +8,7 @@ prompts instead:
 - the file's prompts (a parquet in verl's data format: ``prompt`` = chat messages), rendered as verl's agent loop renders
   a training prompt (verl's Continuous Token builder, ``data.apply_chat_template_kwargs``);
 - ``rlec.probe.samples`` responses each, sampled by the rollout server itself
-  (:meth:`rlec.verl_plugin.cpu_rollout.HFRolloutServer.probe`: the same engine and the same weights as the rollout,
+  (:meth:`rlec.cpu.rollout_server.HFRolloutServer.probe`: the same engine and the same weights as the rollout,
   synced after the step's update) at ``rlec.probe.temperature`` (1.0: the policy's own distribution) over the whole
   vocabulary, each response from a seed of (``data.seed``, step, prompt, sample) (:func:`probe_seeds`): arms of one seed
   draw their probe samples from the same seeds;
@@ -37,6 +37,8 @@ import logging
 import time
 from typing import Any, Sequence
 
+from rlec.verl_plugin.cpu_interface import ROLLOUT_NAME, request_seed, server_name
+
 logger = logging.getLogger(__name__)
 
 ENTROPY = "rlec/probe/entropy"
@@ -63,12 +65,10 @@ def is_probe_step(step: int, every: int, total: int) -> bool:
 def probe_seeds(data_seed: int, step: int, prompts: int, samples: int) -> list[int]:
     """One sampling seed per probe row (prompt-major: prompt i's samples are rows ``i * samples ...``).
 
-    :func:`rlec.verl_plugin.cpu_rollout.request_seed` of (``data_seed``, ``"probe<step>"``, prompt, sample): the same
+    :func:`rlec.verl_plugin.cpu_interface.request_seed` of (``data_seed``, ``"probe<step>"``, prompt, sample): the same
     for every arm of a seed at a step (paired arms measure with the same draws), distinct from every training request
     (whose step field is an integer).
     """
-    from rlec.verl_plugin.cpu_rollout import request_seed
-
     return [request_seed(data_seed, f"probe{step}", i, j) for i in range(prompts) for j in range(samples)]
 
 
@@ -186,8 +186,6 @@ class ProbeMixin:
 
         settings = RlecSettings.from_config(self.config).probe
         if settings.file is not None:
-            from rlec.verl_plugin.cpu_rollout import ROLLOUT_NAME
-
             name = str(self.config.actor_rollout_ref.rollout.name)
             if name != ROLLOUT_NAME:
                 raise ValueError(f"rlec.probe.file={settings.file}: the probe set is sampled by the rollout server "
@@ -230,7 +228,6 @@ class ProbeMixin:
         too when ``answers``, :func:`read_probe_answers`'s, is given)."""
         import ray
 
-        from rlec.verl_plugin.cpu_rollout import server_name
 
         start = time.perf_counter()
         seed = int(self.config.data.get("seed", 0) or 0)

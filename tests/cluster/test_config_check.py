@@ -339,7 +339,7 @@ def test_hyperparameters_doc_states_the_figures_dry_run_prints(compose_rlec, rep
 def test_verl_on_cpu_layout_passes_verl_and_rlec_checks(compose_rlec, monkeypatch):
     """layout=cpu precision=fp32 (TRAINER=verl without a GPU) passes the same checks as the cluster layouts."""
     monkeypatch.setenv("VERL_PLATFORM", "cpu")
-    from rlec.verl_plugin.cpu import enable_cpu
+    from rlec.cpu import enable_cpu
 
     enable_cpu(force=True)  # what the plugin does in every process of that run (fp32 Megatron parameters)
     cfg = compose_rlec("layout=cpu", "precision=fp32")

@@ -84,7 +84,7 @@ def test_routing_replay_composes_on_the_cpu_layout_and_padded_batches_are_refuse
     (tests/verl_plugin/test_router_replay.py). Off the CPU platform padded batches with replay are refused with
     verl's error (measured 2026-12-01: the first replayed forward fails)."""
     monkeypatch.setenv("VERL_PLATFORM", "cpu")
-    from rlec.verl_plugin.cpu import enable_cpu
+    from rlec.cpu import enable_cpu
 
     enable_cpu(force=True)
     for replay in ("r2", "r3"):

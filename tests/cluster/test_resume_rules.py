@@ -82,7 +82,7 @@ def test_missing_or_damaged_record(compose_rlec, tmp_path):
 def test_launcher_check_refuses_before_any_write_and_records_only_a_fresh_run(tmp_path, capsys, monkeypatch):
     """config_check --record-layout is what the launcher runs before Ray: exit 1 naming the key, nothing written."""
     monkeypatch.setenv("VERL_PLATFORM", "cpu")
-    from rlec.verl_plugin.cpu import enable_cpu
+    from rlec.cpu import enable_cpu
 
     enable_cpu(force=True)  # what the plugin does in every process of a TRAINER=verl run (fp32 Megatron parameters)
     folder = tmp_path / "run"

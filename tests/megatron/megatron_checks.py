@@ -285,7 +285,7 @@ def routes(args: argparse.Namespace) -> dict:
 
     The HF folder's weights load into Megatron (TP 1, local spec on CPU); a forward hook on every
     ``TopKRouter`` records its ``routing_map`` (tokens x experts); the rollout side is
-    :func:`rlec.verl_plugin.rollout_scores.score_tokens` on the Hugging Face model of the same folder.
+    :func:`rlec.cpu.rollout_scores.score_tokens` on the Hugging Face model of the same folder.
     Returns, per sequence, the tokens and how many of them route differently (sets of experts).
     """
     import torch
@@ -295,7 +295,7 @@ def routes(args: argparse.Namespace) -> dict:
     from rlec.megatron.logprobs import compute_logits
     from rlec.megatron.model import build_model
     from rlec.megatron.parallel import ParallelLayout, init_parallel
-    from rlec.verl_plugin.rollout_scores import score_tokens
+    from rlec.cpu.rollout_scores import score_tokens
 
     layout = ParallelLayout(world_size=int(os.environ.get("WORLD_SIZE", "1")))
     init_parallel(layout)

@@ -1,4 +1,5 @@
-"""The CPU shims: each is still needed by the installed megatron-core, works once applied, and is scoped."""
+"""The CPU wing's megatron-core shims (rlec.cpu.megatron_core): each is still needed by the installed megatron-core, works
+once applied, and is scoped; and the workarounds of rlec.megatron.compat the GPU path uses too."""
 
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ PROBE = r"""
 import json, warnings
 warnings.filterwarnings("ignore")
 import torch
-from rlec.megatron import compat
-needed = compat.probe_shims()
-applied = compat.apply_cpu_shims()
-again = compat.apply_cpu_shims()
+from rlec.cpu import megatron_core
+needed = megatron_core.probe_shims()
+applied = megatron_core.apply_cpu_shims()
+again = megatron_core.apply_cpu_shims()
 
 from megatron.core.transformer.moe import moe_utils, token_dispatcher
 from megatron.core.transformer.torch_norm import WrappedTorchNorm
@@ -63,7 +64,7 @@ def probe() -> dict:
 
 @pytest.mark.slow  # the probe: a fresh Python that imports torch and Megatron (~4-5 CPU-s)
 def test_every_shim_is_still_needed_by_the_installed_megatron_core(probe: dict) -> None:
-    from rlec.megatron.compat import SHIMS
+    from rlec.cpu.megatron_core import SHIMS
 
     assert set(probe["needed"]) == {s.name for s in SHIMS}
     obsolete = [name for name, needed in probe["needed"].items() if not needed]
@@ -72,9 +73,10 @@ def test_every_shim_is_still_needed_by_the_installed_megatron_core(probe: dict) 
 
 @pytest.mark.slow  # the probe: a fresh Python that imports torch and Megatron (~4-5 CPU-s)
 def test_shims_apply_once_and_take_effect(probe: dict) -> None:
-    from rlec.megatron.compat import SHIMS
+    from rlec.cpu.megatron_core import SHIMS
 
-    assert probe["applied"] == [s.name for s in SHIMS] == probe["again"]  # applied only because every probe says needed
+    # applied only because every probe says needed; the missing-TE shim (rlec.megatron.compat) last, no TE on CPU
+    assert probe["applied"] == [s.name for s in SHIMS] + ["te_general_gemm"] == probe["again"]
     after = probe["after"]
     assert after["current_device"] == "cpu"
     assert after["te_general_gemm_is_none"] is True
@@ -93,7 +95,7 @@ def test_shims_are_scoped(probe: dict) -> None:
 
 
 def test_cuda_type_names_are_answered_only_inside_the_block() -> None:
-    from rlec.megatron.compat import _cuda_type_names
+    from rlec.cpu.megatron_core import _cuda_type_names
 
     t = torch.zeros(2)
     with _cuda_type_names():
@@ -104,7 +106,7 @@ def test_cuda_type_names_are_answered_only_inside_the_block() -> None:
 
 
 def test_torch_view_replaces_only_named_attributes() -> None:
-    from rlec.megatron.compat import _cpu_device, _TorchView
+    from rlec.cpu.megatron_core import _cpu_device, _TorchView
 
     view = _TorchView(torch, zeros=_cpu_device(torch.zeros))
     assert view.zeros(2, device="cuda").device.type == "cpu"
@@ -114,7 +116,7 @@ def test_torch_view_replaces_only_named_attributes() -> None:
 
 @pytest.mark.gpu
 def test_no_shim_is_applied_with_cuda() -> None:
-    from rlec.megatron.compat import apply_cpu_shims
+    from rlec.cpu.megatron_core import apply_cpu_shims
 
     current_device = torch.cuda.current_device
     assert apply_cpu_shims() == []

@@ -2,7 +2,7 @@
 
 One plain process (``tests/megatron/megatron_checks.py`` plan ``routes``): the tiny Qwen3-MoE's HF weights in
 Megatron (local spec, fp32, gloo) and in transformers; per sequence, the tokens on which the set of experts
-Megatron's ``TopKRouter`` chose differs from ``rlec.verl_plugin.rollout_scores.score_tokens``' routes.
+Megatron's ``TopKRouter`` chose differs from ``rlec.cpu.rollout_scores.score_tokens``' routes.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def cpu_plugin(monkeypatch):
     """What rlec's plugin does in every process of a CPU run (verl's fp32 check passed): the config check's own
     import of ``VERL_USE_EXTERNAL_MODULES`` does it when the launcher has set ``VERL_PLATFORM=cpu``."""
     monkeypatch.setenv("VERL_PLATFORM", "cpu")
-    from rlec.verl_plugin.cpu import enable_cpu
+    from rlec.cpu import enable_cpu
 
     enable_cpu(force=True)
 

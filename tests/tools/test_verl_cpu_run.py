@@ -11,7 +11,7 @@ issue 31 item 4); and a longer rerun of ``first``'s folder (``STEPS=3``) that re
 that would switch to R3 and an induced train-inference mismatch is refused before Ray starts (issue 55 item 2). ``data.max_prompt_length=512``
 (the sample data's longest prompt is 425 tokens) only caps the prompts: verl's TransferQueue trainer hands
 the worker unpadded rows, which the Megatron forward pads to its micro-batch's longest row (layout=cpu),
-and the LM head computes the response positions only (``rlec.verl_plugin.cpu``, ``response_only_logits``).
+and the LM head computes the response positions only (``rlec.cpu.padded_forward``, ``response_only_logits``).
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def test_verl_main_ppo_with_e3_passk_and_rlve_trains_and_checkpoints_on_cpu(firs
         assert abs(m[step]["rollout_corr/kl"]) < 1e-5 and m[step]["training/rollout_probs_diff_max"] < 1e-4, step
         assert m[step]["rlec/mismatch_alarm"] == 0.0
     assert any(k.startswith("rlec/") for k in m[2]), "rlec's training metrics are missing"
-    # R2 through verl's worker on padded batches (rlec.verl_plugin.cpu router_replay_bshd): the old-log-prob pass
+    # R2 through verl's worker on padded batches (rlec.cpu.padded_forward router_replay_bshd): the old-log-prob pass
     # recorded, the update's forwards replayed what it recorded at every real token
     r2 = _replay_records(first.root / "replay_r2")
     assert any(r["action"] == "RECORD" and not r["grad"] for r in r2), r2[:3]
@@ -272,7 +272,7 @@ def test_a_sigkilled_run_resumed_draws_and_scores_what_the_uninterrupted_run_did
     """Issue 31 item 4, rollout side: after SIGKILL and resume, step 2's prompts, responses, rewards,
     advantages, rollout log-probs and old log-probs (every logged outcome but the update's ``actor/*``
     and the wall clock) equal the uninterrupted run's exactly. Needs per-request rollout seeds
-    (rlec.verl_plugin.cpu_rollout) and batches independent of arrival order (rlec.verl_plugin.replay)."""
+    (rlec.cpu.rollout_server) and batches independent of arrival order (rlec.verl_plugin.replay)."""
     reference, (again, *_) = first.metrics, killed_and_resumed
     assert _outcomes(again[1]) == _outcomes(reference[1])  # the same run up to the kill: step 1 in full
     want = {k: v for k, v in _outcomes(reference[2]).items() if not k.startswith(_UPDATE)}

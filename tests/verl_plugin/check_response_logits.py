@@ -1,5 +1,5 @@
 """Run by test_cpu.py in its own process: verl's Megatron LM-head forward with response-only logits
-(rlec.verl_plugin.cpu's ``response_only_logits`` shim) equals verl's full-sequence computation.
+(rlec.cpu.verl_shims's ``response_only_logits`` shim) equals verl's full-sequence computation.
 
 Calls verl's own ``MegatronEngineWithLMHead.forward_step`` on the tiny Qwen3-MoE twice per batch
 layout, unpatched (logits at every position) and patched, and prints one line ``RESULT_JSON {...}``
@@ -100,7 +100,7 @@ def main(hf_path: str) -> dict:
 
     from rlec.megatron.model import build_model
     from rlec.megatron.parallel import ParallelLayout, init_parallel
-    from rlec.verl_plugin import cpu
+    from rlec.cpu import verl_shims as cpu
 
     torch.set_num_threads(1)
     world = int(os.environ.get("WORLD_SIZE", "1"))  # under torchrun: TP = the world size, with sequence parallel

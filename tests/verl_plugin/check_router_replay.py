@@ -1,6 +1,6 @@
 """Run by test_router_replay.py in its own process: verl's routing replay (R2 / R3) on the CPU layout's padded
 (BSHD) micro-batches, through verl's own ``MegatronEngineWithLMHead.forward_step`` with the
-``router_replay_bshd`` shim of rlec.verl_plugin.cpu.
+``router_replay_bshd`` shim of rlec.cpu.padded_forward.
 
 The check that does not share the shim's layout assumption: a sample's routes and log-probs do not depend on
 the other samples of its micro-batch (causal attention, padding masked), so each sample run alone (a batch of
@@ -62,7 +62,8 @@ def main(hf_path: str) -> dict:
 
     from rlec.megatron.model import build_model
     from rlec.megatron.parallel import ParallelLayout, init_parallel
-    from rlec.verl_plugin import cpu
+    from rlec.cpu import padded_forward
+    from rlec.cpu import verl_shims as cpu
 
     torch.set_num_threads(1)
     init_parallel(ParallelLayout(world_size=1))
@@ -113,7 +114,7 @@ def main(hf_path: str) -> dict:
     # R3: routes as a rollout returns them (every token but the last), here random and unlike the native ones
     targets = [torch.stack([torch.stack([torch.randperm(experts, generator=g)[:topk] for _ in range(layers)])
                             for _ in range(n - 1)]).to(torch.int16) for n in result["lengths"]]
-    os.environ[cpu.ROUTER_REPLAY_LOG_ENV] = str(Path(os.environ.get("TMPDIR", "/tmp")) / f"rlec_replay_{os.getpid()}")
+    os.environ[padded_forward.ROUTER_REPLAY_LOG_ENV] = str(Path(os.environ.get("TMPDIR", "/tmp")) / f"rlec_replay_{os.getpid()}")
 
     def replay(idx):
         eng = engine(policy, "R3")
@@ -122,7 +123,7 @@ def main(hf_path: str) -> dict:
 
     r3 = replay(range(len(rows)))
     r3_alone = [replay([i])[0] for i in range(len(rows))]
-    log_files = list(Path(os.environ[cpu.ROUTER_REPLAY_LOG_ENV]).parent.glob(Path(os.environ[cpu.ROUTER_REPLAY_LOG_ENV]).name + ".*"))
+    log_files = list(Path(os.environ[padded_forward.ROUTER_REPLAY_LOG_ENV]).parent.glob(Path(os.environ[padded_forward.ROUTER_REPLAY_LOG_ENV]).name + ".*"))
     records = [json.loads(line) for f in log_files for line in f.read_text().splitlines()]
     batched_records = [r for r in records if r["action"] == "REPLAY_FORWARD" and r["rows"] == max(result["lengths"]) * len(rows)]
     result.update(

@@ -1,4 +1,4 @@
-"""verl on CPU (rlec.verl_plugin.cpu): each shim's probe on unpatched verl, and the pieces it installs."""
+"""verl on CPU (the CPU wing, rlec.cpu.verl_shims): each shim's probe on unpatched verl, and the pieces it installs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlec.verl_plugin import cpu
+from rlec.cpu import padded_forward
+from rlec.cpu import verl_shims as cpu
 
 
 def test_every_verl_shim_still_answers_an_unfixed_problem():
@@ -79,7 +80,7 @@ def test_duplicate_cpu_backend_string_becomes_gloo(backend, expected):
 
 def test_causal_padding_mask_masks_future_and_padding_keys():
     valid = torch.tensor([[True, True, True], [True, True, False]])
-    mask = cpu.causal_padding_mask(valid)
+    mask = padded_forward.causal_padding_mask(valid)
     assert mask.shape == (2, 1, 3, 3)
     allowed = ~mask[:, 0]
     assert allowed[0].tolist() == [[True, False, False], [True, True, False], [True, True, True]]
@@ -96,16 +97,22 @@ def test_platform_and_engine_register_in_a_fresh_process():
     code = textwrap.dedent("""
         import os, sys
         os.environ["VERL_PLATFORM"] = "cpu"
-        os.environ["VERL_USE_EXTERNAL_MODULES"] = "rlec.verl_plugin"
-        import verl  # imports the plugin, which registers the platform before verl asks for it
-        import verl.workers.rollout.router, verl.experimental.reward_loop.reward_loop, rlec.verl_plugin.cpu_rollout
-        from rlec.verl_plugin import cpu
-        light = [m for m in ("megatron.core", "mbridge", "verl.trainer.ppo.v1", "rlec.verl_plugin.trainers") if m in sys.modules]
+        os.environ["VERL_USE_EXTERNAL_MODULES"] = "rlec.cpu,rlec.verl_plugin"  # as layout/cpu.yaml and the launcher
+        import verl  # imports the CPU wing, which registers the platform before verl asks for it, then the plugin
+        import verl.workers.rollout.router, verl.experimental.reward_loop.reward_loop, rlec.cpu.rollout_server
+        from rlec.cpu import verl_shims as cpu
+        light = [m for m in ("megatron.core", "mbridge", "verl.trainer.ppo.v1", "rlec.verl_plugin.trainers",
+                             "rlec.cpu.agent_loops") if m in sys.modules]
         assert not light and "response_only_logits" not in cpu.APPLIED, (light, cpu.APPLIED)
         from verl.trainer.ppo.v1 import get_trainer_cls  # the trainer's process: registrations on import
         assert get_trainer_cls("rlec_sync").__name__ == "RLECSyncTrainer"
         from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
-        assert "rlec_e3_agent" in _agent_loop_registry
+        # the CPU run's agent loops: E3's with the scripted answers (the wing's variant replaces the GPU loop)
+        assert _agent_loop_registry["rlec_e3_agent"]["_target_"] == "rlec.cpu.agent_loops.ScriptedE3AgentLoop"
+        assert _agent_loop_registry["rlec_scripted_agent"]["_target_"] == "rlec.cpu.agent_loops.ScriptedAgentLoop"
+        from rlec.verl_plugin import mismatch
+        from rlec.cpu.induced_mismatch import step_router_disagreement
+        assert mismatch.STEP_METRICS == [step_router_disagreement]
         from verl.utils.device import get_device_name, get_device_id, get_nccl_backend, get_torch_device
         from verl.workers.engine.base import EngineRegistry
         from verl.workers.engine.megatron.transformer_impl import MegatronEngineWithLMHead
@@ -143,20 +150,20 @@ def test_response_logit_index_covers_the_positions_that_predict_response_tokens(
     at t-1, so a response of R tokens needs L_i-1-R .. L_i-2; the window is the longest response."""
     nested = lambda xs: torch.nested.as_nested_tensor([torch.ones(n, dtype=torch.long) for n in xs], layout=torch.jagged)  # noqa: E731
     batch = {"input_ids": nested([15, 7, 18]), "loss_mask": nested([6, 3, 5])}
-    index = cpu.response_logit_index(batch)
+    index = padded_forward.response_logit_index(batch)
     assert index.tolist() == [[8, 9, 10, 11, 12, 13], [0, 1, 2, 3, 4, 5], [11, 12, 13, 14, 15, 16]]
     # the padded trainer's loss mask is (b, R): the same window
-    assert cpu.response_logit_index({"input_ids": batch["input_ids"], "loss_mask": torch.ones(3, 6)}).tolist() == index.tolist()
+    assert padded_forward.response_logit_index({"input_ids": batch["input_ids"], "loss_mask": torch.ones(3, 6)}).tolist() == index.tolist()
     # a row shorter than the window: slots before its first token are unused (-1)
-    assert cpu.response_logit_index({"input_ids": nested([3, 9]), "loss_mask": nested([2, 5])}).tolist() == [
+    assert padded_forward.response_logit_index({"input_ids": nested([3, 9]), "loss_mask": nested([2, 5])}).tolist() == [
         [-1, -1, -1, 0, 1], [3, 4, 5, 6, 7]]
-    assert cpu.response_logit_index({"input_ids": torch.ones(2, 4), "loss_mask": torch.ones(2, 2)}) is None
+    assert padded_forward.response_logit_index({"input_ids": torch.ones(2, 4), "loss_mask": torch.ones(2, 2)}) is None
 
 
 def test_scatter_window_places_slot_values_and_zeroes_the_rest():
     index = torch.tensor([[-1, 0, 1], [2, 3, 4]])
     value = torch.tensor([[9.0, 1.0, 2.0], [3.0, 4.0, 5.0]], requires_grad=True)
-    out = cpu._scatter_window(value, index, 6)
+    out = padded_forward._scatter_window(value, index, 6)
     assert out.tolist() == [[1.0, 2.0, 0, 0, 0, 0], [0, 0, 3.0, 4.0, 5.0, 0]]
     out.sum().backward()  # the loss's gradient reaches every used slot, none the unused one
     assert value.grad.tolist() == [[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
@@ -273,7 +280,7 @@ def test_the_cpu_layout_disables_torch_compile_in_every_ray_worker(compose_rlec)
     drops it, then the variable can go)."""
     assert cpu.entropy_compiled()
     env = compose_rlec("layout=cpu", "precision=fp32").ray_kwargs.ray_init.runtime_env.env_vars
-    assert env[cpu.COMPILE_DISABLE_ENV] == "1" and env.VERL_USE_EXTERNAL_MODULES == "rlec.verl_plugin"
+    assert env[cpu.COMPILE_DISABLE_ENV] == "1" and env.VERL_USE_EXTERNAL_MODULES == "rlec.cpu,rlec.verl_plugin"
     script = (f"import torch\n{inspect.getsource(_dynamo_frames_in_another_thread)}\n"
               "print(_dynamo_frames_in_another_thread(), torch._dynamo.config.disable)\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,

@@ -1,4 +1,4 @@
-"""The CPU rollout ``rlec_hf`` (rlec.verl_plugin.cpu_rollout): verl's rollout-server interface on transformers.
+"""The CPU rollout ``rlec_hf`` (rlec.cpu.rollout_server): verl's rollout-server interface on transformers.
 
 The server is exercised as a plain object (no Ray): requests arrive concurrently as verl's agent loop
 sends them, with per-request sampling params. What it does not cover that vLLM does is pinned by the
@@ -13,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rlec.verl_plugin import cpu_rollout as cr
+from rlec.cpu import rollout_server as cr
+from rlec.cpu.agent_loops import ScriptedAnswersMixin
 
 
 def _config(response_length=8, prompt_length=32, seed=0):
@@ -100,7 +101,7 @@ def test_registered_in_both_of_verls_rollout_registries():
 def test_scripted_answers_take_the_last_share_of_each_group_and_are_reproducible():
     from omegaconf import OmegaConf
 
-    loop = object.__new__(cr.ScriptedAnswersMixin)
+    loop = object.__new__(ScriptedAnswersMixin)
     loop.config = OmegaConf.create({"rlec": {"cpu": {"scripted_fraction": 0.5}}})
     loop.rollout_config = OmegaConf.create({"n": 4})
     row = {"data_source": "math_dapo", "reward_model": {"ground_truth": "42"}}
@@ -205,7 +206,7 @@ def test_forced_tokens_are_returned_scored_not_sampled(scoring_server):
 def test_score_tokens_refuses_routes_of_a_dense_model(tiny_dense_dir):
     from transformers import AutoModelForCausalLM
 
-    from rlec.verl_plugin.rollout_scores import score_tokens
+    from rlec.cpu.rollout_scores import score_tokens
 
     model = AutoModelForCausalLM.from_pretrained(tiny_dense_dir, dtype=torch.float32).eval()
     with pytest.raises(ValueError, match="not an MoE model"):
@@ -238,7 +239,7 @@ def test_seeded_requests_get_the_same_tokens_whatever_batch_they_land_in(server)
 def test_rlecs_agent_loops_give_each_sample_its_seed_on_the_cpu_rollout():
     from omegaconf import OmegaConf
 
-    loop = object.__new__(cr.ScriptedAnswersMixin)
+    loop = object.__new__(ScriptedAnswersMixin)
     loop.config = OmegaConf.create({"data": {"seed": 7}})
     loop.rollout_config = OmegaConf.create({"name": cr.ROLLOUT_NAME, "n": 4})
     sample = {"index": 12, "global_steps": 3, "raw_prompt": [{"role": "user", "content": "q"}]}
@@ -260,7 +261,7 @@ def test_the_replicas_forwards_run_one_at_a_time_and_score_exactly_as_alone(scor
     import threading
     import time
 
-    from rlec.verl_plugin import rollout_scores
+    from rlec.cpu import rollout_scores
 
     lock, running, most = threading.Lock(), [0], [0]
     real = rollout_scores.score_tokens

@@ -55,12 +55,12 @@ def test_signatures_rlec_overrides_or_calls():
 
 
 def test_megatron_lm_head_methods_rlec_cpu_wraps():
-    """rlec.verl_plugin.cpu's response_only_logits shim wraps MegatronEngineWithLMHead.forward_step and replaces
+    """rlec.cpu.padded_forward's response_only_logits shim wraps MegatronEngineWithLMHead.forward_step and replaces
     the private _lm_head_logits_processor for the duration of a windowed forward: their signatures, and that the
     forward runs the model and the processor inside forward_step (where the window is set), must stay."""
     from verl.workers.engine.megatron.transformer_impl import MegatronEngineWithLMHead
 
-    from rlec.verl_plugin.cpu import _response_logits_apply  # noqa: F401  (what the pins below serve)
+    from rlec.cpu.padded_forward import _response_logits_apply  # noqa: F401  (what the pins below serve)
 
     def unwrapped(func):
         return getattr(func, "__wrapped__", func)

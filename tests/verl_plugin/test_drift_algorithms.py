@@ -170,14 +170,14 @@ def test_overlay_keys_exist_in_verl_config_except_rlec_own(name):
 
 
 def test_rollout_server_interface_the_cpu_rollout_implements():
-    """rlec_hf (rlec/verl_plugin/cpu_rollout.py) answers what verl 0.9.1 calls on a rollout server and adapter."""
+    """rlec_hf (rlec/cpu/rollout_server.py) answers what verl 0.9.1 calls on a rollout server and adapter."""
     import inspect as _inspect
 
     from verl.checkpoint_engine.base import CheckpointEngineManager
     from verl.workers.rollout import base, replica
     from verl.workers.rollout.llm_server import LLMServerClient
 
-    from rlec.verl_plugin.cpu_rollout import HFRolloutServer, HFServerAdapter
+    from rlec.cpu.rollout_server import HFRolloutServer, HFServerAdapter
 
     assert isinstance(base._ROLLOUT_REGISTRY, dict) and ("vllm", "async") in base._ROLLOUT_REGISTRY
     assert hasattr(replica.RolloutReplicaRegistry, "register")

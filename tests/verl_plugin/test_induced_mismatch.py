@@ -1,4 +1,4 @@
-"""The induced train-inference mismatch of the CPU rollout (rlec.verl_plugin.induced_mismatch, issue 32 item 4):
+"""The induced train-inference mismatch of the CPU rollout (rlec.cpu.induced_mismatch, issue 32 item 4):
 the setting refused out of range naming its key, the noise applied to the rollout's copy only (its log-probs move
 away from the trainer's, which stay exact without it), and the router-disagreement count by hand."""
 
@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from rlec.settings import RlecSettings, SettingError
-from rlec.verl_plugin import cpu_rollout as cr
-from rlec.verl_plugin import induced_mismatch as im
-from rlec.verl_plugin.rollout_scores import score_tokens
+from rlec.cpu import rollout_server as cr
+from rlec.cpu import induced_mismatch as im
+from rlec.cpu.rollout_scores import score_tokens
 
 
 def test_router_disagreement_counts_token_layer_sets_not_their_order():

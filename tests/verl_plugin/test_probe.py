@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rlec.verl_plugin import cpu_rollout as cr
+from rlec.cpu import rollout_server as cr
 from rlec.verl_plugin import probe
-from rlec.verl_plugin.rollout_scores import response_entropies
+from rlec.cpu.rollout_scores import response_entropies
 
 PROMPTS = [[151644, 872, 198, 16], [151644, 872, 198, 17, 18, 19]]  # unequal lengths: the padding is exercised
 

@@ -2,7 +2,7 @@
 
 verl 0.9.1 records and replays routes as packed (THD) rows; the CPU layout's Megatron forward routes every
 position of a right-padded micro-batch, so verl's own replay fails there ("Router replay tensors are not
-aligned"). rlec.verl_plugin.cpu's ``router_replay_bshd`` shim lays the routes out as that forward routes them.
+aligned"). rlec.cpu.padded_forward's ``router_replay_bshd`` shim lays the routes out as that forward routes them.
 The reference that does not share the shim's layout: each sample run alone (a batch of one, no padding).
 """
 

@@ -15,9 +15,10 @@ layer-norm gains are perturbed too). The rollout server keeps the exact synced w
 perturbed copy and, for each response, compares the experts the rollout's routers chose with those the
 exact weights' routers choose for the same tokens (:func:`router_disagreement`): the trainer's router on
 the trainer's weights, since the HF router equals Megatron's for the same weights (the tests above).
-The share reaches the step's metrics as ``rlec/router_disagreement`` (:func:`disagreement_metrics`).
+The share reaches the step's metrics as ``rlec/router_disagreement`` (:func:`disagreement_metrics`, read from the
+step's TransferQueue batch by :func:`step_router_disagreement`).
 
-Pure functions of tensors and plain values: no verl, no Ray.
+Functions of tensors and plain values (no verl, no Ray); :func:`step_router_disagreement` reads TransferQueue.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import torch
 
-__all__ = ["DIFF_FIELD", "DISAGREEMENT_KEY", "TOTAL_FIELD", "disagreement_metrics", "perturb_weights", "router_disagreement"]
+__all__ = ["DIFF_FIELD", "DISAGREEMENT_KEY", "TOTAL_FIELD", "disagreement_metrics", "perturb_weights", "router_disagreement",
+           "step_router_disagreement"]
 
 # per-response counts the rollout server puts into TokenOutput.extra_fields (they reach TransferQueue's extra_fields)
 DIFF_FIELD = "rlec_router_diff"
@@ -107,3 +109,24 @@ def disagreement_metrics(extra_fields: Iterable[Mapping[str, Any]]) -> dict[str,
             diff += int(fields[DIFF_FIELD])
             total += int(fields[TOTAL_FIELD])
     return {DISAGREEMENT_KEY: diff / total} if total else {}
+
+
+def step_router_disagreement(batch: Any, settings: Any) -> dict[str, float]:
+    """``rlec/router_disagreement`` of the step's non-padding responses, from their TransferQueue ``extra_fields``
+    (:func:`disagreement_metrics`); ``{}`` without an induced mismatch (``rlec.cpu.rollout_weight_noise`` = 0: the
+    rollout server compared no routers). One of :data:`rlec.verl_plugin.mismatch.STEP_METRICS` on the CPU platform
+    (:mod:`rlec.cpu` registers it), called by the mismatch alarm before the actor update.
+
+    Args:
+        batch: verl's step batch (TransferQueue keys, partition id and tags).
+        settings: the run's :class:`rlec.settings.RlecSettings`.
+    """
+    if not settings.cpu.rollout_weight_noise > 0:
+        return {}
+    import transfer_queue as tq
+
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+    column = data["extra_fields"]
+    rows = [getattr(item, "data", item) for item in (column.tolist() if hasattr(column, "tolist") else list(column))]
+    keep = [row for row, tag in zip(rows, batch.tags, strict=True) if not tag.get("is_padding", False)]
+    return disagreement_metrics(keep)

@@ -24,14 +24,14 @@ rollout's ``update_weights``, backend ``naive``) run unchanged on CPU:
 As vLLM's server, it returns on request the sampled tokens' log-probs (``rollout.calculate_log_probs``,
 for rollout correction) and the routed experts (``rollout.enable_rollout_routing_replay``, for routing
 replay R3), both from one teacher-forced pass of the rollout's model
-(:func:`rlec.verl_plugin.rollout_scores.score_tokens`). ``rlec.cpu.rollout_weight_noise`` > 0 (read from
+(:func:`rlec.cpu.rollout_scores.score_tokens`). ``rlec.cpu.rollout_weight_noise`` > 0 (read from
 ``rollout.custom``) induces a train-inference mismatch: the server samples and scores with a perturbed copy of
 the synced weights and counts, per response, the token-layer expert sets it routed differently from the
-exact weights (:mod:`rlec.verl_plugin.induced_mismatch`).
+exact weights (:mod:`rlec.cpu.induced_mismatch`).
 
 What it does **not** cover that vLLM does on GPUs (``tests/verl_plugin/test_cpu_rollout.py`` pins each):
 
-- per-request seeds only through rlec's agent loops (:class:`ScriptedAnswersMixin` puts
+- per-request seeds only through rlec's agent loops (:class:`rlec.cpu.agent_loops.ScriptedAnswersMixin` puts
   :func:`request_seed` of the data seed, the global step, the prompt's index and the sample's
   session into each request): a request without ``seed`` is drawn from a batch seed (``rollout.seed``,
   the replica and a batch counter), so its draws depend on the batch it lands in;
@@ -54,7 +54,8 @@ from typing import Any, Generator
 import ray
 import torch
 
-ROLLOUT_NAME = "rlec_hf"
+from rlec.verl_plugin.cpu_interface import ROLLOUT_NAME, request_seed, server_name
+
 # generate() kwarg: return these response tokens (scored like a sample) instead of sampling
 FORCED_TOKENS = "rlec_forced_tokens"
 # requests arriving within this window of each other are generated as one batch
@@ -62,26 +63,8 @@ BATCH_WINDOW_S = 0.05
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HFRolloutReplica", "HFRolloutServer", "HFServerAdapter", "ROLLOUT_NAME", "SCRIPTED_AGENT_LOOP",
-           "ScriptedAnswersMixin", "register_rollout", "request_seed", "server_name"]
-
-
-def server_name(replica_rank: int) -> str:
-    """Ray actor name of replica ``replica_rank``'s server (how the trainer workers find it)."""
-    return f"rlec_hf_server_{replica_rank}"
-
-
-def request_seed(data_seed: Any, global_steps: Any, sample: Any, session: Any) -> int:
-    """The sampling seed of one request: a hash of (data seed, global step, the prompt's sample index, session).
-
-    The same sample of the same step gets the same seed in every run (a resumed one included), whatever
-    the order the requests arrive in or the batch they are generated in; two samples never share one
-    unless all four agree. A value in [0, 2**63).
-    """
-    import hashlib
-
-    text = f"{data_seed}/{global_steps}/{sample}/{session}"
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+__all__ = ["FORCED_TOKENS", "HFRolloutReplica", "HFRolloutServer", "HFServerAdapter", "ROLLOUT_NAME", "register_rollout",
+           "request_seed", "server_name"]
 
 
 def _noise_settings(config: Any) -> Any:
@@ -171,8 +154,8 @@ class HFRolloutServer:
 
         ``sampling_params["logprobs"]`` (verl sets it from ``rollout.calculate_log_probs``) adds the
         sampled tokens' log-probs, ``rollout.enable_rollout_routing_replay`` the routed experts
-        (:mod:`rlec.verl_plugin.rollout_scores`). ``rlec_forced_tokens`` (a kwarg) returns those tokens,
-        scored, instead of sampling (the scripted answers of :class:`ScriptedAnswersMixin`).
+        (:mod:`rlec.cpu.rollout_scores`). ``rlec_forced_tokens`` (a kwarg) returns those tokens,
+        scored, instead of sampling (the scripted answers of :class:`rlec.cpu.agent_loops.ScriptedAnswersMixin`).
 
         Raises:
             ValueError: a repetition penalty other than 1, or multi-modal data.
@@ -186,7 +169,7 @@ class HFRolloutServer:
             raise ValueError(f"rollout {ROLLOUT_NAME} is text-only")
         ids = [int(t) for t in prompt_ids]
         seed = params.pop("seed", None)  # per-request (rlec's agent loops); None: the batch's seed
-        if forced is not None:  # a scripted answer (ScriptedAnswersMixin): scored, not sampled
+        if forced is not None:  # a scripted answer (rlec.cpu.agent_loops.ScriptedAnswersMixin): scored, not sampled
             return await self._output(ids, [int(t) for t in forced], "stop", params, want_log_probs)
         budget = max_new_tokens(len(ids), params, int(self.config.response_length), int(self.config.prompt_length))
         key = (float(params.get("temperature", 1.0)), float(params.get("top_p", 1.0)), int(params.get("top_k", -1) or -1), budget)
@@ -201,7 +184,7 @@ class HFRolloutServer:
         """The ``TokenOutput`` of one response, with its log-probs and routed experts when asked for (as vLLM's server)."""
         from verl.workers.rollout.replica import TokenOutput
 
-        from rlec.verl_plugin.rollout_scores import score_tokens
+        from rlec.cpu.rollout_scores import score_tokens
 
         routes = bool(getattr(self.config, "enable_rollout_routing_replay", False))
         compare = self.exact_model is not None  # an induced mismatch: measure the router disagreement too
@@ -214,7 +197,7 @@ class HFRolloutServer:
                                          log_probs=want_log_probs, routes=routes or compare)
             log_probs, experts = scores.log_probs, scores.routed_experts
             if compare:
-                from rlec.verl_plugin.induced_mismatch import DIFF_FIELD, TOTAL_FIELD, router_disagreement
+                from rlec.cpu.induced_mismatch import DIFF_FIELD, TOTAL_FIELD, router_disagreement
 
                 exact = await self._forward(score_tokens, self.exact_model, ids, tokens, **sampling, log_probs=False, routes=True)
                 # the response tokens' rows: the positions whose log-probs the update weights (the prompt's are left out)
@@ -278,7 +261,7 @@ class HFRolloutServer:
         The rollout's own engine and weights sample each row from its own seed at ``temperature`` over the whole
         vocabulary (no top-k / top-p), with the budget a training request of that prompt gets; then one teacher-forced
         pass of the same model gives the entropy of the full next-token distribution at each response token
-        (:func:`rlec.verl_plugin.rollout_scores.response_entropies`). Behind the same lock and forward thread as
+        (:func:`rlec.cpu.rollout_scores.response_entropies`). Behind the same lock and forward thread as
         training requests; the batch counter (the seed of requests without their own) is left as it was.
 
         Args:
@@ -292,7 +275,7 @@ class HFRolloutServer:
         Raises:
             ValueError: seeds and rows of unequal count, no rows, or temperature <= 0.
         """
-        from rlec.verl_plugin.rollout_scores import response_entropies
+        from rlec.cpu.rollout_scores import response_entropies
 
         if len(seeds) != len(prompt_ids) or not prompt_ids or not temperature > 0:
             raise ValueError(f"probe: {len(prompt_ids)} rows, {len(seeds)} seeds, temperature {temperature}: expected one "
@@ -331,7 +314,7 @@ class HFRolloutServer:
 
     def _perturb(self) -> None:
         """``rlec.cpu.rollout_weight_noise``: fresh seeded noise on the rollout's copy (version = the sync count)."""
-        from rlec.verl_plugin.induced_mismatch import perturb_weights
+        from rlec.cpu.induced_mismatch import perturb_weights
 
         perturb_weights(self.engine.model, self.noise.rollout_weight_noise, self.noise.rollout_noise_seed,
                         self.stats["weight_updates"])
@@ -442,85 +425,6 @@ class HFServerAdapter(_adapter_base()):  # type: ignore[misc]
         await server.load_weights.remote(tensors)
         if global_steps is not None:
             await server.set_global_steps.remote(global_steps)
-
-
-SCRIPTED_AGENT_LOOP = "rlec_scripted_agent"
-
-
-class ScriptedAnswersMixin:
-    """For an agent loop: the last ``round(rollout.n x rlec.cpu.scripted_fraction)`` samples of each
-    prompt answer a scripted ``\\boxed{<gold>}`` or ``\\boxed{I don't know}`` (seeded coin per prompt
-    and sample) instead of the rollout's generation, for the tiny random model: a random model is never right, so every group's rewards
-    are equal, every mean-only advantage is 0 and nothing downstream (the update, RLVE's difficulty
-    controller) sees a correct answer. Off-policy demonstrations: 0 (the default) for real training.
-    Validation (one sample per prompt) is never scripted.
-
-    On the CPU rollout (``rlec_hf``) it also gives every request its own sampling seed
-    (:func:`request_seed` of ``data.seed``, the global step, the prompt's ``index`` and the sample's
-    ``session_id``), so sampling is reproducible per sample: a resumed run draws what an
-    uninterrupted one drew.
-    """
-
-    def _with_request_seed(self, sampling_params: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """``sampling_params`` plus this sample's ``seed`` on the CPU rollout; unchanged on any other rollout."""
-        if str(getattr(self.rollout_config, "name", "")) != ROLLOUT_NAME or "seed" in sampling_params:
-            return sampling_params
-        from rlec.config import select
-
-        sample = kwargs.get("index")
-        if sample is None:  # a prompt source without an index: the prompt itself names the sample
-            sample = repr(kwargs.get("raw_prompt"))
-        seed = request_seed(select(self.config, "data.seed", 0), kwargs.get("global_steps"), sample,
-                            kwargs.get("session_id", 0))
-        return {**sampling_params, "seed": seed}
-
-    def _scripted_text(self, kwargs: dict[str, Any]) -> str | None:
-        read = getattr(self, "_rlec_cpu", None)
-        if read is None or read[0] is not self.config:  # read once per agent loop (and config)
-            from rlec.settings import RlecSettings
-
-            read = self._rlec_cpu = (self.config, RlecSettings.from_config(self.config).cpu)
-        fraction = read[1].scripted_fraction
-        n = int(self.rollout_config.n)
-        session = int(kwargs.get("session_id", 0))
-        k = round(n * fraction)
-        if not k or session < n - k:
-            return None
-        import random
-
-        from rlec.environments import reference_answer
-
-        gold = reference_answer(kwargs.get("data_source", ""), kwargs["reward_model"]["ground_truth"])
-        coin = random.Random(f"{kwargs['reward_model']['ground_truth']}/{session}").random()  # same problem, same script
-        return f"\\boxed{{{gold}}}" if coin < 0.5 else "\\boxed{I don't know}"
-
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
-        sampling_params = self._with_request_seed(sampling_params, kwargs)
-        text = self._scripted_text(kwargs)
-        if text is None:
-            return await super().run(sampling_params, **kwargs)
-        from verl.workers.rollout.replica import TokenOutput
-
-        tokenizer, budget = self.tokenizer, int(self.rollout_config.response_length)
-        end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"][: budget - 1] + [end]
-
-        real = self.server_manager
-        scores = str(getattr(self.rollout_config, "name", "")) == ROLLOUT_NAME  # vLLM's generate takes no extra kwarg
-
-        class _Scripted:  # the rollout's answer (its weights version and stop fields) with the scripted tokens
-            async def generate(self, request_id: str, **kw: Any) -> TokenOutput:
-                if scores:  # rlec_hf scores the scripted tokens (log-probs, routes) as it would a sample of its own
-                    return await real.generate(request_id, **kw, **{FORCED_TOKENS: ids})
-                out = await real.generate(request_id, **kw)  # other rollouts: a sample, its tokens replaced
-                return out.model_copy(update={"token_ids": ids, "log_probs": None, "routed_experts": None,
-                                              "stop_reason": "completed"})
-
-        self.server_manager = _Scripted()
-        try:
-            return await super().run(sampling_params, **kwargs)
-        finally:
-            self.server_manager = real
 
 
 def register_rollout() -> None:
