@@ -39,7 +39,7 @@ from typing import Any
 
 from rlec.algorithms import registry
 from rlec.layout import Finding
-from rlec.cluster.verl_keys import MEGATRON
+from rlec.rules.verl_keys import MEGATRON
 from rlec.config import select
 
 MODEL_KEY = "actor_rollout_ref.model.path"

@@ -1,4 +1,4 @@
-"""MoE RL stability in DRY_RUN (rlec.cluster.moe_rules): rollout correction on by default, the off-policy warning,
+"""MoE RL stability in DRY_RUN (rlec.rules.moe): rollout correction on by default, the off-policy warning,
 routing replay overlays (router_replay=r2|r3) and GSPO (algorithm=gspo), refusals naming key and rule."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlec.cluster.config_check import run_checks
-from rlec.cluster.moe_rules import moe_stability_rules
+from rlec.rules.moe import moe_stability_rules
 from rlec.config import cluster_layouts, gpu_precisions, options
 
 pytestmark = pytest.mark.minutes(1)  # tests/conftest.py: the longest modules start first

@@ -10,9 +10,9 @@ findings), reported here under verl's keys; this module adds what only a verl co
 - batches split evenly over data-parallel ranks (otherwise verl pads with duplicated samples),
   one full sequence fits a dynamic-batch micro-batch, rollout.n >= 2 (group mean);
 - the plugin module reaches Ray workers; FP8 settings are complete; Megatron override keys exist
-  (field names from :mod:`rlec.megatron.fields`); MoE router settings are explicit;
-- memory per GPU (:func:`rlec.cluster.memory.estimate_memory`) fits both phases;
-- Ray's logical CPUs cover TransferQueue and the worker bundles (:mod:`rlec.cluster.resources`),
+  (field names from :mod:`rlec.megatron.fields`, passed in by the caller); MoE router settings are explicit;
+- memory per GPU (:func:`rlec.rules.memory.estimate_memory`) fits both phases;
+- Ray's logical CPUs cover TransferQueue and the worker bundles (:mod:`rlec.rules.resources`),
   and a fixed LR warm-up is shorter than the run;
 - every registered algorithm (:func:`algorithm_overlay_rules`): each algorithm's own
   ``check`` (:mod:`rlec.algorithms.registry`);
@@ -33,11 +33,11 @@ from rlec.layout import (
     rollout_findings,
     size_findings,
 )
-from rlec.cluster.memory import GIB, MemoryEstimate, estimate_memory
-from rlec.cluster.moe_rules import moe_stability_rules
-from rlec.cluster.resources import cpu_demand
+from rlec.rules.memory import GIB, MemoryEstimate, estimate_memory
+from rlec.rules.moe import moe_stability_rules
+from rlec.rules.resources import cpu_demand
 from rlec.model_shape import ModelShape
-from rlec.cluster.verl_keys import (
+from rlec.rules.verl_keys import (
     ACTOR,
     ENV_VARS,
     LAYOUT_KEYS,
@@ -121,7 +121,7 @@ def _batch_rules(cfg: Any, lay: ParallelLayout) -> _Findings:
 
 
 def _startup_rules(cfg: Any) -> _Findings:
-    """Ray's logical CPUs (:mod:`rlec.cluster.resources`) and the LR warm-up against the run's length."""
+    """Ray's logical CPUs (:mod:`rlec.rules.resources`) and the LR warm-up against the run's length."""
     out = _Findings()
     demand = cpu_demand(cfg)
     if demand.available is not None and demand.total > demand.available:
@@ -174,11 +174,8 @@ def _wiring_rules(cfg: Any, hf_config: Mapping[str, Any] | None) -> _Findings:
     return out
 
 
-def _megatron_key_rules(cfg: Any) -> _Findings:
+def _megatron_key_rules(cfg: Any, fields: tuple[frozenset[str], frozenset[str]] | None) -> _Findings:
     out = _Findings()
-    from rlec.megatron.fields import config_field_names
-
-    fields = config_field_names()
     if fields is None:
         out.warning(MEGATRON, "megatron-core is not installed: override keys not checked")
         return out
@@ -218,7 +215,7 @@ def _algorithm_rules(cfg: Any) -> _Findings:
             continue  # an algorithm's overlay (Algorithm.verl_values); its check, in algorithm_overlay_rules, judges it
         if select(cfg, key) != want:
             out.warning(key, f"is {select(cfg, key)!r}; RLEC's mean-only group advantage uses {want!r}")
-    return out  # the b schedule's length: rlec.cluster.settings_rules (the early rule set)
+    return out  # the b schedule's length: rlec.rules.settings_rules (the early rule set)
 
 
 def verl_algorithm_section(algorithm: Any) -> Any:
@@ -245,7 +242,7 @@ def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
 
 
 def _settings(cfg: Any) -> RlecSettings | None:
-    """rlec's settings of ``cfg``, or None when the schema refuses them (reported by :mod:`rlec.cluster.settings_rules`)."""
+    """rlec's settings of ``cfg``, or None when the schema refuses them (reported by :mod:`rlec.rules.settings_rules`)."""
     try:
         return RlecSettings.from_config(cfg)
     except SettingError:
@@ -272,7 +269,7 @@ def known_issue_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> list[
     out = _Findings()
     settings = _settings(cfg)
     arch = settings.check_.gpu_arch if settings is not None else ""
-    capability = compute_capability(arch)  # None: refused by the settings schema (rlec.cluster.settings_rules)
+    capability = compute_capability(arch)  # None: refused by the settings schema (rlec.rules.settings_rules)
     if capability is not None and capability >= 100 and shape.num_experts and str(select(cfg, f"{ROLLOUT}.name", "vllm")) == "vllm":
         out.error(GPU_ARCH_KEY, f"{arch} is a Blackwell GPU: {VERL_7978}; train this MoE model on Hopper (sm_90: H100 / "
                   "H200) until rlec moves to a verl release with the fix")
@@ -315,6 +312,7 @@ def check_layout(
     *,
     memory_fraction: float = 0.9,
     hf_config: Mapping[str, Any] | None = None,
+    megatron_fields: tuple[frozenset[str], frozenset[str]] | None,
 ) -> tuple[list[Finding], MemoryEstimate | None]:
     """Run every rlec rule on a composed verl config.
 
@@ -325,6 +323,9 @@ def check_layout(
         memory_fraction: share of GPU memory the update phase may fill (the rest absorbs MoE
             routing imbalance and allocator fragmentation).
         hf_config: the model's ``config.json`` dict, when available (enables the rope_theta rule).
+        megatron_fields: the field names of Megatron's ``TransformerConfig`` and ``OptimizerConfig``
+            (:func:`rlec.megatron.fields.config_field_names`; the caller asks, so this package imports no
+            ``rlec.megatron``), or None when megatron-core is not installed (override keys not checked: a warning).
 
     Returns:
         ``(findings, memory estimate)``; the estimate is None when a parallel size is invalid
@@ -333,7 +334,7 @@ def check_layout(
     lay = layout_of(cfg)
     parallel = _parallel_rules(cfg, shape, lay)
     findings = parallel + _rollout_rules(cfg, shape, lay) + _batch_rules(cfg, lay) + _algorithm_rules(cfg)
-    findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg) + _moe_router_rules(cfg, shape) + _startup_rules(cfg)
+    findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg, megatron_fields) + _moe_router_rules(cfg, shape) + _startup_rules(cfg)
     findings += algorithm_overlay_rules(cfg)
     findings += known_issue_rules(cfg, shape, lay)
     findings += moe_stability_rules(cfg, shape.num_experts)

@@ -1,6 +1,6 @@
 """DRY_RUN's rules for MoE RL stability: rollout correction, routing replay (R2 / R3) and off-policy mini-steps.
 
-Run by :func:`rlec.cluster.rules.check_layout`, so DRY_RUN and the launcher (the CPU one included) refuse
+Run by :func:`rlec.rules.checks.check_layout`, so DRY_RUN and the launcher (the CPU one included) refuse
 a bad setting before Ray starts and before anything is written. verl 0.9.1 keys
 (``verl/trainer/config/algorithm.py`` ``RolloutCorrectionConfig``, ``verl/workers/config/engine.py``
 ``EngineRouterReplayConfig``):
@@ -34,7 +34,7 @@ import math
 from typing import Any
 
 from rlec.layout import Finding
-from rlec.cluster.verl_keys import ACTOR, MEGATRON, ROLLOUT
+from rlec.rules.verl_keys import ACTOR, MEGATRON, ROLLOUT
 from rlec.config import select
 
 __all__ = ["threshold_error", "R3_EVIDENCE", "ROUTE_ROLLOUTS", "moe_stability_rules"]
@@ -74,7 +74,7 @@ def _correction_rules(cfg: Any, out: list[Finding]) -> bool:
     is_level = select(cfg, f"{CORRECTION}.rollout_is", None)
     if is_level not in (None, "token", "sequence"):
         out.append(Finding("error", f"{CORRECTION}.rollout_is", f"{is_level!r} must be null (metrics only), 'token' or 'sequence'"))
-    # rollout_is_threshold: refused by the early rule set (rlec.cluster.settings_rules, threshold_error)
+    # rollout_is_threshold: refused by the early rule set (rlec.rules.settings_rules, threshold_error)
     bypass = select(cfg, f"{CORRECTION}.bypass_mode", False)
     if not isinstance(bypass, bool):
         out.append(Finding("error", f"{CORRECTION}.bypass_mode", f"{bypass!r} must be true or false"))

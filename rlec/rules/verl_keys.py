@@ -3,7 +3,7 @@
 The bridge between verl's config keys (a composed ``DictConfig`` or a plain nested dict) and
 rlec's layout rules and memory arithmetic: ``layout_of(cfg)`` (:class:`rlec.layout.ParallelLayout`)
 and ``training_settings_of(cfg)`` feed :mod:`rlec.layout` and
-:func:`rlec.cluster.memory.estimate_memory`, for ``rlec.cluster.config_check`` and the cost model.
+:func:`rlec.rules.memory.estimate_memory`, for ``rlec.cluster.config_check`` and the cost model.
 :data:`LAYOUT_KEYS` names each layout field by its verl key, for messages.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlec.layout import ParallelLayout
-from rlec.cluster.memory import TrainingSettings
+from rlec.rules.memory import TrainingSettings
 from rlec.config import select
 
 ACTOR = "actor_rollout_ref.actor"

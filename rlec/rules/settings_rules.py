@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlec.layout import Finding
-from rlec.cluster.moe_rules import CORRECTION, threshold_error
-from rlec.cluster.verl_keys import ACTOR, MEGATRON, ROLLOUT
+from rlec.rules.moe import CORRECTION, threshold_error
+from rlec.rules.verl_keys import ACTOR, MEGATRON, ROLLOUT
 from rlec.config import select
 from rlec.io import held_back_console
 from rlec.settings import RlecSettings, SettingError
@@ -426,7 +426,7 @@ def _length_rules(cfg: Any) -> list[Finding]:
 
 
 def _threshold_rules(cfg: Any) -> list[Finding]:
-    """``rollout_is_threshold`` where importance sampling is on (its one rule: :func:`rlec.cluster.moe_rules.threshold_error`)."""
+    """``rollout_is_threshold`` where importance sampling is on (its one rule: :func:`rlec.rules.moe.threshold_error`)."""
     if select(cfg, f"{CORRECTION}.rollout_is", None) is None:
         return []
     value = select(cfg, f"{CORRECTION}.rollout_is_threshold", 2.0)
