@@ -108,14 +108,9 @@ def _prompt_limit(k: VerlKeys) -> tuple[list[Finding], Any]:
     except Exception as exc:  # a tokenizer file transformers cannot read: what verl's workers would fail on
         return [Finding("error", MODEL_KEY, f"model folder {folder}: its tokenizer does not load ({type(exc).__name__}: "
                         f"{str(exc)[:200]})")], None
-    kwargs = k.apply_chat_template_kwargs or {}
-    try:
-        from omegaconf import OmegaConf
+    from rlec.settings import plain
 
-        kwargs = OmegaConf.to_container(kwargs, resolve=True) if OmegaConf.is_config(kwargs) else dict(kwargs)
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        kwargs = dict(kwargs)
-    return [], PromptLimit(tokenizer, limit, kwargs)
+    return [], PromptLimit(tokenizer, limit, dict(plain(k.apply_chat_template_kwargs or {})))
 
 
 def _parquet(key: str, path_text: str, prompt_limit: Any = None) -> tuple[list[Finding], str | None, int]:

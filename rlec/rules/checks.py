@@ -48,7 +48,7 @@ from rlec.rules.verl_keys import (
     max_seq_len,
     training_settings_of,
 )
-from rlec.settings import RlecSettings, SettingError, compute_capability
+from rlec.settings import RlecSettings, SettingError, compute_capability, plain
 
 PLUGIN_MODULE = "rlec.verl_plugin"
 CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentation
@@ -224,8 +224,7 @@ def verl_algorithm_section(algorithm: Any) -> Any:
 
     own = verl_algorithm_keys()
     if isinstance(algorithm, DictConfig):
-        plain = OmegaConf.to_container(algorithm, resolve=True)
-        return OmegaConf.create({k: v for k, v in plain.items() if k not in own})
+        return OmegaConf.create({k: v for k, v in plain(algorithm).items() if k not in own})
     return {k: v for k, v in dict(algorithm).items() if k not in own}
 
 

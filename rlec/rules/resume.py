@@ -198,9 +198,9 @@ def record_run(cfg: Any) -> Path | None:
     """
     if resumes(cfg):
         return None
-    from omegaconf import OmegaConf
+    from rlec.settings import plain
 
-    tree = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
+    tree = plain(cfg)
     return atomic_write_text(_folder(cfg) / RUN_RECORD, json.dumps(tree, indent=1, sort_keys=True, default=str) + "\n")
 
 
