@@ -2,7 +2,7 @@
 
 Each ``megatron_configs/layout/*.yaml`` is composed exactly as the cluster run composes it
 (``rlec.config.compose``: verl's ``ppo_trainer`` + ``rlec.yaml`` + the layout), read into
-rlec's memory arithmetic (``rlec.cluster.verl_keys``) and projected with :mod:`rlec.cluster.cost_model`. The
+rlec's memory arithmetic (``rlec.rules.verl_keys``) and projected with :mod:`rlec.cluster.cost_model`. The
 GPU is the one the layout was written for (``rlec.check.gpu_memory_gib``: 141 -> H200, else H100).
 Layouts of smoke-test models (below :data:`MIN_PROJECTED_PARAMS` parameters, e.g. ``tiny_1gpu``)
 are listed as not projected: a roofline of a 40M-parameter model on an H100 says nothing about
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlec.cluster.cost_model import ANCHORS, DEVICES, Assumptions, anchor_comparison, project_step, train_flops, verl_flops_params
-from rlec.cluster.memory import GIB, estimate_memory
+from rlec.rules.memory import GIB, estimate_memory
 from rlec.model_shape import ModelShape
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def project_layout(name: str, a: Assumptions, overrides: list[str] | None = None
         FileNotFoundError: no model shape for the layout (see ``rlec.cluster.config_check``).
         hydra.errors.HydraException: the layout does not compose.
     """
-    from rlec.cluster.verl_keys import layout_of, training_settings_of
+    from rlec.rules.verl_keys import layout_of, training_settings_of
     from rlec.config import select
     from rlec.settings import RlecSettings
 

@@ -49,7 +49,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = CLUSTER_CONFIG, co
 
 _PARALLEL = ("tensor_model", "expert_model", "expert_tensor", "pipeline_model", "virtual_pipeline_model", "context")
 _LAYOUT_RULE = ("how the run is laid out over workers, not what it computes; the checkpoint's own sharding is refused "
-                "by the layout rule (rlec_layout.json, rlec.cluster.resume.layout_change_findings)")
+                "by the layout rule (rlec_layout.json, rlec.rules.resume.layout_change_findings)")
 _ROLLOUT_LAYOUT = "how the rollout engine is laid out: it is rebuilt from the synced weights each launch and samples the same"
 
 # The settings a resume may change, each with why it cannot change what the run optimises (the model's updates: the

@@ -25,7 +25,7 @@ __all__ = ["TRACKER", "CLUSTER_CONFIG", "CONFIG_DIR", "REPO_ROOT", "Finding", "f
 class Finding:
     """One result of a config check: ``level`` is "error" (refuses the run) or "warning"; ``key`` the
     dotted setting concerned; ``message`` the value and the rule. The one finding type of rlec: the
-    cluster rules (:mod:`rlec.cluster.rules`), the layout rules and every algorithm's ``check``
+    cluster rules (:mod:`rlec.rules.checks`), the layout rules and every algorithm's ``check``
     (:mod:`rlec.algorithms.base`) return it."""
 
     level: str

@@ -3,7 +3,7 @@
 Read from a Hugging Face ``config.json`` (a dict, a ``transformers`` config object, or
 ``megatron_configs/model/<name>.json`` when the model folder is not on this machine). Pure
 arithmetic; used by the layout rules (:mod:`rlec.layout`), the memory model
-(:mod:`rlec.cluster.memory`) and the cost model (:mod:`rlec.cluster.cost_model`).
+(:mod:`rlec.rules.memory`) and the cost model (:mod:`rlec.cluster.cost_model`).
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ as verl turns its ``algorithm`` section into ``AlgoConfig`` with ``omega_conf_to
 unknown ``rlec.<section>``, a value of the wrong type (``rlec.grading.timeout_s=abc``, a string
 for a switch) and a value out of range (each dataclass's ``check()``). The algorithms' sections
 (``rlec.e3``, ``rlec.rlve``, any registered algorithm's ``rlec.<name>``) are read and checked by the algorithms
-themselves; a section neither owns is refused by :func:`rlec.cluster.settings_rules.settings_rules`.
+themselves; a section neither owns is refused by :func:`rlec.rules.settings_rules.settings_rules`.
 This module imports neither verl nor torch; verl's own keys are checked by
-:mod:`rlec.cluster.settings_rules`.
+:mod:`rlec.rules.settings_rules`.
 """
 
 from __future__ import annotations
@@ -313,7 +313,7 @@ class RlecSettings:
     @classmethod
     def sections(cls) -> frozenset[str]:
         """The ``rlec.<name>`` sections this schema owns; any other is an algorithm's or unknown
-        (:func:`rlec.cluster.settings_rules.settings_rules` tells them apart with the algorithm registry)."""
+        (:func:`rlec.rules.settings_rules.settings_rules` tells them apart with the algorithm registry)."""
         return frozenset(_key(f) for f in dataclasses.fields(cls))
 
     def check(self, prefix: str = "rlec") -> None:

@@ -163,6 +163,7 @@ def test_qwen3s_own_tokenizer_encodes_anything(qwen) -> None:
 
 def test_the_launch_refuses_data_the_models_tokenizer_cannot_encode(tmp_path: Path, compact_dir) -> None:
     from rlec.cluster.paths import _encodable
+    from rlec.rules.verl_keys import VerlKeys
 
     model = tmp_path / "model"
     model.mkdir()
@@ -173,8 +174,8 @@ def test_the_launch_refuses_data_the_models_tokenizer_cannot_encode(tmp_path: Pa
         pq.write_table(pa.table({"prompt": prompts}), tmp_path / f"{name}.parquet")
     cfg = {"actor_rollout_ref": {"model": {"path": str(model)}},
            "data": {"train_files": str(tmp_path / "train.parquet"), "val_files": str(tmp_path / "test.parquet")}}
-    (finding,) = _encodable(cfg)
+    (finding,) = _encodable(VerlKeys.read(cfg))
     assert finding.key == "data.val_files"
     assert f"{tmp_path / 'test.parquet'} row 3 (prompt message 0): character '€' (U+20AC)" in finding.message
     cfg["data"]["val_files"] = str(tmp_path / "train.parquet")
-    assert _encodable(cfg) == []
+    assert _encodable(VerlKeys.read(cfg)) == []

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf, open_dict
 
 from rlec.cluster.config_check import run_checks
 from rlec.config import compose
-from rlec.cluster.settings_rules import early_errors
+from rlec.rules.settings_rules import early_errors
 from rlec.settings import RlecSettings, SettingError
 
 # where each section's defaults are written (the YAML users read): (config name, overrides)
@@ -133,7 +133,7 @@ def test_unknown_keys_under_rlec_are_refused(rlec: dict, key: str) -> None:
 def test_an_unknown_rlec_section_is_refused_by_the_early_rules_not_an_algorithms_section() -> None:
     """The schema reads only its own sections; the early rule set refuses a section that neither it nor a
     registered algorithm owns (``rlec.grader``), and accepts the algorithms' (``rlec.e3``, ``rlec.rlve``)."""
-    from rlec.cluster.settings_rules import settings_rules
+    from rlec.rules.settings_rules import settings_rules
 
     def rlec_findings(rlec: dict) -> list[tuple[str, bool]]:
         return [(f.key, "is not an rlec section" in f.message) for f in settings_rules({"rlec": rlec})

@@ -202,7 +202,7 @@ TRAINER_ARGS=(trainer.experiment_name="$EXPERIMENT_NAME" trainer.default_local_d
 [[ -n "$TEST_FREQ" ]] && TRAINER_ARGS+=(trainer.test_freq="$TEST_FREQ")
 [[ -n "$LOGGER" ]] && TRAINER_ARGS+=(trainer.logger="$LOGGER")
 # Every process of this launch (this shell, Ray's raylet and workers) carries the checkpoint folder: a rerun
-# finds what a killed launch left behind and waits for it (rlec.cluster.resume.launch_processes).
+# finds what a killed launch left behind and waits for it (rlec.rules.resume.launch_processes).
 export RLEC_RUN_FOLDER
 RLEC_RUN_FOLDER="$(realpath -m "$CHECKPOINT_DIR")"
 WAIT_ARGS=(--wait-previous "${RLEC_WAIT_PREVIOUS_S:-120}")  # a real launch waits for them; DRY_RUN reports at once
@@ -322,7 +322,7 @@ fi
 # the commit and the command beside the checkpoints (one folder per launch, so resumed runs keep
 # their history). The check writes config.yaml, creating the folder, only when it passes, and then
 # records the layout beside the checkpoints (rlec_layout.json): a later launch under another layout
-# is refused with both named (rlec.cluster.resume).
+# is refused with both named (rlec.rules.resume).
 RUN_DIR="$(abspath "$CHECKPOINT_DIR")/launches/$(date -u +%Y%m%dT%H%M%SZ)"
 RECORD="commit: $(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
 dirty: $([[ -n "$(git -C "$REPO_ROOT" status --porcelain 2>/dev/null)" ]] && echo yes || echo no)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Collection, Mapping, Sequence
 
 from rlec.config_base import Finding, select
+from rlec.config_writes import rlec_trainer_mode
 
 __all__ = ["TEMPERATURE_FIELD", "Algorithm", "AlgorithmContext", "Finding", "RolloutPlan", "StepRecord", "first_error",
            "trainer_mode"]
@@ -247,5 +248,6 @@ class Algorithm(ABC):
 
 
 def trainer_mode(cfg: Any) -> str:
-    """``trainer.v1.trainer_mode`` ("" when absent)."""
-    return str(select(cfg, "trainer.v1.trainer_mode", ""))
+    """rlec's ``trainer.v1.trainer_mode`` ("" when absent), also once rlec's trainer wrote verl's base mode into the
+    config (:func:`rlec.config_writes.rlec_trainer_mode`)."""
+    return rlec_trainer_mode(cfg)

@@ -8,7 +8,7 @@
 2. runs verl's own checks: ``validate_config`` (as ``main_ppo`` calls it) and the conversion of
    the algorithm, rollout, reward and (when the model folder is on this machine) model sections
    to verl's dataclasses, whose ``__post_init__`` validate them;
-3. runs rlec's checks (:mod:`rlec.cluster.rules`): parallel sizes against the model shape and
+3. runs rlec's checks (:mod:`rlec.rules.checks`): parallel sizes against the model shape and
    the world size, vLLM rollout constraints (FP8 blocks included), batch divisibility, plugin
    wiring, per-GPU memory;
 4. checks the paths the run reads and writes (:mod:`rlec.cluster.paths`: model folder, train
@@ -16,7 +16,7 @@
    ``--check-checkpoint-folder`` a checkpoint folder that cannot be written is refused first, in one
    ``error:`` line, exit 2, whether or not the other paths are checked;
 5. refuses resuming checkpoints written under another layout or with settings that change what
-   the run optimises (:mod:`rlec.cluster.resume`), and with ``--record-layout`` (the launcher,
+   the run optimises (:mod:`rlec.rules.resume`), and with ``--record-layout`` (the launcher,
    after every check passed) records this launch's layout, and the settings of a launch that starts
    a run, beside the checkpoints.
 
@@ -27,7 +27,7 @@ verl's own console output is kept back unless ``--verbose``. The resolved config
 The model shape comes from ``<actor_rollout_ref.model.path>/config.json`` or, when that folder
 is not here (a login node), from ``megatron_configs/model/<rlec.check.model_shape>.json``.
 Exit status 0 when nothing is an error, 1 otherwise (nothing written), 2 for unusable input: a config
-that does not compose, or a setting the early rule set refuses (:mod:`rlec.cluster.settings_rules`:
+that does not compose, or a setting the early rule set refuses (:mod:`rlec.rules.settings_rules`:
 one line ``refused: ERROR [<key>] <value> <rule>`` each, before any other check or write).
 """
 
@@ -46,14 +46,14 @@ from typing import Any, Callable, Iterator, Sequence
 
 from rlec.algorithms import registry
 from rlec.layout import Finding
-from rlec.cluster.memory import MemoryEstimate
+from rlec.rules.memory import MemoryEstimate
 from rlec.cluster.paths import checkpoint_folder_findings, path_findings
-from rlec.cluster.resume import (fresh_start_findings, layout_change_findings, live_writer_findings, record_layout, record_run,
+from rlec.rules.resume import (fresh_start_findings, layout_change_findings, live_writer_findings, record_layout, record_run,
                                  resume_setting_findings)
-from rlec.cluster.rules import check_layout, verl_algorithm_section
-from rlec.cluster.settings_rules import override_rules, settings_rules
+from rlec.rules.checks import check_layout, verl_algorithm_section
+from rlec.rules.settings_rules import override_rules, settings_rules
 from rlec.model_shape import ModelShape
-from rlec.cluster.verl_keys import ENV_VARS, layout_of
+from rlec.rules.verl_keys import ENV_VARS, layout_of
 from rlec.config import CLUSTER_CONFIG, CONFIG_DIR, compose, select
 from rlec.io import atomic_write_text, held_back_console
 from rlec.settings import RlecSettings
@@ -165,12 +165,12 @@ def run_checks(
 ) -> tuple[list[Finding], MemoryEstimate | None, dict]:
     """verl's and rlec's checks of a composed config, and (``check_paths``) its paths.
 
-    ``layout`` names the launch's layout in the refusal of a layout change (:mod:`rlec.cluster.resume`),
+    ``layout`` names the launch's layout in the refusal of a layout change (:mod:`rlec.rules.resume`),
     checked whenever the checkpoint folder is on this machine. ``wait_previous_s``: how long to wait
     for the processes a killed launch into the same folder left behind before refusing
-    (:func:`rlec.cluster.resume.live_writer_findings`; the launcher's real launch waits, DRY_RUN not).
+    (:func:`rlec.rules.resume.live_writer_findings`; the launcher's real launch waits, DRY_RUN not).
 
-    The early rule set (:func:`rlec.cluster.settings_rules.settings_rules`) runs first; when it
+    The early rule set (:func:`rlec.rules.settings_rules.settings_rules`) runs first; when it
     refuses a setting, nothing else is checked (no paths, no model, no verl conversion).
 
     Returns:
@@ -193,8 +193,10 @@ def run_checks(
     findings, passed = verl_checks(cfg, with_model=is_model, verbose=verbose)
     gib = float(gpu_memory_gib or settings.check_.gpu_memory_gib)
     fraction = settings.check_.memory_fraction
+    from rlec.megatron.fields import config_field_names  # the names only: no model built
+
     rlec_findings, est = check_layout(cfg, shape, gib, memory_fraction=fraction,
-                                      hf_config=hf_config if is_model else None)
+                                      hf_config=hf_config if is_model else None, megatron_fields=config_field_names())
     context = {"shape": shape, "source": source, "verl_passed": passed, "verl_steps": len(passed) + len(findings),
                "gpu_memory_gib": gib, "fraction": fraction, "paths": path_summaries, "settings": settings}
     return path_errors + findings + rlec_findings, est, context

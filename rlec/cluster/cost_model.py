@@ -1,6 +1,6 @@
 """Projected cost of an RLEC step for a model shape and a parallel layout: FLOPs, EP traffic, tokens/s.
 
-Pure arithmetic, no GPU, no torch (memory comes from :mod:`rlec.cluster.memory`). Used by
+Pure arithmetic, no GPU, no torch (memory comes from :mod:`rlec.rules.memory`). Used by
 ``benchmarks/throughput.py`` to print projections for the committed layouts next to published
 anchors. Every projection is an ideal-case figure under the stated :class:`Assumptions`.
 
@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from rlec.layout import ParallelLayout
-from rlec.cluster.memory import GIB, MemoryEstimate
+from rlec.rules.memory import GIB, MemoryEstimate
 from rlec.model_shape import ModelShape
 
 __all__ = ["ANCHORS", "DEVICES", "Assumptions", "Device", "FlopCount", "anchor_comparison", "decode_roofline",
@@ -204,7 +204,7 @@ def decode_roofline(shape: ModelShape, layout: ParallelLayout, mem: MemoryEstima
     """One vLLM replica's decode: batch, step time and output tokens/s per GPU (roofline).
 
     Args:
-        mem: :func:`rlec.cluster.memory.estimate_memory` of the layout (vLLM weights and KV cache per GPU).
+        mem: :func:`rlec.rules.memory.estimate_memory` of the layout (vLLM weights and KV cache per GPU).
         sequences: responses this replica has to generate in the step.
 
     Returns:

@@ -39,8 +39,7 @@ from typing import Any
 
 from rlec.algorithms import registry
 from rlec.layout import Finding
-from rlec.cluster.verl_keys import MEGATRON
-from rlec.config import select
+from rlec.rules.verl_keys import MEGATRON, VerlKeys
 
 MODEL_KEY = "actor_rollout_ref.model.path"
 DIST_KEY = f"{MEGATRON}.dist_checkpointing_path"
@@ -57,10 +56,10 @@ def _as_list(value: Any) -> list[str]:
     return [str(v) for v in value]
 
 
-def _model(cfg: Any) -> tuple[list[Finding], str | None]:
+def _model(k: VerlKeys) -> tuple[list[Finding], str | None]:
     from rlec.models import SUPPORTED_MODEL_TYPES, TOKENIZER_FILES, read_model_config
 
-    folder = Path(os.path.expanduser(str(select(cfg, MODEL_KEY, ""))))
+    folder = Path(os.path.expanduser(str(k.model_path)))
     hint = "; download it (docs/cluster.md section 2), or set SKIP_PATH_CHECKS=1 where it exists only on the cluster"
     try:
         read_model_config(folder, label="model folder", model_types=SUPPORTED_MODEL_TYPES)
@@ -69,10 +68,10 @@ def _model(cfg: Any) -> tuple[list[Finding], str | None]:
     out: list[Finding] = []
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         out.append(Finding("error", MODEL_KEY, f"model folder {folder}: no tokenizer file ({' or '.join(TOKENIZER_FILES)})"))
-    use_dist = bool(select(cfg, f"{MEGATRON}.use_dist_checkpointing", False))
+    use_dist = bool(k.use_dist_checkpointing)
     weights = sorted(folder.glob("*.safetensors"))
     if use_dist:
-        dist = Path(os.path.expanduser(str(select(cfg, DIST_KEY, "") or "")))
+        dist = Path(os.path.expanduser(str(k.dist_checkpointing_path or "")))
         if not (dist / "metadata.json").is_file():
             out.append(Finding("error", DIST_KEY, f"{dist}: not a Megatron dist checkpoint (no metadata.json; write one "
                                "with tools/convert_hf_to_mcore.py)"))
@@ -89,34 +88,29 @@ def _model(cfg: Any) -> tuple[list[Finding], str | None]:
     return out, summary if not out else None
 
 
-def _prompt_limit(cfg: Any) -> tuple[list[Finding], Any]:
+def _prompt_limit(k: VerlKeys) -> tuple[list[Finding], Any]:
     """The prompt-length rule verl applies to the data (:class:`rlec.data.lengths.PromptLimit`, the model folder's
     tokenizer), or None where verl applies none (``data.filter_overlong_prompts`` off with a truncation other than
     ``error``: the user chose to truncate) or where a check should not load the tokenizer (``data.trust_remote_code``)."""
-    if not select(cfg, "data.filter_overlong_prompts", True) and select(cfg, "data.truncation", "error") != "error":
+    if not k.filter_overlong_prompts and k.truncation != "error":
         return [], None
-    limit = select(cfg, "data.max_prompt_length")
-    if not isinstance(limit, int) or isinstance(limit, bool) or select(cfg, "data.trust_remote_code", False):
+    limit = k.max_prompt_length
+    if not isinstance(limit, int) or isinstance(limit, bool) or k.trust_remote_code:
         return [], None  # the number rules refuse a bad limit; a tokenizer of remote code is not run by a check
     from rlec.data.lengths import PromptLimit
     from rlec.io import held_back_console
     from rlec.models import load_tokenizer
 
-    folder = os.path.expanduser(str(select(cfg, MODEL_KEY, "")))
+    folder = os.path.expanduser(str(k.model_path))
     try:
         with held_back_console():
             tokenizer = load_tokenizer(folder)
     except Exception as exc:  # a tokenizer file transformers cannot read: what verl's workers would fail on
         return [Finding("error", MODEL_KEY, f"model folder {folder}: its tokenizer does not load ({type(exc).__name__}: "
                         f"{str(exc)[:200]})")], None
-    kwargs = select(cfg, "data.apply_chat_template_kwargs", None) or {}
-    try:
-        from omegaconf import OmegaConf
+    from rlec.settings import plain
 
-        kwargs = OmegaConf.to_container(kwargs, resolve=True) if OmegaConf.is_config(kwargs) else dict(kwargs)
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        kwargs = dict(kwargs)
-    return [], PromptLimit(tokenizer, limit, kwargs)
+    return [], PromptLimit(tokenizer, limit, dict(plain(k.apply_chat_template_kwargs or {})))
 
 
 def _parquet(key: str, path_text: str, prompt_limit: Any = None) -> tuple[list[Finding], str | None, int]:
@@ -133,7 +127,7 @@ def _parquet(key: str, path_text: str, prompt_limit: Any = None) -> tuple[list[F
     return [], f"{Path(path_text).name} {rows:,} rows", rows
 
 
-def _encodable(cfg: Any) -> list[Finding]:
+def _encodable(k: VerlKeys) -> list[Finding]:
     """An error for the first prompt of the data files the model folder's tokenizer cannot encode.
 
     Only a compact-vocabulary tokenizer (:class:`rlec.compact_vocab.Coverage` not complete) can fail:
@@ -141,7 +135,7 @@ def _encodable(cfg: Any) -> list[Finding]:
     """
     from rlec.compact_vocab import TOKENIZER_JSON, Coverage, check_texts
 
-    tok = Path(os.path.expanduser(str(select(cfg, MODEL_KEY, "")))) / TOKENIZER_JSON
+    tok = Path(os.path.expanduser(str(k.model_path))) / TOKENIZER_JSON
     if not tok.is_file():
         return []
     try:
@@ -152,8 +146,8 @@ def _encodable(cfg: Any) -> list[Finding]:
         return []
     import pyarrow.parquet as pq
 
-    for key in ("data.train_files", "data.val_files"):
-        for path in _as_list(select(cfg, key)):
+    for key, name in (("data.train_files", "train_files"), ("data.val_files", "val_files")):
+        for path in _as_list(getattr(k, name)):
             prompts = pq.read_table(path, columns=["prompt"]).column("prompt").to_pylist()
             rows = ((f"{path} row {i} (prompt message {j})", str(m.get("content") or ""))
                     for i, messages in enumerate(prompts) for j, m in enumerate(messages or []))
@@ -181,10 +175,16 @@ def steps_findings(cfg: Any, rows: int) -> list[Finding]:
         ``trainer.total_epochs`` that would hold them (nothing when they fit or no step count is
         set), or one naming ``data.train_batch_size`` when the files hold less than one batch.
     """
-    steps = select(cfg, "trainer.total_training_steps", None)
-    batch = select(cfg, "data.gen_batch_size", None) or select(cfg, "data.train_batch_size", None)
-    epochs = select(cfg, "trainer.total_epochs", 1)
-    if not batch or registry.serves_prompts(cfg):
+    if registry.serves_prompts(cfg):
+        return []
+    return _steps(VerlKeys.read(cfg), rows)
+
+
+def _steps(k: VerlKeys, rows: int) -> list[Finding]:
+    """:func:`steps_findings` of a config whose algorithms serve no prompts of their own."""
+    steps, epochs = k.total_training_steps, k.total_epochs
+    batch = k.gen_batch_size or k.train_batch_size
+    if not batch:
         return []
     batch, epochs = int(batch), int(epochs)
     per_epoch = rows // batch
@@ -212,7 +212,12 @@ def checkpoint_folder_findings(cfg: Any) -> tuple[list[Finding], str | None]:
         ``([], summary)`` when it can be written; ``([error naming the key, the folder and why], None)`` when
         it or a folder above it is a file, or it cannot be written.
     """
-    folder = Path(os.path.expanduser(str(select(cfg, CHECKPOINT_KEY, "") or "")))
+    return _checkpoint_folder(VerlKeys.read(cfg))
+
+
+def _checkpoint_folder(k: VerlKeys) -> tuple[list[Finding], str | None]:
+    """:func:`checkpoint_folder_findings` of the config's keys."""
+    folder = Path(os.path.expanduser(str(k.default_local_dir or "")))
     probe = folder
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
@@ -239,21 +244,22 @@ def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
     """
     findings: list[Finding] = []
     summaries: list[str] = []
-    checks = [_model(cfg)]
-    limit_findings, prompt_limit = _prompt_limit(cfg) if not checks[0][0] else ([], None)
+    k, serves = VerlKeys.read(cfg), registry.serves_prompts(cfg)  # once
+    checks = [_model(k)]
+    limit_findings, prompt_limit = _prompt_limit(k) if not checks[0][0] else ([], None)
     checks.append((limit_findings, None))
-    for key in ("data.train_files", "data.val_files"):
-        files = _as_list(select(cfg, key))
+    for key, name in (("data.train_files", "train_files"), ("data.val_files", "val_files")):
+        files = _as_list(getattr(k, name))
         # an algorithm with prompts of its own (RLVE's environment rows) may train on those alone
-        if not files and not (key == "data.train_files" and registry.serves_prompts(cfg)):
+        if not files and not (key == "data.train_files" and serves):
             checks.append(([Finding("error", key, "no file given")], None))
         parquets = [_parquet(key, f, prompt_limit) for f in files]
         checks += [(found, summary) for found, summary, _ in parquets]
         if key == "data.train_files" and files and not any(found for found, *_ in parquets):
-            checks.append((steps_findings(cfg, sum(rows for *_, rows in parquets)), None))
+            checks.append(([] if serves else _steps(k, sum(rows for *_, rows in parquets)), None))
     if not any(found for found, _ in checks):  # the model and the files passed: every prompt encodable
-        checks.append((_encodable(cfg), None))
-    checks.append(checkpoint_folder_findings(cfg))
+        checks.append((_encodable(k), None))
+    checks.append(_checkpoint_folder(k))
     for found, summary in checks:
         findings += found
         if summary:

@@ -12,7 +12,7 @@ Each launch is still its own Ray job (a new driver, its own anonymous namespace,
 computes what a launch with its own cluster computes (``tests/experiments/test_quick_rlec.py`` compares the metrics);
 Ray kills a job's actors when its driver exits. The raylet and GCS do not carry a launch's ``RLEC_RUN_FOLDER``; the
 job's workers still do (the launcher hands it to them through ``ray_init.runtime_env``), so a rerun into the same
-folder still finds and waits for what a killed launch left behind (:func:`rlec.cluster.resume.launch_processes`).
+folder still finds and waits for what a killed launch left behind (:func:`rlec.rules.resume.launch_processes`).
 """
 
 from __future__ import annotations

@@ -100,13 +100,13 @@ def launcher_overrides(extra: Sequence[str] = ()) -> list[str]:
 
 def compose_checked(overrides: Sequence[str]) -> Any:
     """The demo run's config: ``megatron_configs/rlec.yaml`` on the CPU layout with ``overrides``, checked by the
-    rules every launch passes first (:func:`rlec.cluster.settings_rules.early_errors`).
+    rules every launch passes first (:func:`rlec.rules.settings_rules.early_errors`).
 
     Raises:
         ValueError: the config does not compose (an unknown key or option), or a setting is refused; the
             message names each key, value and rule.
     """
-    from rlec.cluster.settings_rules import early_errors
+    from rlec.rules.settings_rules import early_errors
     from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
 
     try:

@@ -223,7 +223,7 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
     """Each named arm's stages composed in-process as their launches compose them (the experiment's settings, the
     launch's own overrides of :func:`rlec.demo.verl_run.launcher_args`, the arm's, the stage's length) and checked by
     the rules every launch applies first (the early rule set and the algorithms' own,
-    :func:`rlec.cluster.rules.algorithm_overlay_rules`). Seconds, before any warm start or launch: a full ``passk``
+    :func:`rlec.rules.checks.algorithm_overlay_rules`). Seconds, before any warm start or launch: a full ``passk``
     run once trained two arm-seeds (15 minutes) before its third arm's launch refused a key (``--check`` runs the
     whole ``DRY_RUN=1`` of each launch instead, with the model and the paths).
 
@@ -234,7 +234,7 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
     Raises:
         ValueError: an arm ``exp`` does not have (names it).
     """
-    from rlec.cluster.rules import algorithm_overlay_rules
+    from rlec.rules.checks import algorithm_overlay_rules
 
     errors = []
     for arm in arms:

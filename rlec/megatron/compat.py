@@ -272,7 +272,7 @@ def forked_writers_needed() -> bool:
 # launch starting its Megatron ranks beside it, ray.init failed so (fresh clone of cd20779,
 # 2026-12-06: the SIGKILL scenario's launch died in ray.init and its three tests errored). Left
 # alive, those processes carry the launch's RLEC_RUN_FOLDER and would hold the next launch into
-# the folder (rlec.cluster.resume.launch_processes).
+# the folder (rlec.rules.resume.launch_processes).
 
 RAY_START_TIMEOUT = "The current node timed out during startup"
 """The start of the error Ray 2.x's ``Node.__init__`` raises when its raylet has not registered within 30 s."""

@@ -2,8 +2,9 @@
 
 verl passes ``actor_rollout_ref.actor.megatron.override_transformer_config.*`` to Megatron's
 ``TransformerConfig`` and ``actor.optim.override_optimizer_config.*`` to its ``OptimizerConfig``;
-a misspelt key only fails on the cluster, inside a Ray worker. ``rlec.cluster.rules`` asks this
-module (the only package that imports Megatron) for the names.
+a misspelt key only fails on the cluster, inside a Ray worker. The pre-launch check
+(``rlec.cluster.config_check``) asks this module (the only package that imports Megatron) for the names and
+hands them to ``rlec.rules.checks``, which imports no ``rlec.megatron``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ spec: without TE it fails (``TENorm`` NameError). On CPU rlec's CPU wing swaps i
 :func:`local_spec_bridge` (no fusions, no grouped GEMM, TE parameter names for mbridge's load and
 export). ``tools/gpu_smoke.sh --offline`` uses it when the wheelhouse has no TE. Pair it with padded batches
 (``use_remove_padding=false``: packed sequences need TE's attention); routing replay then is refused off the CPU
-platform (``rlec.cluster.moe_rules``). Not yet run on a GPU (issue 58).
+platform (``rlec.rules.moe``). Not yet run on a GPU (issue 58).
 """
 
 from __future__ import annotations

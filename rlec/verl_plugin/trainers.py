@@ -25,10 +25,11 @@ Registered as ``trainer.v1.trainer_mode`` = ``rlec_sync``, ``rlec_colocate_async
 Where :class:`AlgorithmsMixin` hooks into verl 0.9.1's V1 trainer (``verl/trainer/ppo/v1/trainer_base.py``;
 each hook point pinned by tests/verl_plugin/test_drift_algorithms.py):
 
-- ``__init__``: the resume rules (:func:`rlec.cluster.resume.apply_resume_rules`: a refused setting
+- ``__init__``: the resume rules (:func:`rlec.rules.resume.apply_resume_rules`: a refused setting
   raises, a resumed longer run keeps its b schedule), then the early rule set and every enabled
-  algorithm's ``check`` on the config as given
-  (before :class:`RLECMetricsMixin` writes verl's base mode into it): the first error is raised;
+  algorithm's ``check`` on the config as given (they judge rlec's trainer mode,
+  :func:`rlec.config_writes.rlec_trainer_mode`, also after :class:`RLECMetricsMixin` wrote verl's base mode):
+  the first error is raised;
 - first use, after the datasets exist: ``_load_checkpoint`` (which verl's set-up calls before
   ``on_init_end``) or, at the latest, ``on_init_end`` (before verl syncs the rollout weights) builds the
   algorithms (:func:`rlec.algorithms.registry.build`) with the model's vocabulary size and the training
@@ -39,7 +40,7 @@ each hook point pinned by tests/verl_plugin/test_drift_algorithms.py):
   they reach the agent loop as keyword arguments, the reward manager in ``non_tensor_batch`` and
   TransferQueue with every response) and the batch fields;
 - ``step``: :meth:`~rlec.algorithms.base.Algorithm.step_overrides` written into ``self.config``
-  (the actor's log-probs read ``rollout.temperature`` there, the estimator reads
+  (:mod:`rlec.config_writes`: the actor's log-probs read ``rollout.temperature`` there, the estimator reads
   ``config.algorithm``), verl's step, then the step's :class:`~rlec.algorithms.base.StepRecord`
   (read once; :class:`RLECMetricsMixin` reuses it) to every
   :meth:`~rlec.algorithms.base.Algorithm.observe`, then the next step's overrides. ``fit`` saves the
@@ -50,18 +51,17 @@ each hook point pinned by tests/verl_plugin/test_drift_algorithms.py):
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import OmegaConf, open_dict
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
 from verl.utils import tensordict_utils as tu
 
 from rlec.algorithms import registry
 from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext, RolloutPlan, StepRecord
 from rlec.config import select
+from rlec.config_writes import set_base_trainer_mode, write_rollout_temperature, write_step_overrides
 from rlec.reward.metrics import reward_metrics, rows_from_columns
 from rlec.verl_plugin.metrics_file import MetricsFileMixin
 from rlec.verl_plugin.mismatch import MismatchAlarmMixin
@@ -123,15 +123,16 @@ class RLECMetricsMixin:
 
     ``base_trainer_mode`` is the verl mode the trainer behaves as: verl branches on
     ``trainer.v1.trainer_mode == "sync"`` and reads ``trainer.v1.<mode>`` settings, so the
-    constructor writes the base name back into the config once the class is chosen.
+    constructor writes the base name back into the config once the class is chosen
+    (:func:`rlec.config_writes.set_base_trainer_mode`; rlec's rules still read rlec's mode through
+    :func:`rlec.config_writes.rlec_trainer_mode`).
     """
 
     base_trainer_mode: str = "sync"
     _rlec_record: tuple[tuple, StepRecord] | None = None
 
     def __init__(self, config, *args, **kwargs):
-        with open_dict(config):
-            config.trainer.v1.trainer_mode = self.base_trainer_mode
+        set_base_trainer_mode(config, self.base_trainer_mode)
         super().__init__(config, *args, **kwargs)
 
     def _rlec_step_record(self, batch, fields: tuple[str, ...] = (), metrics: Mapping[str, float] | None = None) -> StepRecord:
@@ -170,43 +171,30 @@ class AlgorithmsMixin:
         rlec_algorithms: the built algorithms in registry order (None until first needed).
 
     Raises (at construction):
-        ValueError: a resume that changes what the run optimises (:func:`rlec.cluster.resume.apply_resume_rules`);
-            the first error of the early rule set (:func:`rlec.cluster.settings_rules.settings_rules`:
+        ValueError: a resume that changes what the run optimises (:func:`rlec.rules.resume.apply_resume_rules`);
+            the first error of the early rule set (:func:`rlec.rules.settings_rules.settings_rules`:
             rlec's settings schema and verl's estimator / loss / seed / unknown-key rules), then of an
             enabled algorithm's check, so a ``main_ppo`` launched without the launcher is refused by the same
             rules as DRY_RUN and the launcher.
     """
 
     rlec_algorithms: list[Algorithm] | None = None
-    _rlec_mode: str | None = None
 
     def __init__(self, config, *args, **kwargs):
-        mode = str(config.trainer.v1.trainer_mode)
-        # a config already handed to an rlec trainer holds verl's base mode (RLECMetricsMixin): rlec's is rlec_<base>
-        self._rlec_mode = f"rlec_{mode}" if mode == getattr(self, "base_trainer_mode", None) else mode
-        from rlec.cluster.resume import apply_resume_rules
-        from rlec.cluster.settings_rules import early_errors  # the rules DRY_RUN and the launcher apply first
+        from rlec.rules.resume import apply_resume_rules
+        from rlec.rules.settings_rules import early_errors  # the rules DRY_RUN and the launcher apply first
 
         apply_resume_rules(config)  # a resume keeps the run's settings and b schedule (before any worker reads them)
-        errors = early_errors(self._rlec_config(config))
-        if errors:
+        errors = early_errors(config)  # rlec's trainer mode: rlec.config_writes.rlec_trainer_mode, also on a config
+        if errors:  # handed to an rlec trainer before (which holds verl's base mode since)
             raise ValueError(str(errors[0]))
         self.rlec_algorithms = None
         super().__init__(config, *args, **kwargs)
 
-    def _rlec_config(self, config: Any) -> Any:
-        """``config`` with rlec's trainer mode (the rules read it; RLECMetricsMixin writes verl's base mode)."""
-        if self._rlec_mode is None or config.trainer.v1.trainer_mode == self._rlec_mode:
-            return config
-        config = copy.deepcopy(config)
-        with open_dict(config):
-            config.trainer.v1.trainer_mode = self._rlec_mode
-        return config
-
     def _algorithms(self) -> list[Algorithm]:
         """The enabled algorithms, built on first use (:func:`rlec.algorithms.registry.build`)."""
         if self.rlec_algorithms is None:
-            cfg = self._rlec_config(self.config)
+            cfg = self.config
             self.rlec_algorithms = registry.build(cfg, self._algorithm_context(cfg)) if registry.enabled(cfg) else []
             if self.rlec_algorithms:
                 logger.info("rlec algorithms: %s", [a.name for a in self.rlec_algorithms])
@@ -226,11 +214,12 @@ class AlgorithmsMixin:
         return AlgorithmContext(vocab_size=int(vocab) if vocab else None, train_dataset=getattr(self, "train_dataset", None))
 
     def _apply_overrides(self, step: int) -> None:
-        """Write every algorithm's :meth:`~rlec.algorithms.base.Algorithm.step_overrides` into ``self.config``."""
+        """Write every algorithm's :meth:`~rlec.algorithms.base.Algorithm.step_overrides` into ``self.config``
+        (:func:`rlec.config_writes.write_step_overrides`: verl's estimator and actor read them there)."""
         for algorithm in self.rlec_algorithms or []:
-            for key, value in algorithm.step_overrides(step).items():
-                with open_dict(self.config):
-                    OmegaConf.update(self.config, key, value, merge=False, force_add=True)
+            overrides = algorithm.step_overrides(step)
+            if overrides:
+                write_step_overrides(self.config, overrides)
 
     def on_init_end(self):
         self._algorithms()  # before verl syncs the rollout weights: a missing environment source fails here
@@ -248,8 +237,7 @@ class AlgorithmsMixin:
         for algorithm in algorithms:
             algorithm.plan_rollout(int(getattr(self, "global_steps", 0) or 0), infos, plan)
         # the plan's temperature, its one carrier: the log-probs read the trainer's config, the agent loop the batch
-        with open_dict(self.config):
-            OmegaConf.update(self.config, "actor_rollout_ref.rollout.temperature", plan.temperature, merge=False)
+        write_rollout_temperature(self.config, plan.temperature)
         tu.assign_non_tensor_data(batch, TEMPERATURE_FIELD, plan.temperature)
         tu.assign_non_tensor_stack(batch, ROLLOUT_N_KEY, plan.n_per_prompt)
         for name, values in plan.prompt_fields.items():

@@ -56,12 +56,12 @@ def rollout_config(cfg: Any) -> Any:
 
 def algo_config(cfg: Any) -> Any:
     """``algorithm`` as verl's ``AlgoConfig``, without the keys rlec's algorithms add to it (``passk``, which
-    ``AlgoConfig`` has no field for: :func:`rlec.cluster.rules.verl_algorithm_section`).
+    ``AlgoConfig`` has no field for: :func:`rlec.rules.checks.verl_algorithm_section`).
 
     Raises:
         ValueError: no such section, or verl's dataclass refuses a value.
     """
-    from rlec.cluster.rules import verl_algorithm_section
+    from rlec.rules.checks import verl_algorithm_section
 
     section = select(cfg, "algorithm")
     if section is None:

@@ -70,7 +70,7 @@ def test_the_examples_section_passes_the_early_rules_once_registered(example, co
     until the algorithm is in the registry, and accepts it after the registry line alone (no change to
     rlec/settings.py or the rules: the "3 production files" of the page)."""
     from rlec.algorithms import registry
-    from rlec.cluster.settings_rules import settings_rules
+    from rlec.rules.settings_rules import settings_rules
 
     cls, overlay = example
     cfg = _config(compose_rlec, overlay)

@@ -199,7 +199,7 @@ def test_each_algorithm_has_one_home_and_its_switch_is_there() -> None:
     (("rlec.passk.enable=false",), "algorithm.adv_estimator", "rlec_passk without rlec.passk.enable"),
     # the switch without verl's estimator (the run would train grpo and log pass@k)
     (("algorithm.adv_estimator=grpo",), "algorithm.adv_estimator", "needs verl's estimator rlec_passk"),
-    # the trainer's runtime slot (moved from rlec.cluster.settings_rules into Pass@k's own check)
+    # the trainer's runtime slot (moved from rlec.rules.settings_rules into Pass@k's own check)
     (("algorithm.passk.active_k=9",), "algorithm.passk.active_k", "[1, actor_rollout_ref.rollout.n = 4]"),
     (("algorithm.passk.active_k=0",), "algorithm.passk.active_k", "must be an integer"),
 ])

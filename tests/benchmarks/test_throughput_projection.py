@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from rlec.cluster.cost_model import Assumptions
-from rlec.cluster.memory import GIB
+from rlec.rules.memory import GIB
 
 
 @pytest.fixture(scope="module")

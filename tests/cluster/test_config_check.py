@@ -317,7 +317,7 @@ def test_cli_is_quiet_writes_config_only_when_ok_and_says_when_paths_are_skipped
 def test_hyperparameters_doc_states_the_figures_dry_run_prints(compose_rlec, repo_root):
     """docs/hyperparameters.md once said tiny_1gpu needs "< 1 GiB" while DRY_RUN printed 5.3."""
     from rlec.cluster.config_check import load_model_config
-    from rlec.cluster.rules import check_layout
+    from rlec.rules.checks import check_layout
     from rlec.model_shape import ModelShape
 
     doc = (repo_root / "docs/hyperparameters.md").read_text()
@@ -328,7 +328,8 @@ def test_hyperparameters_doc_states_the_figures_dry_run_prints(compose_rlec, rep
         for precision in ("bf16", "fp8"):
             cfg = compose_rlec(f"layout={layout}", f"precision={precision}")
             hf, source, _ = load_model_config(cfg)
-            _, est = check_layout(cfg, ModelShape.from_hf_config(hf, source), cfg.rlec.check.gpu_memory_gib)
+            _, est = check_layout(cfg, ModelShape.from_hf_config(hf, source), cfg.rlec.check.gpu_memory_gib,
+                                  megatron_fields=None)
             g = est.as_gib()
             assert f"{g['train_total']} of " in update[column], (layout, g["train_total"], update[column])
             assert f"= {g['rollout_total']} of " in rollout[column], (layout, g["rollout_total"], rollout[column])

@@ -18,7 +18,7 @@ from rlec.cluster.cost_model import (
     verl_flops_params,
 )
 from rlec.layout import ParallelLayout
-from rlec.cluster.memory import GIB, TrainingSettings, estimate_memory
+from rlec.rules.memory import GIB, TrainingSettings, estimate_memory
 from rlec.model_shape import ModelShape
 
 H, V, L, E, K, M = 2048, 151936, 48, 128, 8, 768  # Qwen3-30B-A3B

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rlec.cluster.config_check import layout_name, main, run_checks
-from rlec.cluster.resume import LAYOUT_RECORD, layout_change_findings, record_layout
+from rlec.rules.resume import LAYOUT_RECORD, layout_change_findings, record_layout
 
 CPU_OFFLOAD = "+actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_cpu_offload=true"
 

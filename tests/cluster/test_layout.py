@@ -37,7 +37,7 @@ def test_defaults_resolve_like_megatron() -> None:
 
 def test_one_class_everywhere() -> None:
     import rlec.megatron
-    from rlec.cluster import memory, verl_keys
+    from rlec.rules import memory, verl_keys
     from rlec.megatron import parallel
 
     assert rlec.megatron.ParallelLayout is parallel.ParallelLayout is ParallelLayout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlec.cluster.resume import LAUNCHER, RUN_FOLDER_ENV, launch_processes, live_writer_findings, live_writers, wait_for_earlier_launch
+from rlec.rules.resume import LAUNCHER, RUN_FOLDER_ENV, launch_processes, live_writer_findings, live_writers, wait_for_earlier_launch
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fdinfo").is_dir(), reason="reads /proc (Linux)")
 
@@ -150,7 +150,7 @@ def test_this_launch_and_its_parents_carrying_the_folder_do_not_count(tmp_path, 
 
     folder = tmp_path / "ckpt"
     folder.mkdir()
-    code = ("import sys; from rlec.cluster.resume import launch_processes; "
+    code = ("import sys; from rlec.rules.resume import launch_processes; "
             "sys.exit(0 if launch_processes(sys.argv[1]) == [] else 1)")
     env = {**os.environ, RUN_FOLDER_ENV: os.path.realpath(folder)}
     assert subprocess.run([sys.executable, "-c", code, str(folder)], env=env).returncode == 0
@@ -169,7 +169,7 @@ def test_an_exiting_writer_without_a_command_line_does_not_count(tmp_path, monke
     """A SIGKILLed launch's Ray worker, caught between releasing its memory and closing its files (its command line
     already empty), refused the rerun on a loaded 2-core box ("process 31359 () still writes ..."): it can write
     nothing more, so it is not a live writer; a writer with a command line still is."""
-    from rlec.cluster import resume
+    from rlec.rules import resume
 
     shard = tmp_path / "global_step_2" / "__0_0.distcp"
     shard.parent.mkdir(parents=True)

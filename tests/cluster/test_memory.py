@@ -1,4 +1,4 @@
-"""Per-GPU memory arithmetic (rlec.cluster.memory): parameter counts against transformers, sharding by hand."""
+"""Per-GPU memory arithmetic (rlec.rules.memory): parameter counts against transformers, sharding by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rlec.layout import ParallelLayout
-from rlec.cluster.memory import GIB, TrainingSettings, estimate_memory
+from rlec.rules.memory import GIB, TrainingSettings, estimate_memory
 from rlec.model_shape import ModelShape
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from rlec.cluster.config_check import run_checks
 from rlec.layout import ParallelLayout
-from rlec.cluster.memory import GIB, TrainingSettings, estimate_memory
+from rlec.rules.memory import GIB, TrainingSettings, estimate_memory
 from rlec.model_shape import ModelShape
 from rlec.config_base import CONFIG_DIR
 

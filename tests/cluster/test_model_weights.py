@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlec.cluster.paths import MODEL_KEY, _model
+from rlec.rules.verl_keys import VerlKeys
 
 
 @pytest.fixture()
@@ -19,7 +20,7 @@ def model_copy(tiny_moe_dir: Path, tmp_path: Path) -> Path:
 
 
 def _errors(folder: Path) -> list[str]:
-    findings, _ = _model({"actor_rollout_ref": {"model": {"path": str(folder)}}})
+    findings, _ = _model(VerlKeys.read({"actor_rollout_ref": {"model": {"path": str(folder)}}}))
     assert all(f.key == MODEL_KEY for f in findings)
     return [f.message for f in findings]
 

@@ -1,4 +1,4 @@
-"""MoE RL stability in DRY_RUN (rlec.cluster.moe_rules): rollout correction on by default, the off-policy warning,
+"""MoE RL stability in DRY_RUN (rlec.rules.moe): rollout correction on by default, the off-policy warning,
 routing replay overlays (router_replay=r2|r3) and GSPO (algorithm=gspo), refusals naming key and rule."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from rlec.cluster.config_check import run_checks
-from rlec.cluster.moe_rules import moe_stability_rules
+from rlec.rules.moe import moe_stability_rules
+from rlec.rules.verl_keys import VerlKeys
 from rlec.config import cluster_layouts, gpu_precisions, options
 
 pytestmark = pytest.mark.minutes(1)  # tests/conftest.py: the longest modules start first
@@ -56,7 +57,7 @@ def test_moe_with_several_mini_steps_and_no_correction_or_replay_warns_naming_th
     # one optimizer step per rollout, routing replay, or a dense model: no warning
     for extra in (("actor_rollout_ref.actor.ppo_mini_batch_size=256",), ("router_replay=r3",)):
         assert not [w for w in _warnings(run_checks(compose_rlec(*cfg_overrides(extra)), check_paths=False)[0]) if "2510.11370" in w]
-    assert not [f for f in moe_stability_rules(cfg, num_experts=0) if f.level == "warning"]
+    assert not [f for f in moe_stability_rules(VerlKeys.read(cfg), num_experts=0) if f.level == "warning"]
 
 
 def cfg_overrides(extra):
@@ -122,7 +123,7 @@ def test_bad_correction_or_replay_settings_are_refused_naming_key_and_rule(compo
 def test_routing_replay_of_a_dense_model_is_refused():
     cfg = {"actor_rollout_ref": {"actor": {"megatron": {"router_replay": {"mode": "R2"}}},
                                  "rollout": {"calculate_log_probs": True}}}
-    found = [str(f) for f in moe_stability_rules(cfg, num_experts=0) if f.level == "error"]
+    found = [str(f) for f in moe_stability_rules(VerlKeys.read(cfg), num_experts=0) if f.level == "error"]
     assert any("the model is dense" in f for f in found), found
 
 

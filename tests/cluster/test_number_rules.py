@@ -1,5 +1,5 @@
 """Every numeric setting of the recipe and the overlays, fed non-finite, negative, zero and out-of-range values:
-the one early rule set (rlec.cluster.settings_rules with every algorithm's check, what DRY_RUN, the launcher and
+the one early rule set (rlec.rules.settings_rules with every algorithm's check, what DRY_RUN, the launcher and
 verl's trainer run before any build or Ray start, on every layout) refuses each naming the key, or LEGAL says why it is legal."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 
 from rlec.algorithms.registry import check_all
 from rlec.cluster.config_check import main
-from rlec.cluster.settings_rules import NUMBER_RULES, early_errors, override_rules, settings_rules
+from rlec.rules.settings_rules import NUMBER_RULES, early_errors, override_rules, settings_rules
 from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
 
 CONFIGS = Path(__file__).resolve().parents[2] / "megatron_configs"

@@ -1,4 +1,4 @@
-"""Resume rules on verl's trainer (rlec.cluster.resume): the settings a run started with, recorded beside its
+"""Resume rules on verl's trainer (rlec.rules.resume): the settings a run started with, recorded beside its
 checkpoints, refuse a resume that changes what the run optimises (before Ray: the launcher's config check) and
 keep the b schedule of a resumed longer run (verl's trainer: apply_resume_rules, before its workers start)."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rlec.cluster.config_check import main
-from rlec.cluster.resume import RUN_RECORD, apply_resume_rules, record_run, resume_setting_findings, resumes
+from rlec.rules.resume import RUN_RECORD, apply_resume_rules, record_run, resume_setting_findings, resumes
 from rlec.config import flatten
 from rlec.reward.schedule import schedule_from_config
 
@@ -116,7 +116,7 @@ def test_a_resume_that_changes_passks_settings_in_their_home_is_refused(compose_
 def test_resume_disabled_into_a_folder_with_an_earlier_runs_checkpoints_is_refused_naming_it(compose_rlec, tmp_path):
     """The retired local loop moved such a folder aside; verl's path recorded the new run's settings over the earlier
     run's and kept its checkpoints, so a rerun with auto would resume them under the new record."""
-    from rlec.cluster.resume import fresh_start_findings
+    from rlec.rules.resume import fresh_start_findings
 
     assert fresh_start_findings(launch(compose_rlec, tmp_path / "new", "trainer.resume_mode=disable")) == []  # no folder
     assert fresh_start_findings(launch(compose_rlec, tmp_path, "trainer.resume_mode=disable")) == []  # empty folder
@@ -128,7 +128,7 @@ def test_resume_disabled_into_a_folder_with_an_earlier_runs_checkpoints_is_refus
 
 
 def test_resume_path_names_a_step_folder_of_the_checkpoint_folder_and_counts_as_a_resume(compose_rlec, tmp_path):
-    from rlec.cluster.settings_rules import settings_rules
+    from rlec.rules.settings_rules import settings_rules
 
     def refused(*overrides):
         return [f.key for f in settings_rules(launch(compose_rlec, tmp_path, "trainer.resume_mode=resume_path", *overrides))]

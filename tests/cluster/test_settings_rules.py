@@ -1,4 +1,4 @@
-"""The early rule set (rlec/cluster/settings_rules.py): one set of refusals for DRY_RUN, the launcher and verl's
+"""The early rule set (rlec/rules/settings_rules.py): one set of refusals for DRY_RUN, the launcher and verl's
 trainer on every layout (the CPU one of `make run` too), before any other check, the model or a write."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 import pytest
 
 from rlec.cluster.config_check import main
-from rlec.cluster.settings_rules import early_errors, known_top_level_keys, settings_rules
+from rlec.rules.settings_rules import early_errors, known_top_level_keys, settings_rules
 from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
 
 ACTOR = "actor_rollout_ref.actor"

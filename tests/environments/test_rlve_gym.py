@@ -148,7 +148,7 @@ def test_source_rows_and_pool_metrics(pool):
 def test_the_cpu_runs_config_evaluation_set_and_metric_groups_take_rlve_gym_names(pool):
     """``ENVIRONMENTS=rlve_gym:Maze,sorting make run``: the launcher's overrides (``algorithm=rlve``,
     ``rlec.rlve.environments=[...]``) on the CPU layout; an environment RLVE's check refuses is named."""
-    from rlec.cluster.settings_rules import early_errors
+    from rlec.rules.settings_rules import early_errors
     from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
     from rlec.environments.testset import EnvTestConfig, build_rows
     from rlec.eval.metrics import source_groups

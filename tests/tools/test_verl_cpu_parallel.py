@@ -210,7 +210,7 @@ def test_tp2_ep2_through_verls_worker_trains_resumes_and_matches_tp1_on_the_firs
     Ray starts."""
     import time
 
-    from rlec.cluster.resume import launch_processes
+    from rlec.rules.resume import launch_processes
 
     # the sample data prepared once per session (what the launcher prepares into a fresh DATA_DIR, byte for byte)
     out, data = tmp_path / "run", sample_data_dir

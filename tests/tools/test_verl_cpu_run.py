@@ -223,7 +223,7 @@ def killed_and_resumed(first: First, tiny_moe_dir):
     import signal
     import time
 
-    from rlec.cluster.resume import launch_processes
+    from rlec.rules.resume import launch_processes
 
     out, data = first.root / "killed", first.root / "data"  # a fresh DATA_DIR: the launcher prepares the sample data
     argv, env = _command(out, data, tiny_moe_dir, 2, *COMMON, R2, EVAL_AT_END="0",

@@ -1,5 +1,5 @@
 """The algorithm overlays (megatron_configs/algorithm/) compose with every layout and precision and
-pass verl's and rlec's checks (DRY_RUN); rlec.cluster.rules refuses impossible E3 / Pass@k settings."""
+pass verl's and rlec's checks (DRY_RUN); rlec.rules.checks refuses impossible E3 / Pass@k settings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from rlec.cluster.config_check import run_checks
-from rlec.cluster.rules import algorithm_overlay_rules, verl_algorithm_section
+from rlec.rules.checks import algorithm_overlay_rules, verl_algorithm_section
 from rlec.config import cluster_layouts, gpu_precisions, options
 
 LAYOUTS = cluster_layouts()

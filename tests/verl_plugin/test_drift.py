@@ -104,7 +104,7 @@ def test_behaviours_rlec_relies_on():
     assert init_dataloader.index("self._init_dataloader()") < init_dataloader.index("RewardLoopManager(")
     # registration through the environment
     assert 'os.getenv("VERL_USE_EXTERNAL_MODULES"' in source("verl")
-    # verl's own EP rule for vLLM rollout, mirrored by rlec.cluster.rules
+    # verl's own EP rule for vLLM rollout, mirrored by rlec.rules.checks
     assert "expert_parallel_size must be equal to tensor_model_parallel_size * data_parallel_size" in source(
         "verl.workers.config.rollout")
 

@@ -134,7 +134,7 @@ def test_reward_length_is_the_response_tokens():
 
 
 def test_algo_config_rejects_unknown_keys():
-    # why config_check drops the algorithms' keys (algorithm.passk) before converting (rlec.cluster.rules.verl_algorithm_section)
+    # why config_check drops the algorithms' keys (algorithm.passk) before converting (rlec.rules.checks.verl_algorithm_section)
     from verl.trainer.config import AlgoConfig
 
     from rlec.algorithms.registry import verl_algorithm_keys

@@ -21,7 +21,7 @@ from typing import Any
 
 from rlec.config_base import Finding, select
 from rlec.environments.source import SETTINGS_KEY, SourceConfig
-from rlec.settings import read_section
+from rlec.settings import plain, read_section
 
 SECTION = SETTINGS_KEY  # rlec.rlve
 # what the RLVE dataset reads (verl hands it only `data`): the overlay's interpolation ${rlec.rlve}
@@ -35,15 +35,7 @@ __all__ = ["DEFAULT_ROWS_PER_EPOCH", "RLVESettings", "RLVE_DATASET", "SECTION", 
 
 def plain_section(cfg: Any, key: str = SECTION) -> dict[str, Any]:
     """``key`` (``rlec.rlve``, or verl's copy ``data.rlve``) as a plain dict (interpolations resolved); ``{}`` when absent."""
-    node = select(cfg, key, {})
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(node, DictConfig):
-            return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    return dict(node or {})
+    return dict(plain(select(cfg, key, {})) or {})  # rlec.settings.plain: the one DictConfig -> containers helper
 
 
 @dataclass(frozen=True)

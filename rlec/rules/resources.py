@@ -20,10 +20,7 @@ declares 8) or ``rlec.check.cpus_per_node`` give the number the check compares a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from rlec.config import select
-from rlec.settings import RlecSettings
+from rlec.rules.verl_keys import VerlKeys
 
 COLOCATE_CPUS = 3  # verl ResourcePoolManager.max_colocate_count default
 
@@ -59,12 +56,18 @@ class CpuDemand:
                 "or lower transfer_queue.backend.SimpleStorage.num_data_storage_units)")
 
 
-def cpu_demand(cfg: Any) -> CpuDemand:
-    """:class:`CpuDemand` of a composed trainer config (see the module docstring for the sources)."""
-    units = int(select(cfg, "transfer_queue.backend.SimpleStorage.num_data_storage_units", 8) or 8)
-    gpus = int(select(cfg, "trainer.n_gpus_per_node", 1) or 1)
-    declared = select(cfg, "ray_kwargs.ray_init.num_cpus", None)
+def cpu_demand(keys: VerlKeys, cpus_per_node: int | None) -> CpuDemand:
+    """:class:`CpuDemand` of a composed trainer config (see the module docstring for the sources).
+
+    Args:
+        keys: the config's verl keys (:meth:`rlec.rules.verl_keys.VerlKeys.read`).
+        cpus_per_node: ``rlec.check.cpus_per_node`` (:class:`rlec.settings.CheckSettings`), read when
+            ``ray_kwargs.ray_init.num_cpus`` is unset.
+    """
+    units = int(keys.storage_units or 8)
+    gpus = int(keys.n_gpus_per_node or 1)
+    declared = keys.ray_num_cpus
     if declared is None:
-        declared = RlecSettings.from_config(cfg).check_.cpus_per_node
+        declared = cpus_per_node
     return CpuDemand(transfer_queue=1 + units, workers=COLOCATE_CPUS * gpus, creation=1,
                      available=None if declared is None else int(declared))

@@ -10,9 +10,9 @@ findings), reported here under verl's keys; this module adds what only a verl co
 - batches split evenly over data-parallel ranks (otherwise verl pads with duplicated samples),
   one full sequence fits a dynamic-batch micro-batch, rollout.n >= 2 (group mean);
 - the plugin module reaches Ray workers; FP8 settings are complete; Megatron override keys exist
-  (field names from :mod:`rlec.megatron.fields`); MoE router settings are explicit;
-- memory per GPU (:func:`rlec.cluster.memory.estimate_memory`) fits both phases;
-- Ray's logical CPUs cover TransferQueue and the worker bundles (:mod:`rlec.cluster.resources`),
+  (field names from :mod:`rlec.megatron.fields`, passed in by the caller); MoE router settings are explicit;
+- memory per GPU (:func:`rlec.rules.memory.estimate_memory`) fits both phases;
+- Ray's logical CPUs cover TransferQueue and the worker bundles (:mod:`rlec.rules.resources`),
   and a fixed LR warm-up is shorter than the run;
 - every registered algorithm (:func:`algorithm_overlay_rules`): each algorithm's own
   ``check`` (:mod:`rlec.algorithms.registry`);
@@ -33,22 +33,22 @@ from rlec.layout import (
     rollout_findings,
     size_findings,
 )
-from rlec.cluster.memory import GIB, MemoryEstimate, estimate_memory
-from rlec.cluster.moe_rules import moe_stability_rules
-from rlec.cluster.resources import cpu_demand
+from rlec.rules.memory import GIB, MemoryEstimate, estimate_memory
+from rlec.rules.moe import moe_stability_rules
+from rlec.rules.resources import cpu_demand
 from rlec.model_shape import ModelShape
-from rlec.cluster.verl_keys import (
+from rlec.rules.verl_keys import (
     ACTOR,
     ENV_VARS,
     LAYOUT_KEYS,
     MEGATRON,
     ROLLOUT,
+    VerlKeys,
     layout_of,
     max_seq_len,
     training_settings_of,
 )
-from rlec.config import select
-from rlec.settings import RlecSettings, SettingError, compute_capability
+from rlec.settings import RlecSettings, SettingError, compute_capability, plain
 
 PLUGIN_MODULE = "rlec.verl_plugin"
 CUDA_RESERVE_BYTES = 2 * GIB  # CUDA context, NCCL buffers, allocator fragmentation
@@ -76,95 +76,94 @@ class _Findings(list):
         self.append(Finding("warning", key, message))
 
 
-def _parallel_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> _Findings:
+def _parallel_rules(k: VerlKeys, shape: ModelShape, lay: ParallelLayout) -> _Findings:
     out = _Findings(size_findings(lay, LAYOUT_KEYS) + model_findings(lay, shape, LAYOUT_KEYS))
-    if shape.num_experts and lay.tp > 1 and not select(cfg, f"{MEGATRON}.sequence_parallel", False):
+    if shape.num_experts and lay.tp > 1 and not k.sequence_parallel:
         out.error(f"{MEGATRON}.sequence_parallel", "sequence parallel must be on when TP > 1 with MoE layers (Megatron)")
     return out
 
 
-def _rollout_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> _Findings:
-    per_node = int(select(cfg, "trainer.n_gpus_per_node", 1))
+def _rollout_rules(k: VerlKeys, shape: ModelShape, lay: ParallelLayout) -> _Findings:
+    per_node = int(k.n_gpus_per_node)
     out = _Findings(rollout_findings(lay, shape, LAYOUT_KEYS, gpus_per_node=per_node))
-    if int(select(cfg, f"{ROLLOUT}.pipeline_model_parallel_size", 1)) > 1:
+    if int(k.rollout_pp) > 1:
         out.error(f"{ROLLOUT}.pipeline_model_parallel_size", "verl's vLLM rollout has no pipeline parallel")
-    if int(select(cfg, f"{ROLLOUT}.n", 1)) < 2:
+    if int(k.rollout_n) < 2:
         out.error(f"{ROLLOUT}.n", "rollout.n must be >= 2: the group-mean advantage of a group of one is always 0")
     return out
 
 
-def _batch_rules(cfg: Any, lay: ParallelLayout) -> _Findings:
+def _batch_rules(k: VerlKeys, seq: int, lay: ParallelLayout) -> _Findings:
     out = _Findings()
     if lay.world % (lay.tp * lay.pp * lay.cp):
         return out  # reported by the parallel rules
     dp = lay.dp
-    n, tbs = int(select(cfg, f"{ROLLOUT}.n", 1)), int(select(cfg, "data.train_batch_size", 1))
-    mini = int(select(cfg, f"{ACTOR}.ppo_mini_batch_size", 1))
+    n, tbs = int(k.rollout_n), int(1 if k.train_batch_size is None else k.train_batch_size)
+    mini = int(k.ppo_mini_batch_size)
     if tbs % mini:
         out.error("data.train_batch_size", f"{tbs} must be a multiple of actor.ppo_mini_batch_size {mini}")
     if (mini * n) % dp:
         out.error(f"{ACTOR}.ppo_mini_batch_size", f"ppo_mini_batch_size x rollout.n = {mini} x {n} = {mini * n} "
                   f"responses must split evenly over the {dp} data-parallel ranks (verl would pad with "
                   "duplicated samples)")
-    seq = max_seq_len(cfg)
-    if select(cfg, f"{ACTOR}.use_dynamic_bsz", False):
-        for key in (f"{ACTOR}.ppo_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu"):
-            if int(select(cfg, key, 0)) < seq:
-                out.error(key, f"{select(cfg, key)} tokens cannot hold one sequence of max_prompt_length + "
+    if k.use_dynamic_bsz:
+        for name in ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"):
+            tokens = getattr(k, name)
+            if int(0 if tokens is None else tokens) < seq:
+                out.error(VerlKeys.key_of(name), f"{tokens} tokens cannot hold one sequence of max_prompt_length + "
                           f"max_response_length = {seq}")
     else:
-        micro = select(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu")
+        micro = k.ppo_micro_batch_size_per_gpu
         if micro and (mini * n // dp) % int(micro):
             out.error(f"{ACTOR}.ppo_micro_batch_size_per_gpu", f"{micro} must divide the {mini * n // dp} "
                       "responses of a mini-batch on each data-parallel rank")
     return out
 
 
-def _startup_rules(cfg: Any) -> _Findings:
-    """Ray's logical CPUs (:mod:`rlec.cluster.resources`) and the LR warm-up against the run's length."""
+def _startup_rules(k: VerlKeys, settings: RlecSettings | None) -> _Findings:
+    """Ray's logical CPUs (:mod:`rlec.rules.resources`) and the LR warm-up against the run's length."""
     out = _Findings()
-    demand = cpu_demand(cfg)
+    demand = cpu_demand(k, settings.check_.cpus_per_node if settings is not None else None)
     if demand.available is not None and demand.total > demand.available:
         out.error("ray_kwargs.ray_init.num_cpus", demand.message())
-    warmup = select(cfg, f"{ACTOR}.optim.lr_warmup_steps", -1)
-    steps = select(cfg, "trainer.total_training_steps", None)
+    warmup, steps = k.lr_warmup_steps, k.total_training_steps
     if warmup is not None and int(warmup) > 0 and steps is not None and int(warmup) >= int(steps):
         out.error(f"{ACTOR}.optim.lr_warmup_steps", f"{warmup} warm-up steps must be fewer than trainer.total_training_steps = "
                   f"{steps} (Megatron's scheduler asserts lr_warmup_steps < lr_decay_steps); use "
                   f"{ACTOR}.optim.lr_warmup_steps=-1 with lr_warmup_steps_ratio")
-    ratio = select(cfg, f"{ACTOR}.optim.lr_warmup_steps_ratio", 0.0)
+    ratio = k.lr_warmup_steps_ratio
     if ratio is not None and not 0.0 <= float(ratio) < 1.0:
         out.error(f"{ACTOR}.optim.lr_warmup_steps_ratio", f"{ratio} must be in [0, 1): the warm-up must end before the run does")
     return out
 
 
-def _wiring_rules(cfg: Any, hf_config: Mapping[str, Any] | None) -> _Findings:
+def _wiring_rules(k: VerlKeys, hf_config: Mapping[str, Any] | None) -> _Findings:
     out = _Findings()
-    env = select(cfg, ENV_VARS, {}) or {}
-    mode = str(select(cfg, "trainer.v1.trainer_mode", ""))
-    uses_plugin = select(cfg, "reward.reward_manager.name") == "rlec" or mode.startswith("rlec_")
+    env = k.env_vars or {}
+    mode = str(k.trainer_mode)
+    uses_plugin = k.reward_manager == "rlec" or mode.startswith("rlec_")
     if uses_plugin and PLUGIN_MODULE not in str(env.get("VERL_USE_EXTERNAL_MODULES", "")).split(","):
         out.error(f"{ENV_VARS}.VERL_USE_EXTERNAL_MODULES", f"must list {PLUGIN_MODULE} so every Ray worker "
                   "registers rlec's reward manager and trainer")
-    if not select(cfg, f"{MEGATRON}.use_mbridge", False):
+    if not k.use_mbridge:
         out.error(f"{MEGATRON}.use_mbridge", "must be true (verl 0.9.1 loads Megatron models through a bridge)")
-    vanilla = bool(select(cfg, f"{MEGATRON}.vanilla_mbridge", False))
+    vanilla = bool(k.vanilla_mbridge)
     if not vanilla and importlib.util.find_spec("megatron.bridge") is None:
         out.error(f"{MEGATRON}.vanilla_mbridge", "false selects Megatron-Bridge, which is not installed "
                   "(requirements-gpu.txt installs mbridge): set it to true")
     if vanilla and hf_config is not None:
         want = hf_config.get("rope_theta") or (hf_config.get("rope_parameters") or {}).get("rope_theta")
-        have = select(cfg, "actor_rollout_ref.model.override_config.rope_theta")
+        have = k.rope_theta
         if want is not None and (have is None or float(have) != float(want)):
             out.error("actor_rollout_ref.model.override_config.rope_theta", f"is {have}, the model's is {want}: "
                       "mbridge 0.15.1 reads hf_config.rope_theta, which transformers 5 keeps in rope_parameters, "
                       "so set it to the model's value")
-    override_tf = select(cfg, f"{MEGATRON}.override_transformer_config", {}) or {}
+    override_tf = k.override_transformer_config or {}
     recipe = override_tf.get("fp8_recipe")
     if override_tf.get("fp8"):
         if not recipe:
             out.error(f"{MEGATRON}.override_transformer_config.fp8_recipe", "FP8 training needs a recipe")
-        optim_recipe = select(cfg, f"{ACTOR}.optim.override_optimizer_config.fp8_recipe")
+        optim_recipe = k.optimizer_fp8_recipe
         if optim_recipe != recipe:
             out.error(f"{ACTOR}.optim.override_optimizer_config.fp8_recipe",
                       f"is {optim_recipe}, the model's fp8_recipe is {recipe}")
@@ -174,25 +173,22 @@ def _wiring_rules(cfg: Any, hf_config: Mapping[str, Any] | None) -> _Findings:
     return out
 
 
-def _megatron_key_rules(cfg: Any) -> _Findings:
+def _megatron_key_rules(k: VerlKeys, fields: tuple[frozenset[str], frozenset[str]] | None) -> _Findings:
     out = _Findings()
-    from rlec.megatron.fields import config_field_names
-
-    fields = config_field_names()
     if fields is None:
         out.warning(MEGATRON, "megatron-core is not installed: override keys not checked")
         return out
-    for key, known in ((f"{MEGATRON}.override_transformer_config", fields[0]),
-                       (f"{ACTOR}.optim.override_optimizer_config", fields[1])):
-        unknown = sorted(set(select(cfg, key, {}) or {}) - known)
+    for name, known in (("override_transformer_config", fields[0]), ("override_optimizer_config", fields[1])):
+        key = VerlKeys.key_of(name)
+        unknown = sorted(set(getattr(k, name) or {}) - known)
         if unknown:
             out.error(key, f"not fields of Megatron's config: {unknown}")
     return out
 
 
-def _moe_router_rules(cfg: Any, shape: ModelShape) -> _Findings:
+def _moe_router_rules(k: VerlKeys, shape: ModelShape) -> _Findings:
     out = _Findings()
-    override_tf = select(cfg, f"{MEGATRON}.override_transformer_config", {}) or {}
+    override_tf = k.override_transformer_config or {}
     need = ["moe_router_load_balancing_type", "moe_token_dispatcher_type", "moe_router_dtype"]
     if override_tf.get("moe_router_load_balancing_type") == "aux_loss":
         need.append("moe_aux_loss_coeff")
@@ -203,22 +199,19 @@ def _moe_router_rules(cfg: Any, shape: ModelShape) -> _Findings:
     return out
 
 
-def _algorithm_rules(cfg: Any) -> _Findings:
+def _algorithm_rules(k: VerlKeys) -> _Findings:
     from rlec.algorithms.registry import sets_verl_value
 
     out = _Findings()
-    rlec_algorithm = {
-        "algorithm.adv_estimator": "grpo",
-        "algorithm.norm_adv_by_std_in_grpo": False,
-        "algorithm.use_kl_in_reward": False,
-        f"{ACTOR}.use_kl_loss": False,
-    }
-    for key, want in rlec_algorithm.items():
-        if sets_verl_value(key, select(cfg, key)):
+    rlec_algorithm = {"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": False, "use_kl_in_reward": False,
+                      "use_kl_loss": False}
+    for name, want in rlec_algorithm.items():
+        key, value = VerlKeys.key_of(name), getattr(k, name)
+        if sets_verl_value(key, value):
             continue  # an algorithm's overlay (Algorithm.verl_values); its check, in algorithm_overlay_rules, judges it
-        if select(cfg, key) != want:
-            out.warning(key, f"is {select(cfg, key)!r}; RLEC's mean-only group advantage uses {want!r}")
-    return out  # the b schedule's length: rlec.cluster.settings_rules (the early rule set)
+        if value != want:
+            out.warning(key, f"is {value!r}; RLEC's mean-only group advantage uses {want!r}")
+    return out  # the b schedule's length: rlec.rules.settings_rules (the early rule set)
 
 
 def verl_algorithm_section(algorithm: Any) -> Any:
@@ -231,8 +224,7 @@ def verl_algorithm_section(algorithm: Any) -> Any:
 
     own = verl_algorithm_keys()
     if isinstance(algorithm, DictConfig):
-        plain = OmegaConf.to_container(algorithm, resolve=True)
-        return OmegaConf.create({k: v for k, v in plain.items() if k not in own})
+        return OmegaConf.create({k: v for k, v in plain(algorithm).items() if k not in own})
     return {k: v for k, v in dict(algorithm).items() if k not in own}
 
 
@@ -245,14 +237,14 @@ def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
 
 
 def _settings(cfg: Any) -> RlecSettings | None:
-    """rlec's settings of ``cfg``, or None when the schema refuses them (reported by :mod:`rlec.cluster.settings_rules`)."""
+    """rlec's settings of ``cfg``, or None when the schema refuses them (reported by :mod:`rlec.rules.settings_rules`)."""
     try:
         return RlecSettings.from_config(cfg)
     except SettingError:
         return None
 
 
-def known_issue_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> list[Finding]:
+def known_issue_rules(k: VerlKeys, settings: RlecSettings | None, shape: ModelShape, lay: ParallelLayout) -> list[Finding]:
     """Refuse set-ups that public reports show fail on this stack (verl 0.9.1, vLLM 0.24, megatron-core).
 
     Errors:
@@ -270,15 +262,14 @@ def known_issue_rules(cfg: Any, shape: ModelShape, lay: ParallelLayout) -> list[
       committed layouts use) moves the states between phases and is not what these reports cover.
     """
     out = _Findings()
-    settings = _settings(cfg)
     arch = settings.check_.gpu_arch if settings is not None else ""
-    capability = compute_capability(arch)  # None: refused by the settings schema (rlec.cluster.settings_rules)
-    if capability is not None and capability >= 100 and shape.num_experts and str(select(cfg, f"{ROLLOUT}.name", "vllm")) == "vllm":
+    capability = compute_capability(arch)  # None: refused by the settings schema (rlec.rules.settings_rules)
+    if capability is not None and capability >= 100 and shape.num_experts and str(k.rollout_name) == "vllm":
         out.error(GPU_ARCH_KEY, f"{arch} is a Blackwell GPU: {VERL_7978}; train this MoE model on Hopper (sm_90: H100 / "
                   "H200) until rlec moves to a verl release with the fix")
-    if select(cfg, CPU_OFFLOAD_KEY, False):
+    if k.optimizer_cpu_offload:
         reports = VERL_6690 + (f"; {MEGATRON_1842}" if lay.ep > 1 else "")
-        resume = str(select(cfg, "trainer.resume_mode", "auto"))
+        resume = str(k.resume_mode)
         if resume != "disable":
             out.error(CPU_OFFLOAD_KEY, f"true with trainer.resume_mode={resume} and expert parallel {lay.ep}: {reports}; "
                       "use more GPUs (or nodes) instead, or RESUME=disable for a run that is never resumed")
@@ -315,6 +306,7 @@ def check_layout(
     *,
     memory_fraction: float = 0.9,
     hf_config: Mapping[str, Any] | None = None,
+    megatron_fields: tuple[frozenset[str], frozenset[str]] | None,
 ) -> tuple[list[Finding], MemoryEstimate | None]:
     """Run every rlec rule on a composed verl config.
 
@@ -325,20 +317,24 @@ def check_layout(
         memory_fraction: share of GPU memory the update phase may fill (the rest absorbs MoE
             routing imbalance and allocator fragmentation).
         hf_config: the model's ``config.json`` dict, when available (enables the rope_theta rule).
+        megatron_fields: the field names of Megatron's ``TransformerConfig`` and ``OptimizerConfig``
+            (:func:`rlec.megatron.fields.config_field_names`; the caller asks, so this package imports no
+            ``rlec.megatron``), or None when megatron-core is not installed (override keys not checked: a warning).
 
     Returns:
         ``(findings, memory estimate)``; the estimate is None when a parallel size is invalid
         (the layout cannot be sized).
     """
-    lay = layout_of(cfg)
-    parallel = _parallel_rules(cfg, shape, lay)
-    findings = parallel + _rollout_rules(cfg, shape, lay) + _batch_rules(cfg, lay) + _algorithm_rules(cfg)
-    findings += _wiring_rules(cfg, hf_config) + _megatron_key_rules(cfg) + _moe_router_rules(cfg, shape) + _startup_rules(cfg)
+    k, lay, seq, settings = VerlKeys.read(cfg), layout_of(cfg), max_seq_len(cfg), _settings(cfg)  # read once
+    parallel = _parallel_rules(k, shape, lay)
+    findings = parallel + _rollout_rules(k, shape, lay) + _batch_rules(k, seq, lay) + _algorithm_rules(k)
+    findings += _wiring_rules(k, hf_config) + _megatron_key_rules(k, megatron_fields) + _moe_router_rules(k, shape)
+    findings += _startup_rules(k, settings)
     findings += algorithm_overlay_rules(cfg)
-    findings += known_issue_rules(cfg, shape, lay)
-    findings += moe_stability_rules(cfg, shape.num_experts)
+    findings += known_issue_rules(k, settings, shape, lay)
+    findings += moe_stability_rules(k, shape.num_experts)
     if parallel:
         return list(findings), None
     est = estimate_memory(shape, lay, training_settings_of(cfg), gpu_memory_gib * GIB)
-    findings += _memory_rules(est, gpu_memory_gib * GIB, memory_fraction, max_seq_len(cfg))
+    findings += _memory_rules(est, gpu_memory_gib * GIB, memory_fraction, seq)
     return list(findings), est

@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlec.layout import Finding
-from rlec.cluster.moe_rules import CORRECTION, threshold_error
-from rlec.cluster.verl_keys import ACTOR, MEGATRON, ROLLOUT
+from rlec.rules.moe import threshold_error
+from rlec.rules.verl_keys import ACTOR, CORRECTION, MEGATRON, ROLLOUT, VerlKeys
 from rlec.config import select
 from rlec.io import held_back_console
 from rlec.settings import RlecSettings, SettingError
@@ -287,7 +287,7 @@ def _registered_estimators(name: str) -> list[str]:
     return sorted(core_algos.ADV_ESTIMATOR_REGISTRY)
 
 
-def _verl_rules(cfg: Any) -> list[Finding]:
+def _verl_rules(cfg: Any, k: VerlKeys) -> list[Finding]:
     out: list[Finding] = []
 
     def error(key: str, value: Any, rule: str) -> None:
@@ -296,15 +296,15 @@ def _verl_rules(cfg: Any) -> list[Finding]:
     unknown = sorted(set(cfg.keys()) - known_top_level_keys()) if hasattr(cfg, "keys") else []
     for key in unknown:
         error(key, select(cfg, key), "is not a key of verl's trainer config or rlec's: verl would ignore it (a typo?)")
-    estimator = select(cfg, "algorithm.adv_estimator")
+    estimator = k.adv_estimator
     registered = _registered_estimators(str(estimator))
     if str(estimator) not in registered:
         error("algorithm.adv_estimator", estimator, f"must be a registered verl advantage estimator: one of {registered}")
-    loss_mode = select(cfg, f"{ACTOR}.policy_loss.loss_mode", "vanilla")
+    loss_mode = k.policy_loss_mode
     losses = sorted(_quiet_import("verl.trainer.ppo.core_algos").POLICY_LOSS_REGISTRY)
     if str(loss_mode) not in losses:
         error(f"{ACTOR}.policy_loss.loss_mode", loss_mode, f"must be a registered verl policy loss: one of {losses}")
-    agg = select(cfg, f"{ACTOR}.loss_agg_mode", "token-mean")
+    agg = k.loss_agg_mode
     actor_config = _quiet_import("verl.workers.config.actor").ActorConfig
     try:  # verl's own list of aggregation modes lives in ActorConfig.__post_init__
         actor_config(strategy="megatron", rollout_n=1, ppo_micro_batch_size_per_gpu=1, loss_agg_mode=str(agg))
@@ -313,17 +313,17 @@ def _verl_rules(cfg: Any) -> list[Finding]:
               "(token-mean, token-sum, seq-mean-token-sum, seq-mean-token-mean, ...)")
     from rlec.flags import RESUME_MODES
 
-    resume = select(cfg, "trainer.resume_mode", "auto")
+    resume = k.resume_mode
     if str(resume) not in RESUME_MODES:  # verl logs "Unknown resume mode" and fails on an unbound name, after Ray started
         error("trainer.resume_mode", resume, f"must be one of verl's resume modes {list(RESUME_MODES)}")
     elif str(resume) == "resume_path":
-        error_ = _resume_path_rule(select(cfg, "trainer.resume_from_path"), select(cfg, "trainer.default_local_dir"))
+        error_ = _resume_path_rule(k.resume_from_path, k.default_local_dir)
         if error_:
-            error("trainer.resume_from_path", select(cfg, "trainer.resume_from_path"), error_)
-    clip = select(cfg, f"{ACTOR}.optim.clip_grad", 1.0)
+            error("trainer.resume_from_path", k.resume_from_path, error_)
+    clip = k.clip_grad
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip) or clip <= 0:
         error(f"{ACTOR}.optim.clip_grad", clip, "must be a finite gradient-norm bound > 0")
-    if select(cfg, f"{ACTOR}.checkpoint.async_save", False) is True and select(cfg, "rlec.checkpoint.manifest", True):
+    if k.async_save is True and k.checkpoint_manifest:
         error(f"{ACTOR}.checkpoint.async_save", True, "with rlec.checkpoint.manifest=true: the manifest is written right "
               "after verl's save and needs its files complete (synchronous saves); set async_save=false, or "
               "rlec.checkpoint.manifest=false to train without the checkpoint integrity check")
@@ -358,8 +358,9 @@ def settings_rules(cfg: Any) -> list[Finding]:
         out.append(Finding("error", exc.key, f"{exc.value!r} {exc.rule}"))
     else:
         out += _schedule_rules(cfg, settings)
-    return (out + _section_rules(cfg) + _verl_rules(cfg) + _number_rules(cfg) + _threshold_rules(cfg) + _betas_rule(cfg)
-            + _batch_rules(cfg) + _length_rules(cfg))
+    keys = VerlKeys.read(cfg)  # once: the verl keys these rules judge
+    return (out + _section_rules(cfg) + _verl_rules(cfg, keys) + _number_rules(cfg) + _threshold_rules(keys)
+            + _betas_rule(cfg) + _batch_rules(cfg) + _length_rules(cfg))
 
 
 def early_errors(cfg: Any, overrides: Sequence[str] = ()) -> list[Finding]:
@@ -425,11 +426,11 @@ def _length_rules(cfg: Any) -> list[Finding]:
                     f"(data.max_response_length) alone, and the rollout follows it")]
 
 
-def _threshold_rules(cfg: Any) -> list[Finding]:
-    """``rollout_is_threshold`` where importance sampling is on (its one rule: :func:`rlec.cluster.moe_rules.threshold_error`)."""
-    if select(cfg, f"{CORRECTION}.rollout_is", None) is None:
+def _threshold_rules(k: VerlKeys) -> list[Finding]:
+    """``rollout_is_threshold`` where importance sampling is on (its one rule: :func:`rlec.rules.moe.threshold_error`)."""
+    if k.rollout_is is None:
         return []
-    value = select(cfg, f"{CORRECTION}.rollout_is_threshold", 2.0)
+    value = k.rollout_is_threshold
     why = threshold_error(value)
     return [Finding("error", f"{CORRECTION}.rollout_is_threshold", f"{value!r} {why}")] if why else []
 

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlec.layout import Finding
-from rlec.cluster.verl_keys import layout_of
+from rlec.rules.verl_keys import layout_of
 from rlec.config import pinned_schedule_end, resume_differences, select
+from rlec.config_writes import pin_schedule_end
 from rlec.io import atomic_write_text
 from rlec.config_base import TRACKER
 
@@ -115,7 +116,7 @@ def record_layout(cfg: Any, name: str) -> Path:
 
 def resumes(cfg: Any) -> bool:
     """Whether this launch resumes a checkpoint: ``trainer.resume_mode`` is ``resume_path`` (a ``global_step_<N>`` of
-    the checkpoint folder, :mod:`rlec.cluster.settings_rules`), or ``auto`` and the checkpoint folder holds verl's
+    the checkpoint folder, :mod:`rlec.rules.settings_rules`), or ``auto`` and the checkpoint folder holds verl's
     tracker (``latest_checkpointed_iteration.txt``)."""
     mode = str(select(cfg, "trainer.resume_mode", "auto"))
     return mode == "resume_path" or (mode != "disable" and (_folder(cfg) / TRACKER).is_file())
@@ -197,9 +198,9 @@ def record_run(cfg: Any) -> Path | None:
     """
     if resumes(cfg):
         return None
-    from omegaconf import OmegaConf
+    from rlec.settings import plain
 
-    tree = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
+    tree = plain(cfg)
     return atomic_write_text(_folder(cfg) / RUN_RECORD, json.dumps(tree, indent=1, sort_keys=True, default=str) + "\n")
 
 
@@ -227,10 +228,7 @@ def apply_resume_rules(cfg: Any) -> int | None:
         raise ValueError(str(errors[0]))
     end = pinned_schedule_end(saved, cfg)
     if end is not None:
-        from omegaconf import open_dict
-
-        with open_dict(cfg):
-            cfg.rlec.schedule.end_step = end
+        pin_schedule_end(cfg, end)  # verl's reward-loop workers read the b schedule from this config
     return end
 
 

@@ -1,0 +1,121 @@
+"""Every write rlec makes into verl's composed trainer config while a run is built or trains: the one module that does.
+
+rlec reads its settings once into typed objects (:mod:`rlec.settings`, each algorithm's settings class) and hands
+those to its own code; it writes into verl's config only where verl reads a value from the config itself, at a
+time or in a process rlec cannot reach otherwise. Each function below names the verl 0.9.1 behaviour that forces
+its write; tests/verl_plugin/test_drift_config_writes.py probes each behaviour in verl's source (a verl release
+that stops needing a write fails that test), and tests/test_config_writes.py checks that no other rlec module
+writes into a config (``open_dict``, ``OmegaConf.update``).
+
+===============================  ==========================================  =========================================
+write                            the verl behaviour that forces it            caller
+===============================  ==========================================  =========================================
+:func:`set_base_trainer_mode`    ``PPOTrainer.__init__`` reads                rlec's trainers, at construction
+                                 ``config.trainer.v1.trainer_mode`` and
+                                 branches on ``== "sync"``; rlec's
+                                 registered names are ``rlec_<base>``
+:func:`write_step_overrides`     ``PPOTrainer._compute_advantage`` hands      :class:`~rlec.verl_plugin.trainers.
+                                 the estimator only ``config.algorithm``;     AlgorithmsMixin`, before each step
+                                 the actor's log-probs and update read
+                                 ``rollout.temperature`` at call time
+:func:`write_rollout_temperature`  the same call-time temperature read        the same, after the rollout plan
+:func:`pin_schedule_end`         verl's reward-loop workers build rlec's      :func:`rlec.rules.resume.apply_resume_rules`,
+                                 reward manager from the trainer config       before verl starts those workers
+                                 (``load_reward_manager(self.config, ...)``)
+===============================  ==========================================  =========================================
+
+rlec's own rules judge rlec's trainer mode (``rlec_sync``), which :func:`set_base_trainer_mode` replaces in the
+config verl reads; :func:`rlec_trainer_mode` answers it for a config either way (no copy of the config).
+Imports nothing of verl, torch or rlec (ground floor: the rules and the trainer both call it).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+MODE_KEY = "trainer.v1.trainer_mode"
+TEMPERATURE_KEY = "actor_rollout_ref.rollout.temperature"
+SCHEDULE_END_KEY = "rlec.schedule.end_step"
+
+# the rlec trainer mode each config held before set_base_trainer_mode wrote verl's base mode, by the config's
+# identity (a DictConfig hashes and compares by content, which the write changes); an entry goes with its config
+_REPLACED_MODE: dict[int, tuple["weakref.ref[DictConfig]", str]] = {}
+
+__all__ = ["MODE_KEY", "SCHEDULE_END_KEY", "TEMPERATURE_KEY", "pin_schedule_end", "rlec_trainer_mode",
+           "set_base_trainer_mode", "write_rollout_temperature", "write_step_overrides"]
+
+
+def _mode_of(config: Any) -> str:
+    trainer = config.get("trainer") if hasattr(config, "get") else None
+    v1 = trainer.get("v1") if hasattr(trainer, "get") else None
+    mode = v1.get("trainer_mode") if hasattr(v1, "get") else None
+    return "" if mode is None else str(mode)
+
+
+def set_base_trainer_mode(config: DictConfig, base_mode: str) -> None:
+    """Write verl's base mode (``sync``, ``colocate_async``, ``separate_async``) as ``trainer.v1.trainer_mode``.
+
+    Forced by verl: ``PPOTrainer.__init__`` sets ``self.trainer_mode = config.trainer.v1.trainer_mode``, reads
+    ``trainer.v1.<mode>.parameter_sync_step`` and picks its replay buffer by ``== "sync"``; rlec's trainers are
+    registered as ``rlec_<base>`` (verl picks the class by that name first). The mode it replaces stays readable
+    through :func:`rlec_trainer_mode`. Writing the base mode twice keeps the first rlec mode.
+    """
+    current = _mode_of(config)
+    if current != base_mode:
+        key = id(config)
+        _REPLACED_MODE[key] = (weakref.ref(config, lambda _ref: _REPLACED_MODE.pop(key, None)), current)
+    with open_dict(config):
+        config.trainer.v1.trainer_mode = base_mode
+
+
+def rlec_trainer_mode(config: Any) -> str:
+    """rlec's trainer mode of ``config`` (``rlec_sync``, ...): what :func:`set_base_trainer_mode` replaced, else
+    ``trainer.v1.trainer_mode`` as given ("" when absent); a plain dict reads as given."""
+    if isinstance(config, DictConfig):
+        ref, replaced = _REPLACED_MODE.get(id(config), (None, ""))
+        if ref is not None and ref() is config:
+            return replaced
+    return _mode_of(config)
+
+
+def write_step_overrides(config: DictConfig, overrides: Mapping[str, Any]) -> None:
+    """Write an algorithm's ``{dotted key: value}`` for the coming step (:meth:`rlec.algorithms.base.Algorithm.step_overrides`).
+
+    Forced by verl: ``PPOTrainer._compute_advantage`` calls the estimator with ``config=self.config.algorithm``
+    (Pass@k's ``algorithm.passk.active_k``), and ``_compute_old_log_prob`` / ``_compute_ref_log_prob`` /
+    ``_update_actor`` read ``self.config.actor_rollout_ref.rollout.temperature`` at call time (E3's temperature).
+    A key verl's schema lacks is added (``force_add``).
+    """
+    for key, value in overrides.items():
+        with open_dict(config):
+            OmegaConf.update(config, key, value, merge=False, force_add=True)
+
+
+def write_rollout_temperature(config: DictConfig, temperature: float) -> None:
+    """Write the step's sampling temperature as ``actor_rollout_ref.rollout.temperature``.
+
+    Forced by verl: the actor's log-probs and update divide the logits by the temperature they read from the
+    trainer config at call time (``_compute_old_log_prob``: ``"temperature": self.config.actor_rollout_ref.rollout.
+    temperature``); the agent loop gets the same value in the batch (``rlec.algorithms.base.TEMPERATURE_FIELD``).
+    """
+    with open_dict(config):
+        OmegaConf.update(config, TEMPERATURE_KEY, temperature, merge=False)
+
+
+def pin_schedule_end(config: Any, end_step: int) -> None:
+    """Write ``rlec.schedule.end_step`` (a resumed longer run keeps the b schedule it started with).
+
+    Forced by verl: verl's reward-loop workers build rlec's reward manager (which reads the b schedule) from the
+    trainer config verl hands them (``RewardLoopWorker``: ``load_reward_manager(self.config, ...)`` ->
+    ``reward_manager_cls(config=config, ...)``); the config is the one carrier into those workers. Called before
+    verl starts them. A plain dict is written as a dict.
+    """
+    if isinstance(config, DictConfig):
+        with open_dict(config):
+            OmegaConf.update(config, SCHEDULE_END_KEY, int(end_step), merge=False, force_add=True)
+    else:
+        config.setdefault("rlec", {}).setdefault("schedule", {})["end_step"] = int(end_step)
