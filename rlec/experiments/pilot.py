@@ -51,7 +51,7 @@ LOW_Q_BELOW = 0.3  # a probe prompt of a pool is "low q" below this base q (LAB.
 PROBE_DRAWS = 8  # probe candidates drawn per probe prompt and level before a level counts as used up
 
 __all__ = ["LOW_Q_BELOW", "PILOT_SCHEMA", "PROBE_SEED", "candidate_problems", "main", "pilot_path", "pool_candidates",
-           "pool_probe_rows", "pool_samples", "read_pilot", "row_of", "run_pilot", "select", "warm_start_config",
+           "pool_probe_rows", "pool_samples", "read_pilot", "row_of", "run_pilot", "select_prompts", "warm_start_config",
            "write_pool_probe_set", "write_pool_rows", "write_probe_set", "write_samples"]
 
 
@@ -253,7 +253,7 @@ def write_pool_probe_set(path: Path, exp: Any, pilot: dict[str, Any] | None) -> 
                            low_q=[c["q"] < LOW_Q_BELOW for c in chosen])
 
 
-def select(candidates: Sequence[dict[str, Any]], bands: Sequence[Any]) -> tuple[list[str], dict[str, Any]]:
+def select_prompts(candidates: Sequence[dict[str, Any]], bands: Sequence[Any]) -> tuple[list[str], dict[str, Any]]:
     """The kept candidates' ids: every one with q in :data:`rlec.experiments.spec.INFORMATIVE_BAND` (open) without
     ``bands``, else per band (:class:`rlec.experiments.spec.Band`) the first ``count`` with ``lo <= q <= hi`` not kept
     by an earlier band, the bands interleaved (one of each in turn: any first rows of the pool, a ``--quick`` run's,
@@ -321,7 +321,7 @@ def run_pilot(name: str, work: Path, *, two_digit: int = TWO_DIGIT_CANDIDATES, l
     for c in candidates:
         c["q"], c["n"] = float(by_id[c["question_id"]][0, C] / by_id[c["question_id"]][0, N]), int(by_id[c["question_id"]][0, N])
     train = [c for c in candidates if c.get("split", "train") == "train"]
-    kept, bands = select(train, exp.pilot_bands)
+    kept, bands = select_prompts(train, exp.pilot_bands)
     qs = np.array([c["q"] for c in train])
     group = "digits" if exp.data != "pool" else "difficulty"
     out: dict[str, Any] = {

@@ -153,12 +153,12 @@ def test_the_bands_keep_the_first_count_in_each_band_and_name_a_shortfall() -> N
     from rlec.experiments.spec import Band
 
     cands = [{"question_id": f"q{i}", "q": q} for i, q in enumerate([0.0, 0.1, 0.9, 0.3, 0.2, 0.8, 0.95, 1.0, 0.5])]
-    kept, figures = pilot.select(cands, (Band("hard", 0.05, 0.35, 2), Band("easy", 0.8, 1.0, 5)))
+    kept, figures = pilot.select_prompts(cands, (Band("hard", 0.05, 0.35, 2), Band("easy", 0.8, 1.0, 5)))
     # hard q1, q3 and easy q2, q5, q6, q7, interleaved; q4 (0.2) is a third hard one; 0.0 and 0.5 in no band
     assert kept == ["q1", "q2", "q3", "q5", "q6", "q7"]
     assert figures["hard"]["short"] == 0 and figures["easy"] == {"lo": 0.8, "hi": 1.0, "count": 5, "kept": 4, "short": 1}
     # without bands: the informative band, open
-    assert pilot.select(cands, ())[0] == ["q1", "q2", "q3", "q4", "q5", "q8"]
+    assert pilot.select_prompts(cands, ())[0] == ["q1", "q2", "q3", "q4", "q5", "q8"]
     with pytest.raises(ValueError, match="band 'x'"):
         Band("x", 0.5, 0.4, 1)
 
@@ -182,7 +182,7 @@ def _pool_pilot(exp, tmp_path: Path) -> dict:
     for i, c in enumerate(cands):
         c["q"], c["n"] = ((0.5 if i % 2 == 0 else 0.0) if c["split"] == "train" else (0.1 if i % 2 == 0 else 0.5)), 32
     train = [c for c in cands if c["split"] == "train"]
-    return {"schema": pilot.PILOT_SCHEMA, "candidates": cands, "kept": pilot.select(train, ())[0],
+    return {"schema": pilot.PILOT_SCHEMA, "candidates": cands, "kept": pilot.select_prompts(train, ())[0],
             "probe": [c["question_id"] for c in cands if c["split"] == "probe"]}
 
 
@@ -239,7 +239,7 @@ def test_the_committed_passk_pilot_keeps_the_band_and_flags_its_probe_prompts() 
     assert data["warm_start_key"] == warm_start.folder_key(exp.warm_start)  # passk's own warm start
     assert all(c["n"] == PILOT_SAMPLES for c in data["candidates"])
     train = [c for c in data["candidates"] if c["split"] == "train"]
-    assert data["kept"] == pilot.select(train, ())[0] and data["n_candidates"] == len(train)
+    assert data["kept"] == pilot.select_prompts(train, ())[0] and data["n_candidates"] == len(train)
     fresh = pilot.pool_candidates(exp)  # the candidates the code draws today are the ones measured
     assert [(c["question_id"], c["split"]) for c in fresh] == [(c["question_id"], c["split"]) for c in data["candidates"]]
     assert data["probe"] == [c["question_id"] for c in data["candidates"] if c["split"] == "probe"]
@@ -251,7 +251,7 @@ def test_the_committed_e3_budget_pilot_fills_both_bands_and_repeats_e3s_measurem
     from rlec.experiments.e3_budget import EASY, HARD, predicted_all_wrong
 
     data = pilot.read_pilot(pilot.pilot_path("e3_budget"))
-    assert data["kept"] == pilot.select(data["candidates"], (HARD, EASY))[0] and len(data["kept"]) == 64
+    assert data["kept"] == pilot.select_prompts(data["candidates"], (HARD, EASY))[0] and len(data["kept"]) == 64
     by_q = {c["question_id"]: c["q"] for c in data["candidates"]}
     # hard and easy in turn: a --quick run's 4 rows hold two of each, so the budget has accuracies to rank by
     assert [by_q[i] <= HARD.hi for i in data["kept"][:4]] == [True, False, True, False]
