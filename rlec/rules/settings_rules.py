@@ -352,13 +352,13 @@ def settings_rules(cfg: Any) -> list[Finding]:
         One ``error`` :class:`Finding` per refused setting under its full key, message ``"<value> <rule>"``.
     """
     out: list[Finding] = []
+    keys = VerlKeys.read(cfg)  # once: the verl keys these rules judge
     try:
         settings = RlecSettings.from_config(cfg)
     except SettingError as exc:
         out.append(Finding("error", exc.key, f"{exc.value!r} {exc.rule}"))
     else:
-        out += _schedule_rules(cfg, settings)
-    keys = VerlKeys.read(cfg)  # once: the verl keys these rules judge
+        out += _schedule_rules(cfg, settings) + _cpu_wing_rules(settings, keys)
     return (out + _section_rules(cfg) + _verl_rules(cfg, keys) + _number_rules(cfg) + _threshold_rules(keys)
             + _betas_rule(cfg) + _batch_rules(cfg) + _length_rules(cfg))
 
@@ -433,6 +433,20 @@ def _threshold_rules(k: VerlKeys) -> list[Finding]:
     value = k.rollout_is_threshold
     why = threshold_error(value)
     return [Finding("error", f"{CORRECTION}.rollout_is_threshold", f"{value!r} {why}")] if why else []
+
+
+def _cpu_wing_rules(settings: RlecSettings, keys: VerlKeys) -> list[Finding]:
+    """``rlec.cpu``'s scripted answers and induced mismatch set off their defaults on a device other than the CPU:
+    the CPU wing that implements them (:mod:`rlec.cpu`) is loaded only on the CPU platform (issue 59), so on a GPU
+    they would be ignored without a word."""
+    if str(keys.device) == "cpu":
+        return []
+    cpu = settings.cpu
+    return [Finding("error", f"rlec.cpu.{name}", f"{value!r} is set on trainer.device={keys.device}, but the CPU wing "
+                    "(rlec.cpu) that implements it is loaded only on the CPU platform (layout=cpu); a GPU run would "
+                    "ignore it: remove the override")
+            for name, value in (("scripted_fraction", cpu.scripted_fraction),
+                                ("rollout_weight_noise", cpu.rollout_weight_noise)) if value != 0.0]
 
 
 def _schedule_rules(cfg: Any, settings: RlecSettings) -> list[Finding]:

@@ -101,3 +101,16 @@ def test_issue_55_settings_are_refused_with_key_value_and_rule_before_any_write(
 ])
 def test_the_bounds_themselves_pass(overrides):
     assert early_errors(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", *overrides])) == []
+
+
+@pytest.mark.parametrize("name", ["scripted_fraction", "rollout_weight_noise"])
+def test_the_cpu_wings_settings_are_refused_on_a_gpu_layout_and_kept_on_the_cpu_one(name):
+    """Issue 59 item 3 moved scripted answers and the induced mismatch into the CPU wing, loaded only on the CPU
+    platform: on a GPU layout ``rlec.cpu.<name>`` would have been ignored without a word; now it is refused naming the
+    key and the device. The CPU layout (trainer.device=cpu) keeps it."""
+    override = f"++rlec.cpu.{name}=0.25"
+    found = settings_rules(compose(["layout=tiny_1gpu", override]))
+    assert [f.key for f in found] == [f"rlec.cpu.{name}"], found
+    assert "trainer.device=cuda" in found[0].message and "layout=cpu" in found[0].message
+    assert settings_rules(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", f"rlec.cpu.{name}=0.25"])) == []
+    assert settings_rules(compose(["layout=tiny_1gpu"])) == []  # the defaults (0) pass on a GPU layout
