@@ -47,6 +47,7 @@ CANDIDATE_SEED = 0
 TWO_DIGIT_CANDIDATES = 220
 PILOT_TEMPERATURE = 1.0
 PILOT_SCHEMA = "rlec.experiments.pilot/v1"
+WHY_NO_VERDICT = "a pilot: each candidate prompt's measured q at the warm start (the selection of the experiment's prompts), not a comparison of arms"
 LOW_Q_BELOW = 0.3  # a probe prompt of a pool is "low q" below this base q (LAB.md: Pass@k's regime, q 0.05-0.30)
 PROBE_DRAWS = 8  # probe candidates drawn per probe prompt and level before a level counts as used up
 
@@ -333,7 +334,8 @@ def run_pilot(name: str, work: Path, *, two_digit: int = TWO_DIGIT_CANDIDATES, l
                                  "kept": int(sum(c[group] == d and c["question_id"] in kept for c in train)),
                                  "q_mean": float(np.mean([c["q"] for c in train if c[group] == d]))}
                         for d in sorted({c[group] for c in train})},
-        "command": f"python -m rlec.experiments.pilot {name}"}
+        "command": f"python -m rlec.experiments.pilot {name}",
+        "verdict": None, "why_no_verdict": WHY_NO_VERDICT}
     if bands:
         out["bands"] = bands
     if exp.pilot_figures is not None:
