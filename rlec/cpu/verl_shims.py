@@ -46,13 +46,13 @@ from rlec.cpu.padded_forward import (
 )
 from rlec.cpu.platform import register_engines, register_platform
 from rlec.megatron.compat import Shim, apply_shims
-from rlec.verl_plugin.cpu_interface import PLATFORM_ENV, PLATFORM_NAME, cpu_requested
+from rlec.verl_plugin.cpu_interface import cpu_requested
 
 APPLIED: list[str] = []
 NOT_NEEDED: list[str] = []
 
-__all__ = ["COMPILE_DISABLE_ENV", "PLATFORM_ENV", "PLATFORM_NAME", "SHIM_TRIGGERS", "VERL_SHIMS", "cpu_requested", "enable_cpu",
-           "entropy_compiled", "probe_verl_shims", "wait_until_ready"]
+__all__ = ["COMPILE_DISABLE_ENV", "SHIM_TRIGGERS", "VERL_SHIMS", "enable_cpu", "entropy_compiled", "probe_verl_shims",
+           "rendezvous_store", "wait_until_ready"]
 
 
 # --- 1. the process-group backend string ------------------------------------------------------
@@ -96,7 +96,7 @@ def _rendezvous_needed() -> bool:
     return 'bind(("", 0))' in source and "return sock.getsockname()[1]" in source
 
 
-def rendezvous_store(world_size: int, rank: int, env: dict[str, str] | None = None) -> Any:
+def rendezvous_store(world_size: int, env: dict[str, str] | None = None) -> Any:
     """The store a CPU worker group's ranks meet in, with no TCP port: a ``HashStore`` for one rank, else a
     ``FileStore`` named by the worker group's random prefix and its MASTER_ADDR / MASTER_PORT (all ranks of the group
     get the same three; the CPU platform runs on one node, so they share the temp folder)."""
@@ -126,7 +126,7 @@ def _rendezvous_apply() -> None:
             world_size = int(kwargs.get("world_size") or os.environ.get("WORLD_SIZE", 1))
             rank = int(kwargs.get("rank") if kwargs.get("rank") is not None else os.environ.get("RANK", 0))
             kwargs.pop("init_method", None)
-            kwargs.update(store=rendezvous_store(world_size, rank), world_size=world_size, rank=rank)
+            kwargs.update(store=rendezvous_store(world_size), world_size=world_size, rank=rank)
         return init(*args, **kwargs)
 
     init_process_group._rlec_rendezvous = True  # type: ignore[attr-defined]
