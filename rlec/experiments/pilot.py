@@ -243,9 +243,9 @@ def write_pool_rows(rows: Sequence[dict[str, Any]], path: Path, low_q: Sequence[
     the probe's boolean column :data:`rlec.verl_plugin.probe.LOW_Q` (``low_q``)."""
     import pyarrow as pa
 
-    from rlec.environments.testset import _contract_table
+    from rlec.data.writer import rows_table
 
-    table = _contract_table(rows)
+    table = rows_table(rows)
     if low_q is not None:
         table = table.append_column("low_q", pa.array([bool(x) for x in low_q], type=pa.bool_()))
     return _write_table(table, path)
