@@ -126,7 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"records: {records}\n")
     print(table(summary))
     if args.json:
-        Path(args.json).write_text(json.dumps({"records": str(records), "runs": runs, "summary": summary}, indent=1) + "\n")
+        from rlec.io import atomic_write_text
+
+        atomic_write_text(Path(args.json), json.dumps({"records": str(records), "runs": runs, "summary": summary}, indent=1) + "\n")
     return 0
 
 

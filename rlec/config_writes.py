@@ -90,8 +90,8 @@ def write_step_overrides(config: DictConfig, overrides: Mapping[str, Any]) -> No
     ``_update_actor`` read ``self.config.actor_rollout_ref.rollout.temperature`` at call time (E3's temperature).
     A key verl's schema lacks is added (``force_add``).
     """
-    for key, value in overrides.items():
-        with open_dict(config):
+    with open_dict(config):
+        for key, value in overrides.items():
             OmegaConf.update(config, key, value, merge=False, force_add=True)
 
 
@@ -101,9 +101,9 @@ def write_rollout_temperature(config: DictConfig, temperature: float) -> None:
     Forced by verl: the actor's log-probs and update divide the logits by the temperature they read from the
     trainer config at call time (``_compute_old_log_prob``: ``"temperature": self.config.actor_rollout_ref.rollout.
     temperature``); the agent loop gets the same value in the batch (``rlec.algorithms.base.TEMPERATURE_FIELD``).
+    The same write as :func:`write_step_overrides` of that one key.
     """
-    with open_dict(config):
-        OmegaConf.update(config, TEMPERATURE_KEY, temperature, merge=False)
+    write_step_overrides(config, {TEMPERATURE_KEY: temperature})
 
 
 def pin_schedule_end(config: Any, end_step: int) -> None:

@@ -15,7 +15,9 @@ from rlec.config_writes import (pin_schedule_end, rlec_trainer_mode, set_base_tr
                                 write_step_overrides)
 
 RLEC = Path(__file__).resolve().parents[1] / "rlec"
-WRITERS = {"open_dict", "read_write", "set_struct", "set_readonly", "update", "merge_with", "__setattr__", "__setitem__"}
+# OmegaConf.<name>(...) calls that open or write a node; a plain assignment (cfg.a = 1, cfg["a"] = 1) is not seen: the
+# name of a config variable does not tell a trainer config from a model or tokenizer config (rlec/models.py)
+WRITERS = {"open_dict", "read_write", "set_struct", "set_readonly", "update", "merge_with"}
 
 
 def _config():

@@ -48,10 +48,9 @@ enable_cpu()
 
 from rlec.cpu.rollout_server import register_rollout  # noqa: E402
 
-WING_MODULE = "rlec.cpu"
 AGENT_LOOPS = "rlec.cpu.agent_loops"
 
-__all__ = ["AGENT_LOOPS", "WING_MODULE", "enable_cpu"]
+__all__ = ["AGENT_LOOPS", "enable_cpu"]
 
 
 def _register_step_metrics(mismatch: Any) -> None:

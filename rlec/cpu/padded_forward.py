@@ -21,7 +21,10 @@ from typing import Any, Optional
 
 import torch
 
-__all__ = ["ROUTER_REPLAY_LOG_ENV", "bshd_routes", "causal_padding_mask", "response_logit_index"]
+from rlec.megatron.compat import Shim
+
+__all__ = ["BSHD_ATTENTION_MASK", "RESPONSE_ONLY_LOGITS", "ROUTER_REPLAY_BSHD", "ROUTER_REPLAY_LOG_ENV", "bshd_routes",
+           "causal_padding_mask", "response_logit_index"]
 
 
 # --- 5. the padded-batch (BSHD) attention mask for Megatron's local attention ------------------
@@ -321,3 +324,18 @@ def _router_replay_bshd_apply() -> None:
     transformer_impl.set_router_replay_data = set_router_replay_data
     transformer_impl.merge_router_topk_indices = merge_router_topk_indices
     router_replay_patch.RouterReplay.get_replay_topk = logged_get_replay_topk
+
+
+# the three shims, each beside its code; :data:`rlec.cpu.verl_shims.VERL_SHIMS` lists them with the others
+BSHD_ATTENTION_MASK = Shim(
+    "bshd_attention_mask", "RuntimeError: The size of tensor a (S) must match the size of tensor b (B) at non-singleton "
+    "dimension 2 (verl passes a (batch, seq) padding mask that only TE attention reads; Megatron's local "
+    "DotProductAttention needs (batch, 1, seq, seq))", _bshd_mask_needed, _bshd_mask_apply)
+RESPONSE_ONLY_LOGITS = Shim(
+    "response_only_logits", "74-90 s per step: verl's Megatron LM head projects every prompt and response position "
+    "onto the 151,936-token vocabulary and takes log-probs / entropy there, though only the response's are used "
+    "(response positions only, rlec.megatron.logprobs.windowed_output)", _response_logits_needed, _response_logits_apply)
+ROUTER_REPLAY_BSHD = Shim(
+    "router_replay_bshd", "RuntimeError: Router replay tensors are not aligned: scores=(1972, 8), targets=(1215, 2) "
+    "(verl 0.9.1 records and replays routes as packed THD rows; the CPU layout's Megatron forward routes every "
+    "position of a padded BSHD micro-batch)", _router_replay_bshd_needed, _router_replay_bshd_apply)

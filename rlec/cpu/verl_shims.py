@@ -36,23 +36,16 @@ from typing import Any
 
 import torch
 
-from rlec.cpu.padded_forward import (
-    _bshd_mask_apply,
-    _bshd_mask_needed,
-    _response_logits_apply,
-    _response_logits_needed,
-    _router_replay_bshd_apply,
-    _router_replay_bshd_needed,
-)
+from rlec.cpu.padded_forward import BSHD_ATTENTION_MASK, RESPONSE_ONLY_LOGITS, ROUTER_REPLAY_BSHD
 from rlec.cpu.platform import register_engines, register_platform
 from rlec.megatron.compat import Shim, apply_shims
-from rlec.verl_plugin.cpu_interface import PLATFORM_ENV, PLATFORM_NAME, cpu_requested
+from rlec.verl_plugin.cpu_interface import cpu_requested
 
 APPLIED: list[str] = []
 NOT_NEEDED: list[str] = []
 
-__all__ = ["COMPILE_DISABLE_ENV", "PLATFORM_ENV", "PLATFORM_NAME", "SHIM_TRIGGERS", "VERL_SHIMS", "cpu_requested", "enable_cpu",
-           "entropy_compiled", "probe_verl_shims", "wait_until_ready"]
+__all__ = ["COMPILE_DISABLE_ENV", "SHIM_TRIGGERS", "VERL_SHIMS", "enable_cpu", "entropy_compiled", "probe_verl_shims",
+           "rendezvous_store", "wait_until_ready"]
 
 
 # --- 1. the process-group backend string ------------------------------------------------------
@@ -96,7 +89,7 @@ def _rendezvous_needed() -> bool:
     return 'bind(("", 0))' in source and "return sock.getsockname()[1]" in source
 
 
-def rendezvous_store(world_size: int, rank: int, env: dict[str, str] | None = None) -> Any:
+def rendezvous_store(world_size: int, env: dict[str, str] | None = None) -> Any:
     """The store a CPU worker group's ranks meet in, with no TCP port: a ``HashStore`` for one rank, else a
     ``FileStore`` named by the worker group's random prefix and its MASTER_ADDR / MASTER_PORT (all ranks of the group
     get the same three; the CPU platform runs on one node, so they share the temp folder)."""
@@ -126,7 +119,7 @@ def _rendezvous_apply() -> None:
             world_size = int(kwargs.get("world_size") or os.environ.get("WORLD_SIZE", 1))
             rank = int(kwargs.get("rank") if kwargs.get("rank") is not None else os.environ.get("RANK", 0))
             kwargs.pop("init_method", None)
-            kwargs.update(store=rendezvous_store(world_size, rank), world_size=world_size, rank=rank)
+            kwargs.update(store=rendezvous_store(world_size), world_size=world_size, rank=rank)
         return init(*args, **kwargs)
 
     init_process_group._rlec_rendezvous = True  # type: ignore[attr-defined]
@@ -409,18 +402,11 @@ VERL_SHIMS: tuple[Shim, ...] = (
          "and loads by TE names)", _cpu_bridge_needed, _cpu_bridge_apply),
     Shim("megatron_fp32", "AssertionError: dtype float32 not supported (McoreEngineConfig accepts bfloat16 / float16; "
          "precision=fp32 is the CPU path's dtype)", _fp32_needed, _fp32_apply),
-    Shim("bshd_attention_mask", "RuntimeError: The size of tensor a (S) must match the size of tensor b (B) at non-singleton "
-         "dimension 2 (verl passes a (batch, seq) padding mask that only TE attention reads; Megatron's local "
-         "DotProductAttention needs (batch, 1, seq, seq))", _bshd_mask_needed, _bshd_mask_apply),
+    BSHD_ATTENTION_MASK,
     Shim("megatron_rng_seed", "Exception: cuda rng state model-parallel-rng is not added (verl's set_random_seed skips "
          "model_parallel_cuda_manual_seed without an accelerator)", _rng_seed_needed, _rng_seed_apply),
-    Shim("response_only_logits", "74-90 s per step: verl's Megatron LM head projects every prompt and response position "
-         "onto the 151,936-token vocabulary and takes log-probs / entropy there, though only the response's are used "
-         "(response positions only, rlec.megatron.logprobs.windowed_output)",
-         _response_logits_needed, _response_logits_apply),
-    Shim("router_replay_bshd", "RuntimeError: Router replay tensors are not aligned: scores=(1972, 8), targets=(1215, 2) "
-         "(verl 0.9.1 records and replays routes as packed THD rows; the CPU layout's Megatron forward routes every "
-         "position of a padded BSHD micro-batch)", _router_replay_bshd_needed, _router_replay_bshd_apply),
+    RESPONSE_ONLY_LOGITS,
+    ROUTER_REPLAY_BSHD,
     Shim("parallel_checkpoint_load", "AssertionError: Torch not compiled with CUDA enabled (resuming at a data-parallel "
          "size > 1: verl's load_dist_checkpointing wraps the load in Megatron's FullyParallelLoadStrategyWrapper, whose "
          "load exchanges the shards on CUDA and calls torch.cuda.synchronize())", _parallel_load_needed, _parallel_load_apply),

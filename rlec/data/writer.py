@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -112,6 +112,18 @@ def to_table(samples: Sequence[Sample]) -> pa.Table:
         "extra_info": extra_info,
     }
     return pa.Table.from_arrays([columns[name] for name in SCHEMA.names], schema=SCHEMA)
+
+
+def rows_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
+    """Verl rows as dicts (an environment's :func:`rlec.environments.problem_row`, a pool's) in :data:`SCHEMA`, the
+    static data's columns; ``extra_info`` keys beyond the contract are left out.
+
+    Raises:
+        KeyError: a row lacks one of the contract's ``extra_info`` keys.
+    """
+    keep = [f.name for f in EXTRA_INFO]
+    plain = [{**r, "extra_info": {k: r["extra_info"][k] for k in keep}} for r in rows]
+    return pa.Table.from_pylist(plain, schema=SCHEMA)
 
 
 def write_parquet(samples: Sequence[Sample], path: str | os.PathLike[str]) -> int:

@@ -115,8 +115,7 @@ def write_pool(out_dir: str | Path, cfg: PoolConfig, *, train_rows: int, seed: i
     """
     import pyarrow.parquet as pq
 
-    from rlec.data.writer import COMPRESSION, ROW_GROUP_ROWS, SUMMARY_FILE, TEST_FILE, TRAIN_FILE, atomic_output_dir
-    from rlec.environments.testset import _contract_table
+    from rlec.data.writer import COMPRESSION, ROW_GROUP_ROWS, SUMMARY_FILE, TEST_FILE, TRAIN_FILE, atomic_output_dir, rows_table
     from rlec.io import atomic_write_text
 
     train, test = pool_rows(cfg, train_rows, seed)
@@ -133,7 +132,7 @@ def write_pool(out_dir: str | Path, cfg: PoolConfig, *, train_rows: int, seed: i
         summary["right_answers_per_row"][split] = counts
     with atomic_output_dir(out_dir) as tmp:
         for name, rows in ((TRAIN_FILE, train), (TEST_FILE, test)):
-            pq.write_table(_contract_table(rows), tmp / name, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS)
+            pq.write_table(rows_table(rows), tmp / name, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS)
         atomic_write_text(tmp / SUMMARY_FILE, json.dumps(summary, indent=1) + "\n")
     return summary
 

@@ -20,15 +20,14 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from rlec.data.mix import EVAL_TARGET_GRID
-from rlec.data.writer import COMPRESSION, ROW_GROUP_ROWS, SCHEMA, SUMMARY_FILE, TEST_FILE, atomic_output_dir
+from rlec.data.writer import COMPRESSION, ROW_GROUP_ROWS, SUMMARY_FILE, TEST_FILE, atomic_output_dir, rows_table
 from rlec.environments import get_environment, parse_environment_names, problem_row
 from rlec.io import atomic_write_text
 
@@ -130,13 +129,6 @@ def build_rows(cfg: EnvTestConfig, *, progress: bool = False, skipped: dict[str,
     return rows
 
 
-def _contract_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
-    """The rows in the static data's arrow schema (``extra_info`` keys beyond the contract are left out)."""
-    keep = [f.name for f in SCHEMA.field("extra_info").type]
-    plain = [{**r, "extra_info": {k: r["extra_info"][k] for k in keep}} for r in rows]
-    return pa.Table.from_pylist(plain, schema=SCHEMA)
-
-
 def prepare_environments(out_dir: str | Path, cfg: EnvTestConfig, *, tokenizer: Any | None = None, tokenizer_path: str | None = None,
                          progress: bool = True) -> dict[str, Any]:
     """Build and write the environment test set; return the summary (also ``summary.json``).
@@ -186,7 +178,7 @@ def prepare_environments(out_dir: str | Path, cfg: EnvTestConfig, *, tokenizer: 
         "tokenizer": str(getattr(tokenizer, "name_or_path", tokenizer_path)),
     }
     with atomic_output_dir(out_dir) as tmp:
-        pq.write_table(_contract_table(kept), tmp / TEST_FILE, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS)
+        pq.write_table(rows_table(kept), tmp / TEST_FILE, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS)
         atomic_write_text(tmp / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     return summary
 

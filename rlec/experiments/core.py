@@ -292,16 +292,17 @@ def pilot_data(exp: Experiment, data: Path) -> dict[str, Path]:
     from rlec.experiments import pilot
 
     out: dict[str, Path] = {}
-    committed = pilot.read_pilot(pilot.pilot_path(exp.name)) if exp.data in ("binary", "pool") and pilot.pilot_path(exp.name).is_file() else None
+    if exp.data not in ("binary", "pool"):
+        return out
+    path = pilot.pilot_path(exp.name)
+    committed = pilot.read_pilot(path) if path.is_file() else None
     if committed is not None:
         out["train"] = data / "pool.parquet"
         if not out["train"].is_file() and exp.data == "binary":
             pilot.write_samples(pilot.pool_samples(committed, exp.train_rows), out["train"])
         elif not out["train"].is_file():
-            by_id = {c["question_id"]: c for c in committed["candidates"]}
-            kept = [by_id[i] for i in committed["kept"]]
-            pilot.write_pool_rows([pilot.row_of(kept[k % len(kept)], k, "train") for k in range(exp.train_rows)], out["train"])
-    if exp.probe is not None and exp.data in ("binary", "pool"):
+            pilot.write_pool_rows(pilot.pool_train_rows(committed, exp.train_rows), out["train"])
+    if exp.probe is not None:
         out["probe"] = data / "probe.parquet"
         if not out["probe"].is_file() and exp.data == "binary":  # the probe prompts are held-out additions
             pilot.write_probe_set(out["probe"], exp.probe)

@@ -26,7 +26,11 @@ from rlec.experiments.spec import (Arm, Band, Curve, Experiment, PaperSetting, P
 
 _E3_ONLY_BUDGET = (f"{K.OVERLAY}=e3", f"{K.E3_TEMPERATURE}=false", f"{K.E3_LENGTH_BIAS}=false")
 STEPS = 300
-N, N_MIN, N_MAX = 8, 4, 16  # fixed n, and the dynamic arm's bounds
+# 64 rows are 4 steps of 16 prompts: verl's loop ends after trainer.total_epochs passes over the data whatever
+# trainer.total_training_steps says, so 75 passes cover the 300 steps
+SETTINGS = shared_settings(**{"trainer.total_epochs": 75})
+N = int(SETTINGS[K.ROLLOUT_N])  # fixed n: the shared rollout.n (one home; the arms' texts and the pilot's prediction)
+N_MIN, N_MAX = 4, 16  # the dynamic arm's bounds
 HARD = Band("hard", 0.05, 0.35, 32)  # hard but solvable (LAB.md)
 EASY = Band("easy", 0.7, 1.0, 32)  # LAB.md: q >= 0.8; 11 candidates reach it (module docstring)
 
@@ -66,9 +70,7 @@ EXPERIMENT = Experiment(
         Arm("dynamic", f"per-prompt n in [{N_MIN}, {N_MAX}] by difficulty rank, sum = {N} x prompts",
             (*_E3_ONLY_BUDGET, f"{K.E3_BUDGET}=true", f"{K.E3_N_MIN}={N_MIN}", f"{K.E3_N_MAX}={N_MAX}")),
     ),
-    # 64 rows are 4 steps of 16 prompts: verl's loop ends after trainer.total_epochs passes over the data whatever
-    # trainer.total_training_steps says, so 75 passes cover the 300 steps
-    settings=shared_settings(**{"trainer.total_epochs": 75}),
+    settings=SETTINGS,
     data="binary",
     curves=(Curve("all_wrong_after_solved", "all-wrong share among prompts solved before (rollout dump)", all_wrong_after_solved),
             Curve("all_wrong_share", "share of all-wrong groups (rollout dump)", all_wrong_share),

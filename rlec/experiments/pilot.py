@@ -51,9 +51,10 @@ WHY_NO_VERDICT = "a pilot: each candidate prompt's measured q at the warm start 
 LOW_Q_BELOW = 0.3  # a probe prompt of a pool is "low q" below this base q (LAB.md: Pass@k's regime, q 0.05-0.30)
 PROBE_DRAWS = 8  # probe candidates drawn per probe prompt and level before a level counts as used up
 
-__all__ = ["LOW_Q_BELOW", "PILOT_SCHEMA", "PROBE_SEED", "candidate_problems", "main", "pilot_path", "pool_candidates",
-           "pool_probe_rows", "pool_samples", "read_pilot", "row_of", "run_pilot", "select_prompts", "warm_start_config",
-           "write_pool_probe_set", "write_pool_rows", "write_probe_set", "write_samples"]
+__all__ = ["LOW_Q_BELOW", "PILOT_SCHEMA", "PROBE_SEED", "candidate_problems", "listed_candidates", "main", "pilot_path",
+           "pool_candidates", "pool_probe_rows", "pool_samples", "pool_train_rows", "read_pilot", "row_of", "run_pilot",
+           "select_prompts", "warm_start_config", "write_pool_probe_set", "write_pool_rows", "write_probe_set",
+           "write_samples"]
 
 
 def warm_start_config(exp: Any) -> Any:
@@ -96,19 +97,25 @@ def write_probe_set(path: Path, probe: Probe) -> Path:
     return write_samples([Sample(question(p), "probe", 0, BINARY, 0.0) for p in problems], path)
 
 
-def write_samples(samples: Sequence[Any], path: Path) -> Path:
-    """``samples`` as a verl parquet at ``path``, atomically (:func:`rlec.data.writer.to_table`, one write)."""
+def _write_table(table: Any, path: Path) -> Path:
+    """An arrow table as the parquet ``path``, atomically (one write of the whole file: :func:`rlec.io.atomic_write_bytes`)."""
     import io
 
     import pyarrow.parquet as pq
 
-    from rlec.data.writer import to_table
     from rlec.io import atomic_write_bytes
 
     buf = io.BytesIO()
-    pq.write_table(to_table(samples), buf)
+    pq.write_table(table, buf)
     atomic_write_bytes(path, buf.getvalue())
     return path
+
+
+def write_samples(samples: Sequence[Any], path: Path) -> Path:
+    """``samples`` as a verl parquet at ``path``, atomically (:func:`rlec.data.writer.to_table`, one write)."""
+    from rlec.data.writer import to_table
+
+    return _write_table(to_table(samples), path)
 
 
 def read_pilot(path: Path) -> dict[str, Any]:
@@ -131,13 +138,19 @@ def read_pilot(path: Path) -> dict[str, Any]:
     return data
 
 
+def listed_candidates(pilot: dict[str, Any], key: str = "kept") -> list[dict[str, Any]]:
+    """The candidates a pilot file (:func:`read_pilot`) lists by id under ``key``, in its order: ``kept`` (the training
+    pool) or ``probe`` (a pool's probe candidates; none when absent)."""
+    by_id = {c["question_id"]: c for c in pilot["candidates"]}
+    return [by_id[i] for i in pilot.get(key, [])]
+
+
 def pool_samples(pilot: dict[str, Any], rows: int) -> list[Any]:
     """``rows`` binary training samples: the pilot's kept prompts in its order, cycled (each kept prompt
     ``rows // kept`` or one more times)."""
     from rlec.data.mix import BINARY, Question, Sample
 
-    by_id = {c["question_id"]: c for c in pilot["candidates"]}
-    kept = [by_id[i] for i in pilot["kept"]]
+    kept = listed_candidates(pilot)
     out = []
     for k in range(rows):
         c = kept[k % len(kept)]
@@ -218,24 +231,24 @@ def row_of(candidate: dict[str, Any], index: int, split: str) -> dict[str, Any]:
     return row
 
 
+def pool_train_rows(pilot: dict[str, Any], rows: int) -> list[dict[str, Any]]:
+    """``rows`` verl training rows of a pool experiment: the pilot's kept candidates in its order, cycled, each generated
+    again from its environment (:func:`row_of`)."""
+    kept = listed_candidates(pilot)
+    return [row_of(kept[k % len(kept)], k, "train") for k in range(rows)]
+
+
 def write_pool_rows(rows: Sequence[dict[str, Any]], path: Path, low_q: Sequence[bool] | None = None) -> Path:
     """Verl rows of a pool (the static data's arrow schema) as the parquet ``path``, atomically; with ``low_q`` also
     the probe's boolean column :data:`rlec.verl_plugin.probe.LOW_Q` (``low_q``)."""
-    import io
-
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from rlec.environments.testset import _contract_table
-    from rlec.io import atomic_write_bytes
+    from rlec.data.writer import rows_table
 
-    table = _contract_table(rows)
+    table = rows_table(rows)
     if low_q is not None:
         table = table.append_column("low_q", pa.array([bool(x) for x in low_q], type=pa.bool_()))
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    return _write_table(table, path)
 
 
 def write_pool_probe_set(path: Path, exp: Any, pilot: dict[str, Any] | None) -> Path:
@@ -246,8 +259,7 @@ def write_pool_probe_set(path: Path, exp: Any, pilot: dict[str, Any] | None) -> 
         cands = pool_candidates(exp)
         rows = [row_of(c, i, "probe") for i, c in enumerate(c for c in cands if c["split"] == "probe")]
         return write_pool_rows(rows, path)
-    by_id = {c["question_id"]: c for c in pilot["candidates"]}
-    chosen = [by_id[i] for i in pilot.get("probe", [])][: exp.probe.prompts]
+    chosen = listed_candidates(pilot, "probe")[: exp.probe.prompts]
     if len(chosen) < exp.probe.prompts:
         raise ValueError(f"{pilot_path(exp.name)}: {len(chosen)} probe candidates, the probe set needs {exp.probe.prompts}")
     return write_pool_rows([row_of(c, i, "probe") for i, c in enumerate(chosen)], path,

@@ -21,7 +21,7 @@ from rlec.experiments.spec import Probe
 
 # the per-step values results.json keeps (docs/experiments.md "Raw values"), plus the step time
 KEYS = (K.M_ENTROPY, K.M_REWARD, K.M_CLIPFRAC, K.M_CLIPFRAC_LOWER, K.M_PPO_KL, K.M_GRAD_NORM, K.M_STEP_TIME,
-        "rlec/probe/entropy", "rlec/probe/response_length", "timing_s/rlec_probe")
+        K.M_PROBE_ENTROPY, K.M_PROBE_RESPONSE_LENGTH, K.M_PROBE_TIME)
 
 __all__ = ["KEYS", "main", "progress"]
 
@@ -40,7 +40,7 @@ def progress(out: Path, keys: Sequence[str] = KEYS) -> dict[str, Any]:
     if not stamp_path.is_file():
         raise ValueError(f"{out}: no {STAMP}: not an experiment folder (python -m rlec.experiments writes it)")
     stamp = json.loads(stamp_path.read_text())
-    probe = (stamp.get("probe") or {}).get("metric", "rlec/probe/entropy")
+    probe = (stamp.get("probe") or {}).get("metric", K.M_PROBE_ENTROPY)
     graded = Probe(pass_k=(stamp.get("probe") or {}).get("pass_k")).metrics()[1:]  # the graded probe's, where stamped
     wanted = tuple(dict.fromkeys([*keys, probe, *graded]))
     runs: dict[str, Any] = {}

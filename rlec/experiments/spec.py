@@ -12,6 +12,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from rlec.experiments import keys as K
+
 
 VERDICTS = ("reproduced", "not reproduced", "premise absent")  # the only verdict words (docs/experiments.md)
 
@@ -218,14 +220,15 @@ class Probe:
     samples: int = 8
     every: int = 20
     temperature: float = 1.0
-    metric: str = "rlec/probe/entropy"
+    metric: str = K.M_PROBE_ENTROPY
     pass_k: int | None = None
 
     def metrics(self) -> tuple[str, ...]:
         """Every per-step key the probe logs that an experiment stores: :attr:`metric`, and with :attr:`pass_k`
         ``rlec/probe/pass@<k>``, ``rlec/probe/pass@<k>/low_q`` and ``rlec/probe/pass@1``
         (:func:`rlec.verl_plugin.probe.pass_at_k_key`'s names; a test checks they agree)."""
-        graded = () if self.pass_k is None else tuple(f"rlec/probe/pass@{k}" for k in (self.pass_k, f"{self.pass_k}/low_q", 1))
+        k = self.pass_k
+        graded = () if k is None else (K.m_probe_pass_at(k), K.m_probe_pass_at(k, "low_q"), K.m_probe_pass_at(1))
         return (self.metric, *graded)
 
     def stamp(self) -> dict[str, Any]:
@@ -399,8 +402,6 @@ class Experiment:
             ValueError: ``batch`` below 1, or :attr:`settings` without the batch key
                 (``data.train_batch_size``) to scale.
         """
-        from rlec.experiments import keys as K
-
         if batch < 1:
             raise ValueError(f"experiment {self.name!r}: a quick batch of {batch} prompts: expected at least 1")
         if K.BATCH not in self.settings:
@@ -652,8 +653,6 @@ def shared_settings(**extra: Any) -> dict[str, Any]:
     """
     from rlec.demo.pipeline import DEMO_SETTINGS
 
-    from rlec.experiments import keys as K
-
     out: dict[str, Any] = {K.BATCH: 16, K.ROLLOUT_N: 8, K.MAX_PROMPT: 256, K.TEMPERATURE: 1.0, K.TOP_K: -1}
     out.update({k: DEMO_SETTINGS[k] for k in (K.LR, K.MAX_RESPONSE)})
     out.update({K.MINI_BATCH: 8, K.MICRO_BATCH: 16, K.CLIP_LOW: 0.2, K.CLIP_HIGH: 0.2, K.NORM_BY_STD: True})
@@ -663,7 +662,5 @@ def shared_settings(**extra: Any) -> dict[str, Any]:
 
 def common_paper_settings(paper: str) -> tuple[PaperSetting, ...]:
     """The sampling line every experiment shares, with ``paper``'s value."""
-    from rlec.experiments import keys as K
-
     return (PaperSetting("sampling temperature / top-k", f"{paper}: T = 1, no top-k", "1.0 / -1", (K.TEMPERATURE, K.TOP_K),
                          "the compact-vocabulary toy model: sampled = trained = measured distribution"),)

@@ -48,7 +48,6 @@ from typing import Any
 
 import wrapt
 
-from rlec.verl_plugin.cpu_interface import ROLLOUT_NAME as CPU_ROLLOUT
 from rlec.verl_plugin.local_spec import enable_local_spec
 
 enable_local_spec()  # RLEC_LAYER_SPEC=local: a GPU node without TE
@@ -84,7 +83,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "CPU_ROLLOUT",
     "E3_AGENT_LOOP",
     "PASSK_ESTIMATOR",
     "PLUGIN_MODULE",

@@ -92,7 +92,8 @@ def read_probe_answers(path: str) -> tuple[list[str], list[str], list[bool] | No
     the ``data_source`` (which grader) and the ``low_q`` flags (None: the file has no such column).
 
     Raises:
-        ValueError: a column is missing, or ``low_q`` holds a value that is not a boolean (names the file and the row).
+        ValueError: a column is missing, a row has no ``reward_model.ground_truth``, or ``low_q`` holds a value that is
+            not a boolean (names the file and the row).
     """
     import numpy as np
     import pandas as pd
@@ -102,7 +103,13 @@ def read_probe_answers(path: str) -> tuple[list[str], list[str], list[bool] | No
     if missing:
         raise ValueError(f"rlec.probe.file={path}: grading the probe (rlec.probe.pass_k) needs the columns 'data_source' "
                          f"and 'reward_model' (verl's data format), missing {missing}")
-    golds = [str(dict(r)["ground_truth"]) for r in frame["reward_model"]]
+    golds = []
+    for row, reward_model in enumerate(frame["reward_model"]):
+        gold = dict(reward_model or {}).get("ground_truth")
+        if gold is None:
+            raise ValueError(f"rlec.probe.file={path}: row {row} has no reward_model.ground_truth (the gold answer the "
+                             "probe's grader needs)")
+        golds.append(str(gold))
     sources = [str(s) for s in frame["data_source"]]
     if LOW_Q not in frame.columns:
         return golds, sources, None
@@ -227,7 +234,6 @@ class ProbeMixin:
         """Sample and score the probe set on replica 0's rollout server; the step's ``rlec/probe/*`` metrics (graded
         too when ``answers``, :func:`read_probe_answers`'s, is given)."""
         import ray
-
 
         start = time.perf_counter()
         seed = int(self.config.data.get("seed", 0) or 0)

@@ -31,10 +31,12 @@ def test_every_shim_names_the_module_whose_import_applies_it():
 
 
 def test_shims_apply_only_when_asked_for_and_without_cuda(monkeypatch):
+    from rlec.verl_plugin.cpu_interface import cpu_requested
+
     monkeypatch.delenv("VERL_PLATFORM", raising=False)
-    assert not cpu.cpu_requested()
+    assert not cpu_requested()
     monkeypatch.setenv("VERL_PLATFORM", "cpu")
-    assert cpu.cpu_requested() is (not torch.cuda.is_available())
+    assert cpu_requested() is (not torch.cuda.is_available())
 
 
 def test_checkpoint_load_at_data_parallel_size_2_reads_each_ranks_own_shards(monkeypatch):
@@ -374,7 +376,7 @@ def test_worker_group_ranks_meet_without_a_tcp_port(monkeypatch, tmp_path):
     stores = [None, None]
 
     def rank(r):
-        stores[r] = cpu.rendezvous_store(2, r, env)
+        stores[r] = cpu.rendezvous_store(2, env)
         stores[r].set(f"rank{r}", str(r))
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]

@@ -184,6 +184,11 @@ def test_read_probe_answers_names_what_is_missing(tmp_path):
     with pytest.raises(ValueError, match=r"rlec.probe.file=.*missing \['data_source', 'reward_model'\]"):
         probe.read_probe_answers(str(path))
     frame = pd.DataFrame(_pair_sum_rows())
+    frame["reward_model"] = [frame["reward_model"][0], {"style": "rule"}]  # row 1 lost its gold answer
+    frame.to_parquet(path)
+    with pytest.raises(ValueError, match=r"row 1 has no reward_model.ground_truth"):
+        probe.read_probe_answers(str(path))
+    frame = pd.DataFrame(_pair_sum_rows())
     frame[probe.LOW_Q] = ["yes", "no"]
     frame.to_parquet(path)
     with pytest.raises(ValueError, match=r"row 0 has low_q='yes': expected true or false"):
