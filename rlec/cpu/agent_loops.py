@@ -27,6 +27,27 @@ __all__ = ["SCRIPTED_AGENT_LOOP", "ScriptedAgentLoop", "ScriptedAnswersMixin", "
 SCRIPTED_AGENT_LOOP = "rlec_scripted_agent"
 
 
+# the last config read and its ``rlec.cpu`` settings: verl builds a new agent loop per sample (``hydra.utils.instantiate``
+# in ``AgentLoopWorker._run_agent_loop``), so a cache on the loop never hit and every sample paid a full settings read
+# (1.2 ms CPU, 0.16 CPU-s a step of 128 samples on the agent loop's one thread: docs/speed.md)
+_CPU_READ: tuple[Any, Any] | None = None
+
+
+def _cpu_settings(config: Any) -> Any:
+    """``rlec.cpu``'s settings of ``config`` (:class:`rlec.settings.RlecSettings`), read once per config object.
+
+    The worker's config is one object shared by all its agent loops and not changed after the worker starts; another
+    object (another worker's, a test's) is read afresh.
+    """
+    global _CPU_READ
+    read = _CPU_READ
+    if read is None or read[0] is not config:
+        from rlec.settings import RlecSettings
+
+        read = _CPU_READ = (config, RlecSettings.from_config(config).cpu)
+    return read[1]
+
+
 class ScriptedAnswersMixin:
     """For an agent loop: the last ``round(rollout.n x rlec.cpu.scripted_fraction)`` samples of each
     prompt answer a scripted ``\\boxed{<gold>}`` or ``\\boxed{I don't know}`` (seeded coin per prompt
@@ -55,12 +76,7 @@ class ScriptedAnswersMixin:
         return {**sampling_params, "seed": seed}
 
     def _scripted_text(self, kwargs: dict[str, Any]) -> str | None:
-        read = getattr(self, "_rlec_cpu", None)
-        if read is None or read[0] is not self.config:  # read once per agent loop (and config)
-            from rlec.settings import RlecSettings
-
-            read = self._rlec_cpu = (self.config, RlecSettings.from_config(self.config).cpu)
-        fraction = read[1].scripted_fraction
+        fraction = _cpu_settings(self.config).scripted_fraction
         n = int(self.rollout_config.n)
         session = int(kwargs.get("session_id", 0))
         k = round(n * fraction)

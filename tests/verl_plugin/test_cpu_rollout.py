@@ -113,6 +113,32 @@ def test_scripted_answers_take_the_last_share_of_each_group_and_are_reproducible
     assert all(loop._scripted_text({**row, "session_id": i}) is None for i in range(4))  # off: real training
 
 
+def test_scripted_answers_read_the_settings_once_per_config_not_once_per_sample(monkeypatch):
+    """verl builds a new agent loop per sample, so a settings cache on the loop never hit: every sample re-read
+    ``rlec.cpu`` (1.2 ms CPU each, docs/speed.md). The read is now kept per config object; the scripts are unchanged."""
+    from omegaconf import OmegaConf
+
+    from rlec import settings
+    from rlec.cpu import agent_loops
+
+    calls = []
+    real = settings.RlecSettings.from_config
+    monkeypatch.setattr(settings.RlecSettings, "from_config", classmethod(lambda cls, cfg: calls.append(cfg) or real(cfg)))
+    monkeypatch.setattr(agent_loops, "_CPU_READ", None)
+    config = OmegaConf.create({"rlec": {"cpu": {"scripted_fraction": 0.5}}})
+    row = {"data_source": "math_dapo", "reward_model": {"ground_truth": "42"}}
+    texts = []
+    for i in range(8):  # one loop object per sample, as verl's worker makes them
+        loop = object.__new__(ScriptedAnswersMixin)
+        loop.config, loop.rollout_config = config, OmegaConf.create({"n": 8})
+        texts.append(loop._scripted_text({**row, "session_id": i}))
+    assert len(calls) == 1
+    assert texts[:4] == [None] * 4 and all(t in ("\\boxed{42}", "\\boxed{I don't know}") for t in texts[4:])
+    other = OmegaConf.create({"rlec": {"cpu": {"scripted_fraction": 0.0}}})  # another config object: read afresh
+    loop.config = other
+    assert loop._scripted_text({**row, "session_id": 7}) is None and len(calls) == 2
+
+
 def _trainer_log_probs(model, rows, temperature):
     """The trainer's old log-probs, recomputed independently: one left-padded batch with verl's attention mask
     and position ids (prompt left-padded, response right-padded), logits / T, verl's ``logprobs_from_logits``."""
