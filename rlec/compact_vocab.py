@@ -37,6 +37,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from rlec.io import read_json_object
+
 TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 # the chat template's special tokens (Qwen3's hybrid template: turns, and the empty thinking block of enable_thinking=False)
@@ -55,16 +57,6 @@ def byte_to_char() -> dict[int, str]:
             chars.append(256 + extra)
             extra += 1
     return {b: chr(c) for b, c in zip(keep, chars)}
-
-
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a JSON object")
-    return data
 
 
 def _special_pattern(specials: Iterable[str]) -> re.Pattern[str] | None:
@@ -199,8 +191,9 @@ def build_compact_tokenizer(out_dir: str | Path, texts: Iterable[str], *, base_d
     from rlec.models import bundled_tokenizer_path
 
     base_dir = Path(base_dir) if base_dir else bundled_tokenizer_path()
-    tok_json = compact_tokenizer_json(_load_json(base_dir / TOKENIZER_JSON), texts, specials)
-    config = _load_json(base_dir / TOKENIZER_CONFIG)
+    tok_json = compact_tokenizer_json(read_json_object(base_dir / TOKENIZER_JSON, what="a tokenizer.json object"), texts,
+                                      specials)
+    config = read_json_object(base_dir / TOKENIZER_CONFIG, what="a tokenizer config object")
     special_ids = {t["content"]: t["id"] for t in tok_json["added_tokens"]}
     decoder = {str(special_ids[entry["content"]]): entry for entry in config.get("added_tokens_decoder", {}).values()
                if entry["content"] in special_ids}
@@ -225,7 +218,7 @@ class Coverage:
     """
 
     def __init__(self, tokenizer_json: str | Path | dict[str, Any]) -> None:
-        data = tokenizer_json if isinstance(tokenizer_json, dict) else _load_json(Path(tokenizer_json))
+        data = tokenizer_json if isinstance(tokenizer_json, dict) else read_json_object(tokenizer_json, what="a tokenizer.json object")
         vocab = data.get("model", {}).get("vocab", {})
         self.chars = {c for c in byte_to_char().values() if c in vocab}
         self.specials = [t["content"] for t in data.get("added_tokens", [])]

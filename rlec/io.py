@@ -258,6 +258,30 @@ def free_bytes(path: str | os.PathLike[str]) -> int | None:
     return _free_bytes(Path(path))
 
 
+def read_json_object(path: str | os.PathLike[str], *, what: str = "a JSON object") -> dict[str, Any]:
+    """The JSON object stored in the file ``path``.
+
+    Args:
+        path: the file.
+        what: what the file should hold, for the error (e.g. ``"the run's resolved config"``).
+
+    Returns:
+        The object, as ``json.loads`` gives it.
+
+    Raises:
+        ValueError: the file is missing or unreadable, or not JSON (names the file and the cause, which is chained), or
+            its JSON is no object (names the file, ``what`` was expected, and the type found).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: unreadable ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected {what}, got a JSON {type(data).__name__}")
+    return data
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """:func:`atomic_write_bytes` for UTF-8 text."""
     return atomic_write_bytes(path, text.encode("utf-8"))

@@ -365,3 +365,21 @@ def test_move_aside_names_the_file_by_its_last_write_and_never_replaces_one(tmp_
     (tmp_path / "folder").mkdir()
     with pytest.raises(IsADirectoryError, match="folder"):
         move_aside(tmp_path / "folder")
+
+
+def test_read_json_object_returns_the_object_and_names_the_file_and_what_was_expected(tmp_path) -> None:
+    from rlec.io import read_json_object
+
+    good = tmp_path / "good.json"
+    good.write_text('{"a": 1}')
+    assert read_json_object(good) == {"a": 1}
+    listed = tmp_path / "listed.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"listed\.json: expected the run's config, got a JSON list"):
+        read_json_object(listed, what="the run's config")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(ValueError, match=r"broken\.json: unreadable \(Expecting"):
+        read_json_object(broken)
+    with pytest.raises(ValueError, match=r"missing\.json: unreadable \(\[Errno 2\]"):
+        read_json_object(tmp_path / "missing.json")

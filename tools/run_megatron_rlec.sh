@@ -159,10 +159,9 @@ SAVE_FREQ=${SAVE_FREQ:-}
 TEST_FREQ=${TEST_FREQ:-}
 LOGGER=${LOGGER:-}
 TENSORBOARD_DIR=${TENSORBOARD_DIR:-$CHECKPOINT_DIR/tensorboard}
-PLUGIN_MODULE=rlec.verl_plugin
-# verl on CPU: the CPU wing first (verl's platform cpu, its engine, shims and rollout: rlec/cpu/, docs/cpu.md), as
-# layout/cpu.yaml names it; a GPU launch never imports it
-[[ "$VERL_ON_CPU" == 1 ]] && PLUGIN_MODULE=rlec.cpu,$PLUGIN_MODULE
+# rlec's plugin; verl on CPU: the CPU wing first (verl's platform cpu, its engine, shims and rollout: rlec/cpu/,
+# docs/cpu.md), as layout/cpu.yaml names it; a GPU launch never imports it
+case "$VERL_ON_CPU" in 1) PLUGIN_MODULE=rlec.cpu,rlec.verl_plugin ;; *) PLUGIN_MODULE=rlec.verl_plugin ;; esac
 
 
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"

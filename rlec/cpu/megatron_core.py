@@ -19,8 +19,9 @@ Rules:
 - Patches are scoped where the library allows it: a ``torch`` stand-in seen only by the one
   megatron module that needs it, or a wrapper around the one function. Only
   ``torch.cuda.current_device`` is patched process-wide (it is called from ~100 places).
-- A shim is applied only where its probe finds the error; applying twice is harmless.
-  :data:`APPLIED` lists what was applied in this process, :data:`NOT_NEEDED` what was skipped.
+- A shim is applied only where its probe finds the error, once per process; a replaced function is marked
+  (:func:`rlec.megatron.compat.mark_patched`), so applying twice is harmless. :data:`rlec.megatron.compat.APPLIED`
+  lists what was applied in this process, :data:`rlec.megatron.compat.NOT_NEEDED` what was skipped.
 """
 
 from __future__ import annotations
@@ -33,12 +34,19 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from rlec.megatron.compat import Shim, apply_no_te_shims, apply_shims, cuda_available, source_has
+from rlec.megatron.compat import (
+    APPLIED,
+    NOT_NEEDED,
+    Shim,
+    apply_no_te_shims,
+    apply_shims,
+    cuda_available,
+    is_patched,
+    mark_patched,
+    source_has,
+)
 
-__all__ = ["APPLIED", "NOT_NEEDED", "SHIMS", "apply_cpu_shims", "probe_shims"]
-
-APPLIED: list[str] = []
-NOT_NEEDED: list[str] = []
+__all__ = ["SHIMS", "apply_cpu_shims", "probe_shims"]
 
 
 class _TorchView(types.ModuleType):
@@ -112,7 +120,7 @@ def _cuda_type_names() -> Iterator[None]:
 
 
 def _with_cuda_type_names(fn: Callable[..., Any]) -> Callable[..., Any]:
-    if getattr(fn, "_rlec_cuda_type_names", False):
+    if is_patched(fn, "cuda_type_names"):
         return fn
 
     @functools.wraps(fn)
@@ -120,8 +128,7 @@ def _with_cuda_type_names(fn: Callable[..., Any]) -> Callable[..., Any]:
         with _cuda_type_names():
             return fn(*args, **kwargs)
 
-    wrapper._rlec_cuda_type_names = True  # type: ignore[attr-defined]
-    return wrapper
+    return mark_patched(wrapper, "cuda_type_names")
 
 
 # --- 1. RNG tracker ---------------------------------------------------------------------------
@@ -175,7 +182,7 @@ def _splits_apply() -> None:
     from megatron.core.transformer.moe import moe_utils, token_dispatcher
 
     original = moe_utils.maybe_move_tensor_to_cpu
-    if getattr(original, "_rlec", False):
+    if is_patched(original, "alltoall_splits"):
         return
 
     def maybe_move_tensor_to_cpu(tensor: Any, as_numpy: bool = False, record_stream: bool = False) -> Any:
@@ -183,7 +190,7 @@ def _splits_apply() -> None:
             return tensor.numpy() if as_numpy else tensor
         return original(tensor, as_numpy=as_numpy, record_stream=record_stream)
 
-    maybe_move_tensor_to_cpu._rlec = True  # type: ignore[attr-defined]
+    mark_patched(maybe_move_tensor_to_cpu, "alltoall_splits")
     moe_utils.maybe_move_tensor_to_cpu = maybe_move_tensor_to_cpu
     token_dispatcher.maybe_move_tensor_to_cpu = maybe_move_tensor_to_cpu
 
@@ -199,7 +206,7 @@ def _norm_apply() -> None:
     from megatron.core.transformer import torch_norm
 
     original_new = torch_norm.WrappedTorchNorm.__dict__["__new__"]
-    if getattr(original_new, "_rlec", False):
+    if is_patched(original_new, "sequence_parallel_norm"):
         return
 
     def __new__(cls: type, config: Any, hidden_size: int, eps: float = 1e-5, **kwargs: Any) -> torch.nn.Module:
@@ -215,8 +222,7 @@ def _norm_apply() -> None:
             p.sequence_parallel = sequence_parallel
         return norm
 
-    __new__._rlec = True  # type: ignore[attr-defined]
-    torch_norm.WrappedTorchNorm.__new__ = staticmethod(__new__)
+    torch_norm.WrappedTorchNorm.__new__ = staticmethod(mark_patched(__new__, "sequence_parallel_norm"))
 
 
 # --- 7. uneven all-gather / reduce-scatter over gloo -----------------------------------------------
@@ -232,7 +238,7 @@ def _uneven_apply() -> None:
     from megatron.core.tensor_parallel import mappings
 
     gather, scatter = mappings._gather_along_first_dim, mappings._reduce_scatter_along_first_dim
-    if getattr(gather, "_rlec", False):
+    if is_patched(gather, "uneven_collectives"):
         return
 
     def gather_along_first_dim(input_: torch.Tensor, group: Any, output_split_sizes: Any = None, use_global_buffer: bool = False) -> torch.Tensor:
@@ -253,8 +259,7 @@ def _uneven_apply() -> None:
         torch.distributed.all_reduce(total, group=group)
         return torch.split(total, [int(s) for s in input_split_sizes])[group.rank()].contiguous()
 
-    gather_along_first_dim._rlec = True  # type: ignore[attr-defined]
-    mappings._gather_along_first_dim = gather_along_first_dim
+    mappings._gather_along_first_dim = mark_patched(gather_along_first_dim, "uneven_collectives")
     mappings._reduce_scatter_along_first_dim = reduce_scatter_along_first_dim
 
 
@@ -338,7 +343,7 @@ def _distopt_load_apply() -> None:
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 
     sharded = DistributedOptimizer.sharded_state_dict
-    if getattr(sharded, "_rlec_cpu", False):
+    if is_patched(sharded, "distributed_optimizer_load"):
         return
 
     @functools.wraps(sharded)
@@ -349,8 +354,7 @@ def _distopt_load_apply() -> None:
             self._init_optimizer_states_with_dummy_values()
         return sharded(self, model_sharded_state_dict, is_loading, **kwargs)
 
-    sharded_state_dict._rlec_cpu = True  # type: ignore[attr-defined]
-    DistributedOptimizer.sharded_state_dict = sharded_state_dict
+    DistributedOptimizer.sharded_state_dict = mark_patched(sharded_state_dict, "distributed_optimizer_load")
 
 
 # --- 13. fp32 parameters: the distributed optimizer's load copies into the live parameters ---------
@@ -358,7 +362,8 @@ def _distopt_fp32_load_needed() -> bool:
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 
     fn = DistributedOptimizer._set_main_param_and_optimizer_states
-    return "dst_tensors[key].copy_(tensors[key])" in inspect.getsource(fn) and not getattr(fn, "_rlec_cpu", False)
+    return "dst_tensors[key].copy_(tensors[key])" in inspect.getsource(fn) and not is_patched(
+        fn, "distributed_optimizer_fp32_load")
 
 
 def _distopt_fp32_load_apply() -> None:
@@ -371,8 +376,7 @@ def _distopt_fp32_load_apply() -> None:
         with torch.no_grad():  # with fp32 parameters the "main param" is a view of the live parameter
             setter(self, model_param, tensors)
 
-    set_states._rlec_cpu = True  # type: ignore[attr-defined]
-    DistributedOptimizer._set_main_param_and_optimizer_states = set_states
+    DistributedOptimizer._set_main_param_and_optimizer_states = mark_patched(set_states, "distributed_optimizer_fp32_load")
 
 
 # --- 14. one Adam step counter per parameter after loading a distributed-optimizer checkpoint -------
@@ -389,7 +393,7 @@ def _distopt_shared_step_needed() -> bool:
     from megatron.core.optimizer import distrib_optimizer
 
     fn = distrib_optimizer.DistributedOptimizer.load_state_dict
-    return (not getattr(distrib_optimizer, "HAVE_APEX_OR_TE", True) and not getattr(fn, "_rlec_cpu", False)
+    return (not getattr(distrib_optimizer, "HAVE_APEX_OR_TE", True) and not is_patched(fn, "distributed_optimizer_shared_step")
             and 's["step"] = step' in inspect.getsource(fn))
 
 
@@ -407,8 +411,7 @@ def _distopt_shared_step_apply() -> None:
         _own_step_tensors(self.optimizer, torch.Tensor.clone)
         return out
 
-    load_state_dict._rlec_cpu = True  # type: ignore[attr-defined]
-    DistributedOptimizer.load_state_dict = load_state_dict
+    DistributedOptimizer.load_state_dict = mark_patched(load_state_dict, "distributed_optimizer_shared_step")
 
 
 # --- 15. the checkpoint's Adam step counter after loading a dp-reshardable distributed-optimizer checkpoint -------
@@ -418,7 +421,7 @@ def _distopt_step_value_needed() -> bool:
     cls = distrib_optimizer.DistributedOptimizer
     load = cls.load_state_dict
     setter = inspect.unwrap(cls._set_main_param_and_optimizer_states)
-    return (not getattr(distrib_optimizer, "HAVE_APEX_OR_TE", True) and not getattr(load, "_rlec_step_value", False)
+    return (not getattr(distrib_optimizer, "HAVE_APEX_OR_TE", True) and not is_patched(load, "distributed_optimizer_step_value")
             # the per-parameter 'step' is saved as a LocalNonpersistentObject: a load hands back the live one ...
             and "if key == 'step':" in inspect.getsource(cls.sharded_param_state_dp_reshardable)
             # ... and the setter copies every state key, 'step' included, over what load_state_dict set
@@ -443,9 +446,7 @@ def _distopt_step_value_apply() -> None:
             _own_step_tensors(self.optimizer, lambda live: torch.tensor(float(step), dtype=live.dtype, device=live.device))
         return out
 
-    load_state_dict._rlec_cpu = True  # type: ignore[attr-defined]
-    load_state_dict._rlec_step_value = True  # type: ignore[attr-defined]
-    DistributedOptimizer.load_state_dict = load_state_dict
+    DistributedOptimizer.load_state_dict = mark_patched(load_state_dict, "distributed_optimizer_step_value")
 
 
 SHIMS: tuple[Shim, ...] = (
@@ -495,14 +496,14 @@ def apply_cpu_shims() -> list[str]:
     Call before building a Megatron model (``rlec.megatron.parallel.init_parallel`` does).
 
     Each shim is applied only when its probe (``Shim.needed``) finds the error it answers in the
-    unpatched library; the others are listed in :data:`NOT_NEEDED`.
+    unpatched library; the others are listed in :data:`rlec.megatron.compat.NOT_NEEDED`.
 
     Returns:
         Names of the shims applied in this process, :data:`SHIMS`' then the missing-TE one (empty with CUDA).
     """
     if cuda_available():
         return []
-    return apply_shims(SHIMS, APPLIED, NOT_NEEDED) + apply_no_te_shims()
+    return apply_shims(SHIMS) + apply_no_te_shims()
 
 
 def probe_shims() -> dict[str, bool]:
@@ -511,6 +512,7 @@ def probe_shims() -> dict[str, bool]:
     Run in a process where :func:`apply_cpu_shims` has not been called (the probes look at the
     live functions). A ``False`` means an upgrade fixed or moved the code: drop or update the shim.
     """
-    if APPLIED or NOT_NEEDED:
-        raise RuntimeError(f"probe_shims must run before apply_cpu_shims (already applied: {APPLIED})")
+    decided = [shim.name for shim in SHIMS if shim.name in APPLIED or shim.name in NOT_NEEDED]
+    if decided:
+        raise RuntimeError(f"probe_shims must run before apply_cpu_shims (already applied or skipped: {decided})")
     return {shim.name: bool(shim.needed()) for shim in SHIMS}

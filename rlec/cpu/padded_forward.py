@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import torch
 
-from rlec.megatron.compat import Shim
+from rlec.megatron.compat import Shim, is_patched, mark_patched
 
 __all__ = ["BSHD_ATTENTION_MASK", "RESPONSE_ONLY_LOGITS", "ROUTER_REPLAY_BSHD", "ROUTER_REPLAY_LOG_ENV", "bshd_routes",
            "causal_padding_mask", "response_logit_index"]
@@ -54,7 +54,7 @@ def _bshd_mask_apply() -> None:
     from verl.models.mcore import model_forward
 
     preprocess = model_forward.preprocess_bshd_engine
-    if getattr(preprocess, "_rlec_mask", False):
+    if is_patched(preprocess, "bshd_attention_mask"):
         return
 
     @functools.wraps(preprocess)
@@ -72,8 +72,7 @@ def _bshd_mask_apply() -> None:
             attention_mask = ~attention_mask[:, 0, -1, :]  # the last query sees every valid key
         return postprocess(output, attention_mask, *args, **kwargs)
 
-    preprocess_bshd_engine._rlec_mask = True  # type: ignore[attr-defined]
-    model_forward.preprocess_bshd_engine = preprocess_bshd_engine
+    model_forward.preprocess_bshd_engine = mark_patched(preprocess_bshd_engine, "bshd_attention_mask")
     model_forward.postprocess_bshd_engine = postprocess_bshd_engine
 
 
@@ -149,7 +148,7 @@ def _response_logits_apply() -> None:
     from rlec.megatron.logprobs import windowed_output
 
     forward_step = MegatronEngineWithLMHead.forward_step
-    if getattr(forward_step, "_rlec_window", False):
+    if is_patched(forward_step, "response_only_logits"):
         return
     processor = MegatronEngineWithLMHead._lm_head_logits_processor
 
@@ -181,8 +180,7 @@ def _response_logits_apply() -> None:
         return {k: _scatter_window(v, index, label.shape[1]) if torch.is_tensor(v) and v.dim() == 2 else v
                 for k, v in out.items()}
 
-    windowed_forward_step._rlec_window = True  # type: ignore[attr-defined]
-    MegatronEngineWithLMHead.forward_step = windowed_forward_step
+    MegatronEngineWithLMHead.forward_step = mark_patched(windowed_forward_step, "response_only_logits")
     MegatronEngineWithLMHead._lm_head_logits_processor = windowed_processor
 
 
@@ -254,7 +252,7 @@ def _router_replay_bshd_apply() -> None:
     from rlec.megatron.parallel import sequence_parallel_gather, sequence_parallel_slice
 
     replay_data = transformer_impl.set_router_replay_data
-    if getattr(replay_data, "_rlec_bshd", False):
+    if is_patched(replay_data, "router_replay_bshd"):
         return
     merge = transformer_impl.merge_router_topk_indices
 
@@ -320,8 +318,7 @@ def _router_replay_bshd_apply() -> None:
             _replay_log(record)
         return probs, indices
 
-    set_router_replay_data._rlec_bshd = True  # type: ignore[attr-defined]
-    transformer_impl.set_router_replay_data = set_router_replay_data
+    transformer_impl.set_router_replay_data = mark_patched(set_router_replay_data, "router_replay_bshd")
     transformer_impl.merge_router_topk_indices = merge_router_topk_indices
     router_replay_patch.RouterReplay.get_replay_topk = logged_get_replay_topk
 

@@ -38,11 +38,8 @@ import torch
 
 from rlec.cpu.padded_forward import BSHD_ATTENTION_MASK, RESPONSE_ONLY_LOGITS, ROUTER_REPLAY_BSHD
 from rlec.cpu.platform import register_engines, register_platform
-from rlec.megatron.compat import Shim, apply_shims
+from rlec.megatron.compat import APPLIED, Shim, apply_shims, is_patched, mark_patched
 from rlec.verl_plugin.cpu_interface import cpu_requested
-
-APPLIED: list[str] = []
-NOT_NEEDED: list[str] = []
 
 __all__ = ["COMPILE_DISABLE_ENV", "SHIM_TRIGGERS", "VERL_SHIMS", "enable_cpu", "entropy_compiled", "probe_verl_shims",
            "rendezvous_store", "wait_until_ready"]
@@ -68,15 +65,14 @@ def _backend_apply() -> None:
     # verl imports torch.distributed inside the function (a local name), so no module-scoped view
     # reaches it: wrap the one torch function, rewriting only the backend string torch rejects.
     init = torch.distributed.init_process_group
-    if getattr(init, "_rlec_dedupe", False):
+    if is_patched(init, "process_group_backend"):
         return
 
     @functools.wraps(init)
     def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
         return init(_dedupe_backend(backend), *args, **kwargs)  # backend positional or keyword, as torch takes it
 
-    init_process_group._rlec_dedupe = True  # type: ignore[attr-defined]
-    torch.distributed.init_process_group = init_process_group
+    torch.distributed.init_process_group = mark_patched(init_process_group, "process_group_backend")
 
 
 # --- 1b. a rendezvous without a TCP port for verl's CPU worker groups ---------------------------
@@ -109,7 +105,7 @@ def _rendezvous_apply() -> None:
     # MASTER_PORT, "free a moment ago" when verl's worker group picked it. The CPU platform's worker-group ranks meet
     # in a store that needs no port instead (rlec.megatron.parallel does the same for rlec's own single process).
     init = torch.distributed.init_process_group
-    if getattr(init, "_rlec_rendezvous", False):
+    if is_patched(init, "port_free_rendezvous"):
         return
 
     @functools.wraps(init)
@@ -122,8 +118,7 @@ def _rendezvous_apply() -> None:
             kwargs.update(store=rendezvous_store(world_size), world_size=world_size, rank=rank)
         return init(*args, **kwargs)
 
-    init_process_group._rlec_rendezvous = True  # type: ignore[attr-defined]
-    torch.distributed.init_process_group = init_process_group
+    torch.distributed.init_process_group = mark_patched(init_process_group, "port_free_rendezvous")
 
 
 # --- 2. mbridge's get_model moves every chunk to CUDA -------------------------------------------
@@ -144,7 +139,7 @@ def mbridge_get_model_cuda_apply() -> None:
     from mbridge.core import util
 
     get_model = util.get_model
-    if getattr(get_model, "_rlec_cpu", False):
+    if is_patched(get_model, "mbridge_get_model_cuda"):
         return
 
     @functools.wraps(get_model)
@@ -156,8 +151,7 @@ def mbridge_get_model_cuda_apply() -> None:
         finally:
             torch.nn.Module.cuda = cuda
 
-    cpu_get_model._rlec_cpu = True  # type: ignore[attr-defined]
-    util.get_model = cpu_get_model
+    util.get_model = mark_patched(cpu_get_model, "mbridge_get_model_cuda")
     bridge_module.get_model = cpu_get_model
 
 
@@ -201,7 +195,7 @@ def _fp32_apply() -> None:
     from verl.workers.config.engine import McoreEngineConfig
 
     post_init = McoreEngineConfig.__post_init__
-    if getattr(post_init, "_rlec_fp32", False):
+    if is_patched(post_init, "megatron_fp32"):
         return
 
     @functools.wraps(post_init)
@@ -214,8 +208,7 @@ def _fp32_apply() -> None:
         finally:
             object.__setattr__(self, "dtype", "float32")
 
-    __post_init__._rlec_fp32 = True  # type: ignore[attr-defined]
-    McoreEngineConfig.__post_init__ = __post_init__
+    McoreEngineConfig.__post_init__ = mark_patched(__post_init__, "megatron_fp32")
 
 
 # --- 5, 7, 8. verl's Megatron forward on padded (BSHD) batches: rlec.cpu.padded_forward -------------
@@ -242,7 +235,7 @@ def _parallel_load_needed() -> bool:
     # shards it read on CUDA devices and calls torch.cuda.synchronize (any data-parallel size > 1: NPROC=4 TP=2);
     # Megatron's class as verl's module holds it (only rlec.megatron imports Megatron), the original once patched
     wrapper = dist_checkpointing.FullyParallelLoadStrategyWrapper
-    if getattr(wrapper, "_rlec_each_rank", False):
+    if is_patched(wrapper, "parallel_checkpoint_load"):
         wrapper = wrapper.__mro__[1]
     return ("FullyParallelLoadStrategyWrapper(" in inspect.getsource(dist_checkpointing.load_dist_checkpointing)
             and "torch.cuda.synchronize()" in inspect.getsource(wrapper.load))
@@ -252,7 +245,7 @@ def _parallel_load_apply() -> None:
     from verl.utils.megatron import dist_checkpointing
 
     wrapper = dist_checkpointing.FullyParallelLoadStrategyWrapper
-    if getattr(wrapper, "_rlec_each_rank", False):
+    if is_patched(wrapper, "parallel_checkpoint_load"):
         return
 
     class EachRankLoadStrategyWrapper(wrapper):  # type: ignore[misc, valid-type]
@@ -261,12 +254,10 @@ def _parallel_load_apply() -> None:
         equal at any size ("equivalent to a state dict that would be loaded with the underlying strategy without this
         wrapper"); it only spreads the reads over the ranks, then exchanges them on CUDA."""
 
-        _rlec_each_rank = True
-
         def load(self, sharded_state_dict: Any, checkpoint_dir: Any) -> Any:
             return self.base_strategy.load(sharded_state_dict, checkpoint_dir)
 
-    dist_checkpointing.FullyParallelLoadStrategyWrapper = EachRankLoadStrategyWrapper
+    dist_checkpointing.FullyParallelLoadStrategyWrapper = mark_patched(EachRankLoadStrategyWrapper, "parallel_checkpoint_load")
 
 
 # --- 10. verl's Megatron entropy compiles a multiply-sum with inductor in every launch ------------
@@ -330,7 +321,7 @@ def _save_results_apply() -> None:
     from rlec.megatron.compat import in_process_checkpoint_results, writers_die_with_parent
 
     save = megatron_checkpoint_manager.save_dist_checkpointing
-    if getattr(save, "_rlec_in_process", False):
+    if is_patched(save, "checkpoint_results_in_process"):
         return
 
     @functools.wraps(save)
@@ -340,8 +331,7 @@ def _save_results_apply() -> None:
         with in_process_checkpoint_results(), writers_die_with_parent():  # what rlec.megatron.checkpoint's save does
             return save(*args, **kwargs)
 
-    save_dist_checkpointing._rlec_in_process = True  # type: ignore[attr-defined]
-    megatron_checkpoint_manager.save_dist_checkpointing = save_dist_checkpointing
+    megatron_checkpoint_manager.save_dist_checkpointing = mark_patched(save_dist_checkpointing, "checkpoint_results_in_process")
 
 
 # --- 14. verl's agent-loop workers finish their start-up inside step 1 ------------------------------
@@ -367,7 +357,7 @@ def _agent_loop_ready_apply() -> None:
     from verl.experimental.agent_loop import agent_loop
 
     init = agent_loop.AgentLoopManager._init_agent_loop_workers
-    if getattr(init, "_rlec_ready", False):
+    if is_patched(init, "agent_loop_workers_ready"):
         return
 
     @functools.wraps(init)
@@ -375,8 +365,7 @@ def _agent_loop_ready_apply() -> None:
         await init(self)
         wait_until_ready(self.agent_loop_workers)  # at the launch (the manager's create), before step 1 starts
 
-    _init_agent_loop_workers._rlec_ready = True  # type: ignore[attr-defined]
-    agent_loop.AgentLoopManager._init_agent_loop_workers = _init_agent_loop_workers
+    agent_loop.AgentLoopManager._init_agent_loop_workers = mark_patched(_init_agent_loop_workers, "agent_loop_workers_ready")
 
 
 # --- 12. megatron-core's own CPU shims, in every worker ---------------------------------------
@@ -463,7 +452,8 @@ def enable_cpu(force: bool = False, now: bool = False) -> list[str]:
         now: import every trigger module here, so every shim is applied on return (tests that inspect them).
 
     Returns:
-        The shims applied in this process so far (empty when not requested or CUDA is present).
+        The shims of :data:`VERL_SHIMS` applied in this process so far, in the order applied (empty when not
+        requested or CUDA is present); :data:`rlec.megatron.compat.APPLIED` lists them with every other shim.
     """
     if torch.cuda.is_available() or not (force or cpu_requested()):
         return []
@@ -472,9 +462,9 @@ def enable_cpu(force: bool = False, now: bool = False) -> list[str]:
     register_platform()
     wrapt.register_post_import_hook(lambda _module: register_engines(), TRANSFORMER_IMPL)
     for shim in VERL_SHIMS:
-        wrapt.register_post_import_hook(lambda _module, one=shim: apply_shims((one,), APPLIED, NOT_NEEDED),
-                                        SHIM_TRIGGERS[shim.name])
+        wrapt.register_post_import_hook(lambda _module, one=shim: apply_shims((one,)), SHIM_TRIGGERS[shim.name])
     if now:
         for module in dict.fromkeys((TRANSFORMER_IMPL, *SHIM_TRIGGERS.values())):
             importlib.import_module(module)
-    return list(APPLIED)
+    names = {shim.name for shim in VERL_SHIMS}
+    return [name for name in APPLIED if name in names]

@@ -29,7 +29,8 @@ import numpy as np
 
 from rlec.demo.verl_run import hf_model, launch, launcher_args, read_group_prompts, read_groups, read_metrics
 from rlec.experiments import keys as K
-from rlec.experiments.pilot import warm_start_config
+from rlec.experiments.data_kinds import data_kind
+from rlec.experiments.pilot import PILOTS, warm_start_config
 from rlec.experiments.spec import Arm, Experiment, Run
 
 RUN_FILE = "run.json"
@@ -69,7 +70,7 @@ def pilot_stamp(exp: Experiment) -> str | None:
     from rlec.experiments.pilot import pilot_path
 
     path = pilot_path(exp.name)
-    return hashlib.sha256(path.read_bytes()).hexdigest() if exp.data in ("binary", "pool") and path.is_file() else None
+    return hashlib.sha256(path.read_bytes()).hexdigest() if exp.data in PILOTS and path.is_file() else None
 
 
 def claim_folder(out: Path, stamp: dict[str, Any]) -> None:
@@ -251,24 +252,17 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
 
 def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
     """The warm start and the data every arm shares (each built once, reused when present)."""
-    from rlec.demo import data as demo_data
     from rlec.demo import warm_start
 
     shared = out / "shared"
     model = warm_start.build(shared / "warm_start", warm_start_config(exp), progress=False)
     data = shared / "data"
-    if exp.data == "pool" and not (data / "train.parquet").is_file():
-        from rlec.environments.pool import format_pool_summary, write_pool
-
-        log(format_pool_summary(write_pool(data, exp.pool, train_rows=exp.train_rows, seed=0)))
-    elif not (data / "train.parquet").is_file():
-        kind = "targets" if exp.data == "targets" else "binary"
-        demo_data.write_demo_data(data, seed=0, test_questions=60, train_rows=exp.train_rows,
-                                  binary_fraction=0.0 if kind == "targets" else 1.0,
-                                  targets=[0.1, 0.8] if kind == "targets" else None)
+    kind = data_kind(exp.data)
+    if not (data / "train.parquet").is_file() and (summary := kind.write_data(data, exp)) is not None:
+        log(summary)
     paths = {"model": model, "train": data / "train.parquet", "test": data / "test.parquet"}
     paths.update(pilot_data(exp, data))
-    if exp.data == "environments" or (exp.heldout is not None and exp.heldout.data == "environments"):
+    if kind.environments_test or (exp.heldout is not None and exp.heldout.data == "environments"):
         env = shared / "environments"
         if not (env / "test.parquet").is_file():
             from rlec.environments.testset import EnvTestConfig, prepare_environments
@@ -284,30 +278,31 @@ def pilot_data(exp: Experiment, data: Path) -> dict[str, Path]:
 
     - ``train`` (``pool.parquet``), when the pilot file ``pilot_<name>.json`` of ``docs/results`` is committed: the kept
       prompts in the file's order, cycled to ``exp.train_rows`` (additions for ``data="binary"``, the pool's problems,
-      generated again from their seeds, for ``data="pool"``);
+      generated again from their seeds, for ``data="pool"``: the data kind's
+      :attr:`~rlec.experiments.pilot.PilotData.write_train`);
     - ``probe`` (``probe.parquet``), when the spec has a probe: held-out additions for ``data="binary"``; for
       ``data="pool"`` the pilot's probe candidates with their ``low_q`` flags (without a pilot file, the same prompts
-      unflagged: :func:`rlec.experiments.pilot.write_pool_probe_set`).
+      unflagged: :func:`rlec.experiments.pilot.write_pool_probe_set`): the kind's
+      :attr:`~rlec.experiments.pilot.PilotData.write_probe`.
+
+    Nothing for a data kind without a pilot (no entry in :data:`rlec.experiments.pilot.PILOTS`).
     """
     from rlec.experiments import pilot
 
     out: dict[str, Path] = {}
-    if exp.data not in ("binary", "pool"):
+    kind = PILOTS.get(exp.data)
+    if kind is None:
         return out
     path = pilot.pilot_path(exp.name)
     committed = pilot.read_pilot(path) if path.is_file() else None
     if committed is not None:
         out["train"] = data / "pool.parquet"
-        if not out["train"].is_file() and exp.data == "binary":
-            pilot.write_samples(pilot.pool_samples(committed, exp.train_rows), out["train"])
-        elif not out["train"].is_file():
-            pilot.write_pool_rows(pilot.pool_train_rows(committed, exp.train_rows), out["train"])
+        if not out["train"].is_file():
+            kind.write_train(committed, exp.train_rows, out["train"])
     if exp.probe is not None:
         out["probe"] = data / "probe.parquet"
-        if not out["probe"].is_file() and exp.data == "binary":  # the probe prompts are held-out additions
-            pilot.write_probe_set(out["probe"], exp.probe)
-        elif not out["probe"].is_file():
-            pilot.write_pool_probe_set(out["probe"], exp, committed)
+        if not out["probe"].is_file():
+            kind.write_probe(out["probe"], exp, committed)
     return out
 
 

@@ -50,8 +50,9 @@ def predicted_all_wrong(kept: Sequence[dict[str, Any]]) -> dict[str, Any]:
     from rlec.algorithms.e3.budget import PromptHistory, allocate_rollouts
 
     history = PromptHistory()
-    for c in kept:
-        history.counts[c["question_id"]] = [round(c["q"] * c["n"]), c["n"]]
+    for c in kept:  # each prompt's pilot responses, round(q n) of its n right, through the history's own update
+        right = round(c["q"] * c["n"])
+        history.update([c["question_id"]] * c["n"], [True] * right + [False] * (c["n"] - right))
     n_dyn = allocate_rollouts(history.ranks([c["question_id"] for c in kept]), N, N_MIN, N_MAX)
     q = np.array([c["q"] for c in kept])
     hard = q <= HARD.hi

@@ -35,8 +35,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rlec.experiments.spec import INFORMATIVE_BAND, PILOT_SAMPLES, Probe
 
@@ -51,8 +52,8 @@ WHY_NO_VERDICT = "a pilot: each candidate prompt's measured q at the warm start 
 LOW_Q_BELOW = 0.3  # a probe prompt of a pool is "low q" below this base q (LAB.md: Pass@k's regime, q 0.05-0.30)
 PROBE_DRAWS = 8  # probe candidates drawn per probe prompt and level before a level counts as used up
 
-__all__ = ["LOW_Q_BELOW", "PILOT_SCHEMA", "PROBE_SEED", "candidate_problems", "listed_candidates", "main", "pilot_path",
-           "pool_candidates", "pool_probe_rows", "pool_samples", "pool_train_rows", "read_pilot", "row_of", "run_pilot",
+__all__ = ["LOW_Q_BELOW", "PILOTS", "PILOT_SCHEMA", "PROBE_SEED", "PilotData", "candidate_problems", "listed_candidates", "main", "pilot_path",
+           "pilot_data", "pool_candidates", "pool_probe_rows", "pool_samples", "pool_train_rows", "read_pilot", "row_of", "run_pilot",
            "select_prompts", "warm_start_config", "write_pool_probe_set", "write_pool_rows", "write_probe_set",
            "write_samples"]
 
@@ -266,6 +267,58 @@ def write_pool_probe_set(path: Path, exp: Any, pilot: dict[str, Any] | None) -> 
                            low_q=[c["q"] < LOW_Q_BELOW for c in chosen])
 
 
+def _addition_candidates(exp: Any, path: Path, two_digit: int, limit: int | None) -> list[dict[str, Any]]:
+    """The addition candidates (:func:`candidate_problems`, the first ``limit``) as binary evaluation rows at ``path``."""
+    from rlec.data.mix import evaluation_samples
+    from rlec.data.writer import write_parquet
+    from rlec.demo.data import question
+
+    questions = [question(p) for p in candidate_problems(two_digit)][:limit]
+    write_parquet(evaluation_samples(questions), path)
+    return [{"question_id": x.question_id, "task_text": x.task_text, "gold": x.gold, "digits": 1 if k < 100 else 2}
+            for k, x in enumerate(questions)]
+
+
+def _pool_candidate_rows(exp: Any, path: Path, two_digit: int, limit: int | None) -> list[dict[str, Any]]:
+    """A pool's candidates (:func:`pool_candidates`, the first ``limit``) as its verl rows at ``path``."""
+    candidates = pool_candidates(exp)[:limit]
+    write_pool_rows([row_of(c, i, c["split"]) for i, c in enumerate(candidates)], path)
+    return candidates
+
+
+@dataclass(frozen=True)
+class PilotData:
+    """How the pilot serves one kind of training data (:mod:`rlec.experiments.data_kinds`): one entry of :data:`PILOTS`.
+
+    Attributes:
+        group: the candidates' field the pilot file breaks its figures down by (``by_<group>``).
+        candidates: ``(exp, path, two_digit, limit) -> candidates``: writes the candidates' evaluation parquet at
+            ``path`` and returns them (``question_id``, ``task_text``, ``gold``, the ``group`` field, ...), the first
+            ``limit`` (all: None); ``two_digit`` is the addition pilot's number of two-digit candidates.
+        write_train: ``(pilot, rows, path)``: a committed pilot file's training rows, its kept prompts in its order
+            cycled to ``rows``, as the parquet ``path``.
+        write_probe: ``(path, exp, pilot)``: the probe set as the parquet ``path`` (``pilot`` None: no committed file).
+    """
+
+    group: str
+    candidates: Callable[[Any, Path, int, "int | None"], list[dict[str, Any]]]
+    write_train: Callable[[dict[str, Any], int, Path], Path]
+    write_probe: Callable[[Path, Any, "dict[str, Any] | None"], Path]
+
+
+PILOTS: dict[str, PilotData] = {
+    # additions: the candidates are addition prompts, the probe prompts held-out additions
+    "binary": PilotData("digits", _addition_candidates,
+                        lambda pilot, rows, path: write_samples(pool_samples(pilot, rows), path),
+                        lambda path, exp, pilot: write_probe_set(path, exp.probe)),
+    # a pool: its own problems and its probe candidates, generated again from their seeds
+    "pool": PilotData("difficulty", _pool_candidate_rows,
+                      lambda pilot, rows, path: write_pool_rows(pool_train_rows(pilot, rows), path), write_pool_probe_set),
+}
+"""The data kinds (:attr:`rlec.experiments.spec.Experiment.data`) whose training prompts a pilot picks; any other kind
+has no pilot."""
+
+
 def select_prompts(candidates: Sequence[dict[str, Any]], bands: Sequence[Any]) -> tuple[list[str], dict[str, Any]]:
     """The kept candidates' ids: every one with q in :data:`rlec.experiments.spec.INFORMATIVE_BAND` (open) without
     ``bands``, else per band (:class:`rlec.experiments.spec.Band`) the first ``count`` with ``lo <= q <= hi`` not kept
@@ -304,22 +357,12 @@ def run_pilot(name: str, work: Path, *, two_digit: int = TWO_DIGIT_CANDIDATES, l
     from rlec.eval.selective import C, N
     from rlec.experiments import keys as K
     exp = _experiment(name)
+    kind = pilot_data(exp)
     work.mkdir(parents=True, exist_ok=True)
     config = warm_start_config(exp)
     model = warm_start.build(work / "warm_start", config, progress=False)
     data = work / "candidates.parquet"
-    if exp.data == "pool":
-        candidates = pool_candidates(exp)[:limit]
-        write_pool_rows([row_of(c, i, c["split"]) for i, c in enumerate(candidates)], data)
-    else:
-        from rlec.data.mix import evaluation_samples
-        from rlec.data.writer import write_parquet
-        from rlec.demo.data import question
-
-        questions = [question(p) for p in candidate_problems(two_digit)][:limit]
-        write_parquet(evaluation_samples(questions), data)
-        candidates = [{"question_id": x.question_id, "task_text": x.task_text, "gold": x.gold, "digits": 1 if k < 100 else 2}
-                      for k, x in enumerate(questions)]
+    candidates = kind.candidates(exp, data, two_digit, limit)
     records_path = work / "records.jsonl"
     budget = int(max_new_tokens or exp.settings.get(K.MAX_RESPONSE, 24))
     code = evaluate.main(["--model", str(model), "--data", str(data), "--out", str(records_path), "--targets", "binary",
@@ -336,7 +379,7 @@ def run_pilot(name: str, work: Path, *, two_digit: int = TWO_DIGIT_CANDIDATES, l
     train = [c for c in candidates if c.get("split", "train") == "train"]
     kept, bands = select_prompts(train, exp.pilot_bands)
     qs = np.array([c["q"] for c in train])
-    group = "digits" if exp.data != "pool" else "difficulty"
+    group = kind.group
     out: dict[str, Any] = {
         "schema": PILOT_SCHEMA, "experiment": name, "warm_start_key": warm_start.folder_key(config),
         "samples": PILOT_SAMPLES, "temperature": PILOT_TEMPERATURE, "top_k": -1, "max_new_tokens": budget,
@@ -360,6 +403,19 @@ def run_pilot(name: str, work: Path, *, two_digit: int = TWO_DIGIT_CANDIDATES, l
                     "probe_q_mean": float(np.mean([c["q"] for c in probe]))})
     out.update({"kept": kept, "candidates": candidates})
     return out
+
+
+def pilot_data(exp: Any) -> PilotData:
+    """How the pilot serves ``exp``'s training data (its entry of :data:`PILOTS`).
+
+    Raises:
+        ValueError: the experiment's data kind has no pilot (names the experiment and its data).
+    """
+    kind = PILOTS.get(exp.data)
+    if kind is None:
+        raise ValueError(f"experiment {exp.name!r} trains on {exp.data!r} data: the pilot's candidates are binary "
+                         "addition prompts or a pool's problems")
+    return kind
 
 
 def _experiment(name: str) -> Any:
@@ -388,9 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--two-digit", type=int, default=TWO_DIGIT_CANDIDATES, help="two-digit candidates besides the 100 one-digit sums")
     args = p.parse_args(argv)
     try:
-        if _experiment(args.name).data not in ("binary", "pool"):
-            raise ValueError(f"experiment {args.name!r} trains on {_experiment(args.name).data!r} data: the pilot's "
-                             "candidates are binary addition prompts or a pool's problems")
+        pilot_data(_experiment(args.name))
     except ValueError as exc:
         print(f"rlec.experiments.pilot: error: {exc}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from rlec.experiments import keys as K
+from rlec.experiments.data_kinds import data_kind
 
 
 VERDICTS = ("reproduced", "not reproduced", "premise absent")  # the only verdict words (docs/experiments.md)
@@ -280,7 +281,8 @@ class Experiment:
         settings: overrides shared by every arm (batch, lr, lengths ...).
         data: training data: ``"binary"`` (additions, plain correctness: no target in the prompt),
             ``"targets"`` (additions at targets 0.1 / 0.8, RLEC's reward), ``"environments"`` (RLVE's) or ``"pool"``
-            (a fixed pool of one environment's problems in the binary prompt, :attr:`pool`).
+            (a fixed pool of one environment's problems in the binary prompt, :attr:`pool`): one entry each of
+            :data:`rlec.experiments.data_kinds.DATA_KINDS`.
         curves: per-step figures (plotted, averaged over the last quarter of steps in the table).
         heldout: held-out figures (None: none).
         seed_spread: per-step metrics whose spread across seeds is reported: the SD over seeds of each seed's final
@@ -343,7 +345,8 @@ class Experiment:
     quick_warm_start: Any = None
 
     def __post_init__(self) -> None:
-        """Refuse a spec without a primary metric or baseline, or naming an arm it does not have."""
+        """Refuse a spec without a primary metric or baseline, naming an arm it does not have, or with data of no
+        known kind (:func:`rlec.experiments.data_kinds.data_kind` raises) or a pool that its data kind does not take."""
         names = [a.name for a in self.arms]
         if len(set(names)) != len(names):
             raise ValueError(f"experiment {self.name!r}: arm names repeat: {names}")
@@ -356,7 +359,7 @@ class Experiment:
             if method not in names or base not in names:
                 raise ValueError(f"experiment {self.name!r}: comparison {method!r} - {base!r} names an arm it does not "
                                  f"have ({', '.join(names)})")
-        if (self.data == "pool") != (self.pool is not None):
+        if data_kind(self.data).pool != (self.pool is not None):
             raise ValueError(f"experiment {self.name!r}: data {self.data!r} with pool {self.pool!r}: a pool is the data "
                              "of data='pool' only, and that data needs one")
         if self.seeds < 2:

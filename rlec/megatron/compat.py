@@ -20,8 +20,9 @@ These here stay because the GPU path uses them too: the launcher's Ray start (:m
 :mod:`rlec.cluster.ray_cluster`), rlec's Megatron model and checkpoints (:mod:`rlec.megatron.model`,
 :mod:`rlec.megatron.bridge`, :mod:`rlec.megatron.checkpoint`) and a GPU node without TE.
 
-A shim is applied only where its probe finds the error; applying twice is harmless.
-:data:`APPLIED` lists what was applied in this process, :data:`NOT_NEEDED` what was skipped.
+A shim is applied only where its probe finds the error, once per process (:func:`apply_shims`); a patch that
+replaces a function marks its replacement (:func:`mark_patched`) so that applying it twice is harmless.
+:data:`APPLIED` lists every shim applied in this process (rlec's, the CPU wing's), :data:`NOT_NEEDED` those skipped.
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ from typing import Any, Callable, Iterator
 import torch
 
 APPLIED: list[str] = []
+"""Names of the shims applied in this process, in the order applied: every :func:`apply_shims` call's (this module's,
+:mod:`rlec.cpu.megatron_core`'s, :mod:`rlec.cpu.verl_shims`'), one registry (shim names are unique)."""
 NOT_NEEDED: list[str] = []
+"""Names of the shims whose probe found nothing to answer in this process (an upgrade fixed or moved the code)."""
+
+_PATCH_MARKS = "_rlec_patches"
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,19 @@ class Shim:
     error: str
     needed: Callable[[], bool]
     apply: Callable[[], None]
+
+
+def is_patched(obj: Any, mark: str) -> bool:
+    """Whether ``obj`` (a function or class a shim put in place, or a ``functools.wraps`` wrapper of one, which copies
+    its marks) carries ``mark`` (:func:`mark_patched`): the guard that makes a patch's second application a no-op."""
+    return mark in getattr(getattr(obj, "__func__", obj), _PATCH_MARKS, ())  # a staticmethod: its function's marks
+
+
+def mark_patched(obj: Any, mark: str) -> Any:
+    """Mark ``obj``, the replacement a patch installs, with ``mark`` (the shim's name) beside any marks it copied from
+    what it wraps; returns ``obj``. Read by :func:`is_patched`."""
+    setattr(obj, _PATCH_MARKS, frozenset(getattr(obj, _PATCH_MARKS, ())) | {mark})
+    return obj
 
 
 def source_has(obj: Any, text: str) -> bool:
@@ -96,21 +115,25 @@ def apply_no_te_shims() -> list[str]:
     Returns:
         Names of the shims applied in this process so far.
     """
-    return apply_shims(NO_TE_SHIMS, APPLIED, NOT_NEEDED)
+    return apply_shims(NO_TE_SHIMS)
 
 
-def apply_shims(shims: tuple[Shim, ...], applied: list[str], not_needed: list[str]) -> list[str]:
-    """Apply each shim whose probe finds its error (once per process); record it in ``applied``, or in
-    ``not_needed`` when an upgrade fixed (or moved) the code. Returns ``applied`` (a copy)."""
+def apply_shims(shims: tuple[Shim, ...]) -> list[str]:
+    """Apply each shim of ``shims`` whose probe finds its error, once per process; record it in :data:`APPLIED`, or in
+    :data:`NOT_NEEDED` when an upgrade fixed (or moved) the code.
+
+    Returns:
+        The names of ``shims`` applied in this process so far (by this call or an earlier one), in their order.
+    """
     for shim in shims:
-        if shim.name in applied or shim.name in not_needed:
+        if shim.name in APPLIED or shim.name in NOT_NEEDED:
             continue
         if shim.needed():
             shim.apply()
-            applied.append(shim.name)
+            APPLIED.append(shim.name)
         else:  # the shim would be dead or wrong
-            not_needed.append(shim.name)
-    return list(applied)
+            NOT_NEEDED.append(shim.name)
+    return [shim.name for shim in shims if shim.name in APPLIED]
 
 
 @contextlib.contextmanager

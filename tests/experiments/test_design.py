@@ -247,6 +247,20 @@ def test_a_spec_without_a_primary_metric_or_with_an_unknown_arm_is_refused() -> 
         _toy(comparisons=(("method", "ghost"),))
 
 
+def test_a_spec_with_data_of_no_known_kind_or_a_pool_its_kind_does_not_take_is_refused() -> None:
+    """One table of data kinds (rlec.experiments.data_kinds): an unknown name used to train on binary additions
+    silently (prepare_shared's else branch); a pool belongs to data='pool' only."""
+    from rlec.experiments.data_kinds import DATA_KINDS
+
+    with pytest.raises(ValueError, match="unknown training data 'bianry': one of binary, targets, environments, pool"):
+        _toy(data="bianry")
+    with pytest.raises(ValueError, match="a pool is the data of data='pool' only"):
+        _toy(data="binary", pool=object())
+    with pytest.raises(ValueError, match="a pool is the data of data='pool' only"):
+        _toy(data="pool")
+    assert [name for name, kind in DATA_KINDS.items() if kind.pool] == ["pool"]
+
+
 @pytest.mark.parametrize("argv, named", [
     (["e3", "--arms", "scheduler"], "a full run needs the baseline arm 'grpo'"),
     (["e3", "--seeds", "-2"], "--seeds must be >= 1, got -2"),

@@ -20,6 +20,7 @@ import json, warnings
 warnings.filterwarnings("ignore")
 import torch
 from rlec.cpu import megatron_core
+from rlec.megatron import compat
 needed = megatron_core.probe_shims()
 applied = megatron_core.apply_cpu_shims()
 again = megatron_core.apply_cpu_shims()
@@ -42,7 +43,7 @@ after = {
     "config_sp_kept": cfg.sequence_parallel,
     "optimizer_zeros_device": str(clip_grads.torch.zeros(1, device="cuda").device),
     "global_zeros_cuda_still_fails": True,
-    "uneven_patched": getattr(mappings._gather_along_first_dim, "_rlec", False),
+    "uneven_patched": compat.is_patched(mappings._gather_along_first_dim, "uneven_collectives"),
 }
 try:
     torch.zeros(1, device="cuda")
@@ -261,3 +262,28 @@ def test_verls_ray_init_goes_through_the_retry_and_ray_init_is_restored(monkeypa
     monkeypatch.setattr(main_ppo.main, "__wrapped__", lambda config: ray.init(num_cpus=config["n"]))
     _run_verl({"n": 8})
     assert fake.starts == 2 and len(fake.stopped) == 1 and ray.init is fake.ray_init
+
+
+def test_a_patch_mark_survives_further_wrapping_and_a_staticmethod_and_names_only_its_shim() -> None:
+    """The guard of every shim that replaces a function: a second application must see the first one's mark, also
+    through another shim's functools.wraps wrapper (both CPU shims wrap torch's init_process_group) and through the
+    staticmethod a class's __new__ is stored as (the sequence-parallel norm shim's guard read the staticmethod and
+    missed the mark before)."""
+    import functools
+
+    from rlec.megatron.compat import is_patched, mark_patched
+
+    def original() -> int:
+        return 1
+
+    first = mark_patched(functools.wraps(original)(lambda: original() + 1), "first")
+
+    @functools.wraps(first)
+    def second() -> int:
+        return first() + 1
+
+    mark_patched(second, "second")
+    assert not is_patched(original, "first")
+    assert is_patched(first, "first") and not is_patched(first, "second")
+    assert is_patched(second, "first") and is_patched(second, "second")
+    assert is_patched(staticmethod(second), "second")
