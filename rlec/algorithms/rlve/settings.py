@@ -79,11 +79,20 @@ class RLVESettings(SourceConfig):
             ValueError: an unknown key or a value of the wrong type (:class:`rlec.settings.SettingError`), or the
                 first error of :meth:`check` (its message names the full key).
         """
-        settings = cls.read(cfg, key)
-        for finding in settings.check():
+        return cls.read(cfg, key).checked()
+
+    def checked(self) -> "RLVESettings":
+        """These settings, environment names resolved (:meth:`SourceConfig.resolved`), when :meth:`check` finds no
+        error (what :meth:`from_config` returns; the algorithm reads its section once, ``run.section``, and checks
+        it here).
+
+        Raises:
+            ValueError: the first error of :meth:`check` (its message names the full key).
+        """
+        for finding in self.check():
             if finding.level == "error":
                 raise ValueError(finding.message)
-        return settings.resolved()
+        return self.resolved()
 
     def check(self, prefix: str = SETTINGS_KEY) -> list[Finding]:
         """One error per value out of range: :meth:`SourceConfig.check` and ``rows_per_epoch`` >= 1."""
