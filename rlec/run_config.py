@@ -70,6 +70,10 @@ class VerlKeys:
     ppo_micro_batch_size_per_gpu: Any = _key(f"{ACTOR}.ppo_micro_batch_size_per_gpu")
     # the run's length and warm-up
     total_training_steps: Any = _key("trainer.total_training_steps")
+    # verl's trainer writes it (steps x local updates) before it starts the reward workers (rlec.reward.schedule)
+    optim_total_training_steps: Any = _key(f"{ACTOR}.optim.total_training_steps")
+    # rlec's key, raw: the resume rules compare a saved run's with this launch's (rlec.config.pinned_schedule_end)
+    schedule_end_step: Any = _key("rlec.schedule.end_step")
     lr_warmup_steps: Any = _key(f"{ACTOR}.optim.lr_warmup_steps", -1)
     lr_warmup_steps_ratio: Any = _key(f"{ACTOR}.optim.lr_warmup_steps_ratio", 0.0)
     resume_mode: Any = _key("trainer.resume_mode", "auto")
@@ -206,6 +210,12 @@ class RunConfig:
         if key not in self._plain:
             self._plain[key] = dict(plain(select(self.tree, key, {})) or {})
         return dict(self._plain[key])
+
+    @property
+    def parameter_sync_step(self) -> Any:
+        """verl's ``trainer.v1.<mode>.parameter_sync_step`` of the mode the config holds (``sync`` when none; 1 when
+        absent or null): local updates per training step, raw."""
+        return select(self.tree, f"trainer.v1.{self.keys.trainer_mode or 'sync'}.parameter_sync_step") or 1
 
     def enabled(self, section: str) -> bool:
         """An algorithm's switch: ``<section>.enable`` of the config (false when absent), e.g. ``rlec.e3``."""

@@ -19,6 +19,7 @@ from verl.experimental.agent_loop.agent_loop import register as register_agent_l
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
 from rlec.cpu.rollout_server import FORCED_TOKENS
+from rlec.run_config import RunConfig
 from rlec.verl_plugin.cpu_interface import ROLLOUT_NAME, request_seed
 from rlec.verl_plugin.e3 import E3_AGENT_LOOP, E3AgentLoop
 
@@ -41,26 +42,26 @@ class ScriptedAnswersMixin:
     uninterrupted one drew.
     """
 
+    def _rlec_run(self) -> RunConfig:
+        """The config this agent loop was handed, read once (again when ``self.config`` is another object)."""
+        run = getattr(self, "_rlec_run_config", None)
+        if run is None or run.tree is not self.config:
+            run = self._rlec_run_config = RunConfig(self.config)
+        return run
+
     def _with_request_seed(self, sampling_params: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         """``sampling_params`` plus this sample's ``seed`` on the CPU rollout; unchanged on any other rollout."""
         if str(getattr(self.rollout_config, "name", "")) != ROLLOUT_NAME or "seed" in sampling_params:
             return sampling_params
-        from rlec.config import select
-
         sample = kwargs.get("index")
         if sample is None:  # a prompt source without an index: the prompt itself names the sample
             sample = repr(kwargs.get("raw_prompt"))
-        seed = request_seed(select(self.config, "data.seed", 0), kwargs.get("global_steps"), sample,
+        seed = request_seed(self._rlec_run().keys.data_seed, kwargs.get("global_steps"), sample,
                             kwargs.get("session_id", 0))
         return {**sampling_params, "seed": seed}
 
     def _scripted_text(self, kwargs: dict[str, Any]) -> str | None:
-        read = getattr(self, "_rlec_cpu", None)
-        if read is None or read[0] is not self.config:  # read once per agent loop (and config)
-            from rlec.settings import RlecSettings
-
-            read = self._rlec_cpu = (self.config, RlecSettings.from_config(self.config).cpu)
-        fraction = read[1].scripted_fraction
+        fraction = self._rlec_run().rlec.cpu.scripted_fraction
         n = int(self.rollout_config.n)
         session = int(kwargs.get("session_id", 0))
         k = round(n * fraction)

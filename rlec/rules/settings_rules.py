@@ -47,7 +47,6 @@ from rlec.layout import Finding
 from rlec.rules.moe import threshold_error
 from rlec.rules.verl_keys import ACTOR, CORRECTION, MEGATRON, ROLLOUT, VerlKeys
 from rlec.run_config import RunConfig
-from rlec.config import select
 from rlec.io import held_back_console
 from rlec.settings import RlecSettings, SettingError
 
@@ -295,8 +294,8 @@ def _verl_rules(cfg: Any, k: VerlKeys) -> list[Finding]:
         out.append(Finding("error", key, f"{value!r} {rule}"))
 
     unknown = sorted(set(cfg.keys()) - known_top_level_keys()) if hasattr(cfg, "keys") else []
-    for key in unknown:
-        error(key, select(cfg, key), "is not a key of verl's trainer config or rlec's: verl would ignore it (a typo?)")
+    for key in unknown:  # the raw tree's own top-level keys, walked (no named key to read: the value is the tree's)
+        error(key, cfg[key], "is not a key of verl's trainer config or rlec's: verl would ignore it (a typo?)")
     estimator = k.adv_estimator
     registered = _registered_estimators(str(estimator))
     if str(estimator) not in registered:

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlec.config_base import Finding, select
+from rlec.config_base import Finding
 from rlec.environments.source import SETTINGS_KEY, SourceConfig
-from rlec.settings import plain, read_section
+from rlec.settings import read_section
 
 SECTION = SETTINGS_KEY  # rlec.rlve
 # what the RLVE dataset reads (verl hands it only `data`): the overlay's interpolation ${rlec.rlve}
@@ -30,12 +30,7 @@ DEFAULT_ROWS_PER_EPOCH = 65_536
 # data.custom_cls (path, name) of the RLVE dataset
 RLVE_DATASET = ("pkg://rlec.verl_plugin.rlve_dataset", "RLVEDataset")
 
-__all__ = ["DEFAULT_ROWS_PER_EPOCH", "RLVESettings", "RLVE_DATASET", "SECTION", "VERL_COPY", "plain_section"]
-
-
-def plain_section(cfg: Any, key: str = SECTION) -> dict[str, Any]:
-    """``key`` (``rlec.rlve``, or verl's copy ``data.rlve``) as a plain dict (interpolations resolved); ``{}`` when absent."""
-    return dict(plain(select(cfg, key, {})) or {})  # rlec.settings.plain: the one DictConfig -> containers helper
+__all__ = ["DEFAULT_ROWS_PER_EPOCH", "RLVESettings", "RLVE_DATASET", "SECTION", "VERL_COPY"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +64,7 @@ class RLVESettings(SourceConfig):
         Raises:
             rlec.settings.SettingError: an unknown key or a value not of its type.
         """
-        return read_section(cls, {"rlec": {"rlve": plain_section(cfg, key)}}, SECTION)
+        return read_section(cls, cfg, key, SECTION)  # the copy's keys are named as the home's, the keys users set
 
     @classmethod
     def from_config(cls, cfg: Any, key: str = SECTION) -> "RLVESettings":
