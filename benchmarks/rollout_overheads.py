@@ -6,7 +6,7 @@
 - **settings read** (implemented): verl's agent-loop worker builds a new agent loop per sample, and rlec's
   :class:`rlec.cpu.agent_loops.ScriptedAnswersMixin` read ``rlec.cpu``'s settings on every one of them (its cache lived
   on the loop). Before: ``RlecSettings.from_config`` per sample; after: the read kept per config object
-  (``rlec.cpu.agent_loops._cpu_settings``). Same settings, so the same scripts, tokens and metrics.
+  (``rlec.cpu.agent_loops._run_config``). Same settings, so the same scripts, tokens and metrics.
 - **rollout scoring** (measured, not changed): with ``rollout.calculate_log_probs`` the server scores every response in
   its own batch-1 teacher-forced forward (:func:`rlec.cpu.rollout_scores.score_tokens`). The alternative measured:
   one forward per group of responses of equal prompt and response length (no padding); the script counts the
@@ -46,8 +46,8 @@ def settings_read(config_path: str, samples: int) -> dict[str, float]:
     config = OmegaConf.load(config_path)
     RlecSettings.from_config(config)  # imports and first-call costs out of both figures
     before = _timed(lambda: RlecSettings.from_config(config).cpu, samples)
-    agent_loops._CPU_READ = None
-    after = _timed(lambda: agent_loops._cpu_settings(config), samples)
+    agent_loops._LAST_RUN = None
+    after = _timed(lambda: agent_loops._run_config(config).rlec.cpu, samples)
     assert before[2] == after[2], "the cached read must give the same settings"
     return {"before_wall": before[0], "before_cpu": before[1], "after_wall": after[0], "after_cpu": after[1]}
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlec.config_base import CLUSTER_CONFIG, CONFIG_DIR, REPO_ROOT, Finding, flatten, select
+from rlec.run_config import VerlKeys
 
 __all__ = ["CLUSTER_CONFIG", "CONFIG_DIR", "REPO_ROOT", "RESUME_ALLOWED", "Finding", "compose", "flatten",
            "pinned_schedule_end", "resume_allowed", "resume_differences", "select"]
@@ -172,11 +173,12 @@ def pinned_schedule_end(saved: Any, current: Any) -> int | None:
     its end value where the original plan said. An explicit ``end_step`` is not pinned: :func:`resume_differences`
     refuses one that moves that step.
     """
-    if select(current, SCHEDULE_END) is not None:
+    now, then = VerlKeys.read(current), VerlKeys.read(saved)
+    if now.schedule_end_step is not None:
         return None
-    old = select(saved, SCHEDULE_END)
-    old = select(saved, "trainer.total_training_steps") if old is None else old
-    if old is None or old == select(current, "trainer.total_training_steps"):
+    old = then.schedule_end_step
+    old = then.total_training_steps if old is None else old
+    if old is None or old == now.total_training_steps:
         return None
     return int(old)
 

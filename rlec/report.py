@@ -23,6 +23,7 @@ from typing import Any, Sequence
 from rlec.algorithms import registry
 from rlec.flags import flag
 from rlec.io import atomic_write_text, save_figure
+from rlec.run_config import RunConfig
 from rlec.metrics_log import METRICS_FILE, MetricsFile, read_metrics  # the file it reports (also named here, as before)
 
 CURVES_FILE = "training_curves.png"
@@ -220,16 +221,16 @@ def print_training_summary(metrics_path: Path, title: str = "verl's trainer") ->
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
-def evaluation_args(cfg: Any, model_dir: Path, records: Path) -> list[str]:
+def evaluation_args(cfg: RunConfig | Any, model_dir: Path, records: Path) -> list[str]:
     """The ``rlec.eval.evaluate`` arguments of the final evaluation of ``model_dir``.
 
     Greedy, on ``data.val_files`` (the first ``rlec.cpu.eval.max_questions`` questions), every
     target of the default grid, ``rlec.cpu.eval.max_new_tokens`` tokens, seeded by ``data.seed``:
-    one definition, so a warm start and the model trained from it are scored alike.
+    one definition, so a warm start and the model trained from it are scored alike (``cfg``: the caller's
+    :class:`rlec.run_config.RunConfig`, or the config tree read into one here).
     """
-    from rlec.settings import RlecSettings
-
-    settings = RlecSettings.from_config(cfg).cpu.eval
+    run = RunConfig.of(cfg)
+    settings, cfg = run.rlec.cpu.eval, run.tree
     val = cfg.data.val_files
     val = val if isinstance(val, str) else list(val)[0]
     return ["--model", str(model_dir), "--data", str(val), "--limit", str(settings.max_questions),
@@ -246,7 +247,7 @@ def final_metrics_args(records: Path, out_dir: Path | None = None) -> list[str]:
     return [str(records), "--bootstrap", "200", "--out-dir", str(out_dir if out_dir is not None else records.parent / "metrics")]
 
 
-def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bool | None = None) -> int:
+def evaluate_final(cfg: RunConfig | Any, out_dir: Path, model_dir: Path, *, random_model: bool | None = None) -> int:
     """Evaluate the final policy on the evaluation sample across the target grid, then score it.
 
     Runs ``rlec.eval.evaluate`` (records to ``<out_dir>/eval/records.jsonl``) and ``rlec.eval.metrics``
@@ -271,10 +272,11 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
         file is another process's (``error:`` line naming its pid) or cannot be written (``error:`` line
         naming the path), nothing changed.
     """
-    from rlec.config import select
     from rlec.eval import evaluate, metrics
     from rlec.io import LockHeld, move_aside, output_lock
 
+    run = RunConfig.of(cfg)  # read once: the model path, the evaluation's settings
+    cfg = run.tree
     val = cfg.data.val_files
     eval_file = Path(str(val if isinstance(val, str) else list(val)[0]))
     if not eval_file.is_file():
@@ -293,16 +295,14 @@ def evaluate_final(cfg: Any, out_dir: Path, model_dir: Path, *, random_model: bo
         if kept is not None:
             print(f"[rlec] {records} held records written before this evaluation: kept as {kept}", flush=True)
         if random_model is None:
-            random_model = not select(cfg, "actor_rollout_ref.model.path")
+            random_model = not run.keys.model_path
         print("\n## Final evaluation (the trained tiny model: random text, so expect 'incorrect')\n" if random_model
               else "\n## Final evaluation\n", flush=True)
-        code = evaluate.main(evaluation_args(cfg, model_dir, records), lock=lock)
+        code = evaluate.main(evaluation_args(run, model_dir, records), lock=lock)
         if code:
             return code
         code = metrics.main(final_metrics_args(records))
-        from rlec.settings import RlecSettings
-
-        if code or not RlecSettings.from_config(cfg).cpu.eval.goal_check:
+        if code or not run.rlec.cpu.eval.goal_check:
             return code
         from rlec.eval.goal import format_check, target_check
 

@@ -283,10 +283,11 @@ class RlecSettings:
     def from_config(cls, cfg: Any) -> "RlecSettings":
         """Read and check ``rlec.*`` of a composed config (``DictConfig``) or nested dict; missing keys take the defaults.
 
-        Parsed once per process for each content of rlec's sections (:data:`_PARSED`): every caller of the same config
-        (the early rules, the reward manager, the trainer's mixins, ...) gets the same frozen object, and a config whose
-        ``rlec.*`` changed since (a resume pins ``rlec.schedule.end_step``) is parsed again. The algorithms' sections
-        are not part of it (each algorithm reads its own).
+        rlec's code reads it as ``run.rlec`` of the process's :class:`rlec.run_config.RunConfig` (the early rules, the
+        reward manager, the trainer's mixins, ...), which calls this once. Parsed once per process for each content of
+        rlec's sections besides (:data:`_PARSED`): a config whose ``rlec.*`` changed since (a resume pins
+        ``rlec.schedule.end_step``) is parsed again. The algorithms' sections are not part of it (each algorithm reads
+        its own, ``run.section``).
 
         Raises:
             SettingError: an unknown ``rlec`` section or key, a value of the wrong type, or out of range.

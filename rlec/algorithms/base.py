@@ -1,7 +1,9 @@
 """The one interface of an algorithm rlec adds to RLEC training, driven by verl's trainer (the one loop).
 
 An algorithm (E3, Pass@k Training, RLVE: :mod:`rlec.algorithms.registry`) is a subclass of
-:class:`Algorithm`. Its class methods read the config: :meth:`Algorithm.enabled` (its switch),
+:class:`Algorithm`. Its class methods read the process's typed configuration, a :class:`rlec.run_config.RunConfig`
+(``run``: verl's keys in ``run.keys``, the algorithm's own section parsed once by ``run.section``; never the
+config tree): :meth:`Algorithm.enabled` (its switch),
 :meth:`Algorithm.check` (the only validator of its settings, cross-key rules included, called by
 DRY_RUN and the launcher before anything is written and by verl's trainer at construction) and
 :meth:`Algorithm.from_config`; and what the pipeline shows or protects of it, so no pipeline module
@@ -33,11 +35,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Collection, Mapping, Sequence
 
-from rlec.config_base import Finding, select
-from rlec.config_writes import rlec_trainer_mode
+from rlec.config_base import Finding
+from rlec.run_config import RunConfig
 
-__all__ = ["TEMPERATURE_FIELD", "Algorithm", "AlgorithmContext", "Finding", "RolloutPlan", "StepRecord", "first_error",
-           "trainer_mode"]
+__all__ = ["TEMPERATURE_FIELD", "Algorithm", "AlgorithmContext", "Finding", "RolloutPlan", "RunConfig", "StepRecord",
+           "first_error"]
 
 # the batch field carrying the plan's temperature to verl's agent loop (each rollout worker samples with its own
 # config copy, which the trainer's config value never reaches; rlec.verl_plugin.e3's agent loop reads it)
@@ -120,11 +122,11 @@ class AlgorithmContext:
 BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
 
 
-def entropy_findings(cfg: Any, reader: str) -> list[Finding]:
-    """An error when ``cfg`` turns on verl's bypass mode (:data:`BYPASS_KEY`), whose trainer skips the old-log-prob
+def entropy_findings(run: RunConfig, reader: str) -> list[Finding]:
+    """An error when ``run`` turns on verl's bypass mode (:data:`BYPASS_KEY`), whose trainer skips the old-log-prob
     pass and with it ``actor/entropy`` (verl 0.9.1 ``trainer_base._compute_old_log_prob``), which ``reader`` (the
     part of an algorithm that reads it, e.g. "rlec.e3.temperature") needs; empty otherwise."""
-    if select(cfg, BYPASS_KEY, False) is not True:
+    if run.keys.bypass_mode is not True:
         return []
     return [Finding("error", BYPASS_KEY, f"true: verl's bypass mode computes no actor/entropy, which {reader} reads; "
                     f"set {BYPASS_KEY}=false (the recipe's)")]
@@ -176,17 +178,18 @@ class Algorithm(ABC):
 
     @classmethod
     @abstractmethod
-    def enabled(cls, cfg: Any) -> bool:
-        """Whether the composed config turns this algorithm on (its :attr:`switch`); every algorithm defines it."""
+    def enabled(cls, run: RunConfig) -> bool:
+        """Whether the config turns this algorithm on (its :attr:`switch`: ``run.enabled(cls.section)``); every
+        algorithm defines it."""
 
     @classmethod
-    def check(cls, cfg: Any) -> list[Finding]:
-        """Every finding about this algorithm's settings in ``cfg`` (empty when disabled)."""
+    def check(cls, run: RunConfig) -> list[Finding]:
+        """Every finding about this algorithm's settings in ``run`` (empty when disabled)."""
         return []
 
     @classmethod
     @abstractmethod
-    def from_config(cls, cfg: Any, context: AlgorithmContext) -> "Algorithm":
+    def from_config(cls, run: RunConfig, context: AlgorithmContext) -> "Algorithm":
         """Build the algorithm of an enabled config; every algorithm defines it.
 
         Raises:
@@ -194,7 +197,7 @@ class Algorithm(ABC):
         """
 
     @classmethod
-    def verdict(cls, cfg: Any) -> str:
+    def verdict(cls, run: RunConfig) -> str:
         """Its part of DRY_RUN's ``algo`` line when enabled, e.g. ``E3 (temperature 0.5..1.5 ...)``;
         by default its name.
 
@@ -210,9 +213,9 @@ class Algorithm(ABC):
         return []
 
     @classmethod
-    def raise_first_error(cls, cfg: Any) -> None:
+    def raise_first_error(cls, run: RunConfig) -> None:
         """Raise ValueError with :meth:`check`'s first error, if any."""
-        error = first_error(cls.check(cfg))
+        error = first_error(cls.check(run))
         if error is not None:
             raise ValueError(str(error))
 
@@ -246,8 +249,3 @@ class Algorithm(ABC):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output on resume."""
 
-
-def trainer_mode(cfg: Any) -> str:
-    """rlec's ``trainer.v1.trainer_mode`` ("" when absent), also once rlec's trainer wrote verl's base mode into the
-    config (:func:`rlec.config_writes.rlec_trainer_mode`)."""
-    return rlec_trainer_mode(cfg)

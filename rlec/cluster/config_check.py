@@ -53,10 +53,10 @@ from rlec.rules.resume import (fresh_start_findings, layout_change_findings, liv
 from rlec.rules.checks import check_layout, verl_algorithm_section
 from rlec.rules.settings_rules import override_rules, settings_rules
 from rlec.model_shape import ModelShape
-from rlec.rules.verl_keys import ENV_VARS, layout_of
-from rlec.config import CLUSTER_CONFIG, CONFIG_DIR, compose, select
+from rlec.rules.verl_keys import layout_of
+from rlec.config import CLUSTER_CONFIG, CONFIG_DIR, compose
 from rlec.io import atomic_write_text, held_back_console
-from rlec.settings import RlecSettings
+from rlec.run_config import RunConfig
 
 SHAPES_DIR = CONFIG_DIR / "model"
 
@@ -78,17 +78,19 @@ def layout_name(overrides: Sequence[str], config_dir: Path = CONFIG_DIR, config_
     return "unnamed"
 
 
-def load_model_config(cfg: Any, settings: RlecSettings | None = None) -> tuple[dict[str, Any], str, bool]:
+def load_model_config(cfg: RunConfig | Any) -> tuple[dict[str, Any], str, bool]:
     """The model's ``config.json`` dict, where it came from, and whether the model folder is here
-    (``rlec.check.model_shape`` from ``settings``, the caller's parse of ``cfg``, else read here).
+    (``rlec.check.model_shape`` when not; ``cfg``: the caller's :class:`rlec.run_config.RunConfig`, or a config tree
+    read into one here).
 
     Raises:
         FileNotFoundError: neither the model folder nor the named shape file exists.
         ValueError: the file is not valid JSON (names the file).
     """
-    model_dir = Path(os.path.expanduser(str(select(cfg, "actor_rollout_ref.model.path", ""))))
+    run = RunConfig.of(cfg)
+    model_dir = Path(os.path.expanduser(str(run.keys.model_path)))
     candidates = [(model_dir / "config.json", True)]
-    shape_name = (settings or RlecSettings.from_config(cfg)).check_.model_shape
+    shape_name = run.rlec.check_.model_shape
     if shape_name:
         candidates.append((SHAPES_DIR / f"{shape_name}.json", False))
     for path, is_model in candidates:
@@ -133,7 +135,7 @@ def verl_checks(cfg: Any, with_model: bool, verbose: bool = False) -> tuple[list
         from verl.utils.import_utils import import_external_libs
 
     cfg = copy.deepcopy(cfg)
-    modules = str(select(cfg, f"{ENV_VARS}.VERL_USE_EXTERNAL_MODULES", "") or "")
+    modules = str((RunConfig.of(cfg).keys.env_vars or {}).get("VERL_USE_EXTERNAL_MODULES") or "")
     steps: list[tuple[str, Callable[[], Any]]] = [
         # what `import verl` does in every Ray worker given the config's runtime env
         ("VERL_USE_EXTERNAL_MODULES", lambda: import_external_libs([m for m in modules.split(",") if m])),
@@ -178,15 +180,16 @@ def run_checks(
         prints (shape source, verl steps passed, GPU memory, path summaries or None when skipped,
         and rlec's settings as parsed once here, for :func:`algorithms_line`).
     """
-    early = settings_rules(cfg)
+    run = RunConfig.of(cfg)  # read once for every check below
+    early = settings_rules(run)
     if early:
         return early, None, {"paths": []}
-    settings = RlecSettings.from_config(cfg)
-    path_errors, path_summaries = path_findings(cfg) if check_paths else ([], None)
+    settings = run.rlec
+    path_errors, path_summaries = path_findings(run) if check_paths else ([], None)
     path_errors += (layout_change_findings(cfg, layout) + resume_setting_findings(cfg) + fresh_start_findings(cfg)
                     + live_writer_findings(cfg, wait_previous_s))
     try:
-        hf_config, source, is_model = load_model_config(cfg, settings)
+        hf_config, source, is_model = load_model_config(run)
         shape = ModelShape.from_hf_config(hf_config, source)
     except (FileNotFoundError, ValueError) as exc:
         return path_errors + [Finding("error", "model", str(exc))], None, {"paths": path_summaries}
@@ -195,26 +198,29 @@ def run_checks(
     fraction = settings.check_.memory_fraction
     from rlec.megatron.fields import config_field_names  # the names only: no model built
 
-    rlec_findings, est = check_layout(cfg, shape, gib, memory_fraction=fraction,
+    rlec_findings, est = check_layout(run, shape, gib, memory_fraction=fraction,
                                       hf_config=hf_config if is_model else None, megatron_fields=config_field_names())
     context = {"shape": shape, "source": source, "verl_passed": passed, "verl_steps": len(passed) + len(findings),
-               "gpu_memory_gib": gib, "fraction": fraction, "paths": path_summaries, "settings": settings}
+               "gpu_memory_gib": gib, "fraction": fraction, "paths": path_summaries, "settings": settings,
+               "run": run}
     return path_errors + findings + rlec_findings, est, context
 
 
-def algorithms_line(cfg: Any, settings: RlecSettings | None = None) -> str:
-    """The algorithms the config enables, with their main figures (the verdict's ``algo`` line).
+def algorithms_line(cfg: RunConfig | Any) -> str:
+    """The algorithms the config enables, with their main figures (the verdict's ``algo`` line; ``cfg``: the caller's
+    :class:`rlec.run_config.RunConfig`, or a config tree read into one here).
 
     RLEC always (advantage estimator, the b schedule), then each enabled algorithm's own part
     (:func:`rlec.algorithms.registry.verdicts`), in registry order.
     """
-    est = str(select(cfg, "algorithm.adv_estimator", "grpo"))
-    norm = "" if select(cfg, "algorithm.norm_adv_by_std_in_grpo", False) else ", mean-only"
-    schedule = (settings or RlecSettings.from_config(cfg)).schedule
+    run = RunConfig.of(cfg)
+    est = str(run.keys.adv_estimator if run.keys.adv_estimator is not None else "grpo")
+    norm = "" if run.keys.norm_adv_by_std_in_grpo else ", mean-only"
+    schedule = run.rlec.schedule
     end = schedule.end_step
     parts = [f"RLEC (b {schedule.start_value} -> {schedule.end_value} "
              f"by step {end if end is not None else 'the last'}; advantage {est}{norm})"]
-    return "algo    " + " | ".join(parts + registry.verdicts(cfg))
+    return "algo    " + " | ".join(parts + registry.verdicts(run))
 
 
 def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, cfg: Any,
@@ -226,7 +232,7 @@ def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, c
         shape = context["shape"]
         lines.append(f"model   {shape.model_type}: {shape.total_params() / 1e9:.2f}B parameters "
                      f"({shape.active_params() / 1e9:.2f}B active), shape from {context['source']}")
-    lines.append(algorithms_line(cfg, context.get("settings")))
+    lines.append(algorithms_line(context.get("run", cfg)))
     quant = f" {lay.rollout_quantization}" if lay.rollout_quantization else ""
     lines.append(f"layout  {lay.world} GPUs: TP {lay.tp} PP {lay.pp} CP {lay.cp} DP {lay.dp} | EP {lay.ep} "
                  f"ETP {lay.expert_tp} | rollout TP {lay.rollout_tp} DP {lay.rollout_dp} EP {lay.rollout_ep}{quant}")

@@ -40,6 +40,7 @@ from typing import Any
 from rlec.algorithms import registry
 from rlec.layout import Finding
 from rlec.rules.verl_keys import MEGATRON, VerlKeys
+from rlec.run_config import RunConfig
 
 MODEL_KEY = "actor_rollout_ref.model.path"
 DIST_KEY = f"{MEGATRON}.dist_checkpointing_path"
@@ -175,9 +176,10 @@ def steps_findings(cfg: Any, rows: int) -> list[Finding]:
         ``trainer.total_epochs`` that would hold them (nothing when they fit or no step count is
         set), or one naming ``data.train_batch_size`` when the files hold less than one batch.
     """
-    if registry.serves_prompts(cfg):
+    run = RunConfig.of(cfg)
+    if registry.serves_prompts(run):
         return []
-    return _steps(VerlKeys.read(cfg), rows)
+    return _steps(run.keys, rows)
 
 
 def _steps(k: VerlKeys, rows: int) -> list[Finding]:
@@ -244,7 +246,8 @@ def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
     """
     findings: list[Finding] = []
     summaries: list[str] = []
-    k, serves = VerlKeys.read(cfg), registry.serves_prompts(cfg)  # once
+    run = RunConfig.of(cfg)
+    k, serves = run.keys, registry.serves_prompts(run)  # once
     checks = [_model(k)]
     limit_findings, prompt_limit = _prompt_limit(k) if not checks[0][0] else ([], None)
     checks.append((limit_findings, None))

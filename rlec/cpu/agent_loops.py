@@ -19,6 +19,7 @@ from verl.experimental.agent_loop.agent_loop import register as register_agent_l
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
 from rlec.cpu.rollout_server import FORCED_TOKENS
+from rlec.run_config import RunConfig
 from rlec.verl_plugin.cpu_interface import ROLLOUT_NAME, request_seed
 from rlec.verl_plugin.e3 import E3_AGENT_LOOP, E3AgentLoop
 
@@ -27,25 +28,24 @@ __all__ = ["SCRIPTED_AGENT_LOOP", "ScriptedAgentLoop", "ScriptedAnswersMixin", "
 SCRIPTED_AGENT_LOOP = "rlec_scripted_agent"
 
 
-# the last config read and its ``rlec.cpu`` settings: verl builds a new agent loop per sample (``hydra.utils.instantiate``
-# in ``AgentLoopWorker._run_agent_loop``), so a cache on the loop never hit and every sample paid a full settings read
-# (1.2 ms CPU, 0.16 CPU-s a step of 128 samples on the agent loop's one thread: docs/speed.md)
-_CPU_READ: tuple[Any, Any] | None = None
+# the last config read (:class:`rlec.run_config.RunConfig`): verl builds a new agent loop per sample
+# (``hydra.utils.instantiate`` in ``AgentLoopWorker._run_agent_loop``), so a cache on the loop never hit and every
+# sample paid a full settings read (1.2 ms CPU, 0.16 CPU-s a step of 128 samples on the agent loop's one thread:
+# docs/speed.md)
+_LAST_RUN: RunConfig | None = None
 
 
-def _cpu_settings(config: Any) -> Any:
-    """``rlec.cpu``'s settings of ``config`` (:class:`rlec.settings.RlecSettings`), read once per config object.
+def _run_config(config: Any) -> RunConfig:
+    """``config`` read once (:class:`rlec.run_config.RunConfig`), again only when it is another object.
 
     The worker's config is one object shared by all its agent loops and not changed after the worker starts; another
     object (another worker's, a test's) is read afresh.
     """
-    global _CPU_READ
-    read = _CPU_READ
-    if read is None or read[0] is not config:
-        from rlec.settings import RlecSettings
-
-        read = _CPU_READ = (config, RlecSettings.from_config(config).cpu)
-    return read[1]
+    global _LAST_RUN
+    run = _LAST_RUN
+    if run is None or run.tree is not config:
+        run = _LAST_RUN = RunConfig(config)
+    return run
 
 
 class ScriptedAnswersMixin:
@@ -62,21 +62,23 @@ class ScriptedAnswersMixin:
     uninterrupted one drew.
     """
 
+    def _rlec_run(self) -> RunConfig:
+        """The config this agent loop was handed, read once per config object (:func:`_run_config`)."""
+        return _run_config(self.config)
+
     def _with_request_seed(self, sampling_params: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         """``sampling_params`` plus this sample's ``seed`` on the CPU rollout; unchanged on any other rollout."""
         if str(getattr(self.rollout_config, "name", "")) != ROLLOUT_NAME or "seed" in sampling_params:
             return sampling_params
-        from rlec.config import select
-
         sample = kwargs.get("index")
         if sample is None:  # a prompt source without an index: the prompt itself names the sample
             sample = repr(kwargs.get("raw_prompt"))
-        seed = request_seed(select(self.config, "data.seed", 0), kwargs.get("global_steps"), sample,
+        seed = request_seed(self._rlec_run().keys.data_seed, kwargs.get("global_steps"), sample,
                             kwargs.get("session_id", 0))
         return {**sampling_params, "seed": seed}
 
     def _scripted_text(self, kwargs: dict[str, Any]) -> str | None:
-        fraction = _cpu_settings(self.config).scripted_fraction
+        fraction = self._rlec_run().rlec.cpu.scripted_fraction
         n = int(self.rollout_config.n)
         session = int(kwargs.get("session_id", 0))
         k = round(n * fraction)

@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlec.config_base import select
 from rlec.reward.formula import check_b
-from rlec.settings import RlecSettings
+from rlec.run_config import RunConfig
 
 EVALUATION_B = 1.0
 
@@ -65,7 +64,7 @@ class LinearSchedule:
         return self.start_value + (self.end_value - self.start_value) * frac
 
 
-def schedule_length(config: Any, settings: RlecSettings | None = None) -> int:
+def schedule_length(config: RunConfig | Any) -> int:
     """The global step at which b reaches its end value, read from the trainer config.
 
     First match wins:
@@ -77,38 +76,37 @@ def schedule_length(config: Any, settings: RlecSettings | None = None) -> int:
        updates per step) into the config in ``_init_dataloader``, before it starts the reward
        workers, so the workers see the real count.
 
-    ``settings`` is the caller's :meth:`rlec.settings.RlecSettings.from_config` of ``config`` (read
-    here when None), so one code path parses the settings once.
+    ``config`` is the caller's :class:`rlec.run_config.RunConfig` (a config tree is read into one here), so one
+    code path parses the settings once.
 
     Raises:
         ValueError: none of these is set (a config used outside verl's trainer).
     """
-    end_step = (settings or RlecSettings.from_config(config)).schedule.end_step
+    run = RunConfig.of(config)
+    end_step = run.rlec.schedule.end_step
     if end_step is not None:
         return end_step
-    steps = select(config, "trainer.total_training_steps")
+    steps = run.keys.total_training_steps
     if steps is not None:
         return int(steps)
-    optim_steps = select(config, "actor_rollout_ref.actor.optim.total_training_steps")
+    optim_steps = run.keys.optim_total_training_steps
     if optim_steps is not None and int(optim_steps) > 0:
-        mode = select(config, "trainer.v1.trainer_mode") or "sync"
-        per_step = select(config, f"trainer.v1.{mode}.parameter_sync_step") or 1
-        return int(optim_steps) // int(per_step)
+        return int(optim_steps) // int(run.parameter_sync_step)
     raise ValueError(
         "cannot tell the b schedule's length: set rlec.schedule.end_step or trainer.total_training_steps "
         "(verl's trainer sets actor_rollout_ref.actor.optim.total_training_steps itself)"
     )
 
 
-def schedule_from_config(config: Any, settings: RlecSettings | None = None) -> LinearSchedule:
+def schedule_from_config(config: RunConfig | Any) -> LinearSchedule:
     """The b schedule: ``rlec.schedule.{start_value, end_value, start_step}`` and :func:`schedule_length`
-    (``settings``: the caller's parse of ``config``, else read here).
+    (``config``: the caller's :class:`rlec.run_config.RunConfig`, or a config tree read into one here).
 
     Raises:
         ValueError: see :func:`schedule_length`; values outside [0, 1]; end step <= start step; any
             ``rlec.*`` setting the schema refuses (:class:`rlec.settings.SettingError`).
     """
-    settings = settings or RlecSettings.from_config(config)
-    schedule = settings.schedule
-    return LinearSchedule(end_step=schedule_length(config, settings), start_value=schedule.start_value,
+    run = RunConfig.of(config)
+    schedule = run.rlec.schedule
+    return LinearSchedule(end_step=schedule_length(run), start_value=schedule.start_value,
                           end_value=schedule.end_value, start_step=schedule.start_step)

@@ -48,6 +48,7 @@ from rlec.rules.verl_keys import (
     max_seq_len,
     training_settings_of,
 )
+from rlec.run_config import RunConfig
 from rlec.settings import RlecSettings, SettingError, compute_capability, plain
 
 PLUGIN_MODULE = "rlec.verl_plugin"
@@ -228,7 +229,7 @@ def verl_algorithm_section(algorithm: Any) -> Any:
     return {k: v for k, v in dict(algorithm).items() if k not in own}
 
 
-def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
+def algorithm_overlay_rules(cfg: RunConfig | Any) -> list[Finding]:
     """Every registered algorithm's findings: :func:`rlec.algorithms.registry.check_all`,
     the one rule set that DRY_RUN, the launcher and verl's trainer apply."""
     from rlec.algorithms.registry import check_all
@@ -236,10 +237,10 @@ def algorithm_overlay_rules(cfg: Any) -> list[Finding]:
     return check_all(cfg)
 
 
-def _settings(cfg: Any) -> RlecSettings | None:
-    """rlec's settings of ``cfg``, or None when the schema refuses them (reported by :mod:`rlec.rules.settings_rules`)."""
+def _settings(run: RunConfig) -> RlecSettings | None:
+    """rlec's settings of ``run``, or None when the schema refuses them (reported by :mod:`rlec.rules.settings_rules`)."""
     try:
-        return RlecSettings.from_config(cfg)
+        return run.rlec
     except SettingError:
         return None
 
@@ -311,7 +312,8 @@ def check_layout(
     """Run every rlec rule on a composed verl config.
 
     Args:
-        cfg: the composed trainer config (``DictConfig`` or nested dict).
+        cfg: the process's :class:`rlec.run_config.RunConfig`, or the composed trainer config (``DictConfig`` or
+            nested dict), read into one here.
         shape: the model's shape.
         gpu_memory_gib: memory of one GPU in GiB (80 for H100, 141 for H200).
         memory_fraction: share of GPU memory the update phase may fill (the rest absorbs MoE
@@ -325,12 +327,14 @@ def check_layout(
         ``(findings, memory estimate)``; the estimate is None when a parallel size is invalid
         (the layout cannot be sized).
     """
-    k, lay, seq, settings = VerlKeys.read(cfg), layout_of(cfg), max_seq_len(cfg), _settings(cfg)  # read once
+    run = RunConfig.of(cfg)
+    cfg = run.tree
+    k, lay, seq, settings = run.keys, layout_of(cfg), max_seq_len(cfg), _settings(run)  # read once
     parallel = _parallel_rules(k, shape, lay)
     findings = parallel + _rollout_rules(k, shape, lay) + _batch_rules(k, seq, lay) + _algorithm_rules(k)
     findings += _wiring_rules(k, hf_config) + _megatron_key_rules(k, megatron_fields) + _moe_router_rules(k, shape)
     findings += _startup_rules(k, settings)
-    findings += algorithm_overlay_rules(cfg)
+    findings += algorithm_overlay_rules(run)
     findings += known_issue_rules(k, settings, shape, lay)
     findings += moe_stability_rules(k, shape.num_experts)
     if parallel:

@@ -28,7 +28,8 @@ from typing import Any, Callable
 
 from rlec.layout import Finding
 from rlec.rules.verl_keys import layout_of
-from rlec.config import pinned_schedule_end, resume_differences, select
+from rlec.config import pinned_schedule_end, resume_differences
+from rlec.run_config import VerlKeys
 from rlec.config_writes import pin_schedule_end
 from rlec.io import atomic_write_text
 from rlec.config_base import TRACKER
@@ -67,7 +68,12 @@ def describe(record: dict[str, Any]) -> str:
 
 
 def _folder(cfg: Any) -> Path:
-    return Path(os.path.expanduser(str(select(cfg, CHECKPOINT_KEY, "") or "")))
+    return Path(os.path.expanduser(str(VerlKeys.read(cfg).default_local_dir or "")))
+
+
+def _resume_mode(cfg: Any) -> str:
+    """``trainer.resume_mode`` (``auto`` when absent)."""
+    return str(VerlKeys.read(cfg).resume_mode)
 
 
 def layout_change_findings(cfg: Any, name: str) -> list[Finding]:
@@ -81,7 +87,7 @@ def layout_change_findings(cfg: Any, name: str) -> list[Finding]:
         an error naming the folder and both layouts (:func:`describe`), a warning, or nothing.
     """
     folder = _folder(cfg)
-    if str(select(cfg, "trainer.resume_mode", "auto")) == "disable" or not (folder / TRACKER).is_file():
+    if _resume_mode(cfg) == "disable" or not (folder / TRACKER).is_file():
         return []
     try:
         saved = json.loads((folder / LAYOUT_RECORD).read_text())
@@ -118,7 +124,7 @@ def resumes(cfg: Any) -> bool:
     """Whether this launch resumes a checkpoint: ``trainer.resume_mode`` is ``resume_path`` (a ``global_step_<N>`` of
     the checkpoint folder, :mod:`rlec.rules.settings_rules`), or ``auto`` and the checkpoint folder holds verl's
     tracker (``latest_checkpointed_iteration.txt``)."""
-    mode = str(select(cfg, "trainer.resume_mode", "auto"))
+    mode = _resume_mode(cfg)
     return mode == "resume_path" or (mode != "disable" and (_folder(cfg) / TRACKER).is_file())
 
 
@@ -130,7 +136,7 @@ def fresh_start_findings(cfg: Any) -> list[Finding]:
     a rerun with ``auto`` would resume the earlier run's checkpoint under the new run's record. (The retired local
     loop moved such a folder aside; this refuses and names it.) Reads only.
     """
-    if str(select(cfg, "trainer.resume_mode", "auto")) != "disable":
+    if _resume_mode(cfg) != "disable":
         return []
     folder = _folder(cfg)
     held = sorted(p.name for p in folder.glob("global_step_*") if p.is_dir()) if folder.is_dir() else []

@@ -46,7 +46,7 @@ from typing import Any, Sequence
 from rlec.layout import Finding
 from rlec.rules.moe import threshold_error
 from rlec.rules.verl_keys import ACTOR, CORRECTION, MEGATRON, ROLLOUT, VerlKeys
-from rlec.config import select
+from rlec.run_config import RunConfig
 from rlec.io import held_back_console
 from rlec.settings import RlecSettings, SettingError
 
@@ -294,8 +294,8 @@ def _verl_rules(cfg: Any, k: VerlKeys) -> list[Finding]:
         out.append(Finding("error", key, f"{value!r} {rule}"))
 
     unknown = sorted(set(cfg.keys()) - known_top_level_keys()) if hasattr(cfg, "keys") else []
-    for key in unknown:
-        error(key, select(cfg, key), "is not a key of verl's trainer config or rlec's: verl would ignore it (a typo?)")
+    for key in unknown:  # the raw tree's own top-level keys, walked (no named key to read: the value is the tree's)
+        error(key, cfg[key], "is not a key of verl's trainer config or rlec's: verl would ignore it (a typo?)")
     estimator = k.adv_estimator
     registered = _registered_estimators(str(estimator))
     if str(estimator) not in registered:
@@ -342,19 +342,21 @@ def _resume_path_rule(path: Any, root: Any) -> str | None:
     return None
 
 
-def settings_rules(cfg: Any) -> list[Finding]:
+def settings_rules(cfg: RunConfig | Any) -> list[Finding]:
     """Every finding of the early rule set (module docstring) on a composed config; errors only.
 
     Args:
-        cfg: the composed trainer config (``DictConfig`` or nested dict).
+        cfg: the process's :class:`rlec.run_config.RunConfig`, or the composed trainer config (``DictConfig`` or
+            nested dict), read into one here.
 
     Returns:
         One ``error`` :class:`Finding` per refused setting under its full key, message ``"<value> <rule>"``.
     """
     out: list[Finding] = []
-    keys = VerlKeys.read(cfg)  # once: the verl keys these rules judge
+    run = RunConfig.of(cfg)
+    cfg, keys = run.tree, run.keys  # once: the verl keys these rules judge (the number rules walk the raw tree)
     try:
-        settings = RlecSettings.from_config(cfg)
+        settings = run.rlec
     except SettingError as exc:
         out.append(Finding("error", exc.key, f"{exc.value!r} {exc.rule}"))
     else:
@@ -363,7 +365,7 @@ def settings_rules(cfg: Any) -> list[Finding]:
             + _betas_rule(cfg) + _batch_rules(cfg) + _length_rules(cfg))
 
 
-def early_errors(cfg: Any, overrides: Sequence[str] = ()) -> list[Finding]:
+def early_errors(cfg: RunConfig | Any, overrides: Sequence[str] = ()) -> list[Finding]:
     """The errors a run is refused for before any work: :func:`override_rules` (when the caller has the overrides),
     :func:`settings_rules`, then, when those pass, every enabled algorithm's check
     (:func:`rlec.algorithms.registry.check_all`). What verl's trainer runs at construction and the demo before its
@@ -374,8 +376,9 @@ def early_errors(cfg: Any, overrides: Sequence[str] = ()) -> list[Finding]:
     """
     from rlec.algorithms.registry import check_all
 
-    errors = [f for f in override_rules(overrides) + settings_rules(cfg) if f.level == "error"]
-    return errors or [f for f in check_all(cfg) if f.level == "error"]
+    run = RunConfig.of(cfg)  # read once for both rule sets
+    errors = [f for f in override_rules(overrides) + settings_rules(run) if f.level == "error"]
+    return errors or [f for f in check_all(run) if f.level == "error"]
 
 
 BETAS_KEY = f"{ACTOR}.optim.betas"

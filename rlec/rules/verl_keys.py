@@ -1,12 +1,13 @@
-"""The rules' one reader of verl's raw keys: the layout, the training settings and every key a rule judges.
+"""The rules' reader of verl's raw keys: the layout and the training settings the memory arithmetic reads.
 
 The bridge between verl's config keys (a composed ``DictConfig`` or a plain nested dict) and rlec's rules
 and memory arithmetic:
 
-- :class:`VerlKeys`: each verl key the rules of :mod:`rlec.rules.checks`, :mod:`rlec.rules.moe` and
-  :mod:`rlec.rules.resources` judge, read once per check (:meth:`VerlKeys.read`) into one named field; the
-  value stays raw (as composed), since a rule must see a bad value to refuse it naming its key, where verl's
-  dataclasses would raise on the first one (docs/hyperparameters.md, "Reading verl's keys");
+- :class:`VerlKeys` (its home is :mod:`rlec.run_config`, re-exported here for the rules): each verl key the rules
+  of :mod:`rlec.rules.checks`, :mod:`rlec.rules.moe` and :mod:`rlec.rules.resources` judge, read once per check
+  (:meth:`VerlKeys.read`) into one named field; the value stays raw (as composed), since a rule must see a bad value
+  to refuse it naming its key, where verl's dataclasses would raise on the first one (docs/hyperparameters.md,
+  "Reading verl's keys");
 - ``layout_of(cfg)`` (:class:`rlec.layout.ParallelLayout`) and ``training_settings_of(cfg)`` feed
   :mod:`rlec.layout` and :func:`rlec.rules.memory.estimate_memory`, for ``rlec.cluster.config_check`` and
   the cost model. :data:`LAYOUT_KEYS` names each layout field by its verl key, for messages.
@@ -14,20 +15,12 @@ and memory arithmetic:
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from typing import Any
 
+from rlec.config import select
 from rlec.layout import ParallelLayout
 from rlec.rules.memory import TrainingSettings
-from rlec.config import select
-
-ACTOR = "actor_rollout_ref.actor"
-MEGATRON = f"{ACTOR}.megatron"
-ROLLOUT = "actor_rollout_ref.rollout"
-ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"
-
-CORRECTION = "algorithm.rollout_correction"
+from rlec.run_config import ACTOR, CORRECTION, ENV_VARS, MEGATRON, ROLLOUT, VerlKeys
 
 __all__ = ["ACTOR", "CORRECTION", "ENV_VARS", "LAYOUT_KEYS", "MEGATRON", "ROLLOUT", "VerlKeys", "layout_of", "max_seq_len",
            "training_settings_of"]
@@ -105,94 +98,3 @@ def training_settings_of(cfg: Any) -> TrainingSettings:
         grad_bytes=size("main_grads_dtype"),
         adam_moment_bytes=(size("exp_avg_dtype"), size("exp_avg_sq_dtype")),
     )
-
-
-def _key(dotted: str, default: Any = None) -> Any:
-    """A :class:`VerlKeys` field: verl's dotted key and the value a missing (or null) key reads as."""
-    return field(metadata={"key": dotted, "default": default})
-
-
-@dataclass(frozen=True)
-class VerlKeys:
-    """The verl keys rlec's rules judge, each read once (:meth:`read`), raw as composed; a missing or null key is
-    the field's default (``rlec.config_base.select``'s rule). A field's verl key: :meth:`key_of`."""
-
-    # layout and batches (rlec.rules.checks)
-    sequence_parallel: Any = _key(f"{MEGATRON}.sequence_parallel", False)
-    n_gpus_per_node: Any = _key("trainer.n_gpus_per_node", 1)
-    rollout_pp: Any = _key(f"{ROLLOUT}.pipeline_model_parallel_size", 1)
-    rollout_n: Any = _key(f"{ROLLOUT}.n", 1)
-    rollout_name: Any = _key(f"{ROLLOUT}.name", "vllm")
-    train_batch_size: Any = _key("data.train_batch_size")  # None when unset (the rules count it as 1)
-    ppo_mini_batch_size: Any = _key(f"{ACTOR}.ppo_mini_batch_size", 1)
-    use_dynamic_bsz: Any = _key(f"{ACTOR}.use_dynamic_bsz", False)
-    ppo_max_token_len_per_gpu: Any = _key(f"{ACTOR}.ppo_max_token_len_per_gpu")
-    log_prob_max_token_len_per_gpu: Any = _key(f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
-    ppo_micro_batch_size_per_gpu: Any = _key(f"{ACTOR}.ppo_micro_batch_size_per_gpu")
-    # the run's length and warm-up
-    total_training_steps: Any = _key("trainer.total_training_steps")
-    lr_warmup_steps: Any = _key(f"{ACTOR}.optim.lr_warmup_steps", -1)
-    lr_warmup_steps_ratio: Any = _key(f"{ACTOR}.optim.lr_warmup_steps_ratio", 0.0)
-    resume_mode: Any = _key("trainer.resume_mode", "auto")
-    resume_from_path: Any = _key("trainer.resume_from_path")
-    default_local_dir: Any = _key("trainer.default_local_dir")
-    # the early rules' registries and ranges (rlec.rules.settings_rules)
-    policy_loss_mode: Any = _key(f"{ACTOR}.policy_loss.loss_mode", "vanilla")
-    loss_agg_mode: Any = _key(f"{ACTOR}.loss_agg_mode", "token-mean")
-    clip_grad: Any = _key(f"{ACTOR}.optim.clip_grad", 1.0)
-    async_save: Any = _key(f"{ACTOR}.checkpoint.async_save", False)
-    # rlec's key, raw: the early rules judge it beside verl's async_save before rlec's settings are known valid
-    checkpoint_manifest: Any = _key("rlec.checkpoint.manifest", True)
-    # wiring: the plugin, the weight bridge, FP8, Megatron's overrides
-    env_vars: Any = _key(ENV_VARS, {})
-    trainer_mode: Any = _key("trainer.v1.trainer_mode", "")
-    reward_manager: Any = _key("reward.reward_manager.name")
-    use_mbridge: Any = _key(f"{MEGATRON}.use_mbridge", False)
-    vanilla_mbridge: Any = _key(f"{MEGATRON}.vanilla_mbridge", False)
-    rope_theta: Any = _key("actor_rollout_ref.model.override_config.rope_theta")
-    override_transformer_config: Any = _key(f"{MEGATRON}.override_transformer_config", {})
-    override_optimizer_config: Any = _key(f"{ACTOR}.optim.override_optimizer_config", {})
-    optimizer_fp8_recipe: Any = _key(f"{ACTOR}.optim.override_optimizer_config.fp8_recipe")
-    optimizer_cpu_offload: Any = _key(f"{ACTOR}.optim.override_optimizer_config.optimizer_cpu_offload", False)
-    # the keys rlec's group advantage sets (rlec.rules.checks._algorithm_rules)
-    adv_estimator: Any = _key("algorithm.adv_estimator")
-    norm_adv_by_std_in_grpo: Any = _key("algorithm.norm_adv_by_std_in_grpo")
-    use_kl_in_reward: Any = _key("algorithm.use_kl_in_reward")
-    use_kl_loss: Any = _key(f"{ACTOR}.use_kl_loss")
-    # rollout correction and routing replay (rlec.rules.moe)
-    rollout_is: Any = _key(f"{CORRECTION}.rollout_is")
-    rollout_rs: Any = _key(f"{CORRECTION}.rollout_rs")
-    rollout_is_threshold: Any = _key(f"{CORRECTION}.rollout_is_threshold", 2.0)
-    bypass_mode: Any = _key(f"{CORRECTION}.bypass_mode", False)
-    correction_loss_type: Any = _key(f"{CORRECTION}.loss_type", "ppo_clip")
-    calculate_log_probs: Any = _key(f"{ROLLOUT}.calculate_log_probs", False)
-    router_replay_mode: Any = _key(f"{MEGATRON}.router_replay.mode", "disabled")
-    rollout_routing_replay: Any = _key(f"{ROLLOUT}.enable_rollout_routing_replay", False)
-    use_remove_padding: Any = _key(f"{MEGATRON}.use_remove_padding", True)
-    device: Any = _key("trainer.device", "cuda")
-    # the launcher's paths (rlec.cluster.paths): the model folder, the data files and how verl filters them
-    model_path: Any = _key("actor_rollout_ref.model.path", "")
-    use_dist_checkpointing: Any = _key(f"{MEGATRON}.use_dist_checkpointing", False)
-    dist_checkpointing_path: Any = _key(f"{MEGATRON}.dist_checkpointing_path", "")
-    train_files: Any = _key("data.train_files")
-    val_files: Any = _key("data.val_files")
-    gen_batch_size: Any = _key("data.gen_batch_size")
-    total_epochs: Any = _key("trainer.total_epochs", 1)
-    max_prompt_length: Any = _key("data.max_prompt_length")
-    filter_overlong_prompts: Any = _key("data.filter_overlong_prompts", True)
-    truncation: Any = _key("data.truncation", "error")
-    trust_remote_code: Any = _key("data.trust_remote_code", False)
-    apply_chat_template_kwargs: Any = _key("data.apply_chat_template_kwargs")
-    # Ray's logical CPUs (rlec.rules.resources)
-    storage_units: Any = _key("transfer_queue.backend.SimpleStorage.num_data_storage_units", 8)
-    ray_num_cpus: Any = _key("ray_kwargs.ray_init.num_cpus")
-
-    @classmethod
-    def read(cls, cfg: Any) -> "VerlKeys":
-        """Every field's key of ``cfg`` (a composed ``DictConfig`` or nested dict), raw; reads only."""
-        return cls(**{f.name: select(cfg, f.metadata["key"], f.metadata["default"]) for f in dataclasses.fields(cls)})
-
-    @classmethod
-    def key_of(cls, name: str) -> str:
-        """verl's dotted key of the field ``name`` (what a finding names)."""
-        return next(f.metadata["key"] for f in dataclasses.fields(cls) if f.name == name)

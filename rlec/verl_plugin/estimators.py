@@ -37,7 +37,7 @@ import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, register_adv_est
 
 from rlec.algorithms.passk import PASSK_ESTIMATOR, passk_advantage_batch
-from rlec.config import select
+from rlec.verl_plugin.typed_config import live_algorithm_value
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +56,8 @@ def active_k(config: Any) -> int:
         ValueError: no ``passk.k`` at all (the passk overlay was not composed: the estimator called
             on a config no check has seen; tests/verl_plugin/test_estimators.py pins the message).
     """
-    k = select(config, "passk.active_k", None)
-    k = select(config, "passk.k") if k is None else k
+    k = live_algorithm_value(config, "passk.active_k")
+    k = live_algorithm_value(config, "passk.k") if k is None else k
     if k is None:
         raise ValueError("adv_estimator rlec_passk needs algorithm.passk.k (verl's copy of rlec.passk.k): compose "
                          "megatron_configs/algorithm/passk.yaml (algorithm=passk)")
@@ -95,7 +95,7 @@ def compute_rlec_passk_advantage(
     k = active_k(config)
     if k == 1:  # pass@1 regime: RLEC's mean-only group advantage on the real reward
         return compute_grpo_outcome_advantage(token_level_rewards=token_level_rewards, response_mask=response_mask,
-                                              index=index, norm_adv_by_std_in_grpo=bool(select(config, "norm_adv_by_std_in_grpo", False)))
+                                              index=index, norm_adv_by_std_in_grpo=bool(live_algorithm_value(config, "norm_adv_by_std_in_grpo", False)))
     with torch.no_grad():
         correct = token_level_rewards.sum(dim=-1) > 0
         adv = passk_advantage_batch(correct, list(index), k).to(token_level_rewards.dtype).unsqueeze(-1) * response_mask

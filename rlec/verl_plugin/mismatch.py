@@ -80,11 +80,11 @@ class MismatchAlarmMixin:
     """For a verl V1 trainer: :func:`check_mismatch` on every step's metrics before ``_update_actor``."""
 
     def _update_actor(self, batch: Any, metrics: dict) -> Any:
-        from rlec.settings import RlecSettings
+        from rlec.run_config import trainer_run_config
 
         settings = getattr(self, "_rlec_mismatch_settings", None)
         if settings is None:
-            settings = self._rlec_mismatch_settings = RlecSettings.from_config(self.config)
+            settings = self._rlec_mismatch_settings = trainer_run_config(self).rlec
         for step_metrics in STEP_METRICS:  # a rollout backend's own (the CPU wing's router disagreement)
             metrics.update(step_metrics(batch, settings))
         check = settings.check_

@@ -189,9 +189,9 @@ class ProbeMixin:
     _rlec_probe: tuple[Any, list[list[int]], Any] | None = None
 
     def on_train_begin(self):
-        from rlec.settings import RlecSettings
+        from rlec.run_config import trainer_run_config
 
-        settings = RlecSettings.from_config(self.config).probe
+        settings = trainer_run_config(self).rlec.probe
         if settings.file is not None:
             name = str(self.config.actor_rollout_ref.rollout.name)
             if name != ROLLOUT_NAME:
@@ -252,12 +252,12 @@ class ProbeMixin:
         :func:`pass_at_k_metrics` of the verdicts."""
         from rlec.grading import grade_batch
         from rlec.grading.outcome import Outcome
-        from rlec.settings import RlecSettings
+        from rlec.run_config import trainer_run_config
 
         golds, sources, low_q = answers
         n = int(settings.samples)
         texts = [self.tokenizer.decode(t, skip_special_tokens=True) for t in tokens]
         graded = grade_batch(texts, [g for g in golds for _ in range(n)], [s for s in sources for _ in range(n)],
-                             timeout_s=RlecSettings.from_config(self.config).grading.timeout_s)
+                             timeout_s=trainer_run_config(self).rlec.grading.timeout_s)
         right = [r.outcome is Outcome.CORRECT for r in graded]
         return pass_at_k_metrics([right[i * n:(i + 1) * n] for i in range(len(golds))], int(settings.pass_k), low_q)

@@ -27,12 +27,11 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
-from rlec.config import select
 from rlec.grading.errors import record_error
 from rlec.reward.batch import failed_sample_info, score_one_async
 from rlec.reward.schedule import schedule_from_config
 from rlec.algorithms.registry import ALGORITHMS
-from rlec.settings import RlecSettings
+from rlec.run_config import RunConfig
 
 logger = logging.getLogger(__name__)
 
@@ -107,14 +106,15 @@ class RLECRewardManager(NaiveRewardManager):
     """
 
     def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
-        if select(config, "reward.custom_reward_function.path"):
+        run = RunConfig.of(config)  # read once in this reward worker: verl hands every worker the trainer's config
+        if run.keys.custom_reward_function_path:
             raise ValueError(
                 "reward manager 'rlec' scores with rlec.grading and R_p^(b); unset "
                 "reward.custom_reward_function.path or choose another reward_manager.name"
             )
         super().__init__(config, tokenizer, self._score, reward_router_address, reward_model_tokenizer)
-        settings = RlecSettings.from_config(config)  # the verl side's check of rlec's settings, at trainer start
-        self.schedule = schedule_from_config(config, settings)  # parsed once: the settings above
+        settings = run.rlec  # the verl side's check of rlec's settings, at trainer start
+        self.schedule = schedule_from_config(run)  # parsed once: the settings above
         self.timeout_s = settings.grading.timeout_s
         self.bucket_edges = settings.metrics.target_bucket_edges
         logger.info("rlec reward manager: b schedule %s, grading timeout %.1fs", self.schedule, self.timeout_s)

@@ -18,7 +18,7 @@ from typing import Any
 from rlec.io import (ManifestError, atomic_write_text, free_bytes, no_space_error, previous_checkpoint_bytes, step_folders,
                      verify_manifest, write_manifest)
 from rlec.metrics_log import METRICS_FILE, read_metrics
-from rlec.settings import RlecSettings
+from rlec.run_config import trainer_run_config
 from rlec.config_base import TRACKER
 
 logger = logging.getLogger(__name__)
@@ -218,7 +218,7 @@ class CheckpointIntegrityMixin:
             logger.warning("step %s: its metrics could not be logged either (%s)", self.global_steps, exc)
 
     def _manifest_on(self) -> bool:
-        return RlecSettings.from_config(self.config).checkpoint.manifest
+        return trainer_run_config(self).rlec.checkpoint.manifest
 
     def _save_checkpoint(self):
         folder = saving_folder(self.config, self.global_steps)

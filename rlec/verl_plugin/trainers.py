@@ -26,7 +26,9 @@ Where :class:`AlgorithmsMixin` hooks into verl 0.9.1's V1 trainer (``verl/traine
 each hook point pinned by tests/verl_plugin/test_drift_algorithms.py):
 
 - ``__init__``: the resume rules (:func:`rlec.rules.resume.apply_resume_rules`: a refused setting
-  raises, a resumed longer run keeps its b schedule), then the early rule set and every enabled
+  raises, a resumed longer run keeps its b schedule), then the config read once into the trainer's
+  :class:`rlec.run_config.RunConfig` (``rlec_run``, which every mixin reads: :func:`rlec.run_config.trainer_run_config`),
+  then the early rule set and every enabled
   algorithm's ``check`` on the config as given (they judge rlec's trainer mode,
   :func:`rlec.config_writes.rlec_trainer_mode`, also after :class:`RLECMetricsMixin` wrote verl's base mode):
   the first error is raised;
@@ -60,9 +62,9 @@ from verl.utils import tensordict_utils as tu
 
 from rlec.algorithms import registry
 from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext, RolloutPlan, StepRecord
-from rlec.config import select
 from rlec.config_writes import set_base_trainer_mode, write_rollout_temperature, write_step_overrides
 from rlec.reward.metrics import reward_metrics, rows_from_columns
+from rlec.run_config import RunConfig, trainer_run_config
 from rlec.verl_plugin.metrics_file import MetricsFileMixin
 from rlec.verl_plugin.mismatch import MismatchAlarmMixin
 from rlec.verl_plugin.probe import ProbeMixin
@@ -169,6 +171,7 @@ class AlgorithmsMixin:
 
     Attributes:
         rlec_algorithms: the built algorithms in registry order (None until first needed).
+        rlec_run: the config read once (:class:`rlec.run_config.RunConfig`), after the resume rules.
 
     Raises (at construction):
         ValueError: a resume that changes what the run optimises (:func:`rlec.rules.resume.apply_resume_rules`);
@@ -185,7 +188,8 @@ class AlgorithmsMixin:
         from rlec.rules.settings_rules import early_errors  # the rules DRY_RUN and the launcher apply first
 
         apply_resume_rules(config)  # a resume keeps the run's settings and b schedule (before any worker reads them)
-        errors = early_errors(config)  # rlec's trainer mode: rlec.config_writes.rlec_trainer_mode, also on a config
+        self.rlec_run = RunConfig.of(config)  # read once, after the resume rules' writes; every mixin reads this one
+        errors = early_errors(self.rlec_run)  # rlec's trainer mode: rlec.config_writes.rlec_trainer_mode, also on a config
         if errors:  # handed to an rlec trainer before (which holds verl's base mode since)
             raise ValueError(str(errors[0]))
         self.rlec_algorithms = None
@@ -194,19 +198,19 @@ class AlgorithmsMixin:
     def _algorithms(self) -> list[Algorithm]:
         """The enabled algorithms, built on first use (:func:`rlec.algorithms.registry.build`)."""
         if self.rlec_algorithms is None:
-            cfg = self.config
-            self.rlec_algorithms = registry.build(cfg, self._algorithm_context(cfg)) if registry.enabled(cfg) else []
+            run = trainer_run_config(self)
+            self.rlec_algorithms = registry.build(run, self._algorithm_context(run)) if registry.enabled(run) else []
             if self.rlec_algorithms:
                 logger.info("rlec algorithms: %s", [a.name for a in self.rlec_algorithms])
             self._apply_overrides(int(getattr(self, "global_steps", 0) or 0) + 1)
         return self.rlec_algorithms
 
-    def _algorithm_context(self, cfg: Any) -> AlgorithmContext:
+    def _algorithm_context(self, run: RunConfig) -> AlgorithmContext:
         """The model's vocabulary size (its ``config.json``; None when unreadable) and the training dataset."""
         from rlec.models import read_model_config
 
-        vocab, path = None, select(cfg, "actor_rollout_ref.model.path")
-        if path is not None:
+        vocab, path = None, run.keys.model_path
+        if path:
             try:
                 vocab = read_model_config(path, label="actor_rollout_ref.model.path").get("vocab_size")
             except (OSError, ValueError) as exc:

@@ -21,7 +21,7 @@ from rlec.config import select
 ACTOR = "actor_rollout_ref.actor"
 ROLLOUT = "actor_rollout_ref.rollout"
 
-__all__ = ["actor_config", "algo_config", "rollout_config"]
+__all__ = ["actor_config", "algo_config", "live_algorithm_value", "rollout_config"]
 
 
 def _convert(cfg: Any, key: str, section: Any = None) -> Any:
@@ -52,6 +52,18 @@ def rollout_config(cfg: Any) -> Any:
         ValueError: no such section, or verl's dataclass refuses a value.
     """
     return _convert(cfg, ROLLOUT)
+
+
+def live_algorithm_value(algorithm: Any, key: str, default: Any = None) -> Any:
+    """``key`` (dotted) of verl's live ``algorithm`` section as an advantage estimator receives it, or ``default``
+    when absent or null.
+
+    The one read rlec cannot do once: verl hands a registered estimator only ``config=self.config.algorithm``
+    (``PPOTrainer._compute_advantage``), at call time, and rlec's trainer writes the step's values there
+    (``passk.active_k``: :func:`rlec.config_writes.write_step_overrides`), so the estimator reads that section at every
+    call (raw: ``AlgoConfig`` has no field for the keys rlec's algorithms add, ``passk``).
+    """
+    return select(algorithm, key, default)
 
 
 def algo_config(cfg: Any) -> Any:

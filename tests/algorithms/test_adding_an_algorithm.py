@@ -11,6 +11,7 @@ import pytest
 from omegaconf import OmegaConf, open_dict
 
 from rlec.algorithms.base import Algorithm, AlgorithmContext, RolloutPlan, StepRecord
+from rlec.run_config import RunConfig
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +41,9 @@ def _config(compose_rlec, overlay, **values):
 def test_the_example_is_checked_built_and_driven_like_every_algorithm(example, compose_rlec):
     cls, overlay = example
     assert issubclass(cls, Algorithm) and cls.name == "length_decay"
-    cfg = _config(compose_rlec, overlay)
-    assert cls.enabled(cfg) and cls.check(cfg) == [] and not cls.enabled(compose_rlec())
-    algorithm = cls.from_config(cfg, AlgorithmContext())
+    run = RunConfig.of(_config(compose_rlec, overlay))  # what the registry hands every algorithm: the config read once
+    assert cls.enabled(run) and cls.check(run) == [] and not cls.enabled(RunConfig.of(compose_rlec()))
+    algorithm = cls.from_config(run, AlgorithmContext())
     plan = RolloutPlan(1.0, [4, 4])
     algorithm.plan_rollout(51, [{"index": 0}, {"index": 1}], plan)
     c = 0.001 * (1 - 50 / 100)  # c_51 = c0 (1 - (t - 1) / end_step)
@@ -59,10 +60,10 @@ def test_the_example_is_checked_built_and_driven_like_every_algorithm(example, c
 @pytest.mark.parametrize(("key", "value"), [("c0", -1.0), ("end_step", 0), ("c0", "abc"), ("enable", "yes"), ("c_0", 1.0)])
 def test_the_example_refuses_nonsense_settings(example, compose_rlec, key, value):
     cls, overlay = example
-    cfg = _config(compose_rlec, overlay, **{key: value})
-    assert [f for f in cls.check(cfg) if f.level == "error"]
+    run = RunConfig.of(_config(compose_rlec, overlay, **{key: value}))
+    assert [f for f in cls.check(run) if f.level == "error"]
     with pytest.raises(ValueError, match="rlec.length_decay"):
-        cls.from_config(cfg, AlgorithmContext())
+        cls.from_config(run, AlgorithmContext())
 
 
 def test_the_examples_section_passes_the_early_rules_once_registered(example, compose_rlec, monkeypatch):

@@ -19,6 +19,7 @@ from rlec.algorithms.e3 import (
 )
 from rlec.algorithms.e3.algorithm import E3
 from rlec.algorithms.base import AlgorithmContext
+from rlec.run_config import RunConfig
 
 QWEN3_VOCAB = 151_936  # ln V + ln ln V = 11.93122 + 2.47916 = 14.41037
 
@@ -95,12 +96,12 @@ def test_temperature_bounds_are_nullable_in_settings_and_controller():
     assert (E3Settings.from_config({"rlec": {"e3": {"temperature": {}}}}).t_min, E3Settings().t_max) == (0.5, 1.5)
     controller = E3Controller(s, n=8, temperature=2.5, vocab_size=QWEN3_VOCAB)  # T_0 = 2.5 is fine with no bound
     assert controller.observe(1, 10, 0.5, [], [])["e3/temperature_clipped"] == 0.0 and controller.temperature > 2.5
-    with pytest.raises(ValueError, match="outside"):  # refused once, by E3's check (the controller takes checked settings)
-        E3.from_config({"rlec": {"e3": {"enable": True, "temperature": {"min": None}}},
+    run = RunConfig.of({"rlec": {"e3": {"enable": True, "temperature": {"min": None}}},
                         "trainer": {"v1": {"trainer_mode": "rlec_sync"}},
                         "actor_rollout_ref": {"rollout": {"n": 8, "temperature": 2.5,
-                                                          "agent": {"default_agent_loop": "rlec_e3_agent"}}}},
-                       AlgorithmContext(vocab_size=QWEN3_VOCAB))
+                                                          "agent": {"default_agent_loop": "rlec_e3_agent"}}}})
+    with pytest.raises(ValueError, match="outside"):  # refused once, by E3's check (the controller takes checked settings)
+        E3.from_config(run, AlgorithmContext(vocab_size=QWEN3_VOCAB))
     with pytest.raises(ValueError, match=r"temperature\.min/max"):
         E3Settings.from_config({"rlec": {"e3": {"temperature": {"min": None, "max": 0.0}}}})
 

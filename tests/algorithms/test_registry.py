@@ -17,6 +17,7 @@ from rlec.algorithms.registry import ALGORITHMS, check_all, enabled
 from rlec.algorithms.rlve import RLVESettings
 from rlec.algorithms.rlve.algorithm import RLVE
 from rlec.config import CONFIG_DIR, REPO_ROOT, compose
+from rlec.run_config import RunConfig
 
 # per algorithm: its settings class and, per field, (config key, a nonsense value of the right type)
 NONSENSE = {
@@ -97,7 +98,7 @@ def test_the_table_names_every_settings_field():
 @pytest.mark.parametrize(("cls", "key", "value"), list(_cases()))
 def test_every_settings_field_refuses_a_nonsense_value(compose_rlec, cls, key, value):
     cfg = compose_rlec(f"algorithm={cls.name}")
-    assert [str(f) for f in cls.check(cfg) if f.level == "error"] == []  # the overlay as committed passes
+    assert [str(f) for f in cls.check(RunConfig.of(cfg)) if f.level == "error"] == []  # the overlay as committed passes
     OmegaConf.update(cfg, key, value, merge=False)
     errors = [f for f in check_all(cfg) if f.level == "error"]
     assert errors, f"{key}={value!r} was not refused"
@@ -119,9 +120,9 @@ def test_from_config_raises_the_checks_first_error(compose_rlec):
     from rlec.algorithms.base import AlgorithmContext
 
     cfg = compose_rlec("algorithm=passk", "rlec.passk.k=8")
-    (first,) = [f for f in PassK.check(cfg) if f.level == "error"]
+    (first,) = [f for f in PassK.check(RunConfig.of(cfg)) if f.level == "error"]
     with pytest.raises(ValueError) as info:
-        PassK.from_config(cfg, AlgorithmContext())
+        PassK.from_config(RunConfig.of(cfg), AlgorithmContext())
     assert str(info.value) == str(first)
 
 
@@ -211,7 +212,7 @@ def test_passk_refuses_a_verl_side_that_disagrees_with_its_home(compose_rlec, ov
 
 def test_rlve_refuses_a_dataset_copy_that_differs_from_its_home(compose_rlec) -> None:
     cfg = compose_rlec("layout=tiny_1gpu", "algorithm=rlve")
-    assert [f for f in RLVE.check(cfg) if f.level == "error"] == []
+    assert [f for f in RLVE.check(RunConfig.of(cfg)) if f.level == "error"] == []
     OmegaConf.update(cfg, "data.rlve", {**OmegaConf.to_container(cfg.data.rlve, resolve=True), "window": 2}, merge=False)
-    errors = [f for f in RLVE.check(cfg) if f.level == "error"]
+    errors = [f for f in RLVE.check(RunConfig.of(cfg)) if f.level == "error"]
     assert [f.key for f in errors] == ["data.rlve"] and "(window)" in errors[0].message and "set rlec.rlve.*" in errors[0].message

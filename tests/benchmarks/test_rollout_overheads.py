@@ -19,13 +19,13 @@ def bench(repo_root):
 def test_settings_read_times_both_ways_and_the_cached_read_is_the_fresh_one(bench, tmp_path, monkeypatch):
     from rlec.cpu import agent_loops
 
-    monkeypatch.setattr(agent_loops, "_CPU_READ", None)
+    monkeypatch.setattr(agent_loops, "_LAST_RUN", None)
     path = tmp_path / "config.yaml"
     path.write_text("rlec:\n  cpu:\n    scripted_fraction: 0.25\n")
     figures = bench.settings_read(str(path), samples=4)
     assert set(figures) == {"before_wall", "before_cpu", "after_wall", "after_cpu"}
     assert all(v >= 0 for v in figures.values())
-    assert agent_loops._CPU_READ is not None and agent_loops._CPU_READ[1].scripted_fraction == 0.25
+    assert agent_loops._LAST_RUN is not None and agent_loops._LAST_RUN.rlec.cpu.scripted_fraction == 0.25
 
 
 def test_without_inputs_only_the_load_is_printed(bench, capsys):

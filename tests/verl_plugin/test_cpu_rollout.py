@@ -124,7 +124,7 @@ def test_scripted_answers_read_the_settings_once_per_config_not_once_per_sample(
     calls = []
     real = settings.RlecSettings.from_config
     monkeypatch.setattr(settings.RlecSettings, "from_config", classmethod(lambda cls, cfg: calls.append(cfg) or real(cfg)))
-    monkeypatch.setattr(agent_loops, "_CPU_READ", None)
+    monkeypatch.setattr(agent_loops, "_LAST_RUN", None)
     config = OmegaConf.create({"rlec": {"cpu": {"scripted_fraction": 0.5}}})
     row = {"data_source": "math_dapo", "reward_model": {"ground_truth": "42"}}
     texts = []

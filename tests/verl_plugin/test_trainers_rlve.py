@@ -18,6 +18,7 @@ from rlec.cluster.config_check import run_checks  # noqa: E402
 from rlec.config import CONFIG_DIR, cluster_layouts, gpu_precisions  # noqa: E402
 from rlec.environments import EnvironmentSource  # noqa: E402
 from rlec.algorithms.rlve.algorithm import RLVE as RLVEAlgorithm  # noqa: E402
+from rlec.run_config import RunConfig  # noqa: E402
 from rlec.verl_plugin import AlgorithmsMixin, RLECColocateAsyncTrainer, RLECSeparateAsyncTrainer, RLECSyncTrainer  # noqa: E402
 
 # the override that selects megatron_configs/algorithm/rlve.yaml (appended to the defaults list)
@@ -143,13 +144,13 @@ RLVE_INVALID = [
 
 @pytest.mark.parametrize(("overrides", "key", "message"), RLVE_INVALID, ids=[m for _, _, m in RLVE_INVALID])
 def test_rlve_rule_refuses_what_would_break_the_controllers(compose_rlec, overrides, key, message):
-    findings = RLVEAlgorithm.check(compose_rlec(RLVE, *overrides))
+    findings = RLVEAlgorithm.check(RunConfig.of(compose_rlec(RLVE, *overrides)))
     assert any(f.level == "error" and f.key == key and message in f.message for f in findings), [str(f) for f in findings]
 
 
 def test_rlve_rule_is_silent_when_disabled_and_warns_for_async_modes(compose_rlec):
-    assert RLVEAlgorithm.check(compose_rlec("data.dataloader_num_workers=2")) == []
-    findings = RLVEAlgorithm.check(compose_rlec(RLVE, "trainer.v1.trainer_mode=rlec_colocate_async"))
+    assert RLVEAlgorithm.check(RunConfig.of(compose_rlec("data.dataloader_num_workers=2"))) == []
+    findings = RLVEAlgorithm.check(RunConfig.of(compose_rlec(RLVE, "trainer.v1.trainer_mode=rlec_colocate_async")))
     assert [f.level for f in findings] == ["warning"] and "exact in rlec_sync" in findings[0].message
 
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from typing import Any, Collection, Hashable, Mapping, Sequence
 
-from rlec.algorithms.base import (TEMPERATURE_FIELD, Algorithm, AlgorithmContext, Finding, RolloutPlan, StepRecord,
-                                  entropy_findings, trainer_mode)
+from rlec.algorithms.base import (TEMPERATURE_FIELD, Algorithm, AlgorithmContext, Finding, RolloutPlan, RunConfig,
+                                  StepRecord, entropy_findings)
 from rlec.algorithms.e3.budget import length_bias_factor
 from rlec.algorithms.e3.controller import E3Controller
-from rlec.algorithms.e3.settings import E3_AGENT_LOOP, E3Settings
-from rlec.config_base import select
+from rlec.algorithms.e3.settings import E3_AGENT_LOOP, SECTION, E3Settings
 
 ROLLOUT = "actor_rollout_ref.rollout"
 TEMPERATURE_KEY = TEMPERATURE_FIELD  # where verl's agent loop reads T_t (the mixin writes plan.temperature there)
@@ -64,43 +63,52 @@ class E3(Algorithm):
         self.settings, self.controller = settings, controller
 
     @classmethod
-    def enabled(cls, cfg: Any) -> bool:
+    def enabled(cls, run: RunConfig) -> bool:
         """``rlec.e3.enable`` (the ``algorithm=e3`` overlay sets it)."""
-        return bool(select(cfg, "rlec.e3.enable", False))
+        return run.enabled(SECTION)
 
     @classmethod
-    def check(cls, cfg: Any) -> list[Finding]:
+    def settings_of(cls, run: RunConfig) -> E3Settings:
+        """``rlec.e3``, read once per ``run`` and checked.
+
+        Raises:
+            ValueError: a value of the wrong type or out of range (the message names the full key).
+        """
+        return run.section(E3Settings, SECTION).checked()
+
+    @classmethod
+    def check(cls, run: RunConfig) -> list[Finding]:
         """Errors: an ``rlec.e3`` value of the wrong type or out of range; a trainer mode other than
         ``rlec_sync`` (the async modes sample ahead with an older temperature; verl's own modes lack
         rlec's trainer); with the temperature part, an agent loop other than ``rlec_e3_agent``,
         T_0 outside [min, max] or verl's bypass mode (no ``actor/entropy`` to steer by); with the budget part, not n_min <= rollout.n <= n_max (the sums stay
         rollout.n x prompts), or n_max above a step's responses (``data.train_batch_size x rollout.n``)."""
-        if not cls.enabled(cfg):
+        if not cls.enabled(run):
             return []
         try:
-            e3 = E3Settings.from_config(cfg)
+            e3 = cls.settings_of(run)
         except ValueError as exc:
             return [Finding("error", "rlec.e3", str(exc))]
-        out = []
-        mode = trainer_mode(cfg)
+        out, keys = [], run.keys
+        mode = run.trainer_mode
         if mode != "rlec_sync":
             out.append(Finding("error", "trainer.v1.trainer_mode", f"rlec.e3 needs rlec_sync, got {mode!r}: the async "
                                "modes generate ahead with an older temperature, and verl's own modes lack rlec's E3 trainer mixin"))
-        n = select(cfg, f"{ROLLOUT}.n", 1)
+        n = keys.rollout_n
         if e3.temperature_enable:
-            out += entropy_findings(cfg, "rlec.e3.temperature")
-            loop = select(cfg, f"{ROLLOUT}.agent.default_agent_loop")
+            out += entropy_findings(run, "rlec.e3.temperature")
+            loop = keys.default_agent_loop
             if loop != E3_AGENT_LOOP:
                 out.append(Finding("error", f"{ROLLOUT}.agent.default_agent_loop", f"is {loop!r}; rlec.e3.temperature needs "
                                    f"{E3_AGENT_LOOP} (the only agent loop that passes the step's temperature to vLLM)"))
-            t0 = select(cfg, f"{ROLLOUT}.temperature", 1.0)
+            t0 = keys.rollout_temperature
             if isinstance(t0, (int, float)) and not isinstance(t0, bool) and not e3.temperature_in_bounds(float(t0)):
                 out.append(Finding("error", f"{ROLLOUT}.temperature",
                                    f"{t0} is outside rlec.e3.temperature [min, max] = [{e3.t_min}, {e3.t_max}]"))
         if e3.budget_enable and isinstance(n, int) and not e3.n_min <= n <= e3.n_max:
             out.append(Finding("error", "rlec.e3.budget", f"need n_min <= rollout.n <= n_max so every batch gets exactly "
                                f"rollout.n x prompts responses, got {e3.n_min} <= {n} <= {e3.n_max}"))
-        batch = select(cfg, "data.train_batch_size")
+        batch = keys.train_batch_size
         if e3.budget_enable and isinstance(n, int) and isinstance(batch, int) and e3.n_max > n * batch:
             # the budget keeps a step's responses at rollout.n x prompts, so one prompt never gets more than all of them
             # (at most n x B - (B - 1) x n_min, the others at n_min); memory is the step's, whatever the split
@@ -110,10 +118,10 @@ class E3(Algorithm):
         return out
 
     @classmethod
-    def verdict(cls, cfg: Any) -> str:
+    def verdict(cls, run: RunConfig) -> str:
         """``E3 (temperature min..max from T0 T_0; n n_min..n_max; length bias on the easiest share of prompts)``."""
-        e3 = E3Settings.from_config(cfg)
-        return (f"E3 (temperature {e3.t_min}..{e3.t_max} from T0 {select(cfg, f'{ROLLOUT}.temperature', 1.0)}; "
+        e3 = cls.settings_of(run)
+        return (f"E3 (temperature {e3.t_min}..{e3.t_max} from T0 {run.keys.rollout_temperature}; "
                 f"n {e3.n_min}..{e3.n_max}; length bias on the easiest {e3.penalty_threshold} of prompts)")
 
     @classmethod
@@ -123,13 +131,12 @@ class E3(Algorithm):
                 ("E3 bias", "e3/length_bias/mean", "{:.3f}")]
 
     @classmethod
-    def from_config(cls, cfg: Any, context: AlgorithmContext) -> "E3":
+    def from_config(cls, run: RunConfig, context: AlgorithmContext) -> "E3":
         """Raises ValueError: :meth:`check` fails, or the temperature part has no vocabulary size
         (``rlec.e3.temperature.vocab_size`` or ``context.vocab_size``)."""
-        cls.raise_first_error(cfg)
-        settings = E3Settings.from_config(cfg)
-        rollout = select(cfg, ROLLOUT)
-        controller = E3Controller(settings, n=int(rollout["n"]), temperature=float(rollout["temperature"]),
+        cls.raise_first_error(run)
+        settings = cls.settings_of(run)
+        controller = E3Controller(settings, n=int(run.keys.rollout_n), temperature=float(run.keys.rollout_temperature),
                                   vocab_size=settings.vocab_size or context.vocab_size)
         return cls(settings, controller)
 

@@ -95,10 +95,18 @@ class E3Settings:
             ValueError: a value of the wrong type (:class:`rlec.settings.SettingError`) or out of range
                 (:meth:`check`'s first error); the message names the full key.
         """
-        settings = cls.read(cfg)
-        for finding in settings.check():
+        return cls.read(cfg).checked()
+
+    def checked(self) -> "E3Settings":
+        """These settings when :meth:`check` finds nothing (what :meth:`from_config` returns; the algorithm reads its
+        section once, ``run.section(E3Settings, SECTION)``, and checks it here).
+
+        Raises:
+            ValueError: :meth:`check`'s first error (the message names the full key).
+        """
+        for finding in self.check():
             raise ValueError(finding.message)
-        return settings
+        return self
 
     # the values the controller and the checks read, by their short names
     temperature_enable = property(lambda self: self.temperature.enable)

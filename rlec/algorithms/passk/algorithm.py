@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, entropy_findings, trainer_mode
+from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, RunConfig, StepRecord, entropy_findings
 from rlec.algorithms.passk.advantage import PASSK_ESTIMATOR, EntropySwitch
 from rlec.algorithms.passk.settings import ACTIVE_K_KEY, SECTION, VERL_COPY, PasskSettings
-from rlec.config_base import select
 from rlec.settings import SettingError
 
 ESTIMATOR_KEY = "algorithm.adv_estimator"
@@ -53,12 +52,21 @@ class PassK(Algorithm):
         return self.entropy_switch.active_k if self.entropy_switch is not None else self.k
 
     @classmethod
-    def enabled(cls, cfg: Any) -> bool:
+    def enabled(cls, run: RunConfig) -> bool:
         """``rlec.passk.enable`` (the ``algorithm=passk`` overlay sets it)."""
-        return bool(select(cfg, f"{SECTION}.enable", False))
+        return run.enabled(SECTION)
 
     @classmethod
-    def check(cls, cfg: Any) -> list[Finding]:
+    def settings_of(cls, run: RunConfig) -> PasskSettings:
+        """``rlec.passk``, read once per ``run`` (types checked; ranges: :meth:`PasskSettings.check`).
+
+        Raises:
+            rlec.settings.SettingError: an unknown key or a value not of its type.
+        """
+        return run.section(PasskSettings, SECTION)
+
+    @classmethod
+    def check(cls, run: RunConfig) -> list[Finding]:
         """Errors: verl's estimator ``rlec_passk`` without the switch, or the switch with another
         estimator; an ``rlec.passk`` value of the wrong type or out of range (:meth:`PasskSettings.check`);
         verl's copy ``algorithm.passk.k`` not ``rlec.passk.k``; ``algorithm.passk.active_k`` (the
@@ -66,43 +74,44 @@ class PassK(Algorithm):
         N <= k responses has advantage 0); KL in the reward (correct is read as reward > 0); the
         switch outside rlec's trainers or with verl's bypass mode (no ``actor/entropy``). Warning: with E3's budget, n_min <= k (the easiest prompts get
         advantage 0)."""
-        estimator = select(cfg, ESTIMATOR_KEY)
-        if not cls.enabled(cfg):
+        keys = run.keys
+        estimator = keys.adv_estimator
+        if not cls.enabled(run):
             if estimator == PASSK_ESTIMATOR:
                 return [Finding("error", ESTIMATOR_KEY, f"{PASSK_ESTIMATOR} without {SECTION}.enable: Pass@k's settings "
                                 f"live in {SECTION}; compose algorithm=passk")]
             return []
         try:
-            settings = PasskSettings.from_config(cfg)
+            settings = cls.settings_of(run)
         except SettingError as exc:
             return [Finding("error", exc.key, f"{exc.value!r}: {exc.rule}")]
         out = settings.check()
         if estimator != PASSK_ESTIMATOR:
             out.append(Finding("error", ESTIMATOR_KEY, f"is {estimator!r}; {SECTION}.enable needs verl's estimator "
                                f"{PASSK_ESTIMATOR} (megatron_configs/algorithm/passk.yaml sets it)"))
-        out += _verl_copy_findings(cfg, settings)
-        n = select(cfg, "actor_rollout_ref.rollout.n", 1)
+        out += _verl_copy_findings(run, settings)
+        n = keys.rollout_n
         k = settings.k
         if k is not None and k >= 2 and isinstance(n, int):
             if k >= n:
                 out.append(Finding("error", f"{SECTION}.k", f"{k} must be < rollout.n = {n}: a group of N <= k responses "
                                    "has a single k-subset at most, so every advantage would be 0"))
             else:
-                out += _e3_budget_warning(cfg, k)
-        if select(cfg, "algorithm.use_kl_in_reward", False):
+                out += _e3_budget_warning(run, k)
+        if keys.use_kl_in_reward:
             out.append(Finding("error", "algorithm.use_kl_in_reward", "must be false with rlec_passk: correct is read as reward > 0"))
-        mode = trainer_mode(cfg)
+        mode = run.trainer_mode
         if settings.switch_enable:
-            out += entropy_findings(cfg, "rlec.passk.switch")
+            out += entropy_findings(run, "rlec.passk.switch")
         if settings.switch_enable and not mode.startswith("rlec_"):
             out.append(Finding("error", "trainer.v1.trainer_mode",
                                f"the entropy switch runs in rlec's trainers (rlec_sync, ...), got {mode!r}"))
         return out
 
     @classmethod
-    def verdict(cls, cfg: Any) -> str:
+    def verdict(cls, run: RunConfig) -> str:
         """``Pass@k (k K[ with the entropy switch])``."""
-        s = PasskSettings.from_config(cfg)
+        s = cls.settings_of(run)
         return f"Pass@k (k {s.k}{' with the entropy switch' if s.switch_enable else ''})"
 
     @classmethod
@@ -111,10 +120,10 @@ class PassK(Algorithm):
         return [("pass@k k", "passk/active_k", "{:d}")]
 
     @classmethod
-    def from_config(cls, cfg: Any, context: AlgorithmContext) -> "PassK":
+    def from_config(cls, run: RunConfig, context: AlgorithmContext) -> "PassK":
         """Raises ValueError: :meth:`check` fails."""
-        cls.raise_first_error(cfg)
-        s = PasskSettings.from_config(cfg)
+        cls.raise_first_error(run)
+        s = cls.settings_of(run)
         switch = EntropySwitch(k=int(s.k), threshold=float(s.entropy_threshold)) if s.switch_enable else None
         return cls(int(s.k), switch)
 
@@ -139,16 +148,17 @@ class PassK(Algorithm):
             self.entropy_switch.load_state_dict(dict(state))
 
 
-def _verl_copy_findings(cfg: Any, settings: PasskSettings) -> list[Finding]:
+def _verl_copy_findings(run: RunConfig, settings: PasskSettings) -> list[Finding]:
     """Errors when verl's ``algorithm.passk`` (what the estimator reads) disagrees with the home: ``k`` not
     ``rlec.passk.k`` (the overlay interpolates it; an override of the copy would train another k than the
     one checked, logged and resumed), ``active_k`` not null or an integer in [1, rollout.n]."""
     out = []
-    copied = select(cfg, f"{VERL_COPY}.k", None)
+    copy = run.plain(VERL_COPY)  # verl's dataclasses know no algorithm.passk
+    copied = copy.get("k")
     if settings.k is not None and copied != settings.k:
         out.append(Finding("error", f"{VERL_COPY}.k", f"is {copied!r}, not {SECTION}.k = {settings.k}: it is verl's copy "
                            f"of the setting (${{{SECTION}.k}} in megatron_configs/algorithm/passk.yaml); set {SECTION}.k"))
-    active, n = select(cfg, ACTIVE_K_KEY, None), select(cfg, "actor_rollout_ref.rollout.n")
+    active, n = copy.get("active_k"), run.keys.rollout_n
     if active is not None:
         bad = isinstance(active, bool) or not isinstance(active, int) or active < 1
         if bad or (isinstance(n, int) and not isinstance(n, bool) and active > n):
@@ -157,14 +167,14 @@ def _verl_copy_findings(cfg: Any, settings: PasskSettings) -> list[Finding]:
     return out
 
 
-def _e3_budget_warning(cfg: Any, k: int) -> list[Finding]:
+def _e3_budget_warning(run: RunConfig, k: int) -> list[Finding]:
     """A warning when E3's budget gives the easiest prompts n_min <= k responses (their pass@k advantage is 0)."""
-    from rlec.algorithms.e3.settings import E3Settings
+    from rlec.algorithms.e3.algorithm import E3
 
-    if not select(cfg, "rlec.e3.enable", False):
+    if not E3.enabled(run):
         return []
     try:
-        e3 = E3Settings.from_config(cfg)
+        e3 = E3.settings_of(run)  # the section E3's own check read (run.section parses it once)
     except ValueError:
         return []  # E3's own check reports it
     if e3.budget_enable and e3.n_min <= k:

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Collection
 
-from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, StepRecord, trainer_mode
-from rlec.algorithms.rlve.settings import RLVE_DATASET, SECTION, VERL_COPY, RLVESettings, plain_section
-from rlec.config_base import select
+from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, RunConfig, StepRecord
+from rlec.algorithms.rlve.settings import RLVE_DATASET, SECTION, VERL_COPY, RLVESettings
 from rlec.settings import SettingError
 
 __all__ = ["RLVE"]
@@ -44,41 +43,41 @@ class RLVE(Algorithm):
         self.source = source
 
     @classmethod
-    def enabled(cls, cfg: Any) -> bool:
+    def enabled(cls, run: RunConfig) -> bool:
         """``rlec.rlve.enable`` (the ``algorithm=rlve`` overlay sets it)."""
-        return bool(select(cfg, f"{SECTION}.enable", False))
+        return run.enabled(SECTION)
 
     @classmethod
-    def check(cls, cfg: Any) -> list[Finding]:
+    def check(cls, run: RunConfig) -> list[Finding]:
         """Errors: ``data.dataloader_num_workers`` != 0 (a worker process would keep its own copy of
         the controllers, never updated); ``data.custom_cls`` not the RLVE dataset; settings
         :class:`RLVESettings` refuses; verl's copy ``data.rlve`` not equal to ``rlec.rlve``;
         ``data.train_files`` equal to ``data.val_files``; a trainer
         mode without rlec's trainer. Warning: an async rlec mode (prompts generated ahead of the
         controller update, so resume is no longer exact)."""
-        if not cls.enabled(cfg):
+        if not cls.enabled(run):
             return []
-        out = []
-        workers = select(cfg, "data.dataloader_num_workers", 0)
+        out, keys = [], run.keys
+        workers = keys.dataloader_num_workers
         if workers != 0:
             out.append(Finding("error", "data.dataloader_num_workers", f"is {workers}; RLVE needs 0: the difficulty "
                                "controllers live in the dataset object the trainer updates, which dataloader worker "
                                "processes would copy"))
-        path, name = select(cfg, "data.custom_cls.path"), select(cfg, "data.custom_cls.name")
+        path, name = keys.custom_cls_path, keys.custom_cls_name
         if (path, name) != RLVE_DATASET:
             out.append(Finding("error", "data.custom_cls", f"is path={path!r} name={name!r}; RLVE needs "
                                f"path={RLVE_DATASET[0]!r} name={RLVE_DATASET[1]!r} (megatron_configs/algorithm/rlve.yaml)"))
         try:
-            out += RLVESettings.read(cfg).check()
+            out += run.section(RLVESettings, SECTION).check()
         except SettingError as exc:
             out.append(Finding("error", exc.key, f"{exc.value!r}: {exc.rule}"))
         except Exception as exc:  # a check never crashes: what it could not judge is a finding
             out.append(Finding("error", SECTION, f"{type(exc).__name__}: {exc}"))
-        out += _copy_findings(cfg)
-        if _files(cfg, "data.train_files") == _files(cfg, "data.val_files"):
+        out += _copy_findings(run)
+        if _files(keys.train_files) == _files(keys.val_files):
             out.append(Finding("error", "data.val_files", "must differ from data.train_files: the RLVE dataset tells the "
                                "training set (environment rows) from the validation set (static) by its files"))
-        mode = trainer_mode(cfg)
+        mode = run.trainer_mode
         if not mode.startswith("rlec_"):
             out.append(Finding("error", "trainer.v1.trainer_mode", f"is {mode!r}; only rlec's trainers (rlec_sync, ...) "
                                "update the RLVE difficulty controllers after each step"))
@@ -89,11 +88,11 @@ class RLVE(Algorithm):
         return out
 
     @classmethod
-    def verdict(cls, cfg: Any) -> str:
+    def verdict(cls, run: RunConfig) -> str:
         """``RLVE (environments; difficulty up at accuracy >= threshold)`` (more than the built-in ones: their count)."""
         from rlec.environments import builtin_names
 
-        source = RLVESettings.from_config(cfg).source
+        source = run.section(RLVESettings, SECTION).checked().source
         names = list(source.environments)
         shown = ", ".join(names) if len(names) <= len(builtin_names()) else f"{len(names)} environments ({', '.join(names[:3])}, ...)"
         return f"RLVE ({shown}; difficulty up at accuracy >= {source.threshold})"
@@ -105,9 +104,9 @@ class RLVE(Algorithm):
         return [(f"{env} d", f"rlve/{env}/difficulty", "{:d}") for env in envs]
 
     @classmethod
-    def from_config(cls, cfg: Any, context: AlgorithmContext) -> "RLVE":
+    def from_config(cls, run: RunConfig, context: AlgorithmContext) -> "RLVE":
         """Raises ValueError: :meth:`check` fails, or the training dataset has no environment source."""
-        cls.raise_first_error(cfg)
+        cls.raise_first_error(run)
         source = getattr(context.train_dataset, "rlve_source", None)  # rlec.verl_plugin.rlve_dataset.RLVEDataset
         if source is None:
             raise ValueError("rlec.rlve.enable is true but the training dataset has no environment source: set "
@@ -122,12 +121,12 @@ class RLVE(Algorithm):
         return self.source.update(samples)
 
 
-def _copy_findings(cfg: Any) -> list[Finding]:
+def _copy_findings(run: RunConfig) -> list[Finding]:
     """An error when verl's copy ``data.rlve`` (what the dataset reads) differs from the home ``rlec.rlve``
     (the overlay sets it to ``${rlec.rlve}``; an override of the copy would train on settings no check,
     verdict or resume rule saw)."""
     try:
-        home, copy = plain_section(cfg, SECTION), plain_section(cfg, VERL_COPY)
+        home, copy = run.plain(SECTION), run.plain(VERL_COPY)
     except Exception as exc:  # an unresolvable interpolation: the settings read reports it
         return [Finding("error", VERL_COPY, f"{type(exc).__name__}: {exc}")]
     if copy == home:
@@ -137,6 +136,7 @@ def _copy_findings(cfg: Any) -> list[Finding]:
                     f"(${{{SECTION}}} in megatron_configs/algorithm/rlve.yaml); set {SECTION}.* instead")]
 
 
-def _files(cfg: Any, key: str) -> list[str]:
-    value = select(cfg, key, [])
+def _files(value: Any) -> list[str]:
+    """``data.train_files`` / ``data.val_files`` as a list of paths (a single path, a list, or null: none)."""
+    value = [] if value is None else value
     return [value] if isinstance(value, str) else [str(v) for v in value]

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlec.config_base import Finding, select
+from rlec.config_base import Finding
 from rlec.environments.source import SETTINGS_KEY, SourceConfig
-from rlec.settings import plain, read_section
+from rlec.settings import read_section
 
 SECTION = SETTINGS_KEY  # rlec.rlve
 # what the RLVE dataset reads (verl hands it only `data`): the overlay's interpolation ${rlec.rlve}
@@ -30,12 +30,7 @@ DEFAULT_ROWS_PER_EPOCH = 65_536
 # data.custom_cls (path, name) of the RLVE dataset
 RLVE_DATASET = ("pkg://rlec.verl_plugin.rlve_dataset", "RLVEDataset")
 
-__all__ = ["DEFAULT_ROWS_PER_EPOCH", "RLVESettings", "RLVE_DATASET", "SECTION", "VERL_COPY", "plain_section"]
-
-
-def plain_section(cfg: Any, key: str = SECTION) -> dict[str, Any]:
-    """``key`` (``rlec.rlve``, or verl's copy ``data.rlve``) as a plain dict (interpolations resolved); ``{}`` when absent."""
-    return dict(plain(select(cfg, key, {})) or {})  # rlec.settings.plain: the one DictConfig -> containers helper
+__all__ = ["DEFAULT_ROWS_PER_EPOCH", "RLVESettings", "RLVE_DATASET", "SECTION", "VERL_COPY"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +64,7 @@ class RLVESettings(SourceConfig):
         Raises:
             rlec.settings.SettingError: an unknown key or a value not of its type.
         """
-        return read_section(cls, {"rlec": {"rlve": plain_section(cfg, key)}}, SECTION)
+        return read_section(cls, cfg, key, SECTION)  # the copy's keys are named as the home's, the keys users set
 
     @classmethod
     def from_config(cls, cfg: Any, key: str = SECTION) -> "RLVESettings":
@@ -79,11 +74,20 @@ class RLVESettings(SourceConfig):
             ValueError: an unknown key or a value of the wrong type (:class:`rlec.settings.SettingError`), or the
                 first error of :meth:`check` (its message names the full key).
         """
-        settings = cls.read(cfg, key)
-        for finding in settings.check():
+        return cls.read(cfg, key).checked()
+
+    def checked(self) -> "RLVESettings":
+        """These settings, environment names resolved (:meth:`SourceConfig.resolved`), when :meth:`check` finds no
+        error (what :meth:`from_config` returns; the algorithm reads its section once, ``run.section``, and checks
+        it here).
+
+        Raises:
+            ValueError: the first error of :meth:`check` (its message names the full key).
+        """
+        for finding in self.check():
             if finding.level == "error":
                 raise ValueError(finding.message)
-        return settings.resolved()
+        return self.resolved()
 
     def check(self, prefix: str = SETTINGS_KEY) -> list[Finding]:
         """One error per value out of range: :meth:`SourceConfig.check` and ``rows_per_epoch`` >= 1."""
