@@ -25,35 +25,36 @@ write                            the verl behaviour that forces it            ca
 ===============================  ==========================================  =========================================
 
 rlec's own rules judge rlec's trainer mode (``rlec_sync``), which :func:`set_base_trainer_mode` replaces in the
-config verl reads; :func:`rlec_trainer_mode` answers it for a config either way (no copy of the config).
+config verl reads; it first keeps rlec's mode in the config itself (``trainer.v1.rlec_trainer_mode``, a key verl never
+reads), so :func:`rlec_trainer_mode` answers it for that config and any copy of it.
 Imports nothing of verl, torch or rlec (ground floor: the rules and the trainer both call it).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 MODE_KEY = "trainer.v1.trainer_mode"
+# rlec's trainer mode, kept by set_base_trainer_mode before it writes verl's base mode over MODE_KEY; verl reads
+# trainer.v1 as a plain node (``trainer_mode``, ``sampler`` and ``trainer.v1.<mode>`` by name), so a key beside them
+# changes nothing in verl
+_RLEC_MODE = "rlec_trainer_mode"
+RLEC_MODE_KEY = f"trainer.v1.{_RLEC_MODE}"
 TEMPERATURE_KEY = "actor_rollout_ref.rollout.temperature"
 SCHEDULE_END_KEY = "rlec.schedule.end_step"
 
-# the rlec trainer mode each config held before set_base_trainer_mode wrote verl's base mode, by the config's
-# identity (a DictConfig hashes and compares by content, which the write changes); an entry goes with its config
-_REPLACED_MODE: dict[int, tuple["weakref.ref[DictConfig]", str]] = {}
-
-__all__ = ["MODE_KEY", "SCHEDULE_END_KEY", "TEMPERATURE_KEY", "pin_schedule_end", "rlec_trainer_mode",
+__all__ = ["MODE_KEY", "RLEC_MODE_KEY", "SCHEDULE_END_KEY", "TEMPERATURE_KEY", "pin_schedule_end", "rlec_trainer_mode",
            "set_base_trainer_mode", "write_rollout_temperature", "write_step_overrides"]
 
 
-def _mode_of(config: Any) -> str:
+def _v1_value(config: Any, name: str) -> Any:
+    """``trainer.v1.<name>`` of a ``DictConfig`` or nested dict (None when any level is absent); reads only."""
     trainer = config.get("trainer") if hasattr(config, "get") else None
     v1 = trainer.get("v1") if hasattr(trainer, "get") else None
-    mode = v1.get("trainer_mode") if hasattr(v1, "get") else None
-    return "" if mode is None else str(mode)
+    return v1.get(name) if hasattr(v1, "get") else None
 
 
 def set_base_trainer_mode(config: DictConfig, base_mode: str) -> None:
@@ -61,25 +62,24 @@ def set_base_trainer_mode(config: DictConfig, base_mode: str) -> None:
 
     Forced by verl: ``PPOTrainer.__init__`` sets ``self.trainer_mode = config.trainer.v1.trainer_mode``, reads
     ``trainer.v1.<mode>.parameter_sync_step`` and picks its replay buffer by ``== "sync"``; rlec's trainers are
-    registered as ``rlec_<base>`` (verl picks the class by that name first). The mode it replaces stays readable
-    through :func:`rlec_trainer_mode`. Writing the base mode twice keeps the first rlec mode.
+    registered as ``rlec_<base>`` (verl picks the class by that name first). The mode it replaces is kept first as
+    ``trainer.v1.rlec_trainer_mode`` (:data:`RLEC_MODE_KEY`, read by :func:`rlec_trainer_mode`), once: writing the
+    base mode twice keeps the first rlec mode.
     """
-    current = _mode_of(config)
-    if current != base_mode:
-        key = id(config)
-        _REPLACED_MODE[key] = (weakref.ref(config, lambda _ref: _REPLACED_MODE.pop(key, None)), current)
     with open_dict(config):
+        if _v1_value(config, _RLEC_MODE) is None:
+            config.trainer.v1[_RLEC_MODE] = str(_v1_value(config, "trainer_mode") or "")
         config.trainer.v1.trainer_mode = base_mode
 
 
 def rlec_trainer_mode(config: Any) -> str:
-    """rlec's trainer mode of ``config`` (``rlec_sync``, ...): what :func:`set_base_trainer_mode` replaced, else
-    ``trainer.v1.trainer_mode`` as given ("" when absent); a plain dict reads as given."""
-    if isinstance(config, DictConfig):
-        ref, replaced = _REPLACED_MODE.get(id(config), (None, ""))
-        if ref is not None and ref() is config:
-            return replaced
-    return _mode_of(config)
+    """rlec's trainer mode of ``config`` (``rlec_sync``, ...): ``trainer.v1.rlec_trainer_mode`` (what
+    :func:`set_base_trainer_mode` replaced), else ``trainer.v1.trainer_mode`` ("" when absent). Reads a
+    ``DictConfig`` or a nested dict alike."""
+    mode = _v1_value(config, _RLEC_MODE)
+    if mode is None:
+        mode = _v1_value(config, "trainer_mode")
+    return "" if mode is None else str(mode)
 
 
 def write_step_overrides(config: DictConfig, overrides: Mapping[str, Any]) -> None:

@@ -4,6 +4,7 @@ that no other rlec module writes (the verl behaviour forcing each write: tests/v
 from __future__ import annotations
 
 import ast
+import copy
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,8 @@ def test_the_base_mode_write_keeps_rlecs_mode_readable_for_rlecs_rules():
     assert rlec_trainer_mode(cfg) == "rlec_sync"
     other = _config()
     assert rlec_trainer_mode(other) == "rlec_sync"  # another config object is not confused with the first
+    assert rlec_trainer_mode(copy.deepcopy(cfg)) == rlec_trainer_mode(OmegaConf.to_container(cfg)) == "rlec_sync"
+    assert copy.deepcopy(cfg).trainer.v1.trainer_mode == "sync"  # the state lives in the config: its copies keep it
     assert rlec_trainer_mode({"trainer": {"v1": {"trainer_mode": "sync"}}}) == "sync"  # a plain dict: as given
     assert rlec_trainer_mode({}) == ""
 

@@ -41,6 +41,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from rlec.data.mix import draw_targets
 from rlec.environments.addition import QUESTION, draw_operands
 from rlec.grading.extract import CANONICAL_ABSTAIN
 from rlec.prompts import build_messages, math_task, render
@@ -248,10 +249,11 @@ def pair_sum_problem(rng: random.Random, digits: int) -> AdditionProblem:
 
 
 def draw_target(rng: random.Random, cfg: WarmStartConfig) -> float | None:
-    """A target as in the training data: None (binary) with ``binary_fraction``, else p on the 0.01 grid."""
+    """A target as in the training data: None (binary) with ``binary_fraction``, else p drawn by the training data's
+    one draw (:func:`rlec.data.mix.draw_targets`: uniform on the 0.01 grid of [``target_min``, ``target_max``])."""
     if rng.random() < cfg.binary_fraction:
         return None
-    return rng.randint(round(cfg.target_min * 100), round(cfg.target_max * 100)) / 100
+    return draw_targets(rng, cfg.target_min, cfg.target_max)
 
 
 def sft_examples(rng: random.Random, cfg: WarmStartConfig, count: int) -> list[tuple[AdditionProblem, float | None, bool]]:

@@ -31,7 +31,7 @@ from rlec.rules.verl_keys import layout_of
 from rlec.config import pinned_schedule_end, resume_differences
 from rlec.run_config import VerlKeys
 from rlec.config_writes import pin_schedule_end
-from rlec.io import atomic_write_text
+from rlec.io import atomic_write_text, read_json_object
 from rlec.config_base import TRACKER
 
 LAYOUT_RECORD = "rlec_layout.json"
@@ -90,13 +90,13 @@ def layout_change_findings(cfg: Any, name: str) -> list[Finding]:
     if _resume_mode(cfg) == "disable" or not (folder / TRACKER).is_file():
         return []
     try:
-        saved = json.loads((folder / LAYOUT_RECORD).read_text())
-    except FileNotFoundError:
+        saved = _read_record(folder / LAYOUT_RECORD, "a JSON object (the checkpoints' layout)")
+    except ValueError as exc:
+        return [Finding("error", CHECKPOINT_KEY, f"{exc}; restore it or remove it if the checkpoints' layout is known "
+                        "to be this launch's")]
+    if saved is None:
         return [Finding("warning", CHECKPOINT_KEY, f"{folder} holds checkpoints without {LAYOUT_RECORD}: the layout they "
                         "were written under is unknown; resuming under another one fails or corrupts the optimizer")]
-    except (OSError, ValueError) as exc:
-        return [Finding("error", CHECKPOINT_KEY, f"{folder / LAYOUT_RECORD}: unreadable ({exc}); restore it or remove it "
-                        "if the checkpoints' layout is known to be this launch's")]
     now = checkpoint_layout(cfg, name)
     changed = [field for field in SHARDING_FIELDS if saved.get(field) != now[field]]
     if not changed:
@@ -148,22 +148,31 @@ def fresh_start_findings(cfg: Any) -> list[Finding]:
                     "two; choose another OUTPUT_DIR / CHECKPOINT_DIR, or move this folder aside")]
 
 
+def _read_record(path: Path, what: str) -> dict[str, Any] | None:
+    """The JSON object of the record ``path`` (:func:`rlec.io.read_json_object`), or None when there is no such file.
+
+    Raises:
+        ValueError: the file is unreadable or not JSON (names the file and the cause), or holds no JSON object (names
+            the file and ``what`` was expected).
+    """
+    try:
+        return read_json_object(path, what=what)
+    except ValueError as exc:
+        if isinstance(exc.__cause__, FileNotFoundError):
+            return None
+        raise
+
+
 def saved_run_config(cfg: Any) -> dict[str, Any] | None:
     """The resolved config the run in ``trainer.default_local_dir`` started with (:data:`RUN_RECORD`), or None.
 
     Raises:
-        ValueError: the record exists but is not a JSON object (names the file).
+        ValueError: the record exists but is unreadable or not a JSON object (names the file).
     """
-    path = _folder(cfg) / RUN_RECORD
     try:
-        saved = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: unreadable ({exc}); restore it, or remove it to resume without the resume rules") from exc
-    if not isinstance(saved, dict):
-        raise ValueError(f"{path}: expected a JSON object (the run's resolved config), got {type(saved).__name__}")
-    return saved
+        return _read_record(_folder(cfg) / RUN_RECORD, "a JSON object (the run's resolved config)")
+    except ValueError as exc:
+        raise ValueError(f"{exc}; restore it, or remove it to resume without the resume rules") from exc
 
 
 def resume_setting_findings(cfg: Any) -> list[Finding]:

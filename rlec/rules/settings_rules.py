@@ -39,7 +39,7 @@ import functools
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -48,9 +48,9 @@ from rlec.rules.moe import threshold_error
 from rlec.rules.verl_keys import ACTOR, CORRECTION, MEGATRON, ROLLOUT, VerlKeys
 from rlec.run_config import RunConfig
 from rlec.io import held_back_console
-from rlec.settings import RlecSettings, SettingError
+from rlec.settings import CpuSettings, RlecSettings, SettingError
 
-__all__ = ["NUMBER_RULES", "NumberRule", "known_top_level_keys", "override_rules", "settings_rules"]
+__all__ = ["CPU_WING_SWITCHES", "NUMBER_RULES", "NumberRule", "known_top_level_keys", "override_rules", "settings_rules"]
 
 PLUGIN_MODULE = "rlec.verl_plugin"
 # top-level keys besides verl's trainer sections: the engine group choice and rlec's own settings
@@ -438,18 +438,22 @@ def _threshold_rules(k: VerlKeys) -> list[Finding]:
     return [Finding("error", f"{CORRECTION}.rollout_is_threshold", f"{value!r} {why}")] if why else []
 
 
+# rlec.cpu's settings that switch a behaviour of the CPU wing on (scripted answers, the induced mismatch); the
+# others (the noise's seed, the final evaluation) only shape a switched-on behaviour and are harmless elsewhere
+CPU_WING_SWITCHES = ("scripted_fraction", "rollout_weight_noise")
+
+
 def _cpu_wing_rules(settings: RlecSettings, keys: VerlKeys) -> list[Finding]:
-    """``rlec.cpu``'s scripted answers and induced mismatch set off their defaults on a device other than the CPU:
-    the CPU wing that implements them (:mod:`rlec.cpu`) is loaded only on the CPU platform (issue 59), so on a GPU
-    they would be ignored without a word."""
+    """``rlec.cpu``'s switches (:data:`CPU_WING_SWITCHES`) set off their defaults (:class:`rlec.settings.CpuSettings`'s)
+    on a device other than the CPU: the CPU wing that implements them (:mod:`rlec.cpu`) is loaded only on the CPU
+    platform (issue 59), so on a GPU they would be ignored without a word."""
     if str(keys.device) == "cpu":
         return []
-    cpu = settings.cpu
+    defaults = {f.name: f.default for f in fields(CpuSettings)}
     return [Finding("error", f"rlec.cpu.{name}", f"{value!r} is set on trainer.device={keys.device}, but the CPU wing "
                     "(rlec.cpu) that implements it is loaded only on the CPU platform (layout=cpu); a GPU run would "
                     "ignore it: remove the override")
-            for name, value in (("scripted_fraction", cpu.scripted_fraction),
-                                ("rollout_weight_noise", cpu.rollout_weight_noise)) if value != 0.0]
+            for name in CPU_WING_SWITCHES if (value := getattr(settings.cpu, name)) != defaults[name]]
 
 
 def _schedule_rules(cfg: Any, settings: RlecSettings) -> list[Finding]:

@@ -37,7 +37,7 @@ import torch
 from omegaconf import ListConfig
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from rlec.algorithms.rlve.settings import SECTION, VERL_COPY, RLVESettings
+from rlec.algorithms.rlve.settings import DATA_COPY, SECTION, RLVESettings
 from rlec.environments import EnvironmentSource
 from rlec.prompts import build_messages
 
@@ -77,7 +77,7 @@ class RLVEDataset(RLHFDataset):
 
     def __init__(self, data_files, tokenizer, config, processor=None, max_samples: int = -1):
         # the one reader and check, on verl's copy data.rlve (${rlec.rlve}; verl hands a dataset only `data`)
-        settings = RLVESettings.from_config({"data": config}, VERL_COPY)
+        settings = RLVESettings.from_config(config, DATA_COPY)
         train_files, val_files = _file_list(config.get("train_files")), _file_list(config.get("val_files"))
         enabled = settings.enable
         if enabled and train_files == val_files:

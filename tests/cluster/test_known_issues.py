@@ -79,6 +79,11 @@ def test_resuming_under_another_layout_is_refused_naming_both(compose_rlec, tmp_
     (folder / LAYOUT_RECORD).unlink()
     (warning,) = layout_change_findings(one, "qwen3_30b_a3b_1x8")
     assert warning.level == "warning" and "the layout they were written under is unknown" in warning.message
+    for text, cause in (("{not json", "unreadable (Expecting"), ("[32]", "expected a JSON object (the checkpoints' layout), "
+                                                                    "got a JSON list")):
+        (folder / LAYOUT_RECORD).write_text(text)  # a damaged record is refused naming the file, never a crash
+        (error,) = layout_change_findings(one, "qwen3_30b_a3b_1x8")
+        assert error.level == "error" and f"{folder / LAYOUT_RECORD}: {cause}" in error.message, error.message
 
 
 def test_the_launch_check_records_the_layout_only_when_it_passes_and_refuses_a_change(tmp_path, capsys):

@@ -77,6 +77,10 @@ def test_missing_or_damaged_record(compose_rlec, tmp_path):
     assert error.level == "error" and error.key == "trainer.default_local_dir" and "unreadable" in error.message
     with pytest.raises(ValueError, match="unreadable"):
         apply_resume_rules(cfg)
+    (tmp_path / RUN_RECORD).write_text("[1]")  # JSON, but not the resolved config's object
+    (error,) = resume_setting_findings(cfg)
+    assert (f"{tmp_path / RUN_RECORD}: expected a JSON object (the run's resolved config), got a JSON list; restore it"
+            in error.message), error.message
 
 
 def test_launcher_check_refuses_before_any_write_and_records_only_a_fresh_run(tmp_path, capsys, monkeypatch):

@@ -3,12 +3,14 @@ trainer on every layout (the CPU one of `make run` too), before any other check,
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 
 from rlec.cluster.config_check import main
-from rlec.rules.settings_rules import early_errors, known_top_level_keys, settings_rules
+from rlec.rules.settings_rules import CPU_WING_SWITCHES, early_errors, known_top_level_keys, settings_rules
+from rlec.settings import CpuSettings
 from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
 
 ACTOR = "actor_rollout_ref.actor"
@@ -103,7 +105,7 @@ def test_the_bounds_themselves_pass(overrides):
     assert early_errors(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", *overrides])) == []
 
 
-@pytest.mark.parametrize("name", ["scripted_fraction", "rollout_weight_noise"])
+@pytest.mark.parametrize("name", CPU_WING_SWITCHES)
 def test_the_cpu_wings_settings_are_refused_on_a_gpu_layout_and_kept_on_the_cpu_one(name):
     """Issue 59 item 3 moved scripted answers and the induced mismatch into the CPU wing, loaded only on the CPU
     platform: on a GPU layout ``rlec.cpu.<name>`` would have been ignored without a word; now it is refused naming the
@@ -114,3 +116,12 @@ def test_the_cpu_wings_settings_are_refused_on_a_gpu_layout_and_kept_on_the_cpu_
     assert "trainer.device=cuda" in found[0].message and "layout=cpu" in found[0].message
     assert settings_rules(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", f"rlec.cpu.{name}=0.25"])) == []
     assert settings_rules(compose(["layout=tiny_1gpu"])) == []  # the defaults (0) pass on a GPU layout
+
+
+@pytest.mark.parametrize("name", CPU_WING_SWITCHES)
+def test_a_cpu_wing_switch_at_its_dataclass_default_passes_on_a_gpu_layout(name):
+    """The rule compares each switch with :class:`rlec.settings.CpuSettings`' default (one default per setting), so
+    writing the default out on a GPU layout is no error; the switches are CpuSettings' fields (a rename fails here)."""
+    default = {f.name: f.default for f in dataclasses.fields(CpuSettings)}[name]
+    assert settings_rules(compose(["layout=tiny_1gpu", f"++rlec.cpu.{name}={default}"])) == []
+    assert settings_rules(compose(["layout=tiny_1gpu", f"++rlec.cpu.{name}={default + 0.5}"]))[0].key == f"rlec.cpu.{name}"

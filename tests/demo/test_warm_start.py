@@ -121,6 +121,21 @@ def test_abstention_coin_ignores_target_and_difficulty() -> None:
             assert abs(sum(flags) / len(flags) - 0.3) < 0.03
 
 
+def test_warm_start_targets_are_the_training_datas_draw_and_stay_inside_their_bounds() -> None:
+    """One draw of target p (rlec.data.mix.draw_targets) for the data, RLVE and the warm start: on the default grid
+    bounds the stream is the one the warm start always drew (randint over the bounds' hundredths); bounds off the
+    grid keep p inside them (the warm start's own rounding drew 0.90 for target_max = 0.895)."""
+    cfg = replace(TINY, binary_fraction=0.0)
+    ours, theirs = random.Random(11), random.Random(11)
+    for _ in range(200):
+        theirs.random()  # the binary coin
+        assert ws.draw_target(ours, cfg) == theirs.randint(1, 90) / 100  # target_min, target_max = 0.01, 0.90
+    off_grid = replace(cfg, target_min=0.015, target_max=0.895)
+    rng = random.Random(5)
+    drawn = {ws.draw_target(rng, off_grid) for _ in range(3000)}
+    assert min(drawn) == 0.02 and max(drawn) == 0.89
+
+
 def test_training_never_sees_held_out_problems() -> None:
     rng = random.Random(3)
     drawn = [ws.training_problem(rng, (2, 3)) for _ in range(3000)]

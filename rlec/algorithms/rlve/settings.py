@@ -9,9 +9,9 @@ workers, files, trainer mode, verl's copy) are :meth:`rlec.algorithms.rlve.algor
 
 verl's side (``megatron_configs/algorithm/rlve.yaml`` sets it from the home): ``data.custom_cls``
 (the RLVE dataset) and ``data.rlve: ${rlec.rlve}`` (:data:`VERL_COPY`), because verl hands a dataset
-only its ``data`` section; the dataset reads that copy (``RLVESettings.from_config(cfg, VERL_COPY)``),
-everything else the home, and :meth:`rlec.algorithms.rlve.algorithm.RLVE.check` refuses a copy that
-differs from it.
+only its ``data`` section; the dataset reads that copy from the section it is handed
+(``RLVESettings.from_config(data, DATA_COPY)``), everything else the home, and
+:meth:`rlec.algorithms.rlve.algorithm.RLVE.check` refuses a copy that differs from it.
 """
 
 from __future__ import annotations
@@ -24,13 +24,15 @@ from rlec.environments.source import SETTINGS_KEY, SourceConfig
 from rlec.settings import read_section
 
 SECTION = SETTINGS_KEY  # rlec.rlve
-# what the RLVE dataset reads (verl hands it only `data`): the overlay's interpolation ${rlec.rlve}
-VERL_COPY = "data.rlve"
+# what the RLVE dataset reads (verl hands it only `data`): the overlay's interpolation ${rlec.rlve}, as its key in
+# verl's data section and in the whole config
+DATA_COPY = "rlve"
+VERL_COPY = f"data.{DATA_COPY}"
 DEFAULT_ROWS_PER_EPOCH = 65_536
 # data.custom_cls (path, name) of the RLVE dataset
 RLVE_DATASET = ("pkg://rlec.verl_plugin.rlve_dataset", "RLVEDataset")
 
-__all__ = ["DEFAULT_ROWS_PER_EPOCH", "RLVESettings", "RLVE_DATASET", "SECTION", "VERL_COPY"]
+__all__ = ["DATA_COPY", "DEFAULT_ROWS_PER_EPOCH", "RLVESettings", "RLVE_DATASET", "SECTION", "VERL_COPY"]
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,9 @@ class RLVESettings(SourceConfig):
         """Read ``rlec.rlve`` (:func:`rlec.settings.read_section`, keys named ``rlec.rlve.<key>``) without range checks.
 
         Args:
-            cfg: the composed config.
-            key: the section read: the home (default), or ``data.rlve`` for the dataset, which verl hands only ``data``.
+            cfg: the composed config, or verl's ``data`` section (what verl hands a dataset).
+            key: the section read, relative to ``cfg``: the home (default), or verl's copy (:data:`VERL_COPY` in the
+                composed config, :data:`DATA_COPY` in the ``data`` section).
 
         Raises:
             rlec.settings.SettingError: an unknown key or a value not of its type.
