@@ -123,12 +123,12 @@ def read_pilot(path: Path) -> dict[str, Any]:
     """A pilot file, checked: its schema, band and a non-empty ``kept`` list of candidate ids.
 
     Raises:
-        ValueError: unreadable, another schema, or no kept prompt (names the file and the rule).
+        ValueError: unreadable or no JSON object (:func:`rlec.io.read_json_object`), another schema, or no kept prompt
+            (names the file and the rule).
     """
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: unreadable pilot file ({exc})") from None
+    from rlec.io import read_json_object
+
+    data = read_json_object(path, what="a pilot file's object")
     if data.get("schema") != PILOT_SCHEMA:
         raise ValueError(f"{path}: schema {data.get('schema')!r}, expected {PILOT_SCHEMA!r}")
     ids = {c["question_id"] for c in data.get("candidates", [])}
