@@ -30,7 +30,7 @@ import numpy as np
 from rlec.demo.verl_run import hf_model, launch, launcher_args, read_group_prompts, read_groups, read_metrics
 from rlec.experiments import keys as K
 from rlec.experiments.data_kinds import data_kind
-from rlec.experiments.pilot import PILOTS, warm_start_config
+from rlec.experiments import pilot
 from rlec.experiments.spec import Arm, Experiment, Run
 
 RUN_FILE = "run.json"
@@ -57,7 +57,7 @@ def settings_stamp(exp: Experiment, steps: int) -> dict[str, Any]:
             "heldout": None if exp.heldout is None else {"targets": list(exp.heldout.targets), "n_samples": exp.heldout.n_samples,
                                                         "temperature": exp.heldout.temperature, "figures": sorted(exp.heldout.figures),
                                                         "data": exp.heldout.data},
-            "warm_start_key": warm_start.folder_key(warm_start_config(exp)), "pilot": pilot_stamp(exp),
+            "warm_start_key": warm_start.folder_key(pilot.warm_start_config(exp)), "pilot": pilot_stamp(exp),
             "probe": None if exp.probe is None else exp.probe.stamp(),
             # JSON's lists: a rerun compares this stamp with the one read back from experiment.json
             **({"pool": {**asdict(exp.pool), "difficulties": list(exp.pool.difficulties)}} if exp.pool is not None else {})}
@@ -67,10 +67,8 @@ def pilot_stamp(exp: Experiment) -> str | None:
     """The SHA-256 of the committed pilot file the training pool comes from (None: no pilot file)."""
     import hashlib
 
-    from rlec.experiments.pilot import pilot_path
-
-    path = pilot_path(exp.name)
-    return hashlib.sha256(path.read_bytes()).hexdigest() if exp.data in PILOTS and path.is_file() else None
+    path = pilot.pilot_path(exp.name)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if exp.data in pilot.PILOTS and path.is_file() else None
 
 
 def claim_folder(out: Path, stamp: dict[str, Any]) -> None:
@@ -255,7 +253,7 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
     from rlec.demo import warm_start
 
     shared = out / "shared"
-    model = warm_start.build(shared / "warm_start", warm_start_config(exp), progress=False)
+    model = warm_start.build(shared / "warm_start", pilot.warm_start_config(exp), progress=False)
     data = shared / "data"
     kind = data_kind(exp.data)
     if not (data / "train.parquet").is_file() and (summary := kind.write_data(data, exp)) is not None:
@@ -287,10 +285,8 @@ def pilot_data(exp: Experiment, data: Path) -> dict[str, Path]:
 
     Nothing for a data kind without a pilot (no entry in :data:`rlec.experiments.pilot.PILOTS`).
     """
-    from rlec.experiments import pilot
-
     out: dict[str, Path] = {}
-    kind = PILOTS.get(exp.data)
+    kind = pilot.PILOTS.get(exp.data)
     if kind is None:
         return out
     path = pilot.pilot_path(exp.name)
