@@ -178,7 +178,7 @@ def run_checks(
     Returns:
         ``(findings, memory estimate or None, context)``; ``context`` holds what the report
         prints (shape source, verl steps passed, GPU memory, path summaries or None when skipped,
-        and rlec's settings as parsed once here, for :func:`algorithms_line`).
+        and ``run``, the :class:`rlec.run_config.RunConfig` read once here, for :func:`algorithms_line`).
     """
     run = RunConfig.of(cfg)  # read once for every check below
     early = settings_rules(run)
@@ -201,8 +201,7 @@ def run_checks(
     rlec_findings, est = check_layout(run, shape, gib, memory_fraction=fraction,
                                       hf_config=hf_config if is_model else None, megatron_fields=config_field_names())
     context = {"shape": shape, "source": source, "verl_passed": passed, "verl_steps": len(passed) + len(findings),
-               "gpu_memory_gib": gib, "fraction": fraction, "paths": path_summaries, "settings": settings,
-               "run": run}
+               "gpu_memory_gib": gib, "fraction": fraction, "paths": path_summaries, "run": run}
     return path_errors + findings + rlec_findings, est, context
 
 
