@@ -27,10 +27,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rlec.config_base import flatten
 from rlec.demo.verl_run import hf_model, launch, launcher_args, read_group_prompts, read_groups, read_metrics
 from rlec.experiments import keys as K
-from rlec.experiments.data_kinds import data_kind
 from rlec.experiments import pilot
+from rlec.experiments.data_kinds import data_kind
 from rlec.experiments.spec import Arm, Experiment, Run
 
 RUN_FILE = "run.json"
@@ -142,21 +143,6 @@ def compose_stage(exp: Experiment, overrides: Sequence[str], steps: int, seed: i
     return compose_checked([*launch, f"trainer.total_training_steps={steps}"])
 
 
-def _flat(cfg: Any) -> dict[str, Any]:
-    """A resolved config as ``{dotted key: leaf value}`` (interpolations resolved; lists as leaves)."""
-    from omegaconf import OmegaConf
-
-    def walk(node: Any, prefix: str) -> dict[str, Any]:
-        if isinstance(node, dict):
-            out: dict[str, Any] = {}
-            for k, v in node.items():
-                out.update(walk(v, f"{prefix}{k}."))
-            return out
-        return {prefix.rstrip("."): node}
-
-    return walk(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False), "")
-
-
 def arm_differences(exp: Experiment, arms: Sequence[str], steps: int, seed: int = 0) -> dict[str, dict[str, list[Any]]]:
     """Per arm, every resolved-config key whose value differs from the baseline arm's and that neither arm names
     (:meth:`rlec.experiments.spec.Arm.names`): ``{arm: {key: [baseline value, arm value]}}``; empty dicts when the arms
@@ -167,13 +153,13 @@ def arm_differences(exp: Experiment, arms: Sequence[str], steps: int, seed: int 
         ValueError: an arm ``exp`` does not have, or a stage that does not compose.
     """
     base_arm = exp.arm(exp.baseline)
-    base = _flat(compose_stage(exp, base_arm.overrides, steps, seed))
+    base = flatten(compose_stage(exp, base_arm.overrides, steps, seed))
     out: dict[str, dict[str, list[Any]]] = {}
     for name in arms:
         arm = exp.arm(name)
         diff: dict[str, list[Any]] = {}
         for idx, (overrides, n) in enumerate(arm.stages(steps)):
-            other = _flat(compose_stage(exp, stage_overrides(arm, idx, overrides), steps, seed))
+            other = flatten(compose_stage(exp, stage_overrides(arm, idx, overrides), steps, seed))
             for key in sorted(set(base) | set(other)):
                 a, b = base.get(key, "<absent>"), other.get(key, "<absent>")
                 if a != b and not arm.names(key) and not base_arm.names(key) and not (idx > 0 and key == K.SHUFFLE):
