@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlec.config_base import CLUSTER_CONFIG, CONFIG_DIR, REPO_ROOT, Finding, flatten, select
+from rlec.config_writes import SCHEDULE_END_KEY
 from rlec.run_config import VerlKeys
 
 __all__ = ["CLUSTER_CONFIG", "CONFIG_DIR", "REPO_ROOT", "RESUME_ALLOWED", "Finding", "compose", "flatten",
@@ -105,7 +106,6 @@ RESUME_ALLOWED: dict[str, str] = {
                    "steps): it never changes an update",
     "rlec.cpu.eval.": "the final evaluation after training",
 }
-SCHEDULE_END = "rlec.schedule.end_step"
 EPOCHS = "trainer.total_epochs"
 
 
@@ -123,7 +123,7 @@ def _plain(value: Any) -> Any:
 
 def _schedule_end(cfg: dict[str, Any]) -> Any:
     """Where b reaches its end value: ``rlec.schedule.end_step``, or the run's step count when unset."""
-    end = cfg.get(SCHEDULE_END)
+    end = cfg.get(SCHEDULE_END_KEY)
     return cfg.get("trainer.total_training_steps") if end is None else end
 
 
@@ -156,7 +156,7 @@ def resume_differences(saved: Any, current: Any) -> tuple[list[str], list[str]]:
         line = f"{key}: {old.get(key, '<absent>')!r} -> {new.get(key, '<absent>')!r}"
         if key == EPOCHS and all(side.get("trainer.total_training_steps") is not None for side in (old, new)):
             noted.append(line + " (the step count is set: the epochs only bound verl's loop)")
-        elif key == SCHEDULE_END:
+        elif key == SCHEDULE_END_KEY:
             same = _schedule_end(old) == (_schedule_end(new) if new.get(key) is not None else _schedule_end(old))
             (noted if same else refused).append(line + (" (b still reaches its end value at the same step)" if same
                                                         else " (moves the step where b reaches its end value)"))

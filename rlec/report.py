@@ -221,6 +221,12 @@ def print_training_summary(metrics_path: Path, title: str = "verl's trainer") ->
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
+def _evaluation_file(run: RunConfig) -> Path:
+    """The final evaluation's questions: ``data.val_files`` (a path, or its list's first)."""
+    val = run.keys.val_files
+    return Path(str(val if isinstance(val, str) else list(val)[0]))
+
+
 def evaluation_args(cfg: RunConfig | Any, model_dir: Path, records: Path) -> list[str]:
     """The ``rlec.eval.evaluate`` arguments of the final evaluation of ``model_dir``.
 
@@ -231,9 +237,7 @@ def evaluation_args(cfg: RunConfig | Any, model_dir: Path, records: Path) -> lis
     """
     run = RunConfig.of(cfg)
     settings, cfg = run.rlec.cpu.eval, run.tree
-    val = cfg.data.val_files
-    val = val if isinstance(val, str) else list(val)[0]
-    return ["--model", str(model_dir), "--data", str(val), "--limit", str(settings.max_questions),
+    return ["--model", str(model_dir), "--data", str(_evaluation_file(run)), "--limit", str(settings.max_questions),
             "--out", str(records), "--engine", "hf",
             "--max-new-tokens", str(settings.max_new_tokens), "--seed", str(cfg.data.seed), "--temperature", "0"]
 
@@ -276,9 +280,7 @@ def evaluate_final(cfg: RunConfig | Any, out_dir: Path, model_dir: Path, *, rand
     from rlec.io import LockHeld, move_aside, output_lock
 
     run = RunConfig.of(cfg)  # read once: the model path, the evaluation's settings
-    cfg = run.tree
-    val = cfg.data.val_files
-    eval_file = Path(str(val if isinstance(val, str) else list(val)[0]))
+    eval_file = _evaluation_file(run)
     if not eval_file.is_file():
         print(f"[rlec] no evaluation file {eval_file}: skipping the final evaluation", file=sys.stderr)
         return 0

@@ -152,6 +152,7 @@ def resolve(combo: Combination, overrides: Sequence[str]) -> dict[str, Any] | st
     from rlec.cluster.config_check import layout_name, run_checks
     from rlec.io import held_back_console
     from rlec.rules.settings_rules import override_rules, settings_rules
+    from rlec.run_config import RunConfig
 
     args = [a for o in overrides for a in (combo.command_line if o == _ARGS_MARK else [o])]
     with held_back_console():  # Hydra imports verl, which prints
@@ -159,10 +160,11 @@ def resolve(combo: Combination, overrides: Sequence[str]) -> dict[str, Any] | st
     checked = copy.deepcopy(cfg)
     with tempfile.TemporaryDirectory(prefix="rlec-resolved-") as tmp:  # a fresh checkpoint folder for the checks
         checked.trainer.default_local_dir = str(Path(tmp) / "absent")
-        early = override_rules(args) + settings_rules(checked)
+        run = RunConfig(checked)  # read once, as config_check's main does: the early rules, then run_checks
+        early = override_rules(args) + settings_rules(run)
         if early:
             return f"refused (exit 2): {str(early[0]).splitlines()[0]}"
-        findings, _, _ = run_checks(checked, check_paths=False, layout=layout_name(args))
+        findings, _, _ = run_checks(run, check_paths=False, layout=layout_name(args))
     errors = [f for f in findings if f.level == "error"]
     if errors:
         return f"refused (exit 1): {str(errors[0]).splitlines()[0]}"

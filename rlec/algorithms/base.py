@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Collection, Mapping, Sequence
 
 from rlec.config_base import Finding
-from rlec.run_config import RunConfig
+from rlec.run_config import RunConfig, VerlKeys
 
 __all__ = ["TEMPERATURE_FIELD", "Algorithm", "AlgorithmContext", "Finding", "RolloutPlan", "RunConfig", "StepRecord",
            "first_error"]
@@ -119,7 +119,7 @@ class AlgorithmContext:
     train_dataset: Any = None
 
 
-BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
+BYPASS_KEY = VerlKeys.key_of("bypass_mode")
 
 
 def entropy_findings(run: RunConfig, reader: str) -> list[Finding]:

@@ -162,10 +162,11 @@ def verl_checks(cfg: Any, with_model: bool, verbose: bool = False) -> tuple[list
 
 
 def run_checks(
-    cfg: Any, gpu_memory_gib: float | None = None, *, check_paths: bool = True, verbose: bool = False,
+    cfg: RunConfig | Any, gpu_memory_gib: float | None = None, *, check_paths: bool = True, verbose: bool = False,
     layout: str = "unnamed", wait_previous_s: float = 0.0,
 ) -> tuple[list[Finding], MemoryEstimate | None, dict]:
-    """verl's and rlec's checks of a composed config, and (``check_paths``) its paths.
+    """verl's and rlec's checks of a composed config, and (``check_paths``) its paths (``cfg``: the caller's
+    :class:`rlec.run_config.RunConfig`, or the config tree read into one here).
 
     ``layout`` names the launch's layout in the refusal of a layout change (:mod:`rlec.rules.resume`),
     checked whenever the checkpoint folder is on this machine. ``wait_previous_s``: how long to wait
@@ -178,9 +179,10 @@ def run_checks(
     Returns:
         ``(findings, memory estimate or None, context)``; ``context`` holds what the report
         prints (shape source, verl steps passed, GPU memory, path summaries or None when skipped,
-        and rlec's settings as parsed once here, for :func:`algorithms_line`).
+        and ``run``, the :class:`rlec.run_config.RunConfig` read once here, for :func:`algorithms_line`).
     """
     run = RunConfig.of(cfg)  # read once for every check below
+    cfg = run.tree  # the readers that take the tree (the resume rules, verl's own checks)
     early = settings_rules(run)
     if early:
         return early, None, {"paths": []}
@@ -201,8 +203,7 @@ def run_checks(
     rlec_findings, est = check_layout(run, shape, gib, memory_fraction=fraction,
                                       hf_config=hf_config if is_model else None, megatron_fields=config_field_names())
     context = {"shape": shape, "source": source, "verl_passed": passed, "verl_steps": len(passed) + len(findings),
-               "gpu_memory_gib": gib, "fraction": fraction, "paths": path_summaries, "settings": settings,
-               "run": run}
+               "gpu_memory_gib": gib, "fraction": fraction, "paths": path_summaries, "run": run}
     return path_errors + findings + rlec_findings, est, context
 
 
@@ -318,7 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rlec.cluster.config_check: cannot compose {args.config_dir / args.config_name}.yaml with "
               f"{list(args.overrides)}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    refused = override_rules(args.overrides) + settings_rules(cfg)
+    run = RunConfig(cfg)  # read once: the early rules here, every check of run_checks below
+    refused = override_rules(args.overrides) + settings_rules(run)
     if refused:  # before any other check, the model or a write: one line per setting, exit 2
         for finding in refused:
             print(f"rlec.cluster.config_check: refused: {finding}", file=sys.stderr)
@@ -332,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.print:
         print(text)
     name = layout_name(args.overrides, args.config_dir, args.config_name)
-    findings, est, context = run_checks(cfg, args.gpu_memory_gib, check_paths=not args.skip_path_checks,
+    findings, est, context = run_checks(run, args.gpu_memory_gib, check_paths=not args.skip_path_checks,
                                         verbose=args.verbose, layout=name, wait_previous_s=args.wait_previous)
     failed = any(f.level == "error" for f in findings)
     note = None

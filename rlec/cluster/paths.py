@@ -39,12 +39,13 @@ from typing import Any
 
 from rlec.algorithms import registry
 from rlec.layout import Finding
-from rlec.rules.verl_keys import MEGATRON, VerlKeys
+from rlec.rules.verl_keys import VerlKeys
 from rlec.run_config import RunConfig
 
-MODEL_KEY = "actor_rollout_ref.model.path"
-DIST_KEY = f"{MEGATRON}.dist_checkpointing_path"
-CHECKPOINT_KEY = "trainer.default_local_dir"
+# verl's keys of the fields these checks read (what a finding names)
+MODEL_KEY = VerlKeys.key_of("model_path")
+DIST_KEY = VerlKeys.key_of("dist_checkpointing_path")
+CHECKPOINT_KEY = VerlKeys.key_of("default_local_dir")
 
 __all__ = ["checkpoint_folder_findings", "path_findings", "steps_findings"]
 

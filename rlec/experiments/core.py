@@ -27,10 +27,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rlec.config_base import flatten
 from rlec.demo.verl_run import hf_model, launch, launcher_args, read_group_prompts, read_groups, read_metrics
 from rlec.experiments import keys as K
+from rlec.experiments import pilot
 from rlec.experiments.data_kinds import data_kind
-from rlec.experiments.pilot import PILOTS, warm_start_config
 from rlec.experiments.spec import Arm, Experiment, Run
 
 RUN_FILE = "run.json"
@@ -57,7 +58,7 @@ def settings_stamp(exp: Experiment, steps: int) -> dict[str, Any]:
             "heldout": None if exp.heldout is None else {"targets": list(exp.heldout.targets), "n_samples": exp.heldout.n_samples,
                                                         "temperature": exp.heldout.temperature, "figures": sorted(exp.heldout.figures),
                                                         "data": exp.heldout.data},
-            "warm_start_key": warm_start.folder_key(warm_start_config(exp)), "pilot": pilot_stamp(exp),
+            "warm_start_key": warm_start.folder_key(pilot.warm_start_config(exp)), "pilot": pilot_stamp(exp),
             "probe": None if exp.probe is None else exp.probe.stamp(),
             # JSON's lists: a rerun compares this stamp with the one read back from experiment.json
             **({"pool": {**asdict(exp.pool), "difficulties": list(exp.pool.difficulties)}} if exp.pool is not None else {})}
@@ -67,10 +68,8 @@ def pilot_stamp(exp: Experiment) -> str | None:
     """The SHA-256 of the committed pilot file the training pool comes from (None: no pilot file)."""
     import hashlib
 
-    from rlec.experiments.pilot import pilot_path
-
-    path = pilot_path(exp.name)
-    return hashlib.sha256(path.read_bytes()).hexdigest() if exp.data in PILOTS and path.is_file() else None
+    path = pilot.pilot_path(exp.name)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if exp.data in pilot.PILOTS and path.is_file() else None
 
 
 def claim_folder(out: Path, stamp: dict[str, Any]) -> None:
@@ -144,21 +143,6 @@ def compose_stage(exp: Experiment, overrides: Sequence[str], steps: int, seed: i
     return compose_checked([*launch, f"trainer.total_training_steps={steps}"])
 
 
-def _flat(cfg: Any) -> dict[str, Any]:
-    """A resolved config as ``{dotted key: leaf value}`` (interpolations resolved; lists as leaves)."""
-    from omegaconf import OmegaConf
-
-    def walk(node: Any, prefix: str) -> dict[str, Any]:
-        if isinstance(node, dict):
-            out: dict[str, Any] = {}
-            for k, v in node.items():
-                out.update(walk(v, f"{prefix}{k}."))
-            return out
-        return {prefix.rstrip("."): node}
-
-    return walk(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False), "")
-
-
 def arm_differences(exp: Experiment, arms: Sequence[str], steps: int, seed: int = 0) -> dict[str, dict[str, list[Any]]]:
     """Per arm, every resolved-config key whose value differs from the baseline arm's and that neither arm names
     (:meth:`rlec.experiments.spec.Arm.names`): ``{arm: {key: [baseline value, arm value]}}``; empty dicts when the arms
@@ -169,13 +153,13 @@ def arm_differences(exp: Experiment, arms: Sequence[str], steps: int, seed: int 
         ValueError: an arm ``exp`` does not have, or a stage that does not compose.
     """
     base_arm = exp.arm(exp.baseline)
-    base = _flat(compose_stage(exp, base_arm.overrides, steps, seed))
+    base = flatten(compose_stage(exp, base_arm.overrides, steps, seed))
     out: dict[str, dict[str, list[Any]]] = {}
     for name in arms:
         arm = exp.arm(name)
         diff: dict[str, list[Any]] = {}
         for idx, (overrides, n) in enumerate(arm.stages(steps)):
-            other = _flat(compose_stage(exp, stage_overrides(arm, idx, overrides), steps, seed))
+            other = flatten(compose_stage(exp, stage_overrides(arm, idx, overrides), steps, seed))
             for key in sorted(set(base) | set(other)):
                 a, b = base.get(key, "<absent>"), other.get(key, "<absent>")
                 if a != b and not arm.names(key) and not base_arm.names(key) and not (idx > 0 and key == K.SHUFFLE):
@@ -255,7 +239,7 @@ def prepare_shared(out: Path, exp: Experiment) -> dict[str, Path]:
     from rlec.demo import warm_start
 
     shared = out / "shared"
-    model = warm_start.build(shared / "warm_start", warm_start_config(exp), progress=False)
+    model = warm_start.build(shared / "warm_start", pilot.warm_start_config(exp), progress=False)
     data = shared / "data"
     kind = data_kind(exp.data)
     if not (data / "train.parquet").is_file() and (summary := kind.write_data(data, exp)) is not None:
@@ -287,10 +271,8 @@ def pilot_data(exp: Experiment, data: Path) -> dict[str, Path]:
 
     Nothing for a data kind without a pilot (no entry in :data:`rlec.experiments.pilot.PILOTS`).
     """
-    from rlec.experiments import pilot
-
     out: dict[str, Path] = {}
-    kind = PILOTS.get(exp.data)
+    kind = pilot.PILOTS.get(exp.data)
     if kind is None:
         return out
     path = pilot.pilot_path(exp.name)

@@ -53,7 +53,7 @@ LOW_Q_BELOW = 0.3  # a probe prompt of a pool is "low q" below this base q (LAB.
 PROBE_DRAWS = 8  # probe candidates drawn per probe prompt and level before a level counts as used up
 
 __all__ = ["LOW_Q_BELOW", "PILOTS", "PILOT_SCHEMA", "PROBE_SEED", "PilotData", "candidate_problems", "listed_candidates", "main", "pilot_path",
-           "pilot_data", "pool_candidates", "pool_probe_rows", "pool_samples", "pool_train_rows", "read_pilot", "row_of", "run_pilot",
+           "pilot_kind", "pool_candidates", "pool_probe_rows", "pool_samples", "pool_train_rows", "read_pilot", "row_of", "run_pilot",
            "select_prompts", "warm_start_config", "write_pool_probe_set", "write_pool_rows", "write_probe_set",
            "write_samples"]
 
@@ -123,12 +123,12 @@ def read_pilot(path: Path) -> dict[str, Any]:
     """A pilot file, checked: its schema, band and a non-empty ``kept`` list of candidate ids.
 
     Raises:
-        ValueError: unreadable, another schema, or no kept prompt (names the file and the rule).
+        ValueError: unreadable or no JSON object (:func:`rlec.io.read_json_object`), another schema, or no kept prompt
+            (names the file and the rule).
     """
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: unreadable pilot file ({exc})") from None
+    from rlec.io import read_json_object
+
+    data = read_json_object(path, what="a pilot file's object")
     if data.get("schema") != PILOT_SCHEMA:
         raise ValueError(f"{path}: schema {data.get('schema')!r}, expected {PILOT_SCHEMA!r}")
     ids = {c["question_id"] for c in data.get("candidates", [])}
@@ -357,7 +357,7 @@ def run_pilot(name: str, work: Path, *, two_digit: int = TWO_DIGIT_CANDIDATES, l
     from rlec.eval.selective import C, N
     from rlec.experiments import keys as K
     exp = _experiment(name)
-    kind = pilot_data(exp)
+    kind = pilot_kind(exp)
     work.mkdir(parents=True, exist_ok=True)
     config = warm_start_config(exp)
     model = warm_start.build(work / "warm_start", config, progress=False)
@@ -405,7 +405,7 @@ def run_pilot(name: str, work: Path, *, two_digit: int = TWO_DIGIT_CANDIDATES, l
     return out
 
 
-def pilot_data(exp: Any) -> PilotData:
+def pilot_kind(exp: Any) -> PilotData:
     """How the pilot serves ``exp``'s training data (its entry of :data:`PILOTS`).
 
     Raises:
@@ -444,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--two-digit", type=int, default=TWO_DIGIT_CANDIDATES, help="two-digit candidates besides the 100 one-digit sums")
     args = p.parse_args(argv)
     try:
-        pilot_data(_experiment(args.name))
+        pilot_kind(_experiment(args.name))
     except ValueError as exc:
         print(f"rlec.experiments.pilot: error: {exc}", file=sys.stderr)
         return 2

@@ -357,7 +357,7 @@ def format_plan(exp: Experiment, arms: Sequence[str], seeds: int, steps: int, ou
     evaluation, and the paper's settings beside rlec's (:func:`format_paper_settings`)."""
     from dataclasses import asdict
 
-    from rlec.experiments.core import warm_start_config
+    from rlec.experiments.pilot import warm_start_config
 
     assert exp.primary is not None
     cfg = warm_start_config(exp)

@@ -113,7 +113,8 @@ def apply_no_te_shims() -> list[str]:
     after the CPU wing's :func:`rlec.cpu.megatron_core.apply_cpu_shims` (which applies it too).
 
     Returns:
-        Names of the shims applied in this process so far.
+        The names of :data:`NO_TE_SHIMS` applied in this process so far (``["te_general_gemm"]`` or empty), as
+        :func:`apply_shims` returns them; :data:`APPLIED` lists every shim applied.
     """
     return apply_shims(NO_TE_SHIMS)
 

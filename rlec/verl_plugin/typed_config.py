@@ -17,9 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from verl.utils.config import omega_conf_to_dataclass
 
 from rlec.config import select
-
-ACTOR = "actor_rollout_ref.actor"
-ROLLOUT = "actor_rollout_ref.rollout"
+from rlec.run_config import ACTOR, ROLLOUT
 
 __all__ = ["actor_config", "algo_config", "live_algorithm_value", "rollout_config"]
 

@@ -81,6 +81,7 @@ def test_pool_samples_cycle_the_kept_prompts_in_order() -> None:
 
 @pytest.mark.parametrize(("content", "named"), [
     ("not json", "unreadable"),
+    (json.dumps(["a list"]), "expected a pilot file's object, got a JSON list"),
     (json.dumps({"schema": "other"}), "schema"),
     (json.dumps({"schema": pilot.PILOT_SCHEMA, "candidates": [{"question_id": "a"}], "kept": ["b"]}), "'kept'"),
 ])

@@ -23,8 +23,7 @@ from rlec.algorithms.base import (TEMPERATURE_FIELD, Algorithm, AlgorithmContext
 from rlec.algorithms.e3.budget import length_bias_factor
 from rlec.algorithms.e3.controller import E3Controller
 from rlec.algorithms.e3.settings import E3_AGENT_LOOP, SECTION, E3Settings
-
-ROLLOUT = "actor_rollout_ref.rollout"
+from rlec.run_config import ROLLOUT
 TEMPERATURE_KEY = TEMPERATURE_FIELD  # where verl's agent loop reads T_t (the mixin writes plan.temperature there)
 PROMPT_KEY = "rlec_e3_prompt"
 LENGTH_MU_KEY = "rlec_e3_length_mu"

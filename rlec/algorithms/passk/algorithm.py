@@ -20,9 +20,10 @@ from typing import Any, Collection, Mapping
 from rlec.algorithms.base import Algorithm, AlgorithmContext, Finding, RunConfig, StepRecord, entropy_findings
 from rlec.algorithms.passk.advantage import PASSK_ESTIMATOR, EntropySwitch
 from rlec.algorithms.passk.settings import ACTIVE_K_KEY, SECTION, VERL_COPY, PasskSettings
+from rlec.run_config import VerlKeys
 from rlec.settings import SettingError
 
-ESTIMATOR_KEY = "algorithm.adv_estimator"
+ESTIMATOR_KEY = VerlKeys.key_of("adv_estimator")
 
 __all__ = ["ACTIVE_K_KEY", "PassK"]
 

@@ -15,10 +15,7 @@ reads (:data:`VERL_COPY`): ``algorithm.passk.k: ${rlec.passk.k}`` (an interpolat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 from rlec.config_base import Finding
-from rlec.settings import read_section
 
 SECTION = "rlec.passk"
 # what the rlec_passk estimator reads from verl's algorithm section: k (${rlec.passk.k}) and the runtime active_k
@@ -59,15 +56,6 @@ class PasskSettings:
     def entropy_threshold(self) -> float | None:
         """``switch.entropy_threshold``."""
         return self.switch.entropy_threshold
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> "PasskSettings":
-        """Read ``rlec.passk`` (:func:`rlec.settings.read_section`; missing keys take the defaults) without range checks.
-
-        Raises:
-            rlec.settings.SettingError: an unknown key or a value not of its type (the message starts with the full key).
-        """
-        return read_section(cls, cfg, SECTION)
 
     def check(self) -> list[Finding]:
         """One error per value out of range (keys: the full ``rlec.passk.*`` key)."""
