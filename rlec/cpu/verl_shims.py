@@ -20,7 +20,8 @@ What it does (1 at once, 2 and 3 each when the process imports the module concer
    port, mbridge's ``.cuda()`` and Transformer Engine parameter names, fp32 Megatron parameters, response-only
    logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
    positions that predict response tokens only), verl's padding and unpadding of each micro-batch
-   without a Python loop over its rows (:mod:`rlec.cpu.bshd_padding`), routing replay (R2 / R3) on the
+   without a Python loop over its rows (:mod:`rlec.cpu.bshd_padding`), one device move per batch instead of one per
+   micro-batch (:mod:`rlec.cpu.batch_device`), routing replay (R2 / R3) on the
    padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
    size > 1, verl's replay buffer polling for finished rollouts every 0.2 s instead of 2 s, a synchronous checkpoint save's results kept
    in-process (no spawn Manager per rank), verl's agent-loop workers waited for at the launch rather than in
@@ -37,6 +38,7 @@ from typing import Any
 
 import torch
 
+from rlec.cpu.batch_device import BATCH_DEVICE_ONCE
 from rlec.cpu.bshd_padding import BSHD_PADDING_VECTORIZED
 from rlec.cpu.padded_forward import BSHD_ATTENTION_MASK, RESPONSE_ONLY_LOGITS, ROUTER_REPLAY_BSHD
 from rlec.cpu.platform import register_engines, register_platform
@@ -398,6 +400,7 @@ VERL_SHIMS: tuple[Shim, ...] = (
     Shim("megatron_rng_seed", "Exception: cuda rng state model-parallel-rng is not added (verl's set_random_seed skips "
          "model_parallel_cuda_manual_seed without an accelerator)", _rng_seed_needed, _rng_seed_apply),
     RESPONSE_ONLY_LOGITS,
+    BATCH_DEVICE_ONCE,
     ROUTER_REPLAY_BSHD,
     Shim("parallel_checkpoint_load", "AssertionError: Torch not compiled with CUDA enabled (resuming at a data-parallel "
          "size > 1: verl's load_dist_checkpointing wraps the load in Megatron's FullyParallelLoadStrategyWrapper, whose "
@@ -439,6 +442,7 @@ SHIM_TRIGGERS: dict[str, str] = {
     "megatron_rng_seed": "verl.workers.engine.megatron.utils",
     "response_only_logits": TRANSFORMER_IMPL,
     "router_replay_bshd": TRANSFORMER_IMPL,
+    "batch_device_once": TRANSFORMER_IMPL,
     "parallel_checkpoint_load": "verl.utils.megatron.dist_checkpointing",
     "replay_buffer_poll": "verl.trainer.ppo.v1",  # the package: its probe reads trainer_base too
     "checkpoint_results_in_process": "verl.utils.checkpoint.megatron_checkpoint_manager",
