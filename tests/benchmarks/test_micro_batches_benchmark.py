@@ -1,5 +1,6 @@
-"""benchmarks/bshd_padding.py on a few rows, without a process group: both columns, per phase, and its equality check
-comparing verl's padding with the vectorised one on the benchmark's own micro-batches."""
+"""benchmarks/micro_batches.py on a few rows, without a process group: both columns of both comparisons, per phase,
+with their equality checks (verl's padding against the vectorised one; the micro-batches split from a batch moved
+once against verl's)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 @pytest.fixture(scope="module")
 def bench(repo_root):
     sys.path.insert(0, str(repo_root / "benchmarks"))
-    import bshd_padding
+    import micro_batches
 
-    return bshd_padding
+    return micro_batches
 
 
 @pytest.fixture
@@ -45,3 +46,17 @@ def test_micro_batches_hold_the_lengths_drawn(bench):
     ids, labels, temperature = batches[0]
     assert ids.offsets().diff().tolist() == [5] * 4 and labels is not ids
     assert temperature.values().eq(1).all() and temperature.offsets().equal(ids.offsets())
+
+
+def test_device_moves_timed_both_ways_per_phase(bench):
+    figures = bench.compare_moves(sequences=8, log_prob_micro_batch=2, update_micro_batch=2, update_mini_batches=2,
+                                  prompt=(3, 5), response=(1, 2), fields=3, notes=5, steps=1)
+    assert figures["old_log_prob"]["micro_batches"] == 4 and figures["update_actor"]["micro_batches"] == 4
+    assert all(v >= 0 for phase in ("old_log_prob", "update_actor") for v in figures[phase].values())
+
+
+def test_the_actor_batch_stand_in_has_the_fields_and_notes_asked_for(bench):
+    batch = bench._actor_batch(4, 2, (3, 3), (1, 1), fields=3, notes=5, seed=0)
+    assert batch.device is None and len(batch) == 4
+    assert sum(1 for k in batch.keys() if k.startswith("field")) == 3 and batch["micro_batch_size_per_gpu"] == 2
+    assert sum(1 for k in batch.keys() if k.startswith("note")) + 2 == 5
