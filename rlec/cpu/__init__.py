@@ -17,7 +17,7 @@ The rooms:
 - :mod:`rlec.cpu.platform`: verl platform ``cpu`` (torch CPU tensors, gloo) and verl's Megatron engines for device ``cpu``;
 - :mod:`rlec.cpu.verl_shims`: the shims of verl and mbridge, :func:`enable_cpu` (platform, engines and each shim when
   the process imports its module), with :mod:`rlec.cpu.padded_forward` (the three of them that run verl's Megatron
-  forward on padded batches);
+  forward on padded batches) and :mod:`rlec.cpu.bshd_padding` (that forward's padding without a loop over the rows);
 - :mod:`rlec.cpu.megatron_core`: megatron-core's CPU shims;
 - :mod:`rlec.cpu.rollout_server`: the rollout ``rlec_hf`` (transformers behind verl's rollout-server interface), with
   :mod:`rlec.cpu.rollout_scores` (its teacher-forced log-probs, routes and entropies);

@@ -19,7 +19,9 @@ What it does (1 at once, 2 and 3 each when the process imports the module concer
 3. the shims of :data:`VERL_SHIMS` (the duplicate ``cpu:gloo,cpu:gloo`` backend string, a rendezvous without a TCP
    port, mbridge's ``.cuda()`` and Transformer Engine parameter names, fp32 Megatron parameters, response-only
    logits in the LM head's forward (the vocabulary projection, log-probs and entropy at the
-   positions that predict response tokens only), routing replay (R2 / R3) on the
+   positions that predict response tokens only), verl's padding and unpadding of each micro-batch
+   without a Python loop over its rows (:mod:`rlec.cpu.bshd_padding`), one device move per batch instead of one per
+   micro-batch (:mod:`rlec.cpu.batch_device`), routing replay (R2 / R3) on the
    padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
    size > 1, verl's replay buffer polling for finished rollouts every 0.2 s instead of 2 s, a synchronous checkpoint save's results kept
    in-process (no spawn Manager per rank), verl's agent-loop workers waited for at the launch rather than in
@@ -36,6 +38,8 @@ from typing import Any
 
 import torch
 
+from rlec.cpu.batch_device import BATCH_DEVICE_ONCE
+from rlec.cpu.bshd_padding import BSHD_PADDING_VECTORIZED
 from rlec.cpu.padded_forward import BSHD_ATTENTION_MASK, RESPONSE_ONLY_LOGITS, ROUTER_REPLAY_BSHD
 from rlec.cpu.platform import register_engines, register_platform
 from rlec.megatron.compat import APPLIED, Shim, apply_shims, is_patched, mark_patched
@@ -211,7 +215,7 @@ def _fp32_apply() -> None:
     McoreEngineConfig.__post_init__ = mark_patched(__post_init__, "megatron_fp32")
 
 
-# --- 5, 7, 8. verl's Megatron forward on padded (BSHD) batches: rlec.cpu.padded_forward -------------
+# --- 5, 7, 8. verl's Megatron forward on padded (BSHD) batches: rlec.cpu.padded_forward, rlec.cpu.bshd_padding --
 # --- 6. Megatron's RNG tracker is never seeded without an accelerator ----------------------------
 def _rng_seed_needed() -> bool:
     from verl.workers.engine.megatron import utils
@@ -391,10 +395,12 @@ VERL_SHIMS: tuple[Shim, ...] = (
          "and loads by TE names)", _cpu_bridge_needed, _cpu_bridge_apply),
     Shim("megatron_fp32", "AssertionError: dtype float32 not supported (McoreEngineConfig accepts bfloat16 / float16; "
          "precision=fp32 is the CPU path's dtype)", _fp32_needed, _fp32_apply),
+    BSHD_PADDING_VECTORIZED,  # before bshd_attention_mask, which wraps the padding function it finds
     BSHD_ATTENTION_MASK,
     Shim("megatron_rng_seed", "Exception: cuda rng state model-parallel-rng is not added (verl's set_random_seed skips "
          "model_parallel_cuda_manual_seed without an accelerator)", _rng_seed_needed, _rng_seed_apply),
     RESPONSE_ONLY_LOGITS,
+    BATCH_DEVICE_ONCE,
     ROUTER_REPLAY_BSHD,
     Shim("parallel_checkpoint_load", "AssertionError: Torch not compiled with CUDA enabled (resuming at a data-parallel "
          "size > 1: verl's load_dist_checkpointing wraps the load in Megatron's FullyParallelLoadStrategyWrapper, whose "
@@ -431,10 +437,12 @@ SHIM_TRIGGERS: dict[str, str] = {
     "mbridge_get_model_cuda": "mbridge.core.bridge",
     "mbridge_cpu_spec": TRANSFORMER_IMPL,
     "megatron_fp32": "verl.workers.config.engine",
+    "bshd_padding_vectorized": "verl.models.mcore.model_forward",
     "bshd_attention_mask": "verl.models.mcore.model_forward",
     "megatron_rng_seed": "verl.workers.engine.megatron.utils",
     "response_only_logits": TRANSFORMER_IMPL,
     "router_replay_bshd": TRANSFORMER_IMPL,
+    "batch_device_once": TRANSFORMER_IMPL,
     "parallel_checkpoint_load": "verl.utils.megatron.dist_checkpointing",
     "replay_buffer_poll": "verl.trainer.ppo.v1",  # the package: its probe reads trainer_base too
     "checkpoint_results_in_process": "verl.utils.checkpoint.megatron_checkpoint_manager",
