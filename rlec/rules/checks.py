@@ -37,18 +37,8 @@ from rlec.rules.memory import GIB, MemoryEstimate, estimate_memory
 from rlec.rules.moe import moe_stability_rules
 from rlec.rules.resources import cpu_demand
 from rlec.model_shape import ModelShape
-from rlec.rules.verl_keys import (
-    ACTOR,
-    ENV_VARS,
-    LAYOUT_KEYS,
-    MEGATRON,
-    ROLLOUT,
-    VerlKeys,
-    layout_of,
-    max_seq_len,
-    training_settings_of,
-)
-from rlec.run_config import RunConfig
+from rlec.rules.verl_keys import LAYOUT_KEYS, layout_of, max_seq_len, training_settings_of
+from rlec.run_config import ACTOR, ENV_VARS, MEGATRON, ROLLOUT, RunConfig, VerlKeys
 from rlec.settings import RlecSettings, SettingError, compute_capability, plain
 
 PLUGIN_MODULE = "rlec.verl_plugin"
