@@ -131,7 +131,7 @@ def _startup_rules(k: VerlKeys, settings: RlecSettings | None) -> _Findings:
 def _wiring_rules(k: VerlKeys, hf_config: Mapping[str, Any] | None) -> _Findings:
     out = _Findings()
     env = k.env_vars or {}
-    mode = str(k.trainer_mode)
+    mode = str(k.verl_trainer_mode)
     uses_plugin = k.reward_manager == "rlec" or mode.startswith("rlec_")
     if uses_plugin and PLUGIN_MODULE not in str(env.get("VERL_USE_EXTERNAL_MODULES", "")).split(","):
         out.error(f"{ENV_VARS}.VERL_USE_EXTERNAL_MODULES", f"must list {PLUGIN_MODULE} so every Ray worker "
