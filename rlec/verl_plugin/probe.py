@@ -188,7 +188,15 @@ class ProbeMixin:
     # (settings, rendered prompt ids, (golds, data sources, low_q flags) or None) once training begins
     _rlec_probe: tuple[Any, list[list[int]], Any] | None = None
 
-    def on_train_begin(self):
+    def on_train_begin(self) -> None:
+        """verl's hook before its training loop starts (``fit``, after a resume). With ``rlec.probe.file``: checks that
+        the rollout is :data:`ROLLOUT_NAME` (the one with a probe method) and, with ``pass_k``, that the probe samples
+        as training does and reads the answers; renders the probe prompts once and keeps all on ``_rlec_probe`` for
+        the probe steps. Without it, changes nothing. Then verl's own hook.
+
+        Raises:
+            ValueError: another rollout, or the probe's sampling differs from training's (:func:`sampling_mismatch`).
+        """
         from rlec.run_config import trainer_run_config
 
         settings = trainer_run_config(self).rlec.probe
