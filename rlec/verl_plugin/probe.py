@@ -37,24 +37,13 @@ import logging
 import time
 from typing import Any, Sequence
 
+from rlec.probe_keys import ENTROPY, LOW_Q, RESPONSE_LENGTH, TIMING, pass_at_k_key  # the names this hook logs
 from rlec.verl_plugin.cpu_interface import ROLLOUT_NAME, request_seed, server_name
 
 logger = logging.getLogger(__name__)
 
-ENTROPY = "rlec/probe/entropy"
-RESPONSE_LENGTH = "rlec/probe/response_length"
-TIMING = "timing_s/rlec_probe"
-
-LOW_Q = "low_q"  # the probe file's boolean column: the prompts whose base pass rate is low (the pilot's)
-
-__all__ = ["ENTROPY", "LOW_Q", "RESPONSE_LENGTH", "ProbeMixin", "is_probe_step", "pass_at_k_key", "pass_at_k_metrics",
-           "probe_metrics", "probe_seeds", "read_probe_answers", "read_probe_prompts", "sampling_mismatch"]
-
-
-def pass_at_k_key(k: int, subset: str | None = None) -> str:
-    """The metric key of the probe's pass@k: ``rlec/probe/pass@<k>``, or over a subset ``rlec/probe/pass@<k>/<subset>``
-    (``pass_at_k_key(4, LOW_Q)`` = ``rlec/probe/pass@4/low_q``)."""
-    return f"rlec/probe/pass@{int(k)}" + (f"/{subset}" if subset else "")
+__all__ = ["ProbeMixin", "is_probe_step", "pass_at_k_metrics", "probe_metrics", "probe_seeds", "read_probe_answers",
+           "read_probe_prompts", "sampling_mismatch"]
 
 
 def is_probe_step(step: int, every: int, total: int) -> bool:
