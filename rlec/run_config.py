@@ -88,7 +88,9 @@ class VerlKeys:
     checkpoint_manifest: Any = _key("rlec.checkpoint.manifest", True)
     # wiring: the plugin, the weight bridge, FP8, Megatron's overrides
     env_vars: Any = _key(ENV_VARS, {})
-    trainer_mode: Any = _key("trainer.v1.trainer_mode", "")
+    # the mode verl reads, as the config holds it now: rlec's (rlec_sync) until rlec's trainer writes verl's base mode
+    # (sync) there; rlec's mode in either case is RunConfig.trainer_mode
+    verl_trainer_mode: Any = _key("trainer.v1.trainer_mode", "")
     reward_manager: Any = _key("reward.reward_manager.name")
     use_mbridge: Any = _key(f"{MEGATRON}.use_mbridge", False)
     vanilla_mbridge: Any = _key(f"{MEGATRON}.vanilla_mbridge", False)
@@ -157,7 +159,8 @@ class RunConfig:
             (the early rules' number and unknown-key rules); rlec's code reads the fields below.
         keys: every verl key rlec reads (:class:`VerlKeys`), raw.
         trainer_mode: rlec's ``trainer.v1.trainer_mode`` ("" when absent), also once rlec's trainer wrote verl's
-            base mode into the config (:func:`rlec.config_writes.rlec_trainer_mode`).
+            base mode into the config (:func:`rlec.config_writes.rlec_trainer_mode`); the value verl reads is
+            ``keys.verl_trainer_mode``.
     """
 
     def __init__(self, tree: Any) -> None:
@@ -215,7 +218,7 @@ class RunConfig:
     def parameter_sync_step(self) -> Any:
         """verl's ``trainer.v1.<mode>.parameter_sync_step`` of the mode the config holds (``sync`` when none; 1 when
         absent or null): local updates per training step, raw."""
-        return select(self.tree, f"trainer.v1.{self.keys.trainer_mode or 'sync'}.parameter_sync_step") or 1
+        return select(self.tree, f"trainer.v1.{self.keys.verl_trainer_mode or 'sync'}.parameter_sync_step") or 1
 
     def enabled(self, section: str) -> bool:
         """An algorithm's switch: ``<section>.enable`` of the config (false when absent), e.g. ``rlec.e3``."""

@@ -163,7 +163,7 @@ def test_qwen3s_own_tokenizer_encodes_anything(qwen) -> None:
 
 def test_the_launch_refuses_data_the_models_tokenizer_cannot_encode(tmp_path: Path, compact_dir) -> None:
     from rlec.cluster.paths import _encodable
-    from rlec.rules.verl_keys import VerlKeys
+    from rlec.run_config import VerlKeys
 
     model = tmp_path / "model"
     model.mkdir()

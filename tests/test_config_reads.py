@@ -56,19 +56,18 @@ def test_each_check_reads_the_configs_verl_keys_once(compose_rlec, monkeypatch):
     from rlec.cluster.config_check import load_model_config
     from rlec.cluster.paths import path_findings
     from rlec.model_shape import ModelShape
-    from rlec.rules import verl_keys
     from rlec.rules.checks import check_layout
     from rlec.rules.settings_rules import settings_rules
-    from rlec.run_config import RunConfig
+    from rlec.run_config import RunConfig, VerlKeys
 
     reads = []
-    original = verl_keys.VerlKeys.read.__func__
+    original = VerlKeys.read.__func__
 
     def counted(cls, cfg):
         reads.append(cfg)
         return original(cls, cfg)
 
-    monkeypatch.setattr(verl_keys.VerlKeys, "read", classmethod(counted))
+    monkeypatch.setattr(VerlKeys, "read", classmethod(counted))
     cfg = compose_rlec("layout=qwen3_30b_a3b_1x8", "precision=bf16", "router_replay=r3")
     run = RunConfig.of(cfg)
     hf, source, _ = load_model_config(run)
@@ -86,7 +85,7 @@ def test_each_check_reads_the_configs_verl_keys_once(compose_rlec, monkeypatch):
 
 
 def test_verl_keys_reads_each_field_from_its_key_and_a_missing_one_as_its_default():
-    from rlec.rules.verl_keys import VerlKeys
+    from rlec.run_config import VerlKeys
 
     keys = VerlKeys.read({"actor_rollout_ref": {"rollout": {"n": 8, "name": None}}, "data": {"train_batch_size": 4}})
     assert (keys.rollout_n, keys.train_batch_size) == (8, 4)

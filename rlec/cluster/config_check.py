@@ -115,11 +115,12 @@ def _kept_back(verbose: bool) -> Iterator[None]:
         yield
 
 
-def verl_checks(cfg: Any, with_model: bool, verbose: bool = False) -> tuple[list[Finding], list[str]]:
+def verl_checks(cfg: RunConfig | Any, with_model: bool, verbose: bool = False) -> tuple[list[Finding], list[str]]:
     """verl's own validation of a composed config; never raises for a bad config.
 
     Args:
-        cfg: the composed config.
+        cfg: the caller's :class:`rlec.run_config.RunConfig` (its verl keys already read), or the composed config
+            tree, read into one here.
         with_model: also build verl's model config (needs the model folder on this machine).
         verbose: let verl's console output through (to stderr); default: held back.
 
@@ -134,8 +135,9 @@ def verl_checks(cfg: Any, with_model: bool, verbose: bool = False) -> tuple[list
         from verl.utils.config import omega_conf_to_dataclass, validate_config
         from verl.utils.import_utils import import_external_libs
 
-    cfg = copy.deepcopy(cfg)
-    modules = str((RunConfig.of(cfg).keys.env_vars or {}).get("VERL_USE_EXTERNAL_MODULES") or "")
+    run = RunConfig.of(cfg)
+    modules = str((run.keys.env_vars or {}).get("VERL_USE_EXTERNAL_MODULES") or "")
+    cfg = copy.deepcopy(run.tree)  # verl's steps may write into the tree they are given
     steps: list[tuple[str, Callable[[], Any]]] = [
         # what `import verl` does in every Ray worker given the config's runtime env
         ("VERL_USE_EXTERNAL_MODULES", lambda: import_external_libs([m for m in modules.split(",") if m])),
@@ -182,7 +184,7 @@ def run_checks(
         and ``run``, the :class:`rlec.run_config.RunConfig` read once here, for :func:`algorithms_line`).
     """
     run = RunConfig.of(cfg)  # read once for every check below
-    cfg = run.tree  # the readers that take the tree (the resume rules, verl's own checks)
+    cfg = run.tree  # the readers that take the tree (the resume rules)
     early = settings_rules(run)
     if early:
         return early, None, {"paths": []}
@@ -195,7 +197,7 @@ def run_checks(
         shape = ModelShape.from_hf_config(hf_config, source)
     except (FileNotFoundError, ValueError) as exc:
         return path_errors + [Finding("error", "model", str(exc))], None, {"paths": path_summaries}
-    findings, passed = verl_checks(cfg, with_model=is_model, verbose=verbose)
+    findings, passed = verl_checks(run, with_model=is_model, verbose=verbose)
     gib = float(gpu_memory_gib or settings.check_.gpu_memory_gib)
     fraction = settings.check_.memory_fraction
     from rlec.megatron.fields import config_field_names  # the names only: no model built

@@ -39,7 +39,7 @@ from typing import Any
 
 from rlec.algorithms import registry
 from rlec.layout import Finding
-from rlec.rules.verl_keys import VerlKeys
+from rlec.run_config import VerlKeys
 from rlec.run_config import RunConfig
 
 # verl's keys of the fields these checks read (what a finding names)

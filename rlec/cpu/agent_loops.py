@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.experimental.agent_loop.agent_loop import register as register_agent_loop
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
@@ -28,10 +29,9 @@ __all__ = ["SCRIPTED_AGENT_LOOP", "ScriptedAgentLoop", "ScriptedAnswersMixin", "
 SCRIPTED_AGENT_LOOP = "rlec_scripted_agent"
 
 
-# the last config read (:class:`rlec.run_config.RunConfig`): verl builds a new agent loop per sample
-# (``hydra.utils.instantiate`` in ``AgentLoopWorker._run_agent_loop``), so a cache on the loop never hit and every
-# sample paid a full settings read (1.2 ms CPU, 0.16 CPU-s a step of 128 samples on the agent loop's one thread:
-# docs/speed.md)
+# the RunConfig of the last config read (:func:`_run_config`), held by the module, not the loop: verl builds a new
+# agent loop per sample (``hydra.utils.instantiate`` in ``AgentLoopWorker._run_agent_loop``), and this keeps the
+# settings read (1.2 ms CPU: docs/speed.md) to once per worker config instead of once per sample
 _LAST_RUN: RunConfig | None = None
 
 
@@ -92,7 +92,10 @@ class ScriptedAnswersMixin:
         coin = random.Random(f"{kwargs['reward_model']['ground_truth']}/{session}").random()  # same problem, same script
         return f"\\boxed{{{gold}}}" if coin < 0.5 else "\\boxed{I don't know}"
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        """verl's agent loop, once per sample: on the CPU rollout the sample gets its own seed
+        (:meth:`_with_request_seed`); a scripted sample is generated with the rollout client swapped, for this call
+        only, for one that returns the scripted tokens; any other sample runs the parent loop unchanged."""
         sampling_params = self._with_request_seed(sampling_params, kwargs)
         text = self._scripted_text(kwargs)
         if text is None:

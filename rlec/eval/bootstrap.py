@@ -23,7 +23,9 @@ import numpy as np
 from rlec.eval.selective import HEADLINE_NAMES, ratio_or_nan, headlines, pass_at_k_by_question
 
 
-def _rng(seed: int, group: str) -> np.random.Generator:
+def group_rng(seed: int, group: str) -> np.random.Generator:
+    """The random stream of one group's replicates: seeded by ``seed`` and salted by the first 8 bytes of
+    ``sha256(group)``, so a group's intervals do not depend on which other groups are drawn."""
     salt = int.from_bytes(hashlib.sha256(group.encode()).digest()[:8], "little")
     return np.random.default_rng([int(seed), salt])
 
@@ -89,7 +91,7 @@ def bootstrap_headlines(
         raise ValueError(f"per_question must be (Q={len(strata)}, T={len(target_p)}, 5), got {per_question.shape}")
     if n_boot == 0 or per_question.shape[0] == 0:
         return {name: (None, None) for name in HEADLINE_NAMES}
-    rng = _rng(seed, group)
+    rng = group_rng(seed, group)
     samples: dict[str, list[np.ndarray]] = {name: [] for name in HEADLINE_NAMES}
     for start in range(0, n_boot, chunk):
         w = replicate_weights(strata, min(chunk, n_boot - start), rng)
@@ -148,8 +150,7 @@ def pass_at_k_figures(
     point = _weighted_nanmean(values, np.ones((1, q)))[0]
     lo = hi = np.full_like(point, np.nan)
     if n_boot > 0 and q > 0:
-        salt = int.from_bytes(hashlib.sha256(f"{group}/pass@k".encode()).digest()[:8], "little")
-        boots = _weighted_nanmean(values, replicate_weights(strata, n_boot, np.random.default_rng([int(seed), salt])))
+        boots = _weighted_nanmean(values, replicate_weights(strata, n_boot, group_rng(seed, f"{group}/pass@k")))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # cells undefined in every replicate stay NaN
             lo = np.nanpercentile(boots, 100 * (1 - ci) / 2, axis=0)

@@ -360,7 +360,7 @@ def stratum_figures(table: QuestionTable, mask: np.ndarray, *, n_boot: int, ci: 
         abstention rate, their ratio, RiskEval utility), agreement and regret (null without q_i,
         with intervals) and monotonicity violations.
     """
-    from rlec.eval.bootstrap import _rng, replicate_weights
+    from rlec.eval.bootstrap import group_rng, replicate_weights
     from rlec.eval.selective import rates
 
     idx = np.flatnonzero(mask)
@@ -390,7 +390,7 @@ def stratum_figures(table: QuestionTable, mask: np.ndarray, *, n_boot: int, ci: 
     point["smece"] = smooth_ece(conf, label, count)
     boot: dict[str, np.ndarray] = {}
     if n_boot > 0 and len(idx):
-        weights = replicate_weights(table.strata[idx], n_boot, _rng(seed, f"{name}/calibration"))
+        weights = replicate_weights(table.strata[idx], n_boot, group_rng(seed, f"{name}/calibration"))
         boot = point_and_boot(weights)
         boot["smece"] = np.array([smooth_ece(conf, label, weights[b, obs_q] * count) for b in range(min(n_boot, smece_boot))])
 

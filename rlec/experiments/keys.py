@@ -8,6 +8,8 @@ launch refuses to set directly).
 
 from __future__ import annotations
 
+from rlec import probe_keys
+
 OVERLAY = "algorithm"  # megatron_configs/algorithm/<name>.yaml: algorithm=e3|passk|rlve
 
 # data, batch, optimiser: identical for every arm of an experiment
@@ -63,16 +65,11 @@ M_STEP_TIME = "timing_s/step"
 M_CLIPFRAC = "actor/pg_clipfrac"
 M_CLIPFRAC_LOWER = "actor/pg_clipfrac_lower"  # dual-clip's lower bound (clip_ratio_c) on negative advantages
 M_PPO_KL = "actor/ppo_kl"
-# the probe set's (rlec.verl_plugin.probe logs them; tests/experiments/test_design.py checks the names agree)
-M_PROBE_ENTROPY = "rlec/probe/entropy"
-M_PROBE_RESPONSE_LENGTH = "rlec/probe/response_length"
-M_PROBE_TIME = "timing_s/rlec_probe"
-
-
-def m_probe_pass_at(k: int | str, subset: str | None = None) -> str:
-    """The graded probe's pass@k key, ``rlec/probe/pass@<k>`` (over a subset: ``rlec/probe/pass@<k>/<subset>``, e.g.
-    ``low_q``): :func:`rlec.verl_plugin.probe.pass_at_k_key`'s names."""
-    return f"rlec/probe/pass@{k}" + (f"/{subset}" if subset else "")
+# the probe set's, from their home (rlec.probe_keys), which rlec.verl_plugin.probe logs by
+M_PROBE_ENTROPY = probe_keys.ENTROPY
+M_PROBE_RESPONSE_LENGTH = probe_keys.RESPONSE_LENGTH
+M_PROBE_TIME = probe_keys.TIMING
+m_probe_pass_at = probe_keys.pass_at_k_key  # the graded probe's pass@k key: rlec/probe/pass@<k>[/<subset>]
 
 
 # RLEC's training coverage per target bucket (rlec.reward.metrics): targets 0.1 and 0.8

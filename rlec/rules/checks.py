@@ -37,18 +37,8 @@ from rlec.rules.memory import GIB, MemoryEstimate, estimate_memory
 from rlec.rules.moe import moe_stability_rules
 from rlec.rules.resources import cpu_demand
 from rlec.model_shape import ModelShape
-from rlec.rules.verl_keys import (
-    ACTOR,
-    ENV_VARS,
-    LAYOUT_KEYS,
-    MEGATRON,
-    ROLLOUT,
-    VerlKeys,
-    layout_of,
-    max_seq_len,
-    training_settings_of,
-)
-from rlec.run_config import RunConfig
+from rlec.rules.verl_keys import LAYOUT_KEYS, layout_of, max_seq_len, training_settings_of
+from rlec.run_config import ACTOR, ENV_VARS, MEGATRON, ROLLOUT, RunConfig, VerlKeys
 from rlec.settings import RlecSettings, SettingError, compute_capability, plain
 
 PLUGIN_MODULE = "rlec.verl_plugin"
@@ -141,7 +131,7 @@ def _startup_rules(k: VerlKeys, settings: RlecSettings | None) -> _Findings:
 def _wiring_rules(k: VerlKeys, hf_config: Mapping[str, Any] | None) -> _Findings:
     out = _Findings()
     env = k.env_vars or {}
-    mode = str(k.trainer_mode)
+    mode = str(k.verl_trainer_mode)
     uses_plugin = k.reward_manager == "rlec" or mode.startswith("rlec_")
     if uses_plugin and PLUGIN_MODULE not in str(env.get("VERL_USE_EXTERNAL_MODULES", "")).split(","):
         out.error(f"{ENV_VARS}.VERL_USE_EXTERNAL_MODULES", f"must list {PLUGIN_MODULE} so every Ray worker "

@@ -34,7 +34,7 @@ import math
 from typing import Any
 
 from rlec.layout import Finding
-from rlec.rules.verl_keys import CORRECTION, MEGATRON, ROLLOUT, VerlKeys
+from rlec.run_config import CORRECTION, MEGATRON, ROLLOUT, VerlKeys
 
 __all__ = ["threshold_error", "R3_EVIDENCE", "ROUTE_ROLLOUTS", "moe_stability_rules"]
 
@@ -129,7 +129,7 @@ def moe_stability_rules(keys: VerlKeys, num_experts: int) -> list[Finding]:
     """Every finding of the module docstring on a composed config.
 
     Args:
-        keys: the composed trainer config's verl keys (:meth:`rlec.rules.verl_keys.VerlKeys.read`).
+        keys: the composed trainer config's verl keys (:meth:`rlec.run_config.VerlKeys.read`).
         num_experts: the model's routed experts (0: dense).
 
     Returns:

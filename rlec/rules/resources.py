@@ -20,7 +20,7 @@ declares 8) or ``rlec.check.cpus_per_node`` give the number the check compares a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from rlec.rules.verl_keys import VerlKeys
+from rlec.run_config import VerlKeys
 
 COLOCATE_CPUS = 3  # verl ResourcePoolManager.max_colocate_count default
 
@@ -60,7 +60,7 @@ def cpu_demand(keys: VerlKeys, cpus_per_node: int | None) -> CpuDemand:
     """:class:`CpuDemand` of a composed trainer config (see the module docstring for the sources).
 
     Args:
-        keys: the config's verl keys (:meth:`rlec.rules.verl_keys.VerlKeys.read`).
+        keys: the config's verl keys (:meth:`rlec.run_config.VerlKeys.read`).
         cpus_per_node: ``rlec.check.cpus_per_node`` (:class:`rlec.settings.CheckSettings`), read when
             ``ray_kwargs.ray_init.num_cpus`` is unset.
     """

@@ -36,8 +36,7 @@ from rlec.config_base import TRACKER
 
 LAYOUT_RECORD = "rlec_layout.json"
 RUN_RECORD = "rlec_run.json"  # the resolved config of the launch that started the run
-SCHEDULE_KEY = "rlec.schedule.end_step"
-CHECKPOINT_KEY = "trainer.default_local_dir"
+CHECKPOINT_KEY = VerlKeys.key_of("default_local_dir")  # the checkpoint folder's key, named by each finding here
 # what decides how a checkpoint is sharded (the rollout side is rebuilt from the weights each launch)
 SHARDING_FIELDS = ("world_size", "tp", "pp", "cp", "ep", "etp", "vpp", "distributed_optimizer")
 

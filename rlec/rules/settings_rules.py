@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 from rlec.layout import Finding
 from rlec.rules.moe import threshold_error
-from rlec.rules.verl_keys import ACTOR, CORRECTION, MEGATRON, ROLLOUT, VerlKeys
+from rlec.run_config import ACTOR, CORRECTION, MEGATRON, ROLLOUT, VerlKeys
 from rlec.run_config import RunConfig
 from rlec.io import held_back_console
 from rlec.settings import CpuSettings, RlecSettings, SettingError

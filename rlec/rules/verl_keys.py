@@ -3,10 +3,10 @@
 The bridge between verl's config keys (a composed ``DictConfig`` or a plain nested dict) and rlec's rules
 and memory arithmetic:
 
-- :class:`VerlKeys` (its home is :mod:`rlec.run_config`, re-exported here for the rules): each verl key the rules
-  of :mod:`rlec.rules.checks`, :mod:`rlec.rules.moe` and :mod:`rlec.rules.resources` judge, read once per check
-  (:meth:`VerlKeys.read`) into one named field; the value stays raw (as composed), since a rule must see a bad value
-  to refuse it naming its key, where verl's dataclasses would raise on the first one (docs/hyperparameters.md,
+- :class:`rlec.run_config.VerlKeys` (imported from there, with the section prefixes ``ACTOR``, ``MEGATRON``, ...):
+  each verl key the rules of :mod:`rlec.rules.checks`, :mod:`rlec.rules.moe` and :mod:`rlec.rules.resources`
+  judge, read once per check into one named field; the value stays raw (as composed), since a rule must see a bad
+  value to refuse it naming its key, where verl's dataclasses would raise on the first one (docs/hyperparameters.md,
   "Reading verl's keys");
 - ``layout_of(cfg)`` (:class:`rlec.layout.ParallelLayout`) and ``training_settings_of(cfg)`` feed
   :mod:`rlec.layout` and :func:`rlec.rules.memory.estimate_memory`, for ``rlec.cluster.config_check`` and
@@ -20,10 +20,9 @@ from typing import Any
 from rlec.config import select
 from rlec.layout import ParallelLayout
 from rlec.rules.memory import TrainingSettings
-from rlec.run_config import ACTOR, CORRECTION, ENV_VARS, MEGATRON, ROLLOUT, VerlKeys
+from rlec.run_config import ACTOR, MEGATRON, ROLLOUT
 
-__all__ = ["ACTOR", "CORRECTION", "ENV_VARS", "LAYOUT_KEYS", "MEGATRON", "ROLLOUT", "VerlKeys", "layout_of", "max_seq_len",
-           "training_settings_of"]
+__all__ = ["LAYOUT_KEYS", "layout_of", "max_seq_len", "training_settings_of"]
 
 # verl's key of each ParallelLayout field (what a refusal names)
 LAYOUT_KEYS = {

@@ -37,24 +37,13 @@ import logging
 import time
 from typing import Any, Sequence
 
+from rlec.probe_keys import ENTROPY, LOW_Q, RESPONSE_LENGTH, TIMING, pass_at_k_key  # the names this hook logs
 from rlec.verl_plugin.cpu_interface import ROLLOUT_NAME, request_seed, server_name
 
 logger = logging.getLogger(__name__)
 
-ENTROPY = "rlec/probe/entropy"
-RESPONSE_LENGTH = "rlec/probe/response_length"
-TIMING = "timing_s/rlec_probe"
-
-LOW_Q = "low_q"  # the probe file's boolean column: the prompts whose base pass rate is low (the pilot's)
-
-__all__ = ["ENTROPY", "LOW_Q", "RESPONSE_LENGTH", "ProbeMixin", "is_probe_step", "pass_at_k_key", "pass_at_k_metrics",
-           "probe_metrics", "probe_seeds", "read_probe_answers", "read_probe_prompts", "sampling_mismatch"]
-
-
-def pass_at_k_key(k: int, subset: str | None = None) -> str:
-    """The metric key of the probe's pass@k: ``rlec/probe/pass@<k>``, or over a subset ``rlec/probe/pass@<k>/<subset>``
-    (``pass_at_k_key(4, LOW_Q)`` = ``rlec/probe/pass@4/low_q``)."""
-    return f"rlec/probe/pass@{int(k)}" + (f"/{subset}" if subset else "")
+__all__ = ["ProbeMixin", "is_probe_step", "pass_at_k_metrics", "probe_metrics", "probe_seeds", "read_probe_answers",
+           "read_probe_prompts", "sampling_mismatch"]
 
 
 def is_probe_step(step: int, every: int, total: int) -> bool:
@@ -188,7 +177,15 @@ class ProbeMixin:
     # (settings, rendered prompt ids, (golds, data sources, low_q flags) or None) once training begins
     _rlec_probe: tuple[Any, list[list[int]], Any] | None = None
 
-    def on_train_begin(self):
+    def on_train_begin(self) -> None:
+        """verl's hook before its training loop starts (``fit``, after a resume). With ``rlec.probe.file``: checks that
+        the rollout is :data:`ROLLOUT_NAME` (the one with a probe method) and, with ``pass_k``, that the probe samples
+        as training does and reads the answers; renders the probe prompts once and keeps all on ``_rlec_probe`` for
+        the probe steps. Without it, changes nothing. Then verl's own hook.
+
+        Raises:
+            ValueError: another rollout, or the probe's sampling differs from training's (:func:`sampling_mismatch`).
+        """
         from rlec.run_config import trainer_run_config
 
         settings = trainer_run_config(self).rlec.probe

@@ -57,6 +57,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from tensordict import TensorDict  # what verl's step and batch fetch return (verl's trainer imports both)
+from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
 from verl.utils import tensordict_utils as tu
 
@@ -225,11 +227,20 @@ class AlgorithmsMixin:
             if overrides:
                 write_step_overrides(self.config, overrides)
 
-    def on_init_end(self):
+    def on_init_end(self) -> None:
+        """verl's hook at the end of the trainer's construction: builds rlec's algorithms (``rlec_algorithms``) before
+        verl's own hook syncs the rollout weights, so a missing environment source fails before any weights move.
+
+        Raises:
+            ValueError: an algorithm's check fails (:meth:`rlec.algorithms.base.Algorithm.from_config`).
+        """
         self._algorithms()  # before verl syncs the rollout weights: a missing environment source fails here
         super().on_init_end()
 
-    def _next_train_batch(self, num_prompts: int | None = None):
+    def _next_train_batch(self, num_prompts: int | None = None) -> TensorDict:
+        """verl's fetch of the next prompts. With algorithms, each plans the rollout (:class:`RolloutPlan`:
+        temperature, samples per prompt, extra fields) and the plan is written into the batch, its temperature also
+        into ``self.config`` (the log-probs read it there); without, verl's batch unchanged."""
         batch = super()._next_train_batch(num_prompts)
         algorithms = self._algorithms()
         if not algorithms:
@@ -250,7 +261,10 @@ class AlgorithmsMixin:
             tu.assign_non_tensor_data(batch, name, value)
         return batch
 
-    def step(self, metrics: dict, timing_raw: dict):
+    def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
+        """verl's training step, once per global step from ``fit``. With algorithms: writes their step overrides into
+        ``self.config`` before verl's step, gives each the step's record (:meth:`~rlec.algorithms.base.Algorithm.observe`),
+        adds the metrics they return to ``metrics`` and writes the next step's overrides. Returns verl's batch as is."""
         algorithms = self._algorithms()
         if not algorithms:
             return super().step(metrics, timing_raw)

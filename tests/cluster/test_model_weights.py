@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlec.cluster.paths import MODEL_KEY, _model
-from rlec.rules.verl_keys import VerlKeys
+from rlec.run_config import VerlKeys
 
 
 @pytest.fixture()

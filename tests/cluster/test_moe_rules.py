@@ -8,7 +8,7 @@ import torch
 
 from rlec.cluster.config_check import run_checks
 from rlec.rules.moe import moe_stability_rules
-from rlec.rules.verl_keys import VerlKeys
+from rlec.run_config import VerlKeys
 from rlec.config import cluster_layouts, gpu_precisions, options
 
 pytestmark = pytest.mark.minutes(1)  # tests/conftest.py: the longest modules start first

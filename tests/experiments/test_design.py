@@ -94,10 +94,10 @@ def test_premise_checks_by_hand() -> None:
 
 
 def test_passks_gate_reads_the_probe_hooks_own_metrics() -> None:
-    """passk's premise on synthetic baseline runs keyed by the names rlec.verl_plugin.probe logs (not the spec's
-    constants): entropy falls >= 40% and the low-q probe pass@4 stops rising."""
+    """passk's premise on synthetic baseline runs keyed by the names rlec.verl_plugin.probe logs (their home
+    rlec.probe_keys, not the spec's constants): entropy falls >= 40% and the low-q probe pass@4 stops rising."""
+    from rlec import probe_keys as hook
     from rlec.experiments import passk
-    from rlec.verl_plugin import probe as hook
 
     low_q = hook.pass_at_k_key(passk.K_PASS, hook.LOW_Q)
     assert low_q == passk.PROBE_PASSK_LOW_Q == "rlec/probe/pass@4/low_q"

@@ -30,9 +30,9 @@ def test_passk_switch_arm_trains_pass_at_k_then_pass_at_1_from_its_weights(quick
     assert data["shuffle"] is False and str(data["train_files"]).find(str((seed / "stage2" / "train.parquet").resolve())) >= 0, data
     # the graded probe at each launch's first and last step (2 + 2 steps): pass@4 over the low-q probe prompts (the
     # committed pilot flags them), within [0, 1] and no lower than the probe's pass@1 over all of them
-    from rlec.verl_plugin import probe
+    from rlec.probe_keys import LOW_Q, pass_at_k_key
 
-    low_q, all_k, one = probe.pass_at_k_key(4, probe.LOW_Q), probe.pass_at_k_key(4), probe.pass_at_k_key(1)
+    low_q, all_k, one = pass_at_k_key(4, LOW_Q), pass_at_k_key(4), pass_at_k_key(1)
     assert [row["step"] for row in rows if all_k in row] == [1, 2, 3, 4], rows
     assert all(0.0 <= row[one] <= row[all_k] <= 1.0 for row in rows)
     assert [row["step"] for row in rows if low_q in row] == [1, 2, 3, 4], rows

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from rlec.cpu import rollout_server as cr
+from rlec import probe_keys
 from rlec.verl_plugin import probe
 from rlec.cpu.rollout_scores import response_entropies
 
@@ -59,8 +60,8 @@ def test_the_probe_samples_with_the_rollouts_engine_and_measures_the_entropy_of_
         assert result["entropies"] == pytest.approx(_direct_entropies(server.engine.model, row, result["tokens"]), abs=1e-4)
     metrics = probe.probe_metrics([r["entropies"] for r in first])
     tokens = [h for r in first for h in r["entropies"]]
-    assert metrics[probe.ENTROPY] == pytest.approx(sum(tokens) / len(tokens))  # token-mean, as actor/entropy
-    assert metrics[probe.RESPONSE_LENGTH] == pytest.approx(len(tokens) / 3)
+    assert metrics[probe_keys.ENTROPY] == pytest.approx(sum(tokens) / len(tokens))  # token-mean, as actor/entropy
+    assert metrics[probe_keys.RESPONSE_LENGTH] == pytest.approx(len(tokens) / 3)
 
 
 def test_the_probe_leaves_the_training_requests_batch_seed_alone(server):
@@ -76,7 +77,7 @@ def test_probe_refuses_rows_without_seeds(server):
 
 def test_probe_metrics_by_hand_and_refusals():
     got = probe.probe_metrics([[1.0, 2.0, 3.0], [0.0]])
-    assert got == {probe.ENTROPY: 1.5, probe.RESPONSE_LENGTH: 2.0}  # (1 + 2 + 3 + 0) / 4 tokens, 4 / 2 responses
+    assert got == {probe_keys.ENTROPY: 1.5, probe_keys.RESPONSE_LENGTH: 2.0}  # (1 + 2 + 3 + 0) / 4 tokens, 4 / 2 responses
     with pytest.raises(ValueError, match="nothing to measure"):
         probe.probe_metrics([[], []])
 
@@ -112,17 +113,17 @@ def test_probe_pass_at_k_by_hand():
     # prompt 0: 2 right of 6 -> pass@4 = 1 - C(4, 4) / C(6, 4) = 1 - 1/15 = 14/15; prompt 1: 0 of 6 -> 0; prompt 2: 6 of 6 -> 1
     correct = [[True, False, False, True, False, False], [False] * 6, [True] * 6]
     got = probe.pass_at_k_metrics(correct, 4, low_q=[True, True, False])
-    assert got[probe.pass_at_k_key(4)] == pytest.approx((14 / 15 + 0 + 1) / 3)
-    assert got[probe.pass_at_k_key(4, probe.LOW_Q)] == pytest.approx((14 / 15 + 0) / 2)  # prompts 0 and 1 only
-    assert got[probe.pass_at_k_key(1)] == pytest.approx((2 / 6 + 0 + 1) / 3)
-    assert probe.pass_at_k_key(4, probe.LOW_Q) == "rlec/probe/pass@4/low_q"
+    assert got[probe_keys.pass_at_k_key(4)] == pytest.approx((14 / 15 + 0 + 1) / 3)
+    assert got[probe_keys.pass_at_k_key(4, probe_keys.LOW_Q)] == pytest.approx((14 / 15 + 0) / 2)  # prompts 0 and 1 only
+    assert got[probe_keys.pass_at_k_key(1)] == pytest.approx((2 / 6 + 0 + 1) / 3)
+    assert probe_keys.pass_at_k_key(4, probe_keys.LOW_Q) == "rlec/probe/pass@4/low_q"
     from rlec.experiments.spec import Probe  # the keys an experiment stores are the ones logged here
 
-    assert set(Probe(pass_k=4).metrics()) == {probe.ENTROPY, *got} and Probe().metrics() == (probe.ENTROPY,)
+    assert set(Probe(pass_k=4).metrics()) == {probe_keys.ENTROPY, *got} and Probe().metrics() == (probe_keys.ENTROPY,)
     # n = k: pass@k is "any of the k right" (prompt 0 has one right of 4)
-    assert probe.pass_at_k_metrics([[False, False, True, False], [False] * 4], 4)[probe.pass_at_k_key(4)] == 0.5
+    assert probe.pass_at_k_metrics([[False, False, True, False], [False] * 4], 4)[probe_keys.pass_at_k_key(4)] == 0.5
     # no prompt marked: no low_q figure (not a zero)
-    assert probe.pass_at_k_key(4, probe.LOW_Q) not in probe.pass_at_k_metrics(correct, 4, low_q=[False] * 3)
+    assert probe_keys.pass_at_k_key(4, probe_keys.LOW_Q) not in probe.pass_at_k_metrics(correct, 4, low_q=[False] * 3)
 
 
 def test_probe_pass_at_k_refuses_fewer_responses_than_k_and_misaligned_flags():
@@ -151,7 +152,7 @@ def test_the_graded_probe_uses_the_reward_managers_grader(tmp_path):
 
     rows = _pair_sum_rows()
     frame = pd.DataFrame(rows)
-    frame[probe.LOW_Q] = [True, False]
+    frame[probe_keys.LOW_Q] = [True, False]
     path = tmp_path / "probe.parquet"
     frame.to_parquet(path)
     golds, sources, low_q = probe.read_probe_answers(str(path))
@@ -172,8 +173,8 @@ def test_the_graded_probe_uses_the_reward_managers_grader(tmp_path):
     expected = probe.pass_at_k_metrics([[bool(x) for x in manager[:4]], [bool(x) for x in manager[4:]]], 2, [True, False])
     assert got == expected
     # both prompts 2 right of 4: pass@2 = 1 - C(2, 2) / C(4, 2) = 5/6 each; pass@1 = 1/2
-    assert got == {probe.pass_at_k_key(2): pytest.approx(5 / 6), probe.pass_at_k_key(1): 0.5,
-                   probe.pass_at_k_key(2, probe.LOW_Q): pytest.approx(5 / 6)}
+    assert got == {probe_keys.pass_at_k_key(2): pytest.approx(5 / 6), probe_keys.pass_at_k_key(1): 0.5,
+                   probe_keys.pass_at_k_key(2, probe_keys.LOW_Q): pytest.approx(5 / 6)}
 
 
 def test_read_probe_answers_names_what_is_missing(tmp_path):
@@ -189,7 +190,7 @@ def test_read_probe_answers_names_what_is_missing(tmp_path):
     with pytest.raises(ValueError, match=r"row 1 has no reward_model.ground_truth"):
         probe.read_probe_answers(str(path))
     frame = pd.DataFrame(_pair_sum_rows())
-    frame[probe.LOW_Q] = ["yes", "no"]
+    frame[probe_keys.LOW_Q] = ["yes", "no"]
     frame.to_parquet(path)
     with pytest.raises(ValueError, match=r"row 0 has low_q='yes': expected true or false"):
         probe.read_probe_answers(str(path))

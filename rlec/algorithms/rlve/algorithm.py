@@ -48,6 +48,15 @@ class RLVE(Algorithm):
         return run.enabled(SECTION)
 
     @classmethod
+    def settings_of(cls, run: RunConfig) -> RLVESettings:
+        """``rlec.rlve``, read once per ``run`` (types checked; ranges: :meth:`RLVESettings.check`).
+
+        Raises:
+            rlec.settings.SettingError: an unknown key or a value not of its type.
+        """
+        return run.section(RLVESettings, SECTION)
+
+    @classmethod
     def check(cls, run: RunConfig) -> list[Finding]:
         """Errors: ``data.dataloader_num_workers`` != 0 (a worker process would keep its own copy of
         the controllers, never updated); ``data.custom_cls`` not the RLVE dataset; settings
@@ -68,7 +77,7 @@ class RLVE(Algorithm):
             out.append(Finding("error", "data.custom_cls", f"is path={path!r} name={name!r}; RLVE needs "
                                f"path={RLVE_DATASET[0]!r} name={RLVE_DATASET[1]!r} (megatron_configs/algorithm/rlve.yaml)"))
         try:
-            out += run.section(RLVESettings, SECTION).check()
+            out += cls.settings_of(run).check()
         except SettingError as exc:
             out.append(Finding("error", exc.key, f"{exc.value!r}: {exc.rule}"))
         except Exception as exc:  # a check never crashes: what it could not judge is a finding
@@ -92,7 +101,7 @@ class RLVE(Algorithm):
         """``RLVE (environments; difficulty up at accuracy >= threshold)`` (more than the built-in ones: their count)."""
         from rlec.environments import builtin_names
 
-        source = run.section(RLVESettings, SECTION).checked().source
+        source = cls.settings_of(run).checked().source
         names = list(source.environments)
         shown = ", ".join(names) if len(names) <= len(builtin_names()) else f"{len(names)} environments ({', '.join(names[:3])}, ...)"
         return f"RLVE ({shown}; difficulty up at accuracy >= {source.threshold})"
