@@ -67,7 +67,7 @@ def distinct_right(per_question: np.ndarray, keys: Sequence[tuple[str, str]], re
 # the probe set: the pilot's probe prompts of the pool (no training prompt; base q measured, low_q = q < 0.3:
 # rlec.experiments.pilot), each sampled 8 times and graded by the run's grader every 20 steps (rlec.verl_plugin.probe)
 PROBE = Probe(pass_k=K_PASS)
-PROBE_PASSK_LOW_Q = K.m_probe_pass_at(K_PASS, "low_q")  # rlec.verl_plugin.probe.pass_at_k_key(K_PASS, LOW_Q) (a test checks)
+PROBE_PASSK_LOW_Q = K.m_probe_pass_at(K_PASS, "low_q")  # rlec.probe_keys.pass_at_k_key(K_PASS, LOW_Q) (a test checks)
 _PASSK = (f"{K.OVERLAY}=passk", f"{K.PASSK_K}={K_PASS}")
 # what algorithm=passk sets besides rlec.passk.k: its estimator and verl's copy of its settings
 _PASSK_KEYS = (K.PASSK, "algorithm.adv_estimator", "algorithm.passk")

@@ -241,7 +241,7 @@ def pool_train_rows(pilot: dict[str, Any], rows: int) -> list[dict[str, Any]]:
 
 def write_pool_rows(rows: Sequence[dict[str, Any]], path: Path, low_q: Sequence[bool] | None = None) -> Path:
     """Verl rows of a pool (the static data's arrow schema) as the parquet ``path``, atomically; with ``low_q`` also
-    the probe's boolean column :data:`rlec.verl_plugin.probe.LOW_Q` (``low_q``)."""
+    the probe's boolean column :data:`rlec.probe_keys.LOW_Q` (``low_q``)."""
     import pyarrow as pa
 
     from rlec.data.writer import rows_table

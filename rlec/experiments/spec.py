@@ -227,7 +227,7 @@ class Probe:
     def metrics(self) -> tuple[str, ...]:
         """Every per-step key the probe logs that an experiment stores: :attr:`metric`, and with :attr:`pass_k`
         ``rlec/probe/pass@<k>``, ``rlec/probe/pass@<k>/low_q`` and ``rlec/probe/pass@1``
-        (:func:`rlec.verl_plugin.probe.pass_at_k_key`'s names; a test checks they agree)."""
+        (:func:`rlec.probe_keys.pass_at_k_key`'s names; a test checks they agree)."""
         k = self.pass_k
         graded = () if k is None else (K.m_probe_pass_at(k), K.m_probe_pass_at(k, "low_q"), K.m_probe_pass_at(1))
         return (self.metric, *graded)
