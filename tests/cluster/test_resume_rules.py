@@ -237,3 +237,17 @@ def _nest(flat: dict) -> dict:
             node = node.setdefault(part, {})
         node[leaf] = value
     return out
+
+
+def test_run_checks_applies_the_resume_rules_when_handed_a_run_config(compose_rlec, tmp_path):
+    """run_checks takes a RunConfig or a tree; the resume rules read the tree. Before the fix it passed the RunConfig
+    itself to them, which read no checkpoint folder and refused nothing: a fresh start over an earlier run's
+    checkpoints went through when the caller held a RunConfig."""
+    from rlec.cluster.config_check import run_checks
+    from rlec.run_config import RunConfig
+
+    (tmp_path / "global_step_3").mkdir()
+    cfg = launch(compose_rlec, tmp_path, "trainer.resume_mode=disable")
+    for given in (cfg, RunConfig.of(cfg)):
+        findings, _, _ = run_checks(given, check_paths=False)
+        assert "trainer.default_local_dir" in [f.key for f in findings if f.level == "error"], type(given).__name__
