@@ -22,18 +22,38 @@ from rlec.io import atomic_write_text
 
 METRICS_FILE = "metrics.jsonl"
 
-__all__ = ["METRICS_FILE", "MetricsFile", "plain", "read_metrics"]
+__all__ = ["METRICS_FILE", "MetricsFile", "plain", "read_metrics", "read_metrics_from"]
 
 
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """All complete step records of a ``metrics.jsonl`` file, in order (a torn line is skipped)."""
+def _records(text: str) -> list[dict[str, Any]]:
     records = []
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text.splitlines():
         try:
             records.append(json.loads(line))
         except ValueError:
             continue
     return records
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """All complete step records of a ``metrics.jsonl`` file, in order (a torn line is skipped)."""
+    return _records(Path(path).read_text(encoding="utf-8", errors="replace"))
+
+
+def read_metrics_from(path: str | Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The step records of the complete lines after byte ``offset`` (a line boundary a previous call returned; 0:
+    the whole file), and the offset after the last complete line (a line still being written is left for the next
+    call). A follower reading a growing file with it parses each line once, where :func:`read_metrics` per poll
+    parses the whole file each time.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        data = handle.read()
+    end = data.rfind(b"\n") + 1
+    return _records(data[:end].decode("utf-8", errors="replace")), offset + end
 
 
 def plain(value: Any) -> Any:
