@@ -149,6 +149,9 @@ def compare(exp: Experiment, runs: Mapping[str, Sequence[Run]], *, quick: bool, 
             why = "--quick: the wiring, not a verdict"
         elif premise is not None and premise["held"] is None:
             why = f"the premise gate could not be read ({premise['figures'].get('missing', '?')} not measured)"
+        elif not m or not b:
+            untrained = [arm for arm, values in ((method, m), (base, b)) if not values]
+            why = f"no paired seeds: {', '.join(repr(a) for a in untrained)} not trained"
         elif any(np.isnan(m[s]) or np.isnan(b[s]) for s in seeds) or not seeds:
             why = f"primary metric not measured (needs {', '.join(exp.primary.requires) or exp.primary.name})"
         elif cell["seeds"] < exp.seeds:

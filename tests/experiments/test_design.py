@@ -78,6 +78,16 @@ def test_a_primary_metric_not_measured_gives_no_verdict_naming_it() -> None:
     assert cell["verdict"] is None and f"needs {PROBE}" in cell["why"]
 
 
+def test_a_method_arm_not_trained_gives_no_verdict_naming_the_arm() -> None:
+    """A gate-only run (the baseline's seeds, the premise held): the comparison said "primary metric not measured",
+    though the metric was measured and the method arm had simply not trained (e3's gate results.json)."""
+    exp = _toy()
+    runs = {"base": [_run("base", s, [1.0, 0.8, 0.7, 0.6, 0.5]) for s in range(2)]}
+    premise = report.premise_outcome(exp, runs["base"])
+    (cell,) = report.compare(exp, runs, quick=False, premise=premise)
+    assert cell["verdict"] is None and cell["why"] == "no paired seeds: 'method' not trained" and cell["seeds"] == 0
+
+
 def test_premise_checks_by_hand() -> None:
     # falls_by: first measured value (NaN steps skipped) vs the last 20% of steps, mean over seeds
     runs = [_run("b", 0, [np.nan, 1.0, 0.9, 0.8, 0.7, 0.6, 0.6, 0.6, 0.5, 0.5]),  # 1.0 -> 0.5: 50%
