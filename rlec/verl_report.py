@@ -87,14 +87,8 @@ class StepWatcher(threading.Thread):
         super().__init__(daemon=True, name="rlec-step-watcher")
         self.path, self.total, self.stream, self.poll_s = Path(path), total, stream, poll_s
         self._halt = threading.Event()
-        self._inode = self._stat()
+        self._inode = (self._signature() or (None,))[0]  # the file the trainer will replace (None: none yet)
         self.shown: list[int] = []
-
-    def _stat(self) -> int | None:
-        try:
-            return os.stat(self.path).st_ino
-        except OSError:
-            return None
 
     def _signature(self) -> tuple[int, int, int] | None:
         """(inode, size, mtime ns) of the file, None while it is absent: the file is read only when this changes,
@@ -130,7 +124,7 @@ class StepWatcher(threading.Thread):
             inode = None if signature is None else signature[0]
             if (inode is not None and (inode != self._inode or done is not None)
                     and (signature != seen or stopping)):
-                if seen is None or signature is None or signature[0] != seen[0] or signature[1] < offset:
+                if seen is None or inode != seen[0] or signature[1] < offset:
                     offset = 0  # first read, or the trainer rewrote the file (another inode, or truncated)
                 seen = signature
                 try:
