@@ -208,7 +208,10 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
     """Each named arm's stages composed in-process as their launches compose them (the experiment's settings, the
     launch's own overrides of :func:`rlec.demo.verl_run.launcher_args`, the arm's, the stage's length) and checked by
     the rules every launch applies first (the early rule set and the algorithms' own,
-    :func:`rlec.rules.checks.algorithm_overlay_rules`). Seconds, before any warm start or launch: a full ``passk``
+    :func:`rlec.rules.checks.algorithm_overlay_rules`), and the stage's steps against the passes over its
+    :attr:`~rlec.experiments.spec.Experiment.train_rows` (:func:`rlec.cluster.paths.steps_findings`: a full
+    ``rlec_advantage`` run was refused by its launch's path check only after its warm start was built). Seconds,
+    before any warm start or launch: a full ``passk``
     run once trained two arm-seeds (15 minutes) before its third arm's launch refused a key (``--check`` runs the
     whole ``DRY_RUN=1`` of each launch instead, with the model and the paths).
 
@@ -219,6 +222,7 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
     Raises:
         ValueError: an arm ``exp`` does not have (names it).
     """
+    from rlec.cluster.paths import steps_findings
     from rlec.rules.checks import algorithm_overlay_rules
 
     errors = []
@@ -231,6 +235,8 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
                 errors.append(f"{where}: {exc}")
                 continue
             errors += [f"{where}: {f}" for f in algorithm_overlay_rules(cfg) if f.level == "error"]
+            # the launch's path check counts the written rows; the spec's count is known before any data is built
+            errors += [f"{where}: {f}" for f in steps_findings(cfg, exp.train_rows) if f.level == "error"]
     return errors
 
 

@@ -29,7 +29,8 @@ EXPERIMENT = Experiment(
         Arm("b1", "b fixed at 1", (f"{K.B_START}=1.0", f"{K.B_END}=1.0"), keys=_B_KEYS),
     ),
     # RLEC's recipe: the mean-only advantage (not the papers' std-normalised GRPO of the other experiments)
-    settings=shared_settings(**{K.NORM_BY_STD: False}),
+    # 300 steps x 16 prompts over the 2,000 training rows: 3 passes (verl ends its loop after trainer.total_epochs)
+    settings=shared_settings(**{K.NORM_BY_STD: False, "trainer.total_epochs": 3}),
     data="targets",
     curves=TARGET_CURVES,
     heldout=TARGET_HELDOUT,
