@@ -13,13 +13,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlec.io import (ManifestError, atomic_write_text, free_bytes, no_space_error, previous_checkpoint_bytes, step_folders,
                      verify_manifest, write_manifest)
 from rlec.metrics_log import METRICS_FILE, read_metrics
 from rlec.run_config import trainer_run_config
 from rlec.config_base import TRACKER
+
+if TYPE_CHECKING:  # verl's step returns TransferQueue's batch handle; this module imports neither at run time
+    from transfer_queue import KVBatchMeta
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +205,7 @@ class CheckpointIntegrityMixin:
 
     _rlec_step_metrics: dict | None = None
 
-    def step(self, metrics: dict, timing_raw: dict):
+    def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
         """verl's step; keeps its ``metrics`` dict (verl's ``fit`` logs it only after the save) for a failed save."""
         self._rlec_step_metrics = metrics
         return super().step(metrics, timing_raw)
