@@ -213,24 +213,26 @@ def test_read_section_reads_rlves_field_shapes_mappings_string_or_list_and_any()
         assert info.value.key == key and rule in info.value.rule, (bad, str(info.value))
 
 
-def test_rlec_settings_are_parsed_once_per_content_and_again_when_it_changes(monkeypatch) -> None:
-    """Issue 59 item 1: every reader of the same config gets the one parse; a changed rlec.* (a resume pins
-    rlec.schedule.end_step) is parsed again; contents the typed read tells apart are different keys."""
+def test_rlec_settings_keep_no_parse_and_a_run_config_parses_once(monkeypatch) -> None:
+    """Issue 59 item 1: the process's RunConfig is the one home of a parse (``run.rlec`` once per object); the settings
+    reader keeps nothing (before: a process-wide cache by content, rlec.settings._PARSED, beside the RunConfig's own)."""
     import rlec.settings as settings_module
+    from rlec.run_config import RunConfig
 
     parses = []
-    parse = RlecSettings._parse.__func__
-    monkeypatch.setattr(RlecSettings, "_parse", classmethod(lambda cls, section: parses.append(dict(section)) or parse(cls, section)))
-    monkeypatch.setattr(settings_module, "_PARSED", {})
+    read = settings_module._read
+    monkeypatch.setattr(settings_module, "_read", lambda cls, section, prefix, validate=True:
+                        (parses.append(prefix) if prefix == "rlec" else None) or read(cls, section, prefix, validate))
     cfg = OmegaConf.create({"rlec": {"grading": {"timeout_s": 7.0}, "e3": {"enable": True}}, "trainer": {"x": 1}})
     first = RlecSettings.from_config(cfg)
-    assert RlecSettings.from_config(cfg) is first and RlecSettings.from_config(OmegaConf.to_container(cfg)) is first
-    assert len(parses) == 1 and parses[0] == {"grading": {"timeout_s": 7.0}}  # an algorithm's section is not rlec's own
+    assert RlecSettings.from_config(cfg) == first and RlecSettings.from_config(cfg) is not first and len(parses) == 3
+    assert not hasattr(settings_module, "_PARSED")
+    run = RunConfig(cfg)
+    assert run.rlec is run.rlec and run.rlec == first and len(parses) == 4  # an algorithm's section is not rlec's own
     with open_dict(cfg):
         cfg.rlec.schedule = {"end_step": 9}
-    assert RlecSettings.from_config(cfg).schedule.end_step == 9 and len(parses) == 2
-    assert first.schedule.end_step is None  # the earlier parse is untouched (frozen, shared)
-    # 1.0 and 1 read alike, True is refused: the cache must not hand one's parse to the other
+    assert RlecSettings.from_config(cfg).schedule.end_step == 9 and first.schedule.end_step is None
+    assert RunConfig(cfg).rlec.schedule.end_step == 9 and run.rlec.schedule.end_step is None  # read when converted
     assert RlecSettings.from_config({"rlec": {"schedule": {"end_step": 3}}}).schedule.end_step == 3
     with pytest.raises(SettingError, match="rlec.schedule.end_step=True: must be an integer"):
         RlecSettings.from_config({"rlec": {"schedule": {"end_step": True}}})

@@ -105,6 +105,7 @@ def test_enabled_without_the_dataset_is_refused_at_init(compose_rlec, monkeypatc
     trainer = RLECSyncTrainer.__new__(RLECSyncTrainer)
     def fresh(config, dataset):
         trainer.config, trainer.train_dataset, trainer.rlec_algorithms = config, dataset, None
+        trainer.rlec_run = RunConfig(config)  # what the trainer's construction converts
 
     fresh(compose_rlec(RLVE), object())
     with pytest.raises(ValueError, match="data.custom_cls.path=pkg://rlec.verl_plugin.rlve_dataset"):
