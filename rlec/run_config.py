@@ -155,7 +155,8 @@ class VerlKeys:
 
 
 class RunConfig:
-    """The composed config of one process, read once (module docstring). Build it with :meth:`of`.
+    """The composed config of one process, read once (module docstring): ``RunConfig(tree)``, where the process gets
+    the tree; rlec's functions take the object, never a tree to convert.
 
     Attributes:
         tree: the config it was read from (``DictConfig`` or nested dict), for the readers that walk the raw tree
@@ -172,11 +173,6 @@ class RunConfig:
         self.trainer_mode = rlec_trainer_mode(tree)
         self._sections: dict[tuple[type, str, str | None], Any] = {}
         self._plain: dict[str, dict[str, Any]] = {}
-
-    @classmethod
-    def of(cls, cfg: Any) -> "RunConfig":
-        """``cfg`` itself when it is a :class:`RunConfig`, else the config tree ``cfg`` read into one."""
-        return cfg if isinstance(cfg, RunConfig) else cls(cfg)
 
     @functools.cached_property
     def rlec(self) -> RlecSettings:

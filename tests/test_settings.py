@@ -13,6 +13,7 @@ from omegaconf import OmegaConf, open_dict
 from rlec.cluster.config_check import run_checks
 from rlec.config import compose
 from rlec.rules.settings_rules import early_errors
+from rlec.run_config import RunConfig
 from rlec.settings import RlecSettings, SettingError
 
 # where each section's defaults are written (the YAML users read): (config name, overrides)
@@ -136,7 +137,7 @@ def test_an_unknown_rlec_section_is_refused_by_the_early_rules_not_an_algorithms
     from rlec.rules.settings_rules import settings_rules
 
     def rlec_findings(rlec: dict) -> list[tuple[str, bool]]:
-        return [(f.key, "is not an rlec section" in f.message) for f in settings_rules({"rlec": rlec})
+        return [(f.key, "is not an rlec section" in f.message) for f in settings_rules(RunConfig({"rlec": rlec}))
                 if f.key.startswith("rlec")]
 
     assert rlec_findings({"grader": {"timeout_s": 1}}) == [("rlec.grader", True)]
@@ -162,10 +163,10 @@ def test_a_nonsense_value_of_every_field_is_refused_by_every_path_before_any_wor
     model is built or loaded), and the rules verl's trainer runs at construction (before any worker starts)
     refuse the same value naming the same key."""
     cfg = _with(composed[key.split(".")[1]], key, NONSENSE[key])
-    findings, est, context = run_checks(cfg, check_paths=True)
+    findings, est, context = run_checks(RunConfig(cfg), check_paths=True)
     assert [(f.level, f.key) for f in findings] == [("error", key)]
     assert est is None and "shape" not in context and "verl_passed" not in context  # nothing else was looked at
-    assert [(f.level, f.key) for f in early_errors(cfg)] == [("error", key)]
+    assert [(f.level, f.key) for f in early_errors(RunConfig(cfg))] == [("error", key)]
 
 
 def test_read_section_is_the_generic_typed_reader_of_the_algorithms_settings() -> None:

@@ -221,6 +221,7 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
         ValueError: an arm ``exp`` does not have (names it).
     """
     from rlec.rules.checks import algorithm_overlay_rules
+    from rlec.run_config import RunConfig
 
     errors = []
     for arm in arms:
@@ -231,7 +232,7 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
             except ValueError as exc:
                 errors.append(f"{where}: {exc}")
                 continue
-            errors += [f"{where}: {f}" for f in algorithm_overlay_rules(cfg) if f.level == "error"]
+            errors += [f"{where}: {f}" for f in algorithm_overlay_rules(RunConfig(cfg)) if f.level == "error"]
     return errors
 
 

@@ -96,7 +96,7 @@ def test_the_count_sees_a_second_parse(compose_rlec, parses):
 
     cfg = compose_rlec(*E3_AND_PASSK)
     parses.clear()
-    registry.check_all(RunConfig.of(cfg))
+    registry.check_all(RunConfig(cfg))
     assert parses["rlec.e3"] == 1 and parses["rlec.passk"] == 1
-    registry.check_all(cfg)  # a tree: read into a second RunConfig
+    registry.check_all(RunConfig(cfg))  # a second conversion of the same tree
     assert parses["rlec.e3"] == 2 and parses["rlec.passk"] == 2
