@@ -6,7 +6,7 @@
 - **settings read** (implemented): verl's agent-loop worker builds a new agent loop per sample, and rlec's
   :class:`rlec.cpu.agent_loops.ScriptedAnswersMixin` read ``rlec.cpu``'s settings on every one of them (its cache lived
   on the loop). Before: ``RlecSettings.from_config`` per sample; after: the read kept per config object
-  (``rlec.cpu.agent_loops._run_config``). Same settings, so the same scripts, tokens and metrics.
+  (``rlec.run_config.worker_run_config``). Same settings, so the same scripts, tokens and metrics.
 - **rollout scoring** (measured, not changed): with ``rollout.calculate_log_probs`` the server scores every response in
   its own batch-1 teacher-forced forward (:func:`rlec.cpu.rollout_scores.score_tokens`). The alternative measured:
   one forward per group of responses of equal prompt and response length (no padding); the script counts the
@@ -40,14 +40,14 @@ def settings_read(config_path: str, samples: int) -> dict[str, float]:
     """Seconds to read ``rlec.cpu``'s settings for ``samples`` agent loops: per loop (before) and per config (after)."""
     from omegaconf import OmegaConf
 
-    from rlec.cpu import agent_loops
+    from rlec import run_config
     from rlec.settings import RlecSettings
 
     config = OmegaConf.load(config_path)
     RlecSettings.from_config(config)  # imports and first-call costs out of both figures
     before = _timed(lambda: RlecSettings.from_config(config).cpu, samples)
-    agent_loops._LAST_RUN = None
-    after = _timed(lambda: agent_loops._run_config(config).rlec.cpu, samples)
+    run_config._WORKER_RUN = None
+    after = _timed(lambda: run_config.worker_run_config(config).rlec.cpu, samples)
     assert before[2] == after[2], "the cached read must give the same settings"
     return {"before_wall": before[0], "before_cpu": before[1], "after_wall": after[0], "after_cpu": after[1]}
 

@@ -38,10 +38,11 @@ def layout_shape(name: str, overrides: list[str] | None = None) -> tuple[Any, Mo
         hydra.errors.HydraException: the layout does not compose.
     """
     from rlec.cluster.config_check import load_model_config
+    from rlec.run_config import RunConfig
     from rlec.config import compose
 
     cfg = compose([f"layout={name}", *(overrides or [])])
-    hf, source, _ = load_model_config(cfg)
+    hf, source, _ = load_model_config(RunConfig(cfg))
     return cfg, ModelShape.from_hf_config(hf, source), source
 
 

@@ -149,6 +149,20 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     return path
 
 
+def atomic_write_parquet(table: Any, path: str | os.PathLike[str]) -> Path:
+    """A pyarrow ``Table`` as the parquet file ``path`` (pyarrow's default writer settings), atomically: written whole
+    into memory, then :func:`atomic_write_bytes` (readers see the old file or the complete new one).
+
+    Raises:
+        OSError: the folder cannot be created or written (nothing is left behind).
+    """
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
 LOW_SPACE_BYTES = 64 * 2**20
 STEP_PREFIX = "global_step_"  # verl's checkpoint folder names, global_step_<N>
 

@@ -227,15 +227,14 @@ def _evaluation_file(run: RunConfig) -> Path:
     return Path(str(val if isinstance(val, str) else list(val)[0]))
 
 
-def evaluation_args(cfg: RunConfig | Any, model_dir: Path, records: Path) -> list[str]:
+def evaluation_args(run: RunConfig, model_dir: Path, records: Path) -> list[str]:
     """The ``rlec.eval.evaluate`` arguments of the final evaluation of ``model_dir``.
 
     Greedy, on ``data.val_files`` (the first ``rlec.cpu.eval.max_questions`` questions), every
     target of the default grid, ``rlec.cpu.eval.max_new_tokens`` tokens, seeded by ``data.seed``:
-    one definition, so a warm start and the model trained from it are scored alike (``cfg``: the caller's
-    :class:`rlec.run_config.RunConfig`, or the config tree read into one here).
+    one definition, so a warm start and the model trained from it are scored alike (``run``: the caller's
+    :class:`rlec.run_config.RunConfig`).
     """
-    run = RunConfig.of(cfg)
     settings, cfg = run.rlec.cpu.eval, run.tree
     return ["--model", str(model_dir), "--data", str(_evaluation_file(run)), "--limit", str(settings.max_questions),
             "--out", str(records), "--engine", "hf",
@@ -251,7 +250,7 @@ def final_metrics_args(records: Path, out_dir: Path | None = None) -> list[str]:
     return [str(records), "--bootstrap", "200", "--out-dir", str(out_dir if out_dir is not None else records.parent / "metrics")]
 
 
-def evaluate_final(cfg: RunConfig | Any, out_dir: Path, model_dir: Path, *, random_model: bool | None = None) -> int:
+def evaluate_final(run: RunConfig, out_dir: Path, model_dir: Path, *, random_model: bool | None = None) -> int:
     """Evaluate the final policy on the evaluation sample across the target grid, then score it.
 
     Runs ``rlec.eval.evaluate`` (records to ``<out_dir>/eval/records.jsonl``) and ``rlec.eval.metrics``
@@ -265,7 +264,7 @@ def evaluate_final(cfg: RunConfig | Any, out_dir: Path, model_dir: Path, *, rand
     (:func:`rlec.io.move_aside`, the new name printed), never deleted, and the new model is evaluated afresh.
 
     Args:
-        cfg: the run's config (``data.val_files``, ``data.seed``, ``rlec.cpu.eval``).
+        run: the run's config, converted once by the caller (``data.val_files``, ``data.seed``, ``rlec.cpu.eval``).
         out_dir: the run's output folder.
         model_dir: the trained model as a Hugging Face folder.
         random_model: the tiny random model (the heading says to expect 'incorrect'); None: the
@@ -279,7 +278,6 @@ def evaluate_final(cfg: RunConfig | Any, out_dir: Path, model_dir: Path, *, rand
     from rlec.eval import evaluate, metrics
     from rlec.io import LockHeld, move_aside, output_lock
 
-    run = RunConfig.of(cfg)  # read once: the model path, the evaluation's settings
     eval_file = _evaluation_file(run)
     if not eval_file.is_file():
         print(f"[rlec] no evaluation file {eval_file}: skipping the final evaluation", file=sys.stderr)

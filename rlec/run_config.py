@@ -16,11 +16,14 @@ mixins. It carries
 - :meth:`RunConfig.enabled`: an algorithm's switch ``<section>.enable``; :attr:`RunConfig.trainer_mode`: rlec's trainer
   mode (:func:`rlec.config_writes.rlec_trainer_mode`).
 
-A process builds one (:meth:`RunConfig.of`); verl's trainer builds its own once at construction, after the resume
-rules wrote what they pin (:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`), and every mixin reads that one
-(:func:`trainer_run_config`). A parse error is raised on every access (never cached). This module, with
-:mod:`rlec.settings` and :mod:`rlec.config_writes`, is where rlec reads the config tree (tests/test_config_reads.py);
-it imports neither verl nor torch.
+A process converts its config once, where it gets it, and hands the object on: verl's trainer at construction, after
+the resume rules wrote what they pin (``rlec_run`` of :class:`rlec.verl_plugin.trainers.AlgorithmsMixin`, which every
+mixin reads), the reward manager at construction, DRY_RUN's check and the launcher's tools at their start. Each
+section is parsed at most once per object, on first use; a parse error is raised on every access (never kept).
+verl builds an agent loop per sample from its worker's config, so the agent loops share one conversion per config
+object (:func:`worker_run_config`): the one cache of a conversion. Nothing else keeps one (:mod:`rlec.settings`
+parses on every call). This module, with :mod:`rlec.settings` and :mod:`rlec.config_writes`, is where rlec reads the
+config tree (tests/test_config_reads.py); it imports neither verl nor torch.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ ROLLOUT = "actor_rollout_ref.rollout"
 ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"
 CORRECTION = "algorithm.rollout_correction"
 
-__all__ = ["ACTOR", "CORRECTION", "ENV_VARS", "MEGATRON", "ROLLOUT", "RunConfig", "VerlKeys", "trainer_run_config"]
+__all__ = ["ACTOR", "CORRECTION", "ENV_VARS", "MEGATRON", "ROLLOUT", "RunConfig", "VerlKeys", "worker_run_config"]
 
 
 def _key(dotted: str, default: Any = None) -> Any:
@@ -152,7 +155,8 @@ class VerlKeys:
 
 
 class RunConfig:
-    """The composed config of one process, read once (module docstring). Build it with :meth:`of`.
+    """The composed config of one process, read once (module docstring): ``RunConfig(tree)``, where the process gets
+    the tree; rlec's functions take the object, never a tree to convert.
 
     Attributes:
         tree: the config it was read from (``DictConfig`` or nested dict), for the readers that walk the raw tree
@@ -169,11 +173,6 @@ class RunConfig:
         self.trainer_mode = rlec_trainer_mode(tree)
         self._sections: dict[tuple[type, str, str | None], Any] = {}
         self._plain: dict[str, dict[str, Any]] = {}
-
-    @classmethod
-    def of(cls, cfg: Any) -> "RunConfig":
-        """``cfg`` itself when it is a :class:`RunConfig`, else the config tree ``cfg`` read into one."""
-        return cfg if isinstance(cfg, RunConfig) else cls(cfg)
 
     @functools.cached_property
     def rlec(self) -> RlecSettings:
@@ -225,11 +224,20 @@ class RunConfig:
         return bool(select(self.tree, f"{section}.enable", False))
 
 
-def trainer_run_config(trainer: Any) -> RunConfig:
-    """The :class:`RunConfig` of a trainer's ``config``: the one its construction built
-    (:class:`rlec.verl_plugin.trainers.AlgorithmsMixin`), else built now and kept on the trainer (a trainer made
-    without ``__init__``, as tests do); a new one when ``trainer.config`` is another object."""
-    run = trainer.__dict__.get("rlec_run")
-    if run is None or run.tree is not trainer.config:
-        run = trainer.rlec_run = RunConfig(trainer.config)
+# the RunConfig of the config object verl hands its agent loops in this worker process (worker_run_config)
+_WORKER_RUN: RunConfig | None = None
+
+
+def worker_run_config(tree: Any) -> RunConfig:
+    """The :class:`RunConfig` of ``tree``, the config verl hands an agent loop, converted once per config object.
+
+    verl builds an agent loop per sample (``hydra.utils.instantiate`` in ``AgentLoopWorker._run_agent_loop``), each
+    handed its worker's one config object, which nothing changes once the worker runs; this keeps the conversion
+    (1.2 ms CPU: docs/speed.md) to one per worker instead of one per sample. Another object (another worker's, a
+    test's) is converted afresh and replaces the one kept. rlec's one cache of a conversion (module docstring).
+    """
+    global _WORKER_RUN
+    run = _WORKER_RUN
+    if run is None or run.tree is not tree:
+        run = _WORKER_RUN = RunConfig(tree)
     return run

@@ -284,10 +284,8 @@ class RlecSettings:
         """Read and check ``rlec.*`` of a composed config (``DictConfig``) or nested dict; missing keys take the defaults.
 
         rlec's code reads it as ``run.rlec`` of the process's :class:`rlec.run_config.RunConfig` (the early rules, the
-        reward manager, the trainer's mixins, ...), which calls this once. Parsed once per process for each content of
-        rlec's sections besides (:data:`_PARSED`): a config whose ``rlec.*`` changed since (a resume pins
-        ``rlec.schedule.end_step``) is parsed again. The algorithms' sections are not part of it (each algorithm reads
-        its own, ``run.section``).
+        reward manager, the trainer's mixins, ...), which calls this once; this function keeps nothing (each call
+        parses). The algorithms' sections are not part of it (each algorithm reads its own, ``run.section``).
 
         Raises:
             SettingError: an unknown ``rlec`` section or key, a value of the wrong type, or out of range.
@@ -296,20 +294,7 @@ class RlecSettings:
         if not isinstance(section, Mapping):
             raise SettingError("rlec", section, "must be a mapping of rlec's settings")
         known = cls.sections()
-        own = {k: v for k, v in section.items() if k in known}
-        key = _frozen(own)
-        settings = _PARSED.get(key)
-        if settings is None:
-            settings = cls._parse(own)
-            if len(_PARSED) >= _PARSED_MAX:
-                _PARSED.clear()
-            _PARSED[key] = settings
-        return settings
-
-    @classmethod
-    def _parse(cls, section: Mapping[str, Any]) -> "RlecSettings":
-        """The typed read and check of rlec's own sections (plain containers): the work :meth:`from_config` does once."""
-        return _read(cls, section, "rlec")
+        return _read(cls, {k: v for k, v in section.items() if k in known}, "rlec")
 
     @classmethod
     def sections(cls) -> frozenset[str]:
@@ -321,23 +306,6 @@ class RlecSettings:
         """Check every section (:meth:`from_config` already did); raises :class:`SettingError`."""
         for f in dataclasses.fields(self):
             getattr(self, f.name).check(f"{prefix}.{_key(f)}")
-
-
-# the parses of RlecSettings.from_config (by the content of rlec's own sections) and read_section (by class, section and
-# content): frozen settings that hash hold no mutable value, so every caller may share one; a few per process (tests
-# compose many)
-_PARSED: dict[Any, Any] = {}
-_PARSED_MAX = 64
-
-
-def _frozen(value: Any) -> Any:
-    """A hashable key of plain config content that tells apart what the typed read tells apart: the type and the
-    exact text of each scalar (``1``, ``1.0``, ``True``, ``"1"``, ``-0.0`` and NaN are different keys)."""
-    if isinstance(value, Mapping):
-        return ("mapping", tuple(sorted((repr(k), _frozen(v)) for k, v in value.items())))
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_frozen(v) for v in value))
-    return (type(value).__name__, repr(value))
 
 
 def _key(f: dataclasses.Field) -> str:
@@ -373,26 +341,13 @@ def read_section(cls: type[T], cfg: Any, section: str, name: str | None = None) 
         name: the prefix of every key in an error (default ``section``; RLVE's ``data.rlve`` is
             ``${rlec.rlve}``, the key users set).
 
-    Parsed once per process for each content of the section (as :meth:`RlecSettings.from_config`), when the result
-    holds no mutable value (it hashes: a field read as a mapping or taken as given, ``Any``, may hold one, and such a
-    read is never shared); each reader still runs the class's ``check()`` itself.
+    Keeps nothing (each call parses): a process reads each section once through its
+    :class:`rlec.run_config.RunConfig` (``run.section``).
 
     Raises:
         SettingError: a key ``cls`` does not know, or a value of the wrong type (naming the full key).
     """
-    node = plain(select(cfg, section, {}))
-    key = (cls, name or section, _frozen(node))
-    settings = _PARSED.get(key)
-    if settings is None:
-        settings = _read(cls, node, name or section, validate=False)
-        try:
-            hash(settings)
-        except TypeError:  # a mapping or list inside: each reader gets its own
-            return settings
-        if len(_PARSED) >= _PARSED_MAX:
-            _PARSED.clear()
-        _PARSED[key] = settings
-    return settings
+    return _read(cls, plain(select(cfg, section, {})), name or section, validate=False)
 
 
 def _read(cls: type, section: Mapping[str, Any], prefix: str, validate: bool = True) -> Any:

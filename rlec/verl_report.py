@@ -210,6 +210,7 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     from rlec.cluster.main_ppo import RunStopped
     from rlec.flags import flag
     from rlec.report import evaluate_final, print_training_summary, quiet_third_party, verbose
+    from rlec.run_config import RunConfig
 
     loud = verbose()
     eval_at_end = flag("EVAL_AT_END", default=True)
@@ -278,7 +279,7 @@ def run_with_report(config: Any, body: Callable[[Any], None]) -> None:
     random_model = model_path.resolve() == (out_dir / "tiny_model").resolve()
     if random_model:
         print("\n(random tiny model: rewards are noise; the scripted share of each group is what moves the loss)")
-    if eval_at_end and evaluate_final(config, out_dir, final, random_model=random_model):
+    if eval_at_end and evaluate_final(RunConfig(config), out_dir, final, random_model=random_model):
         raise RunStopped(f"rlec.verl_report: error: the final evaluation of {final} failed (the line above says why); "
                          f"the training is complete: rerun the same command to evaluate again")
 

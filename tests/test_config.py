@@ -6,6 +6,7 @@ import pytest
 
 from rlec.config import (CLUSTER_CONFIG, CPU_LAYOUT, CPU_PRECISION, compose, flatten, pinned_schedule_end, resume_differences,
                          select)
+from rlec.run_config import RunConfig
 
 # every key layout/cpu.yaml + precision/fp32.yaml may change: the toy scale (batch, lengths, group size, model, lr,
 # checkpoint cadence), how the run is laid out (parallel sizes, the CPU platform, the rollout engine, Ray's logical
@@ -120,8 +121,8 @@ def test_a_longer_resumed_run_keeps_the_original_b_schedule() -> None:
     assert pinned_schedule_end(SAVED, longer) == 4
     pinned = _with(trainer__total_training_steps=6, rlec__schedule__end_step=4)
     assert resume_differences(SAVED, pinned)[0] == []  # the pin itself is no change of the schedule
-    original = schedule_from_config(SAVED)
-    assert [schedule_from_config(pinned)(s) for s in range(1, 7)] == [original(s) for s in range(1, 7)] == [0, 1 / 3, 2 / 3, 1, 1, 1]
+    original = schedule_from_config(RunConfig(SAVED))
+    assert [schedule_from_config(RunConfig(pinned))(s) for s in range(1, 7)] == [original(s) for s in range(1, 7)] == [0, 1 / 3, 2 / 3, 1, 1, 1]
     assert pinned_schedule_end(SAVED, SAVED) is None and pinned_schedule_end(SAVED, _with(rlec__schedule__end_step=5)) is None
     # a run started with an explicit end step keeps it when the resume leaves it unset
     explicit = _with(rlec__schedule__end_step=3)

@@ -69,20 +69,30 @@ def test_each_check_reads_the_configs_verl_keys_once(compose_rlec, monkeypatch):
 
     monkeypatch.setattr(VerlKeys, "read", classmethod(counted))
     cfg = compose_rlec("layout=qwen3_30b_a3b_1x8", "precision=bf16", "router_replay=r3")
-    run = RunConfig.of(cfg)
+    run = RunConfig(cfg)
     hf, source, _ = load_model_config(run)
     findings, est = check_layout(run, ModelShape.from_hf_config(hf, source), 141, megatron_fields=None)
     settings_rules(run)
     path_findings(run)
     assert len(reads) == 1 and est is not None  # the RunConfig's one read
     assert not [f for f in findings if f.level == "error"]  # the committed layout passes, as before
-    check_layout(cfg, ModelShape.from_hf_config(hf, source), 141, megatron_fields=None)
+    check_layout(RunConfig(cfg), ModelShape.from_hf_config(hf, source), 141, megatron_fields=None)
     assert len(reads) == 2
-    settings_rules(cfg)
+    settings_rules(RunConfig(cfg))
     assert len(reads) == 3
-    path_findings(cfg)
+    path_findings(RunConfig(cfg))
     assert len(reads) == 4
 
+
+
+def test_rlec_functions_take_a_run_config_never_a_tree_they_convert():
+    """Issue 59: the process's config is converted once where the process gets it and handed on; no function takes
+    "a RunConfig or a tree" and converts the tree itself (before: 19 such conversions, ``RunConfig.of``, behind
+    functions typed ``RunConfig | Any``)."""
+    from rlec.run_config import RunConfig
+
+    typed_either = [str(p.relative_to(REPO)) for p in sorted((REPO / "rlec").rglob("*.py")) if "RunConfig | Any" in p.read_text()]
+    assert typed_either == [] and not hasattr(RunConfig, "of")
 
 def test_verl_keys_reads_each_field_from_its_key_and_a_missing_one_as_its_default():
     from rlec.run_config import VerlKeys

@@ -33,7 +33,7 @@ def test_the_base_mode_write_keeps_rlecs_mode_readable_for_rlecs_rules():
     cfg = _config()
     set_base_trainer_mode(cfg, "sync")
     assert cfg.trainer.v1.trainer_mode == "sync"  # what verl's PPOTrainer reads
-    assert rlec_trainer_mode(cfg) == RunConfig.of(cfg).trainer_mode == "rlec_sync"  # what the algorithms' checks judge
+    assert rlec_trainer_mode(cfg) == RunConfig(cfg).trainer_mode == "rlec_sync"  # what the algorithms' checks judge
     set_base_trainer_mode(cfg, "sync")  # the same config handed to a second rlec trainer (a resume in one process)
     assert rlec_trainer_mode(cfg) == "rlec_sync"
     other = _config()

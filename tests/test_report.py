@@ -10,6 +10,7 @@ import pytest
 
 from rlec.report import (METRICS_FILE, REWARD_NOTE, STEP_PHASES, MetricsFile, curve_series, plot_curves, read_metrics,
                          step_time_split, time_split, training_table)
+from rlec.run_config import RunConfig
 
 
 def _lines(path: Path) -> list[dict]:
@@ -149,7 +150,7 @@ def test_the_final_evaluation_keeps_a_users_records_in_its_folder_and_says_where
     records.write_text(USER_RECORDS)
     os.utime(records, (1796622360, 1796622360))  # 2026-12-07 05:46:00 UTC: the aside name says when it was written
     cfg = _eval_config(sample_data_dir / "test.parquet", tiny_moe_dir)
-    assert evaluate_final(cfg, tmp_path, tiny_moe_dir, random_model=True) == 0
+    assert evaluate_final(RunConfig(cfg), tmp_path, tiny_moe_dir, random_model=True) == 0
     out = capsys.readouterr().out
     kept = tmp_path / "eval" / "records.20261207T054600Z.jsonl"
     assert f"{records} held records written before this evaluation: kept as {kept}" in out
@@ -186,7 +187,7 @@ def test_the_final_evaluation_refuses_a_live_writer_of_its_records_naming_its_pi
             assert writer.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         holder = lock_path(records).read_text()
-        assert evaluate_final(_eval_config(sample_data_dir / "test.parquet", tiny_moe_dir), tmp_path, tiny_moe_dir) == 2
+        assert evaluate_final(RunConfig(_eval_config(sample_data_dir / "test.parquet", tiny_moe_dir)), tmp_path, tiny_moe_dir) == 2
         err = capsys.readouterr().err
         lines = [line for line in err.splitlines() if line.startswith("error:")]
         assert len(lines) == 1, err
@@ -204,7 +205,7 @@ def test_a_final_evaluation_folder_that_is_a_file_is_one_error_line(tmp_path: Pa
     from rlec.report import evaluate_final
 
     (tmp_path / "eval").write_text("not a folder")
-    assert evaluate_final(_eval_config(sample_data_dir / "test.parquet", tiny_moe_dir), tmp_path, tiny_moe_dir) == 2
+    assert evaluate_final(RunConfig(_eval_config(sample_data_dir / "test.parquet", tiny_moe_dir)), tmp_path, tiny_moe_dir) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and str(tmp_path / "eval") in err and len(err.strip().splitlines()) == 1, err
     assert (tmp_path / "eval").read_text() == "not a folder"

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf, open_dict
 from rlec.cluster.config_check import run_checks
 from rlec.config import compose
 from rlec.rules.settings_rules import early_errors
+from rlec.run_config import RunConfig
 from rlec.settings import RlecSettings, SettingError
 
 # where each section's defaults are written (the YAML users read): (config name, overrides)
@@ -136,7 +137,7 @@ def test_an_unknown_rlec_section_is_refused_by_the_early_rules_not_an_algorithms
     from rlec.rules.settings_rules import settings_rules
 
     def rlec_findings(rlec: dict) -> list[tuple[str, bool]]:
-        return [(f.key, "is not an rlec section" in f.message) for f in settings_rules({"rlec": rlec})
+        return [(f.key, "is not an rlec section" in f.message) for f in settings_rules(RunConfig({"rlec": rlec}))
                 if f.key.startswith("rlec")]
 
     assert rlec_findings({"grader": {"timeout_s": 1}}) == [("rlec.grader", True)]
@@ -162,10 +163,10 @@ def test_a_nonsense_value_of_every_field_is_refused_by_every_path_before_any_wor
     model is built or loaded), and the rules verl's trainer runs at construction (before any worker starts)
     refuse the same value naming the same key."""
     cfg = _with(composed[key.split(".")[1]], key, NONSENSE[key])
-    findings, est, context = run_checks(cfg, check_paths=True)
+    findings, est, context = run_checks(RunConfig(cfg), check_paths=True)
     assert [(f.level, f.key) for f in findings] == [("error", key)]
     assert est is None and "shape" not in context and "verl_passed" not in context  # nothing else was looked at
-    assert [(f.level, f.key) for f in early_errors(cfg)] == [("error", key)]
+    assert [(f.level, f.key) for f in early_errors(RunConfig(cfg))] == [("error", key)]
 
 
 def test_read_section_is_the_generic_typed_reader_of_the_algorithms_settings() -> None:
@@ -213,24 +214,26 @@ def test_read_section_reads_rlves_field_shapes_mappings_string_or_list_and_any()
         assert info.value.key == key and rule in info.value.rule, (bad, str(info.value))
 
 
-def test_rlec_settings_are_parsed_once_per_content_and_again_when_it_changes(monkeypatch) -> None:
-    """Issue 59 item 1: every reader of the same config gets the one parse; a changed rlec.* (a resume pins
-    rlec.schedule.end_step) is parsed again; contents the typed read tells apart are different keys."""
+def test_rlec_settings_keep_no_parse_and_a_run_config_parses_once(monkeypatch) -> None:
+    """Issue 59 item 1: the process's RunConfig is the one home of a parse (``run.rlec`` once per object); the settings
+    reader keeps nothing (before: a process-wide cache by content, rlec.settings._PARSED, beside the RunConfig's own)."""
     import rlec.settings as settings_module
+    from rlec.run_config import RunConfig
 
     parses = []
-    parse = RlecSettings._parse.__func__
-    monkeypatch.setattr(RlecSettings, "_parse", classmethod(lambda cls, section: parses.append(dict(section)) or parse(cls, section)))
-    monkeypatch.setattr(settings_module, "_PARSED", {})
+    read = settings_module._read
+    monkeypatch.setattr(settings_module, "_read", lambda cls, section, prefix, validate=True:
+                        (parses.append(prefix) if prefix == "rlec" else None) or read(cls, section, prefix, validate))
     cfg = OmegaConf.create({"rlec": {"grading": {"timeout_s": 7.0}, "e3": {"enable": True}}, "trainer": {"x": 1}})
     first = RlecSettings.from_config(cfg)
-    assert RlecSettings.from_config(cfg) is first and RlecSettings.from_config(OmegaConf.to_container(cfg)) is first
-    assert len(parses) == 1 and parses[0] == {"grading": {"timeout_s": 7.0}}  # an algorithm's section is not rlec's own
+    assert RlecSettings.from_config(cfg) == first and RlecSettings.from_config(cfg) is not first and len(parses) == 3
+    assert not hasattr(settings_module, "_PARSED")
+    run = RunConfig(cfg)
+    assert run.rlec is run.rlec and run.rlec == first and len(parses) == 4  # an algorithm's section is not rlec's own
     with open_dict(cfg):
         cfg.rlec.schedule = {"end_step": 9}
-    assert RlecSettings.from_config(cfg).schedule.end_step == 9 and len(parses) == 2
-    assert first.schedule.end_step is None  # the earlier parse is untouched (frozen, shared)
-    # 1.0 and 1 read alike, True is refused: the cache must not hand one's parse to the other
+    assert RlecSettings.from_config(cfg).schedule.end_step == 9 and first.schedule.end_step is None
+    assert RunConfig(cfg).rlec.schedule.end_step == 9 and run.rlec.schedule.end_step is None  # read when converted
     assert RlecSettings.from_config({"rlec": {"schedule": {"end_step": 3}}}).schedule.end_step == 3
     with pytest.raises(SettingError, match="rlec.schedule.end_step=True: must be an integer"):
         RlecSettings.from_config({"rlec": {"schedule": {"end_step": True}}})

@@ -19,8 +19,8 @@ rlve   ``rlec.rlve.enable=true``   ``rlec.rlve``   ``data.custom_cls`` (the RLVE
                                                    dataset only ``data``
 =====  ==========================  ==============  ====================================================
 
-Each function below takes the process's :class:`rlec.run_config.RunConfig` (``run``; a config tree is read into
-one first, for callers that hold only the tree) and hands that one object to every algorithm's class methods.
+Each function below takes the process's :class:`rlec.run_config.RunConfig` (``run``, converted once by the caller)
+and hands that one object to every algorithm's class methods.
 
 Adding an algorithm: docs/adding_an_algorithm.md.
 """
@@ -40,39 +40,36 @@ __all__ = ["ALGORITHMS", "build", "check_all", "enabled", "sets_verl_value", "st
            "verdicts", "verl_algorithm_keys", "verl_keys"]
 
 
-def enabled(run: RunConfig | Any) -> list[type[Algorithm]]:
+def enabled(run: RunConfig) -> list[type[Algorithm]]:
     """The registered algorithms the config switches on, in registry order."""
-    run = RunConfig.of(run)
     return [cls for cls in ALGORITHMS if cls.enabled(run)]
 
 
-def serves_prompts(run: RunConfig | Any) -> bool:
+def serves_prompts(run: RunConfig) -> bool:
     """Whether an enabled algorithm serves training prompts of its own (:attr:`~rlec.algorithms.base.Algorithm.serves_prompts`),
     so an empty ``data.train_files`` is a run on those alone."""
     return any(cls.serves_prompts for cls in enabled(run))
 
 
-def check_all(run: RunConfig | Any) -> list[Finding]:
+def check_all(run: RunConfig) -> list[Finding]:
     """Every finding of every registered algorithm's :meth:`~rlec.algorithms.base.Algorithm.check`, in registry order."""
-    run = RunConfig.of(run)
     return [finding for cls in ALGORITHMS for finding in cls.check(run)]
 
 
-def build(run: RunConfig | Any, context: AlgorithmContext) -> list[Algorithm]:
+def build(run: RunConfig, context: AlgorithmContext) -> list[Algorithm]:
     """The enabled algorithms, built (:meth:`~rlec.algorithms.base.Algorithm.from_config`), in registry order.
 
     Raises:
         ValueError: an enabled algorithm's check fails (its first error) or the context lacks what it needs.
     """
-    run = RunConfig.of(run)
     return [cls.from_config(run, context) for cls in enabled(run)]
 
 
-def verdicts(run: RunConfig | Any) -> list[str]:
+def verdicts(run: RunConfig) -> list[str]:
     """Each enabled algorithm's part of DRY_RUN's ``algo`` line (:meth:`~rlec.algorithms.base.Algorithm.verdict`),
     in registry order; one whose settings do not read (ValueError) is named with "settings refused" (the
     findings below the line say why)."""
-    out, run = [], RunConfig.of(run)
+    out = []
     for cls in enabled(run):
         try:
             out.append(cls.verdict(run))

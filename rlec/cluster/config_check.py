@@ -78,16 +78,14 @@ def layout_name(overrides: Sequence[str], config_dir: Path = CONFIG_DIR, config_
     return "unnamed"
 
 
-def load_model_config(cfg: RunConfig | Any) -> tuple[dict[str, Any], str, bool]:
+def load_model_config(run: RunConfig) -> tuple[dict[str, Any], str, bool]:
     """The model's ``config.json`` dict, where it came from, and whether the model folder is here
-    (``rlec.check.model_shape`` when not; ``cfg``: the caller's :class:`rlec.run_config.RunConfig`, or a config tree
-    read into one here).
+    (``rlec.check.model_shape`` when not; ``run``: the caller's :class:`rlec.run_config.RunConfig`).
 
     Raises:
         FileNotFoundError: neither the model folder nor the named shape file exists.
         ValueError: the file is not valid JSON (names the file).
     """
-    run = RunConfig.of(cfg)
     model_dir = Path(os.path.expanduser(str(run.keys.model_path)))
     candidates = [(model_dir / "config.json", True)]
     shape_name = run.rlec.check_.model_shape
@@ -115,12 +113,11 @@ def _kept_back(verbose: bool) -> Iterator[None]:
         yield
 
 
-def verl_checks(cfg: RunConfig | Any, with_model: bool, verbose: bool = False) -> tuple[list[Finding], list[str]]:
+def verl_checks(run: RunConfig, with_model: bool, verbose: bool = False) -> tuple[list[Finding], list[str]]:
     """verl's own validation of a composed config; never raises for a bad config.
 
     Args:
-        cfg: the caller's :class:`rlec.run_config.RunConfig` (its verl keys already read), or the composed config
-            tree, read into one here.
+        run: the caller's :class:`rlec.run_config.RunConfig` (its verl keys already read).
         with_model: also build verl's model config (needs the model folder on this machine).
         verbose: let verl's console output through (to stderr); default: held back.
 
@@ -135,7 +132,6 @@ def verl_checks(cfg: RunConfig | Any, with_model: bool, verbose: bool = False) -
         from verl.utils.config import omega_conf_to_dataclass, validate_config
         from verl.utils.import_utils import import_external_libs
 
-    run = RunConfig.of(cfg)
     modules = str((run.keys.env_vars or {}).get("VERL_USE_EXTERNAL_MODULES") or "")
     cfg = copy.deepcopy(run.tree)  # verl's steps may write into the tree they are given
     steps: list[tuple[str, Callable[[], Any]]] = [
@@ -164,11 +160,11 @@ def verl_checks(cfg: RunConfig | Any, with_model: bool, verbose: bool = False) -
 
 
 def run_checks(
-    cfg: RunConfig | Any, gpu_memory_gib: float | None = None, *, check_paths: bool = True, verbose: bool = False,
+    run: RunConfig, gpu_memory_gib: float | None = None, *, check_paths: bool = True, verbose: bool = False,
     layout: str = "unnamed", wait_previous_s: float = 0.0,
 ) -> tuple[list[Finding], MemoryEstimate | None, dict]:
-    """verl's and rlec's checks of a composed config, and (``check_paths``) its paths (``cfg``: the caller's
-    :class:`rlec.run_config.RunConfig`, or the config tree read into one here).
+    """verl's and rlec's checks of a composed config, and (``check_paths``) its paths (``run``: the caller's
+    :class:`rlec.run_config.RunConfig`).
 
     ``layout`` names the launch's layout in the refusal of a layout change (:mod:`rlec.rules.resume`),
     checked whenever the checkpoint folder is on this machine. ``wait_previous_s``: how long to wait
@@ -181,13 +177,12 @@ def run_checks(
     Returns:
         ``(findings, memory estimate or None, context)``; ``context`` holds what the report
         prints (shape source, verl steps passed, GPU memory, path summaries or None when skipped,
-        and ``run``, the :class:`rlec.run_config.RunConfig` read once here, for :func:`algorithms_line`).
+        and ``run``, the :class:`rlec.run_config.RunConfig` checked, for :func:`algorithms_line`).
     """
-    run = RunConfig.of(cfg)  # read once for every check below
     cfg = run.tree  # the readers that take the tree (the resume rules)
     early = settings_rules(run)
     if early:
-        return early, None, {"paths": []}
+        return early, None, {"paths": [], "run": run}
     settings = run.rlec
     path_errors, path_summaries = path_findings(run) if check_paths else ([], None)
     path_errors += (layout_change_findings(cfg, layout) + resume_setting_findings(cfg) + fresh_start_findings(cfg)
@@ -196,7 +191,7 @@ def run_checks(
         hf_config, source, is_model = load_model_config(run)
         shape = ModelShape.from_hf_config(hf_config, source)
     except (FileNotFoundError, ValueError) as exc:
-        return path_errors + [Finding("error", "model", str(exc))], None, {"paths": path_summaries}
+        return path_errors + [Finding("error", "model", str(exc))], None, {"paths": path_summaries, "run": run}
     findings, passed = verl_checks(run, with_model=is_model, verbose=verbose)
     gib = float(gpu_memory_gib or settings.check_.gpu_memory_gib)
     fraction = settings.check_.memory_fraction
@@ -209,14 +204,13 @@ def run_checks(
     return path_errors + findings + rlec_findings, est, context
 
 
-def algorithms_line(cfg: RunConfig | Any) -> str:
-    """The algorithms the config enables, with their main figures (the verdict's ``algo`` line; ``cfg``: the caller's
-    :class:`rlec.run_config.RunConfig`, or a config tree read into one here).
+def algorithms_line(run: RunConfig) -> str:
+    """The algorithms the config enables, with their main figures (the verdict's ``algo`` line; ``run``: the caller's
+    :class:`rlec.run_config.RunConfig`).
 
     RLEC always (advantage estimator, the b schedule), then each enabled algorithm's own part
     (:func:`rlec.algorithms.registry.verdicts`), in registry order.
     """
-    run = RunConfig.of(cfg)
     est = str(run.keys.adv_estimator if run.keys.adv_estimator is not None else "grpo")
     norm = "" if run.keys.norm_adv_by_std_in_grpo else ", mean-only"
     schedule = run.rlec.schedule
@@ -235,7 +229,7 @@ def report(findings: list[Finding], est: MemoryEstimate | None, context: dict, c
         shape = context["shape"]
         lines.append(f"model   {shape.model_type}: {shape.total_params() / 1e9:.2f}B parameters "
                      f"({shape.active_params() / 1e9:.2f}B active), shape from {context['source']}")
-    lines.append(algorithms_line(context.get("run", cfg)))
+    lines.append(algorithms_line(context["run"] if "run" in context else RunConfig(cfg)))  # a context run_checks did not make
     quant = f" {lay.rollout_quantization}" if lay.rollout_quantization else ""
     lines.append(f"layout  {lay.world} GPUs: TP {lay.tp} PP {lay.pp} CP {lay.cp} DP {lay.dp} | EP {lay.ep} "
                  f"ETP {lay.expert_tp} | rollout TP {lay.rollout_tp} DP {lay.rollout_dp} EP {lay.rollout_ep}{quant}")
@@ -328,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"rlec.cluster.config_check: refused: {finding}", file=sys.stderr)
         return 2
     if args.check_checkpoint_folder:
-        unwritable, _ = checkpoint_folder_findings(cfg)
+        unwritable, _ = checkpoint_folder_findings(run)
         for finding in unwritable:  # one line, before anything is built in it
             print(f"rlec.cluster.config_check: error: {finding.key}: {finding.message}", file=sys.stderr)
         if unwritable:

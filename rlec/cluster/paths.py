@@ -160,7 +160,7 @@ def _encodable(k: VerlKeys) -> list[Finding]:
     return []
 
 
-def steps_findings(cfg: Any, rows: int) -> list[Finding]:
+def steps_findings(run: RunConfig, rows: int) -> list[Finding]:
     """Refuse a step count the train files cannot give: verl ends its loop after ``trainer.total_epochs``.
 
     verl's train loader drops the last partial batch (``drop_last=True``), so an epoch is
@@ -169,7 +169,7 @@ def steps_findings(cfg: Any, rows: int) -> list[Finding]:
     a bound, not the exact count. An algorithm that serves its own prompts (RLVE) is not checked.
 
     Args:
-        cfg: the composed trainer config.
+        run: the composed trainer config, converted once by the caller.
         rows: the train files' rows, together.
 
     Returns:
@@ -177,7 +177,6 @@ def steps_findings(cfg: Any, rows: int) -> list[Finding]:
         ``trainer.total_epochs`` that would hold them (nothing when they fit or no step count is
         set), or one naming ``data.train_batch_size`` when the files hold less than one batch.
     """
-    run = RunConfig.of(cfg)
     if registry.serves_prompts(run):
         return []
     return _steps(run.keys, rows)
@@ -204,7 +203,7 @@ def _steps(k: VerlKeys, rows: int) -> list[Finding]:
                     f"{steps}: set trainer.total_epochs={need} (TOTAL_EPOCHS={need}) or at most {per_epoch * epochs} steps")]
 
 
-def checkpoint_folder_findings(cfg: Any) -> tuple[list[Finding], str | None]:
+def checkpoint_folder_findings(run: RunConfig) -> tuple[list[Finding], str | None]:
     """Check that the checkpoint folder (``trainer.default_local_dir``) can be written, or created, without writing.
 
     The nearest existing folder at or above it must be a folder in which a file can be created: probed with
@@ -215,7 +214,7 @@ def checkpoint_folder_findings(cfg: Any) -> tuple[list[Finding], str | None]:
         ``([], summary)`` when it can be written; ``([error naming the key, the folder and why], None)`` when
         it or a folder above it is a file, or it cannot be written.
     """
-    return _checkpoint_folder(VerlKeys.read(cfg))
+    return _checkpoint_folder(run.keys)
 
 
 def _checkpoint_folder(k: VerlKeys) -> tuple[list[Finding], str | None]:
@@ -235,11 +234,11 @@ def _checkpoint_folder(k: VerlKeys) -> tuple[list[Finding], str | None]:
     return [], f"checkpoints {folder} ({'writable' if probe == folder else 'will be created'})"
 
 
-def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
+def path_findings(run: RunConfig) -> tuple[list[Finding], list[str]]:
     """Check the model folder, the parquet files and the checkpoint folder of a composed config.
 
     Args:
-        cfg: the composed trainer config (``DictConfig`` or nested dict).
+        run: the composed trainer config, converted once by the caller.
 
     Returns:
         ``(findings, summaries)``: an error per problem, naming the key, the path and what was
@@ -247,7 +246,6 @@ def path_findings(cfg: Any) -> tuple[list[Finding], list[str]]:
     """
     findings: list[Finding] = []
     summaries: list[str] = []
-    run = RunConfig.of(cfg)
     k, serves = run.keys, registry.serves_prompts(run)  # once
     checks = [_model(k)]
     limit_findings, prompt_limit = _prompt_limit(k) if not checks[0][0] else ([], None)

@@ -20,32 +20,13 @@ from verl.experimental.agent_loop.agent_loop import register as register_agent_l
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
 from rlec.cpu.rollout_server import FORCED_TOKENS
-from rlec.run_config import RunConfig
+from rlec.run_config import RunConfig, worker_run_config
 from rlec.verl_plugin.cpu_interface import ROLLOUT_NAME, request_seed
 from rlec.verl_plugin.e3 import E3_AGENT_LOOP, E3AgentLoop
 
 __all__ = ["SCRIPTED_AGENT_LOOP", "ScriptedAgentLoop", "ScriptedAnswersMixin", "ScriptedE3AgentLoop"]
 
 SCRIPTED_AGENT_LOOP = "rlec_scripted_agent"
-
-
-# the RunConfig of the last config read (:func:`_run_config`), held by the module, not the loop: verl builds a new
-# agent loop per sample (``hydra.utils.instantiate`` in ``AgentLoopWorker._run_agent_loop``), and this keeps the
-# settings read (1.2 ms CPU: docs/speed.md) to once per worker config instead of once per sample
-_LAST_RUN: RunConfig | None = None
-
-
-def _run_config(config: Any) -> RunConfig:
-    """``config`` read once (:class:`rlec.run_config.RunConfig`), again only when it is another object.
-
-    The worker's config is one object shared by all its agent loops and not changed after the worker starts; another
-    object (another worker's, a test's) is read afresh.
-    """
-    global _LAST_RUN
-    run = _LAST_RUN
-    if run is None or run.tree is not config:
-        run = _LAST_RUN = RunConfig(config)
-    return run
 
 
 class ScriptedAnswersMixin:
@@ -63,8 +44,8 @@ class ScriptedAnswersMixin:
     """
 
     def _rlec_run(self) -> RunConfig:
-        """The config this agent loop was handed, read once per config object (:func:`_run_config`)."""
-        return _run_config(self.config)
+        """The config this agent loop was handed, converted once per worker config (:func:`rlec.run_config.worker_run_config`)."""
+        return worker_run_config(self.config)
 
     def _with_request_seed(self, sampling_params: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         """``sampling_params`` plus this sample's ``seed`` on the CPU rollout; unchanged on any other rollout."""

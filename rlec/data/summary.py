@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rlec.data.mix import BINARY, RLEC, Sample
+from rlec.data.mix import BINARY, RLEC, TARGET_GRID, Sample
 
 HISTOGRAM_BINS = 9  # 0.1 wide over the default target range [0, 0.9]
 
@@ -39,12 +39,12 @@ def _rows(samples: Sequence[Sample], lengths: np.ndarray) -> dict[str, Any]:
 def target_histogram(samples: Sequence[Sample], lo: float, hi: float, bins: int = HISTOGRAM_BINS) -> dict[str, list]:
     """Counts of RLEC targets p in ``bins`` equal bins over [lo, hi] (last bin closed).
 
-    Targets lie on the 0.01 grid, so binning is done in integer hundredths: a target of exactly
-    0.30 counts in [0.30, 0.40), not in the bin below through float round-off.
+    Targets lie on the grid of :data:`rlec.data.mix.TARGET_GRID` steps (0.01), so binning is done in integer grid
+    steps: a target of exactly 0.30 counts in [0.30, 0.40), not in the bin below through float round-off.
     """
-    hundredths = np.round(np.array([s.target_p for s in samples if s.objective == RLEC], dtype=np.float64) * 100)
-    edges = np.linspace(lo, hi if hi > lo else lo + 0.01, bins + 1)
-    counts, _ = np.histogram(hundredths, bins=np.round(edges * 100, 6))
+    steps = np.round(np.array([s.target_p for s in samples if s.objective == RLEC], dtype=np.float64) * TARGET_GRID)
+    edges = np.linspace(lo, hi if hi > lo else lo + 1 / TARGET_GRID, bins + 1)
+    counts, _ = np.histogram(steps, bins=np.round(edges * TARGET_GRID, 6))
     return {"edges": [round(float(e), 4) for e in edges], "counts": counts.tolist()}
 
 

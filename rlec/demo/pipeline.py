@@ -107,13 +107,14 @@ def compose_checked(overrides: Sequence[str]) -> Any:
             message names each key, value and rule.
     """
     from rlec.rules.settings_rules import early_errors
+    from rlec.run_config import RunConfig
     from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
 
     try:
         cfg = compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", *overrides])
     except Exception as exc:  # Hydra and OmegaConf errors: one line
         raise ValueError(f"cannot compose the run's config with {list(overrides)}: {type(exc).__name__}: {exc}") from None
-    errors = early_errors(cfg, overrides)
+    errors = early_errors(RunConfig(cfg), overrides)
     if errors:
         raise ValueError("; ".join(str(e) for e in errors))
     return cfg
@@ -156,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rlec.demo import data as demo_data
     from rlec.demo import verl_run, warm_start
     from rlec.report import evaluation_args
+    from rlec.run_config import RunConfig
 
     args = build_parser().parse_args(argv)
     try:
@@ -182,11 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ws_cfg = warm_start.WarmStartConfig()
     if args.warm_start_steps is not None:
         ws_cfg = dataclasses.replace(ws_cfg, steps=args.warm_start_steps, finetune=())
+    run = RunConfig(cfg)  # read once: the evaluation's arguments of every stage below
     data_settings = dict(seed=int(cfg.data.seed), digits=sorted(set(ws_cfg.digits)), train_rows=2000,
                          test_questions=int(cfg.rlec.cpu.eval.max_questions), binary_fraction=0.0, targets=train_targets)
     # everything that decides the outputs; a folder holds one demo (checked before any stage writes)
     settings = {"warm_start_key": warm_start.folder_key(ws_cfg), "data": demo_data.settings(**data_settings),
-                "evaluation": evaluation_args(cfg, Path("MODEL"), Path("RECORDS"))}
+                "evaluation": evaluation_args(run, Path("MODEL"), Path("RECORDS"))}
     stamp = out / "demo.json"
     if stamp.exists():
         try:
@@ -213,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warm_records = out / "eval" / "warm_start.jsonl"
     warm_records.parent.mkdir(parents=True, exist_ok=True)
     print(f"[rlec.demo] 3/5 evaluating the warm start -> {warm_records}", flush=True)
-    code = evaluate.main(evaluation_args(cfg, out / "warm_start", warm_records) + ["--resume"])
+    code = evaluate.main(evaluation_args(run, out / "warm_start", warm_records) + ["--resume"])
     if code:
         return code
     run_dir = out / "run"
@@ -234,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
         print(f"[rlec.demo] 4/5 evaluating the trained model ({trained}) -> {trained_records}", flush=True)
         trained_records.parent.mkdir(parents=True, exist_ok=True)
-        code = evaluate.main(evaluation_args(cfg, trained, trained_records) + ["--resume"])
+        code = evaluate.main(evaluation_args(run, trained, trained_records) + ["--resume"])
         if code:
             return code
     print("[rlec.demo] 5/5 comparison", flush=True)

@@ -194,14 +194,15 @@ def continued_rows(n_rows: int, seed: int, skip: int, count: int, batch: int) ->
 
 
 def write_stage_rows(train: Path, rows: Sequence[int], path: Path) -> Path:
-    """``train``'s rows ``rows`` (indices, in that order, repeats kept) as the parquet file ``path``."""
+    """``train``'s rows ``rows`` (indices, in that order, repeats kept) as the parquet file ``path``, atomically
+    (:func:`rlec.io.atomic_write_parquet`; the bytes pandas' ``to_parquet(index=False)`` wrote)."""
     import pandas as pd
+    import pyarrow as pa
 
-    from rlec.io import atomic_write_bytes
+    from rlec.io import atomic_write_parquet
 
     frame = pd.read_parquet(train).iloc[list(rows)].reset_index(drop=True)
-    atomic_write_bytes(path, frame.to_parquet(index=False))
-    return path
+    return atomic_write_parquet(pa.Table.from_pandas(frame, preserve_index=False), path)
 
 
 def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
@@ -224,6 +225,7 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
     """
     from rlec.cluster.paths import steps_findings
     from rlec.rules.checks import algorithm_overlay_rules
+    from rlec.run_config import RunConfig
 
     errors = []
     for arm in arms:
@@ -234,9 +236,10 @@ def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:
             except ValueError as exc:
                 errors.append(f"{where}: {exc}")
                 continue
-            errors += [f"{where}: {f}" for f in algorithm_overlay_rules(cfg) if f.level == "error"]
+            run = RunConfig(cfg)
+            errors += [f"{where}: {f}" for f in algorithm_overlay_rules(run) if f.level == "error"]
             # the launch's path check counts the written rows; the spec's count is known before any data is built
-            errors += [f"{where}: {f}" for f in steps_findings(cfg, exp.train_rows) if f.level == "error"]
+            errors += [f"{where}: {f}" for f in steps_findings(run, exp.train_rows) if f.level == "error"]
     return errors
 
 

@@ -98,25 +98,13 @@ def write_probe_set(path: Path, probe: Probe) -> Path:
     return write_samples([Sample(question(p), "probe", 0, BINARY, 0.0) for p in problems], path)
 
 
-def _write_table(table: Any, path: Path) -> Path:
-    """An arrow table as the parquet ``path``, atomically (one write of the whole file: :func:`rlec.io.atomic_write_bytes`)."""
-    import io
-
-    import pyarrow.parquet as pq
-
-    from rlec.io import atomic_write_bytes
-
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
-
-
 def write_samples(samples: Sequence[Any], path: Path) -> Path:
-    """``samples`` as a verl parquet at ``path``, atomically (:func:`rlec.data.writer.to_table`, one write)."""
+    """``samples`` as a verl parquet at ``path``, atomically (:func:`rlec.data.writer.to_table`,
+    :func:`rlec.io.atomic_write_parquet`)."""
     from rlec.data.writer import to_table
+    from rlec.io import atomic_write_parquet
 
-    return _write_table(to_table(samples), path)
+    return atomic_write_parquet(to_table(samples), path)
 
 
 def read_pilot(path: Path) -> dict[str, Any]:
@@ -245,11 +233,12 @@ def write_pool_rows(rows: Sequence[dict[str, Any]], path: Path, low_q: Sequence[
     import pyarrow as pa
 
     from rlec.data.writer import rows_table
+    from rlec.io import atomic_write_parquet
 
     table = rows_table(rows)
     if low_q is not None:
         table = table.append_column("low_q", pa.array([bool(x) for x in low_q], type=pa.bool_()))
-    return _write_table(table, path)
+    return atomic_write_parquet(table, path)
 
 
 def write_pool_probe_set(path: Path, exp: Any, pilot: dict[str, Any] | None) -> Path:

@@ -12,7 +12,6 @@ Both trainers build their schedule with :func:`schedule_from_config` from the sa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rlec.reward.formula import check_b
 from rlec.run_config import RunConfig
@@ -64,7 +63,7 @@ class LinearSchedule:
         return self.start_value + (self.end_value - self.start_value) * frac
 
 
-def schedule_length(config: RunConfig | Any) -> int:
+def schedule_length(run: RunConfig) -> int:
     """The global step at which b reaches its end value, read from the trainer config.
 
     First match wins:
@@ -76,13 +75,11 @@ def schedule_length(config: RunConfig | Any) -> int:
        updates per step) into the config in ``_init_dataloader``, before it starts the reward
        workers, so the workers see the real count.
 
-    ``config`` is the caller's :class:`rlec.run_config.RunConfig` (a config tree is read into one here), so one
-    code path parses the settings once.
+    ``run`` is the caller's :class:`rlec.run_config.RunConfig`, so one code path parses the settings once.
 
     Raises:
         ValueError: none of these is set (a config used outside verl's trainer).
     """
-    run = RunConfig.of(config)
     end_step = run.rlec.schedule.end_step
     if end_step is not None:
         return end_step
@@ -98,15 +95,14 @@ def schedule_length(config: RunConfig | Any) -> int:
     )
 
 
-def schedule_from_config(config: RunConfig | Any) -> LinearSchedule:
+def schedule_from_config(run: RunConfig) -> LinearSchedule:
     """The b schedule: ``rlec.schedule.{start_value, end_value, start_step}`` and :func:`schedule_length`
-    (``config``: the caller's :class:`rlec.run_config.RunConfig`, or a config tree read into one here).
+    (``run``: the caller's :class:`rlec.run_config.RunConfig`).
 
     Raises:
         ValueError: see :func:`schedule_length`; values outside [0, 1]; end step <= start step; any
             ``rlec.*`` setting the schema refuses (:class:`rlec.settings.SettingError`).
     """
-    run = RunConfig.of(config)
     schedule = run.rlec.schedule
     return LinearSchedule(end_step=schedule_length(run), start_value=schedule.start_value,
                           end_value=schedule.end_value, start_step=schedule.start_step)

@@ -219,12 +219,12 @@ def verl_algorithm_section(algorithm: Any) -> Any:
     return {k: v for k, v in dict(algorithm).items() if k not in own}
 
 
-def algorithm_overlay_rules(cfg: RunConfig | Any) -> list[Finding]:
+def algorithm_overlay_rules(run: RunConfig) -> list[Finding]:
     """Every registered algorithm's findings: :func:`rlec.algorithms.registry.check_all`,
     the one rule set that DRY_RUN, the launcher and verl's trainer apply."""
     from rlec.algorithms.registry import check_all
 
-    return check_all(cfg)
+    return check_all(run)
 
 
 def _settings(run: RunConfig) -> RlecSettings | None:
@@ -291,7 +291,7 @@ def _memory_rules(est: MemoryEstimate, gpu_bytes: float, fraction: float, seq: i
 
 
 def check_layout(
-    cfg: Any,
+    run: RunConfig,
     shape: ModelShape,
     gpu_memory_gib: float,
     *,
@@ -302,8 +302,7 @@ def check_layout(
     """Run every rlec rule on a composed verl config.
 
     Args:
-        cfg: the process's :class:`rlec.run_config.RunConfig`, or the composed trainer config (``DictConfig`` or
-            nested dict), read into one here.
+        run: the process's :class:`rlec.run_config.RunConfig` of the composed trainer config.
         shape: the model's shape.
         gpu_memory_gib: memory of one GPU in GiB (80 for H100, 141 for H200).
         memory_fraction: share of GPU memory the update phase may fill (the rest absorbs MoE
@@ -317,7 +316,6 @@ def check_layout(
         ``(findings, memory estimate)``; the estimate is None when a parallel size is invalid
         (the layout cannot be sized).
     """
-    run = RunConfig.of(cfg)
     cfg = run.tree
     k, lay, seq, settings = run.keys, layout_of(cfg), max_seq_len(cfg), _settings(run)  # read once
     parallel = _parallel_rules(k, shape, lay)

@@ -342,18 +342,16 @@ def _resume_path_rule(path: Any, root: Any) -> str | None:
     return None
 
 
-def settings_rules(cfg: RunConfig | Any) -> list[Finding]:
+def settings_rules(run: RunConfig) -> list[Finding]:
     """Every finding of the early rule set (module docstring) on a composed config; errors only.
 
     Args:
-        cfg: the process's :class:`rlec.run_config.RunConfig`, or the composed trainer config (``DictConfig`` or
-            nested dict), read into one here.
+        run: the process's :class:`rlec.run_config.RunConfig` of the composed trainer config.
 
     Returns:
         One ``error`` :class:`Finding` per refused setting under its full key, message ``"<value> <rule>"``.
     """
     out: list[Finding] = []
-    run = RunConfig.of(cfg)
     cfg, keys = run.tree, run.keys  # once: the verl keys these rules judge (the number rules walk the raw tree)
     try:
         settings = run.rlec
@@ -365,7 +363,7 @@ def settings_rules(cfg: RunConfig | Any) -> list[Finding]:
             + _betas_rule(cfg) + _batch_rules(cfg) + _length_rules(cfg))
 
 
-def early_errors(cfg: RunConfig | Any, overrides: Sequence[str] = ()) -> list[Finding]:
+def early_errors(run: RunConfig, overrides: Sequence[str] = ()) -> list[Finding]:
     """The errors a run is refused for before any work: :func:`override_rules` (when the caller has the overrides),
     :func:`settings_rules`, then, when those pass, every enabled algorithm's check
     (:func:`rlec.algorithms.registry.check_all`). What verl's trainer runs at construction and the demo before its
@@ -376,7 +374,6 @@ def early_errors(cfg: RunConfig | Any, overrides: Sequence[str] = ()) -> list[Fi
     """
     from rlec.algorithms.registry import check_all
 
-    run = RunConfig.of(cfg)  # read once for both rule sets
     errors = [f for f in override_rules(overrides) + settings_rules(run) if f.level == "error"]
     return errors or [f for f in check_all(run) if f.level == "error"]
 

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from rlec.run_stop import RunStopError
+
+if TYPE_CHECKING:
+    from rlec.run_config import RunConfig
 
 __all__ = ["ALARM_KEY", "MismatchAlarmMixin", "MismatchError", "STEP_METRICS", "SUMMARY_KEYS", "check_mismatch"]
 
@@ -79,12 +82,10 @@ def check_mismatch(step: int, metrics: Mapping[str, Any], alarm: float, stop: bo
 class MismatchAlarmMixin:
     """For a verl V1 trainer: :func:`check_mismatch` on every step's metrics before ``_update_actor``."""
 
-    def _update_actor(self, batch: Any, metrics: dict) -> Any:
-        from rlec.run_config import trainer_run_config
+    rlec_run: RunConfig  # the trainer's config, converted once at construction (rlec.verl_plugin.trainers.AlgorithmsMixin)
 
-        settings = getattr(self, "_rlec_mismatch_settings", None)
-        if settings is None:
-            settings = self._rlec_mismatch_settings = trainer_run_config(self).rlec
+    def _update_actor(self, batch: Any, metrics: dict) -> Any:
+        settings = self.rlec_run.rlec
         for step_metrics in STEP_METRICS:  # a rollout backend's own (the CPU wing's router disagreement)
             metrics.update(step_metrics(batch, settings))
         check = settings.check_

@@ -35,10 +35,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rlec.probe_keys import ENTROPY, LOW_Q, RESPONSE_LENGTH, TIMING, pass_at_k_key  # the names this hook logs
 from rlec.verl_plugin.cpu_interface import ROLLOUT_NAME, request_seed, server_name
+
+if TYPE_CHECKING:
+    from rlec.run_config import RunConfig
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +178,7 @@ class ProbeMixin:
     ``rlec.probe.file``."""
 
     # (settings, rendered prompt ids, (golds, data sources, low_q flags) or None) once training begins
+    rlec_run: RunConfig  # the trainer's config, converted once at construction (rlec.verl_plugin.trainers.AlgorithmsMixin)
     _rlec_probe: tuple[Any, list[list[int]], Any] | None = None
 
     def on_train_begin(self) -> None:
@@ -186,9 +190,7 @@ class ProbeMixin:
         Raises:
             ValueError: another rollout, or the probe's sampling differs from training's (:func:`sampling_mismatch`).
         """
-        from rlec.run_config import trainer_run_config
-
-        settings = trainer_run_config(self).rlec.probe
+        settings = self.rlec_run.rlec.probe
         if settings.file is not None:
             name = str(self.config.actor_rollout_ref.rollout.name)
             if name != ROLLOUT_NAME:
@@ -249,12 +251,11 @@ class ProbeMixin:
         :func:`pass_at_k_metrics` of the verdicts."""
         from rlec.grading import grade_batch
         from rlec.grading.outcome import Outcome
-        from rlec.run_config import trainer_run_config
 
         golds, sources, low_q = answers
         n = int(settings.samples)
         texts = [self.tokenizer.decode(t, skip_special_tokens=True) for t in tokens]
         graded = grade_batch(texts, [g for g in golds for _ in range(n)], [s for s in sources for _ in range(n)],
-                             timeout_s=trainer_run_config(self).rlec.grading.timeout_s)
+                             timeout_s=self.rlec_run.rlec.grading.timeout_s)
         right = [r.outcome is Outcome.CORRECT for r in graded]
         return pass_at_k_metrics([right[i * n:(i + 1) * n] for i in range(len(golds))], int(settings.pass_k), low_q)

@@ -106,7 +106,7 @@ class RLECRewardManager(NaiveRewardManager):
     """
 
     def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
-        run = RunConfig.of(config)  # read once in this reward worker: verl hands every worker the trainer's config
+        run = RunConfig(config)  # read once in this reward worker: verl hands every worker the trainer's config
         if run.keys.custom_reward_function_path:
             raise ValueError(
                 "reward manager 'rlec' scores with rlec.grading and R_p^(b); unset "

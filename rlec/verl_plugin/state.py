@@ -13,13 +13,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlec.io import (ManifestError, atomic_write_text, free_bytes, no_space_error, previous_checkpoint_bytes, step_folders,
                      verify_manifest, write_manifest)
 from rlec.metrics_log import METRICS_FILE, read_metrics
-from rlec.run_config import trainer_run_config
 from rlec.config_base import TRACKER
+
+if TYPE_CHECKING:  # verl's step returns TransferQueue's batch handle; this module imports neither at run time
+    from transfer_queue import KVBatchMeta
+
+    from rlec.run_config import RunConfig
 
 logger = logging.getLogger(__name__)
 
@@ -200,9 +204,10 @@ class CheckpointIntegrityMixin:
     ``rlec.checkpoint.manifest=false`` turns both off (one read of the checkpoint per save and resume).
     """
 
+    rlec_run: RunConfig  # the trainer's config, converted once at construction (rlec.verl_plugin.trainers.AlgorithmsMixin)
     _rlec_step_metrics: dict | None = None
 
-    def step(self, metrics: dict, timing_raw: dict):
+    def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
         """verl's step; keeps its ``metrics`` dict (verl's ``fit`` logs it only after the save) for a failed save."""
         self._rlec_step_metrics = metrics
         return super().step(metrics, timing_raw)
@@ -218,7 +223,7 @@ class CheckpointIntegrityMixin:
             logger.warning("step %s: its metrics could not be logged either (%s)", self.global_steps, exc)
 
     def _manifest_on(self) -> bool:
-        return trainer_run_config(self).rlec.checkpoint.manifest
+        return self.rlec_run.rlec.checkpoint.manifest
 
     def _save_checkpoint(self):
         folder = saving_folder(self.config, self.global_steps)

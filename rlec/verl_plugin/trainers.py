@@ -27,7 +27,7 @@ each hook point pinned by tests/verl_plugin/test_drift_algorithms.py):
 
 - ``__init__``: the resume rules (:func:`rlec.rules.resume.apply_resume_rules`: a refused setting
   raises, a resumed longer run keeps its b schedule), then the config read once into the trainer's
-  :class:`rlec.run_config.RunConfig` (``rlec_run``, which every mixin reads: :func:`rlec.run_config.trainer_run_config`),
+  :class:`rlec.run_config.RunConfig` (``rlec_run``, which every mixin reads),
   then the early rule set and every enabled
   algorithm's ``check`` on the config as given (they judge rlec's trainer mode,
   :func:`rlec.config_writes.rlec_trainer_mode`, also after :class:`RLECMetricsMixin` wrote verl's base mode):
@@ -66,7 +66,7 @@ from rlec.algorithms import registry
 from rlec.algorithms.base import TEMPERATURE_FIELD, Algorithm, AlgorithmContext, RolloutPlan, StepRecord
 from rlec.config_writes import set_base_trainer_mode, write_rollout_temperature, write_step_overrides
 from rlec.reward.metrics import reward_metrics, rows_from_columns
-from rlec.run_config import RunConfig, trainer_run_config
+from rlec.run_config import RunConfig
 from rlec.verl_plugin.metrics_file import MetricsFileMixin
 from rlec.verl_plugin.mismatch import MismatchAlarmMixin
 from rlec.verl_plugin.probe import ProbeMixin
@@ -184,13 +184,14 @@ class AlgorithmsMixin:
     """
 
     rlec_algorithms: list[Algorithm] | None = None
+    rlec_run: RunConfig
 
     def __init__(self, config, *args, **kwargs):
         from rlec.rules.resume import apply_resume_rules
         from rlec.rules.settings_rules import early_errors  # the rules DRY_RUN and the launcher apply first
 
         apply_resume_rules(config)  # a resume keeps the run's settings and b schedule (before any worker reads them)
-        self.rlec_run = RunConfig.of(config)  # read once, after the resume rules' writes; every mixin reads this one
+        self.rlec_run = RunConfig(config)  # read once, after the resume rules' writes; every mixin reads this one
         errors = early_errors(self.rlec_run)  # rlec's trainer mode: rlec.config_writes.rlec_trainer_mode, also on a config
         if errors:  # handed to an rlec trainer before (which holds verl's base mode since)
             raise ValueError(str(errors[0]))
@@ -200,7 +201,7 @@ class AlgorithmsMixin:
     def _algorithms(self) -> list[Algorithm]:
         """The enabled algorithms, built on first use (:func:`rlec.algorithms.registry.build`)."""
         if self.rlec_algorithms is None:
-            run = trainer_run_config(self)
+            run = self.rlec_run
             self.rlec_algorithms = registry.build(run, self._algorithm_context(run)) if registry.enabled(run) else []
             if self.rlec_algorithms:
                 logger.info("rlec algorithms: %s", [a.name for a in self.rlec_algorithms])

@@ -41,8 +41,8 @@ def _config(compose_rlec, overlay, **values):
 def test_the_example_is_checked_built_and_driven_like_every_algorithm(example, compose_rlec):
     cls, overlay = example
     assert issubclass(cls, Algorithm) and cls.name == "length_decay"
-    run = RunConfig.of(_config(compose_rlec, overlay))  # what the registry hands every algorithm: the config read once
-    assert cls.enabled(run) and cls.check(run) == [] and not cls.enabled(RunConfig.of(compose_rlec()))
+    run = RunConfig(_config(compose_rlec, overlay))  # what the registry hands every algorithm: the config read once
+    assert cls.enabled(run) and cls.check(run) == [] and not cls.enabled(RunConfig(compose_rlec()))
     algorithm = cls.from_config(run, AlgorithmContext())
     plan = RolloutPlan(1.0, [4, 4])
     algorithm.plan_rollout(51, [{"index": 0}, {"index": 1}], plan)
@@ -60,7 +60,7 @@ def test_the_example_is_checked_built_and_driven_like_every_algorithm(example, c
 @pytest.mark.parametrize(("key", "value"), [("c0", -1.0), ("end_step", 0), ("c0", "abc"), ("enable", "yes"), ("c_0", 1.0)])
 def test_the_example_refuses_nonsense_settings(example, compose_rlec, key, value):
     cls, overlay = example
-    run = RunConfig.of(_config(compose_rlec, overlay, **{key: value}))
+    run = RunConfig(_config(compose_rlec, overlay, **{key: value}))
     assert [f for f in cls.check(run) if f.level == "error"]
     with pytest.raises(ValueError, match="rlec.length_decay"):
         cls.from_config(run, AlgorithmContext())
@@ -75,12 +75,12 @@ def test_the_examples_section_passes_the_early_rules_once_registered(example, co
 
     cls, overlay = example
     cfg = _config(compose_rlec, overlay)
-    assert [f.key for f in settings_rules(cfg)] == ["rlec.length_decay"]
+    assert [f.key for f in settings_rules(RunConfig(cfg))] == ["rlec.length_decay"]
     monkeypatch.setattr(registry, "ALGORITHMS", (*registry.ALGORITHMS, cls))
-    assert settings_rules(cfg) == []
+    assert settings_rules(RunConfig(cfg)) == []
     with open_dict(cfg):
         cfg.rlec.schedul = {"end_step": 3}  # a typo of a schema section stays refused
-    assert [f.key for f in settings_rules(cfg)] == ["rlec.schedul"]
+    assert [f.key for f in settings_rules(RunConfig(cfg))] == ["rlec.schedul"]
 
 
 def test_once_registered_the_example_is_in_the_verdict_the_step_table_and_the_resume_rules(example, compose_rlec,
@@ -97,11 +97,11 @@ def test_once_registered_the_example_is_in_the_verdict_the_step_table_and_the_re
     cfg = _config(compose_rlec, overlay, c0=0.001)
     records = [{"step": 1, "length_decay/c": 0.001}, {"step": 2, "length_decay/c": 0.00099}]
     changed = _config(compose_rlec, overlay, c0=0.002)
-    before = (algorithms_line(cfg), training_table(records), resume_differences(cfg, changed))
+    before = (algorithms_line(RunConfig(cfg)), training_table(records), resume_differences(cfg, changed))
     assert "length decay" not in before[0] and "decay c" not in before[1]
     assert before[2][0] == ["rlec.length_decay.c0: 0.001 -> 0.002"]  # refused before registration too (issue 55)
     monkeypatch.setattr(registry, "ALGORITHMS", (*registry.ALGORITHMS, cls))
-    assert algorithms_line(cfg).endswith(" | length decay (c0 0.001 -> 0 by step 100)")
+    assert algorithms_line(RunConfig(cfg)).endswith(" | length decay (c0 0.001 -> 0 by step 100)")
     header, _, first, second = training_table(records).splitlines()
     assert "| decay c |" in header and "| 0.00100 |" in first and "| 0.00099 |" in second
     refused, _ = resume_differences(cfg, changed)

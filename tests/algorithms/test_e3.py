@@ -96,7 +96,7 @@ def test_temperature_bounds_are_nullable_in_settings_and_controller():
     assert (E3Settings.from_config({"rlec": {"e3": {"temperature": {}}}}).t_min, E3Settings().t_max) == (0.5, 1.5)
     controller = E3Controller(s, n=8, temperature=2.5, vocab_size=QWEN3_VOCAB)  # T_0 = 2.5 is fine with no bound
     assert controller.observe(1, 10, 0.5, [], [])["e3/temperature_clipped"] == 0.0 and controller.temperature > 2.5
-    run = RunConfig.of({"rlec": {"e3": {"enable": True, "temperature": {"min": None}}},
+    run = RunConfig({"rlec": {"e3": {"enable": True, "temperature": {"min": None}}},
                         "trainer": {"v1": {"trainer_mode": "rlec_sync"}},
                         "actor_rollout_ref": {"rollout": {"n": 8, "temperature": 2.5,
                                                           "agent": {"default_agent_loop": "rlec_e3_agent"}}}})

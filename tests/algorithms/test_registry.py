@@ -98,9 +98,9 @@ def test_the_table_names_every_settings_field():
 @pytest.mark.parametrize(("cls", "key", "value"), list(_cases()))
 def test_every_settings_field_refuses_a_nonsense_value(compose_rlec, cls, key, value):
     cfg = compose_rlec(f"algorithm={cls.name}")
-    assert [str(f) for f in cls.check(RunConfig.of(cfg)) if f.level == "error"] == []  # the overlay as committed passes
+    assert [str(f) for f in cls.check(RunConfig(cfg)) if f.level == "error"] == []  # the overlay as committed passes
     OmegaConf.update(cfg, key, value, merge=False)
-    errors = [f for f in check_all(cfg) if f.level == "error"]
+    errors = [f for f in check_all(RunConfig(cfg)) if f.level == "error"]
     assert errors, f"{key}={value!r} was not refused"
     assert any(key.split(".")[-1] in (f.key + f.message) or f.key in key for f in errors), [str(f) for f in errors]
 
@@ -110,19 +110,19 @@ def test_each_algorithm_has_one_switch_its_overlay_sets_and_a_doc_page(cls: type
     assert cls.name and cls.section and cls.switch and cls.doc
     assert (CONFIG_DIR / "algorithm" / f"{cls.name}.yaml").is_file()
     assert (REPO_ROOT / "docs" / cls.doc).is_file()
-    assert [c.name for c in enabled(compose([f"algorithm={cls.name}"]))] == [cls.name]
+    assert [c.name for c in enabled(RunConfig(compose([f"algorithm={cls.name}"])))] == [cls.name]
     key, _, value = cls.switch.partition("=")
     assert str(OmegaConf.select(compose([f"algorithm={cls.name}"]), key)).lower() == value
-    assert enabled(compose([])) == []
+    assert enabled(RunConfig(compose([]))) == []
 
 
 def test_from_config_raises_the_checks_first_error(compose_rlec):
     from rlec.algorithms.base import AlgorithmContext
 
     cfg = compose_rlec("algorithm=passk", "rlec.passk.k=8")
-    (first,) = [f for f in PassK.check(RunConfig.of(cfg)) if f.level == "error"]
+    (first,) = [f for f in PassK.check(RunConfig(cfg)) if f.level == "error"]
     with pytest.raises(ValueError) as info:
-        PassK.from_config(RunConfig.of(cfg), AlgorithmContext())
+        PassK.from_config(RunConfig(cfg), AlgorithmContext())
     assert str(info.value) == str(first)
 
 
@@ -173,7 +173,7 @@ def test_the_pipeline_reads_what_it_shows_and_protects_from_the_registry(compose
 
     assert registry.verl_keys() == ("algorithm.passk", "data.rlve") and registry.verl_algorithm_keys() == ("passk",)
     cfg = compose_rlec("layout=tiny_1gpu", "precision=bf16", "algorithm=[rlve,e3,passk]")
-    parts = registry.verdicts(cfg)
+    parts = registry.verdicts(RunConfig(cfg))
     assert [p.split(" (")[0] for p in parts] == ["E3", "Pass@k", "RLVE"]
     assert parts[0] == "E3 (temperature 0.5..1.5 from T0 1.0; n 4..16; length bias on the easiest 0.1 of prompts)"
     keys = {"e3/temperature", "passk/active_k", "rlve/maze/difficulty", "rlve/sorting/difficulty", "rlec/b"}
@@ -206,13 +206,13 @@ def test_each_algorithm_has_one_home_and_its_switch_is_there() -> None:
 ])
 def test_passk_refuses_a_verl_side_that_disagrees_with_its_home(compose_rlec, overrides, key, rule) -> None:
     cfg = compose_rlec("layout=tiny_1gpu", "algorithm=passk", *overrides)
-    errors = [f for f in check_all(cfg) if f.level == "error"]
+    errors = [f for f in check_all(RunConfig(cfg)) if f.level == "error"]
     assert [f.key for f in errors] == [key] and rule in errors[0].message, [str(f) for f in errors]
 
 
 def test_rlve_refuses_a_dataset_copy_that_differs_from_its_home(compose_rlec) -> None:
     cfg = compose_rlec("layout=tiny_1gpu", "algorithm=rlve")
-    assert [f for f in RLVE.check(RunConfig.of(cfg)) if f.level == "error"] == []
+    assert [f for f in RLVE.check(RunConfig(cfg)) if f.level == "error"] == []
     OmegaConf.update(cfg, "data.rlve", {**OmegaConf.to_container(cfg.data.rlve, resolve=True), "window": 2}, merge=False)
-    errors = [f for f in RLVE.check(RunConfig.of(cfg)) if f.level == "error"]
+    errors = [f for f in RLVE.check(RunConfig(cfg)) if f.level == "error"]
     assert [f.key for f in errors] == ["data.rlve"] and "(window)" in errors[0].message and "set rlec.rlve.*" in errors[0].message

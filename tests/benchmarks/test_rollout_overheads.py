@@ -17,15 +17,15 @@ def bench(repo_root):
 
 
 def test_settings_read_times_both_ways_and_the_cached_read_is_the_fresh_one(bench, tmp_path, monkeypatch):
-    from rlec.cpu import agent_loops
+    from rlec import run_config
 
-    monkeypatch.setattr(agent_loops, "_LAST_RUN", None)
+    monkeypatch.setattr(run_config, "_WORKER_RUN", None)
     path = tmp_path / "config.yaml"
     path.write_text("rlec:\n  cpu:\n    scripted_fraction: 0.25\n")
     figures = bench.settings_read(str(path), samples=4)
     assert set(figures) == {"before_wall", "before_cpu", "after_wall", "after_cpu"}
     assert all(v >= 0 for v in figures.values())
-    assert agent_loops._LAST_RUN is not None and agent_loops._LAST_RUN.rlec.cpu.scripted_fraction == 0.25
+    assert run_config._WORKER_RUN is not None and run_config._WORKER_RUN.rlec.cpu.scripted_fraction == 0.25
 
 
 def test_without_inputs_only_the_load_is_printed(bench, capsys):

@@ -9,6 +9,7 @@ import pytest
 
 from rlec.cluster.config_check import main, report, run_checks
 from rlec.config import CONFIG_DIR, cluster_layouts, gpu_precisions
+from rlec.run_config import RunConfig
 
 LAYOUTS = cluster_layouts()
 PRECISIONS = gpu_precisions()
@@ -65,7 +66,7 @@ def test_layouts_do_not_copy_each_other(repo_root):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_combination_passes_verl_and_rlec_checks(compose_rlec, layout, precision):
     cfg = compose_rlec(f"layout={layout}", f"precision={precision}")
-    findings, est, context = run_checks(cfg, check_paths=False)
+    findings, est, context = run_checks(RunConfig(cfg), check_paths=False)
     if (layout, precision) == ("tiny_1gpu", "fp8"):
         # the tiny model's K/V (2 x 32) and experts (64) are not whole 128-blocks: refused, with the sizes
         found = errors(findings)
@@ -83,15 +84,15 @@ def test_every_combination_passes_verl_and_rlec_checks(compose_rlec, layout, pre
 def test_tiny_layout_in_fp8_passes_with_the_fp8_capable_tiny_model(compose_rlec):
     """What tools/gpu_smoke.sh runs for FP8: the same layout, a model whose slices are whole blocks."""
     cfg = compose_rlec("layout=tiny_1gpu", "precision=fp8", "rlec.check.model_shape=tiny_qwen3_moe_fp8")
-    findings, _, context = run_checks(cfg, check_paths=False)
+    findings, _, context = run_checks(RunConfig(cfg), check_paths=False)
     assert errors(findings) == []
     assert context["source"].endswith("tiny_qwen3_moe_fp8.json")
 
 
 def test_fp8_memory_differs_from_bf16_only_in_vllm_weights(compose_rlec):
     """docs/hyperparameters.md: FP8 leaves the update phase as it is and halves vLLM's linear weights."""
-    _, bf16, _ = run_checks(compose_rlec("precision=bf16"), check_paths=False)
-    _, fp8, _ = run_checks(compose_rlec("precision=fp8"), check_paths=False)
+    _, bf16, _ = run_checks(RunConfig(compose_rlec("precision=bf16")), check_paths=False)
+    _, fp8, _ = run_checks(RunConfig(compose_rlec("precision=fp8")), check_paths=False)
     assert fp8.train_total == bf16.train_total and fp8.rollout_total == bf16.rollout_total
     assert (bf16.as_gib()["vllm_weights"], fp8.as_gib()["vllm_weights"]) == (14.2, 7.3)
     assert fp8.kv_cache > bf16.kv_cache
@@ -119,7 +120,7 @@ def test_fp8_overlay_sets_training_rollout_and_correction(compose_rlec):
 
 def test_tiny_layout_with_real_model_folder_converts_model_config(compose_rlec, tiny_moe_dir):
     cfg = compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}")
-    findings, est, context = run_checks(cfg, check_paths=False)
+    findings, est, context = run_checks(RunConfig(cfg), check_paths=False)
     assert errors(findings) == []
     assert "actor_rollout_ref.model" in context["verl_passed"]  # verl's HFModelConfig loaded the folder
     assert context["source"] == str(tiny_moe_dir / "config.json")
@@ -163,25 +164,25 @@ INVALID = [
 
 @pytest.mark.parametrize(("overrides", "message"), INVALID, ids=[m for _, m in INVALID])
 def test_impossible_layouts_are_refused(compose_rlec, overrides, message):
-    findings, _, _ = run_checks(compose_rlec(*overrides), check_paths=False)
+    findings, _, _ = run_checks(RunConfig(compose_rlec(*overrides)), check_paths=False)
     assert any(message in e for e in errors(findings)), errors(findings)
 
 
 def test_rope_theta_must_match_model(compose_rlec, tiny_moe_dir):
     cfg = compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tiny_moe_dir}",
                        "actor_rollout_ref.model.override_config.rope_theta=10000")
-    findings, _, _ = run_checks(cfg, check_paths=False)
+    findings, _, _ = run_checks(RunConfig(cfg), check_paths=False)
     assert any("mbridge 0.15.1 reads hf_config.rope_theta" in e for e in errors(findings))
 
 
 def test_verl_own_validation_is_reported(compose_rlec):
     # a layout error verl itself catches (RolloutConfig.__post_init__), reported under verl:
-    findings, _, _ = run_checks(compose_rlec("actor_rollout_ref.rollout.expert_parallel_size=3"), check_paths=False)
+    findings, _, _ = run_checks(RunConfig(compose_rlec("actor_rollout_ref.rollout.expert_parallel_size=3")), check_paths=False)
     assert any(e.startswith("ERROR [verl:actor_rollout_ref.rollout]") for e in errors(findings))
 
 
 def test_changed_algorithm_is_a_warning_not_an_error(compose_rlec):
-    findings, _, _ = run_checks(compose_rlec("algorithm.norm_adv_by_std_in_grpo=true"), check_paths=False)
+    findings, _, _ = run_checks(RunConfig(compose_rlec("algorithm.norm_adv_by_std_in_grpo=true")), check_paths=False)
     assert errors(findings) == []
     assert any(f.level == "warning" and f.key == "algorithm.norm_adv_by_std_in_grpo" for f in findings)
 
@@ -239,7 +240,7 @@ def run_paths(tmp_path, tiny_moe_dir):
 
 def test_paths_that_exist_pass_and_are_summarised(compose_rlec, run_paths, tiny_moe_dir):
     cfg = compose_rlec("layout=tiny_1gpu", *run_paths)
-    findings, est, context = run_checks(cfg)
+    findings, est, context = run_checks(RunConfig(cfg))
     assert errors(findings) == []
     assert context["paths"] == [f"model {tiny_moe_dir} (1 safetensors)", "train.parquet 32 rows", "test.parquet 2 rows",
                                 f"checkpoints {run_paths[3].split('=', 1)[1]} (will be created)"]
@@ -252,7 +253,7 @@ def test_missing_paths_are_refused_one_line_each(compose_rlec, tmp_path):
     cfg = compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={tmp_path / 'no_model'}",
                        f"data.train_files={tmp_path / 'no_train.parquet'}", f"data.val_files={tmp_path}",
                        f"trainer.default_local_dir={blocker / 'ckpt'}")
-    found = errors(run_checks(cfg)[0])
+    found = errors(run_checks(RunConfig(cfg))[0])
     assert f"ERROR [actor_rollout_ref.model.path] model folder {tmp_path / 'no_model'}: does not exist" in found[0]
     assert f"ERROR [data.train_files] {tmp_path / 'no_train.parquet'}: does not exist" in found[1]
     assert f"ERROR [data.val_files] {tmp_path}: is a folder, expected a parquet file" in found[2]
@@ -268,7 +269,7 @@ def test_data_breaking_the_contract_names_file_row_and_key(compose_rlec, run_pat
          "reward_model": {"ground_truth": " "}, "extra_info": {"question_id": "b"}},
     ])
     cfg = compose_rlec("layout=tiny_1gpu", *run_paths[:1], f"data.train_files={bad}", *run_paths[2:])
-    found = errors(run_checks(cfg)[0])
+    found = errors(run_checks(RunConfig(cfg))[0])
     assert found == [f"ERROR [data.train_files] {bad}: row 1: key 'reward_model.ground_truth' must be a non-empty "
                      "string, got ' ' (the data contract: docs/data.md)"]
 
@@ -280,14 +281,14 @@ def test_model_folder_without_tokenizer_or_weights_is_refused(compose_rlec, run_
     model.mkdir()
     shutil.copy(tiny_moe_dir / "config.json", model / "config.json")
     cfg = compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={model}", *run_paths[1:])
-    found = errors(run_checks(cfg)[0])
+    found = errors(run_checks(RunConfig(cfg))[0])
     assert any("no tokenizer file (tokenizer.json or tokenizer.model or vocab.json)" in e for e in found)
     assert any("no *.safetensors weights" in e for e in found)
     # a dist checkpoint replaces the weights, and must be one
     cfg = compose_rlec("layout=tiny_1gpu", f"actor_rollout_ref.model.path={model}", *run_paths[1:],
                        "actor_rollout_ref.actor.megatron.use_dist_checkpointing=true",
                        f"actor_rollout_ref.actor.megatron.dist_checkpointing_path={tmp_path}")
-    found = errors(run_checks(cfg)[0])
+    found = errors(run_checks(RunConfig(cfg))[0])
     assert not any("safetensors" in e for e in found)
     assert any(f"[actor_rollout_ref.actor.megatron.dist_checkpointing_path] {tmp_path}: not a Megatron dist "
                "checkpoint (no metadata.json" in e for e in found)
@@ -327,8 +328,8 @@ def test_hyperparameters_doc_states_the_figures_dry_run_prints(compose_rlec, rep
     for column, layout in enumerate(["qwen3_30b_a3b_4x8", "qwen3_30b_a3b_1x8", "tiny_1gpu"]):
         for precision in ("bf16", "fp8"):
             cfg = compose_rlec(f"layout={layout}", f"precision={precision}")
-            hf, source, _ = load_model_config(cfg)
-            _, est = check_layout(cfg, ModelShape.from_hf_config(hf, source), cfg.rlec.check.gpu_memory_gib,
+            hf, source, _ = load_model_config(RunConfig(cfg))
+            _, est = check_layout(RunConfig(cfg), ModelShape.from_hf_config(hf, source), cfg.rlec.check.gpu_memory_gib,
                                   megatron_fields=None)
             g = est.as_gib()
             assert f"{g['train_total']} of " in update[column], (layout, g["train_total"], update[column])
@@ -344,7 +345,7 @@ def test_verl_on_cpu_layout_passes_verl_and_rlec_checks(compose_rlec, monkeypatc
 
     enable_cpu(force=True)  # what the plugin does in every process of that run (fp32 Megatron parameters)
     cfg = compose_rlec("layout=cpu", "precision=fp32")
-    findings, _, context = run_checks(cfg, check_paths=False)
+    findings, _, context = run_checks(RunConfig(cfg), check_paths=False)
     assert errors(findings) == []
     assert set(context["verl_passed"]) >= VERL_STEPS
     assert cfg.actor_rollout_ref.rollout.name == "rlec_hf" and cfg.trainer.device == "cpu"
@@ -353,16 +354,16 @@ def test_verl_on_cpu_layout_passes_verl_and_rlec_checks(compose_rlec, monkeypatc
 def test_fixed_warmup_as_long_as_the_run_is_refused_naming_both_keys(compose_rlec):
     cfg = compose_rlec("layout=tiny_1gpu", "precision=bf16", "actor_rollout_ref.actor.optim.lr_warmup_steps=10",
                        "trainer.total_training_steps=2")
-    found = errors(run_checks(cfg, check_paths=False)[0])
+    found = errors(run_checks(RunConfig(cfg), check_paths=False)[0])
     assert any("lr_warmup_steps" in e and "trainer.total_training_steps = 2" in e for e in found), found
     # the recipe's default (a ratio of the run) passes at 2 steps, as the GPU smoke test runs
     ok = compose_rlec("layout=tiny_1gpu", "precision=bf16", "trainer.total_training_steps=2")
-    assert not [e for e in errors(run_checks(ok, check_paths=False)[0]) if "warm" in e]
+    assert not [e for e in errors(run_checks(RunConfig(ok), check_paths=False)[0]) if "warm" in e]
 
 
 def test_ray_cpu_demand_beyond_the_declared_cpus_is_refused_with_the_numbers(compose_rlec):
     cfg = compose_rlec("layout=tiny_1gpu", "precision=bf16", "+ray_kwargs.ray_init.num_cpus=4")
-    found = errors(run_checks(cfg, check_paths=False)[0])
+    found = errors(run_checks(RunConfig(cfg), check_paths=False)[0])
     # TransferQueue 1 + 8 storage units, 3 for the one worker, 1 to create actors: 13 > 4
     assert any("Ray needs 13 logical CPUs" in e and "4 are declared" in e for e in found), found
 
@@ -370,9 +371,9 @@ def test_ray_cpu_demand_beyond_the_declared_cpus_is_refused_with_the_numbers(com
 def test_verdict_names_the_enabled_algorithms_with_their_figures(compose_rlec):
     from rlec.cluster.config_check import algorithms_line
 
-    plain = algorithms_line(compose_rlec("layout=tiny_1gpu", "precision=bf16"))
+    plain = algorithms_line(RunConfig(compose_rlec("layout=tiny_1gpu", "precision=bf16")))
     assert plain.startswith("algo    RLEC (") and "mean-only" in plain and "E3" not in plain and "Pass@k" not in plain
-    line = algorithms_line(compose_rlec("layout=tiny_1gpu", "precision=bf16", "algorithm=[rlve,e3,passk]"))
+    line = algorithms_line(RunConfig(compose_rlec("layout=tiny_1gpu", "precision=bf16", "algorithm=[rlve,e3,passk]")))
     assert "E3 (temperature" in line and "Pass@k (k 2" in line and "RLVE (" in line
 
 

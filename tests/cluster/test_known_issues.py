@@ -10,6 +10,7 @@ import pytest
 
 from rlec.cluster.config_check import layout_name, main, run_checks
 from rlec.rules.resume import LAYOUT_RECORD, layout_change_findings, record_layout
+from rlec.run_config import RunConfig
 
 CPU_OFFLOAD = "+actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_cpu_offload=true"
 
@@ -20,7 +21,7 @@ def messages(findings, level="error"):
 
 @pytest.mark.parametrize("arch", ["sm_100", "sm_103", "10.0", "sm_120"])
 def test_blackwell_with_the_moe_model_is_refused_citing_verl_7978(compose_rlec, arch):
-    findings, _, _ = run_checks(compose_rlec("layout=qwen3_30b_a3b_1x8", f"rlec.check.gpu_arch={arch}"), check_paths=False)
+    findings, _, _ = run_checks(RunConfig(compose_rlec("layout=qwen3_30b_a3b_1x8", f"rlec.check.gpu_arch={arch}")), check_paths=False)
     (error,) = [e for e in messages(findings) if "rlec.check.gpu_arch" in e]
     assert f"{arch} is a Blackwell GPU: verl#7978" in error and "not in verl 0.9.1" in error
 
@@ -28,23 +29,23 @@ def test_blackwell_with_the_moe_model_is_refused_citing_verl_7978(compose_rlec, 
 @pytest.mark.parametrize("arch", ["sm_90", "9.0", "sm_89"])
 def test_hopper_and_older_pass_and_the_default_is_hopper(compose_rlec, arch):
     assert compose_rlec().rlec.check.gpu_arch == "sm_90"
-    findings, _, _ = run_checks(compose_rlec("layout=qwen3_30b_a3b_1x8", f"rlec.check.gpu_arch={arch}"), check_paths=False)
+    findings, _, _ = run_checks(RunConfig(compose_rlec("layout=qwen3_30b_a3b_1x8", f"rlec.check.gpu_arch={arch}")), check_paths=False)
     assert messages(findings) == []
 
 
 def test_an_unreadable_gpu_arch_is_refused(compose_rlec):
-    findings, _, _ = run_checks(compose_rlec("rlec.check.gpu_arch=blackwell"), check_paths=False)
+    findings, _, _ = run_checks(RunConfig(compose_rlec("rlec.check.gpu_arch=blackwell")), check_paths=False)
     assert any("'blackwell' is not a compute capability" in e for e in messages(findings))
 
 
 def test_megatron_cpu_optimizer_with_resume_is_refused_under_expert_parallel_citing_both_reports(compose_rlec):
-    findings, _, _ = run_checks(compose_rlec("layout=qwen3_30b_a3b_1x8", CPU_OFFLOAD), check_paths=False)
+    findings, _, _ = run_checks(RunConfig(compose_rlec("layout=qwen3_30b_a3b_1x8", CPU_OFFLOAD)), check_paths=False)
     (error,) = [e for e in messages(findings) if "optimizer_cpu_offload" in e and e.startswith("ERROR [actor")]
     assert "true with trainer.resume_mode=auto and expert parallel 8: verl#6690" in error and "Megatron-LM#1842" in error
 
 
 def test_megatron_cpu_optimizer_without_resume_is_a_warning(compose_rlec):
-    findings, _, _ = run_checks(compose_rlec("layout=qwen3_30b_a3b_1x8", CPU_OFFLOAD, "trainer.resume_mode=disable"),
+    findings, _, _ = run_checks(RunConfig(compose_rlec("layout=qwen3_30b_a3b_1x8", CPU_OFFLOAD, "trainer.resume_mode=disable")),
                                 check_paths=False)
     assert not any("verl#6690" in e for e in messages(findings))
     assert any("checkpoints cannot be resumed (verl#6690" in w for w in messages(findings, "warning"))

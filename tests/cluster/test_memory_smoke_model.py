@@ -13,6 +13,7 @@ from rlec.layout import ParallelLayout
 from rlec.rules.memory import GIB, TrainingSettings, estimate_memory
 from rlec.model_shape import ModelShape
 from rlec.config_base import CONFIG_DIR
+from rlec.run_config import RunConfig
 
 PARAMS = 1_868_573_184  # tests/test_models_build.py counts it by hand
 
@@ -37,7 +38,7 @@ def test_one_gpu_states_are_the_hand_counted_bytes(quantization, weight_bytes):
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
 def test_the_committed_layout_passes_and_fits_one_80_gb_gpu(compose_rlec, precision):
     cfg = compose_rlec("layout=qwen3_30b_a3b_2l_1gpu", f"precision={precision}")
-    findings, est, context = run_checks(cfg, check_paths=False)
+    findings, est, context = run_checks(RunConfig(cfg), check_paths=False)
     assert [str(f) for f in findings if f.level == "error"] == []
     g = est.as_gib()
     assert (g["params"], g["grads"], g["optimizer"], g["logits"]) == (3.5, 7.0, 20.9, 4.6)

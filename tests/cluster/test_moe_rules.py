@@ -10,6 +10,7 @@ from rlec.cluster.config_check import run_checks
 from rlec.rules.moe import moe_stability_rules
 from rlec.run_config import VerlKeys
 from rlec.config import cluster_layouts, gpu_precisions, options
+from rlec.run_config import RunConfig
 
 pytestmark = pytest.mark.minutes(1)  # tests/conftest.py: the longest modules start first
 
@@ -44,19 +45,19 @@ def test_the_recipe_matches_verls_decoupled_token_is_preset(compose_rlec):
 
 
 def test_the_recipes_default_passes_without_the_off_policy_warning(compose_rlec):
-    findings, _, _ = run_checks(compose_rlec(), check_paths=False)
+    findings, _, _ = run_checks(RunConfig(compose_rlec()), check_paths=False)
     assert not [w for w in _warnings(findings) if "2510.11370" in w]
 
 
 def test_moe_with_several_mini_steps_and_no_correction_or_replay_warns_naming_the_evidence(compose_rlec):
     cfg = compose_rlec("algorithm.rollout_correction.rollout_is=null")
-    findings, _, _ = run_checks(cfg, check_paths=False)
+    findings, _, _ = run_checks(RunConfig(cfg), check_paths=False)
     found = [w for w in _warnings(findings) if "2510.11370" in w]
     assert len(found) == 1 and "algorithm.rollout_correction.rollout_is" in found[0]
     assert "4 optimizer steps per rollout (data.train_batch_size 256 / ppo_mini_batch_size 64)" in found[0]
     # one optimizer step per rollout, routing replay, or a dense model: no warning
     for extra in (("actor_rollout_ref.actor.ppo_mini_batch_size=256",), ("router_replay=r3",)):
-        assert not [w for w in _warnings(run_checks(compose_rlec(*cfg_overrides(extra)), check_paths=False)[0]) if "2510.11370" in w]
+        assert not [w for w in _warnings(run_checks(RunConfig(compose_rlec(*cfg_overrides(extra))), check_paths=False)[0]) if "2510.11370" in w]
     assert not [f for f in moe_stability_rules(VerlKeys.read(cfg), num_experts=0) if f.level == "warning"]
 
 
@@ -69,7 +70,7 @@ def cfg_overrides(extra):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_layout_precision_and_routing_replay_composes_and_passes(compose_rlec, fp8_model, layout, precision, replay):
     cfg = compose_rlec(f"layout={layout}", f"precision={precision}", f"router_replay={replay}", *fp8_model(layout, precision))
-    findings, est, _ = run_checks(cfg, check_paths=False)
+    findings, est, _ = run_checks(RunConfig(cfg), check_paths=False)
     assert _errors(findings) == [] and est is not None
     assert cfg.actor_rollout_ref.actor.megatron.router_replay.mode == replay.upper()
     assert cfg.actor_rollout_ref.rollout.enable_rollout_routing_replay is (replay == "r3")
@@ -89,9 +90,9 @@ def test_routing_replay_composes_on_the_cpu_layout_and_padded_batches_are_refuse
 
     enable_cpu(force=True)
     for replay in ("r2", "r3"):
-        assert _errors(run_checks(compose_rlec("layout=cpu", "precision=fp32", f"router_replay={replay}"), check_paths=False)[0]) == []
+        assert _errors(run_checks(RunConfig(compose_rlec("layout=cpu", "precision=fp32", f"router_replay={replay}")), check_paths=False)[0]) == []
         cfg = compose_rlec("layout=cpu", "precision=fp32", f"router_replay={replay}", "trainer.device=cuda")
-        found = _errors(run_checks(cfg, check_paths=False)[0])
+        found = _errors(run_checks(RunConfig(cfg), check_paths=False)[0])
         assert any("actor_rollout_ref.actor.megatron.use_remove_padding" in f and "Router replay tensors are not aligned" in f
                    and "trainer.device=cuda" in f for f in found), found
 
@@ -116,7 +117,7 @@ def test_routing_replay_composes_on_the_cpu_layout_and_padded_batches_are_refuse
      "skips the correction silently"),
 ])
 def test_bad_correction_or_replay_settings_are_refused_naming_key_and_rule(compose_rlec, overrides, key, rule):
-    found = [f for f in run_checks(compose_rlec(*overrides), check_paths=False)[0] if f.level == "error"]
+    found = [f for f in run_checks(RunConfig(compose_rlec(*overrides)), check_paths=False)[0] if f.level == "error"]
     assert any(f.key == key and rule in f.message for f in found), [str(f) for f in found]
 
 
@@ -155,7 +156,7 @@ def test_gspo_overlay_composes_with_rlecs_mean_only_advantage(compose_rlec, prec
         "gspo", "seq-mean-token-mean", 3e-4, 4e-4)
     assert (cfg.algorithm.adv_estimator, cfg.algorithm.norm_adv_by_std_in_grpo) == ("grpo", False)
     assert cfg.reward.reward_manager.name == "rlec"
-    assert _errors(run_checks(cfg, check_paths=False)[0]) == []
+    assert _errors(run_checks(RunConfig(cfg), check_paths=False)[0]) == []
 
 
 def test_the_sequence_level_ratio_is_what_reaches_gspos_loss(compose_rlec):

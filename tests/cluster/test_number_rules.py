@@ -15,6 +15,7 @@ from rlec.algorithms.registry import check_all
 from rlec.cluster.config_check import main
 from rlec.rules.settings_rules import NUMBER_RULES, early_errors, override_rules, settings_rules
 from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
+from rlec.run_config import RunConfig
 
 CONFIGS = Path(__file__).resolve().parents[2] / "megatron_configs"
 ACTOR, ROLLOUT = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
@@ -116,7 +117,7 @@ def _put(cfg: dict, key: str, value: object) -> None:
 
 def _refusals(cfg: dict) -> list:
     """The early rule set's errors: the settings rules, then every algorithm's check (verl's trainer's order)."""
-    return settings_rules(cfg) + [f for f in check_all(cfg) if f.level == "error"]
+    return settings_rules(RunConfig(cfg)) + [f for f in check_all(RunConfig(cfg)) if f.level == "error"]
 
 
 def _names(finding, key: str, value: object) -> bool:
@@ -183,7 +184,7 @@ ISSUE_34 = [
 
 def _cpu_errors(overrides: list[str]) -> list:
     """The early errors of ``make run``'s config (the CPU layout) with ``overrides``: what verl's trainer refuses at construction."""
-    return early_errors(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", *overrides]), overrides)
+    return early_errors(RunConfig(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", *overrides])), overrides)
 
 
 @pytest.mark.parametrize(("key", "override"), ISSUE_34)

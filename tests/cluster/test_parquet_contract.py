@@ -12,6 +12,7 @@ import pytest
 
 from rlec.cluster.paths import _parquet
 from rlec.data.contract import ROWS_PER_BATCH, check_parquet
+from rlec.run_config import RunConfig
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +152,7 @@ def test_the_launch_check_reads_the_limit_and_the_tokenizer_from_the_config(tmp_
         cfg = compose_rlec("layout=cpu", "precision=fp32", f"actor_rollout_ref.model.path={tiny_moe_dir}",
                            f"data.train_files={bad}", f"data.val_files={train_parquet}",
                            f"trainer.default_local_dir={tmp_path / 'run'}", *overrides)
-        return [f.message for f in path_findings(cfg)[0]]
+        return [f.message for f in path_findings(RunConfig(cfg))[0]]
 
     (found,) = errors()
     assert f"{bad}: row 5: key 'prompt' is " in found and "more than data.max_prompt_length = 1,024" in found

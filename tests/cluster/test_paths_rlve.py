@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlec.cluster.paths import path_findings
+from rlec.run_config import RunConfig
 
 
 def _cfg(tmp_path: Path, rlve: bool) -> dict:
@@ -14,7 +15,7 @@ def _cfg(tmp_path: Path, rlve: bool) -> dict:
 
 
 def test_empty_train_files_are_refused_without_rlve_and_accepted_with_it(tmp_path: Path) -> None:
-    keys = lambda cfg: [f.key for f in path_findings(cfg)[0] if f.key.startswith("data.")]  # noqa: E731
+    keys = lambda cfg: [f.key for f in path_findings(RunConfig(cfg))[0] if f.key.startswith("data.")]  # noqa: E731
     assert keys(_cfg(tmp_path, rlve=False)) == ["data.train_files", "data.val_files"]
     assert keys(_cfg(tmp_path, rlve=True)) == ["data.val_files"]  # validation still needs a file
 

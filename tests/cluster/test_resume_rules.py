@@ -12,6 +12,7 @@ from rlec.cluster.config_check import main
 from rlec.rules.resume import RUN_RECORD, apply_resume_rules, record_run, resume_setting_findings, resumes
 from rlec.config import flatten
 from rlec.reward.schedule import schedule_from_config
+from rlec.run_config import RunConfig
 
 TRACKER = "latest_checkpointed_iteration.txt"
 
@@ -25,16 +26,16 @@ def test_a_resumed_longer_run_keeps_the_b_schedule_it_started_with(compose_rlec,
     two = launch(compose_rlec, tmp_path, "trainer.total_training_steps=2")
     assert record_run(two) == tmp_path / RUN_RECORD  # the launch that starts the run records its settings
     assert apply_resume_rules(two) is None  # nothing to resume yet: nothing pinned
-    assert schedule_from_config(two)(2) == 1.0
+    assert schedule_from_config(RunConfig(two))(2) == 1.0
     (tmp_path / TRACKER).write_text("2")  # verl's tracker: step 2 is checkpointed
     four = launch(compose_rlec, tmp_path, "trainer.total_training_steps=4")
-    assert schedule_from_config(four)(3) == pytest.approx(2 / 3)  # what verl's trainer did before
+    assert schedule_from_config(RunConfig(four))(3) == pytest.approx(2 / 3)  # what verl's trainer did before
     assert record_run(four) is None  # a resume keeps the first launch's record
     assert json.loads((tmp_path / RUN_RECORD).read_text())["trainer"]["total_training_steps"] == 2
     assert resume_setting_findings(four) == []  # the step count may change
     assert apply_resume_rules(four) == 2
     assert four.rlec.schedule.end_step == 2
-    assert schedule_from_config(four)(3) == 1.0
+    assert schedule_from_config(RunConfig(four))(3) == 1.0
     # an explicit end step that moves where b ends would re-plan the schedule: refused (before issue 55 it re-planned
     # it, a resume that changed the objective); a fresh start (resume disabled) plans over its own length
     explicit = launch(compose_rlec, tmp_path, "trainer.total_training_steps=4", "rlec.schedule.end_step=4")
@@ -135,7 +136,7 @@ def test_resume_path_names_a_step_folder_of_the_checkpoint_folder_and_counts_as_
     from rlec.rules.settings_rules import settings_rules
 
     def refused(*overrides):
-        return [f.key for f in settings_rules(launch(compose_rlec, tmp_path, "trainer.resume_mode=resume_path", *overrides))]
+        return [f.key for f in settings_rules(RunConfig(launch(compose_rlec, tmp_path, "trainer.resume_mode=resume_path", *overrides)))]
 
     assert refused() == ["trainer.resume_from_path"]  # verl asserts a str inside Ray, after the start-up
     assert refused(f"trainer.resume_from_path={tmp_path}/step_3") == ["trainer.resume_from_path"]
@@ -240,14 +241,12 @@ def _nest(flat: dict) -> dict:
 
 
 def test_run_checks_applies_the_resume_rules_when_handed_a_run_config(compose_rlec, tmp_path):
-    """run_checks takes a RunConfig or a tree; the resume rules read the tree. Before the fix it passed the RunConfig
+    """run_checks takes the caller's RunConfig; the resume rules read its tree. Before the fix it passed the RunConfig
     itself to them, which read no checkpoint folder and refused nothing: a fresh start over an earlier run's
     checkpoints went through when the caller held a RunConfig."""
     from rlec.cluster.config_check import run_checks
-    from rlec.run_config import RunConfig
 
     (tmp_path / "global_step_3").mkdir()
     cfg = launch(compose_rlec, tmp_path, "trainer.resume_mode=disable")
-    for given in (cfg, RunConfig.of(cfg)):
-        findings, _, _ = run_checks(given, check_paths=False)
-        assert "trainer.default_local_dir" in [f.key for f in findings if f.level == "error"], type(given).__name__
+    findings, _, _ = run_checks(RunConfig(cfg), check_paths=False)
+    assert "trainer.default_local_dir" in [f.key for f in findings if f.level == "error"]

@@ -12,6 +12,7 @@ from rlec.cluster.config_check import main
 from rlec.rules.settings_rules import CPU_WING_SWITCHES, early_errors, known_top_level_keys, settings_rules
 from rlec.settings import CpuSettings
 from rlec.config import CPU_LAYOUT, CPU_PRECISION, compose
+from rlec.run_config import RunConfig
 
 ACTOR = "actor_rollout_ref.actor"
 # settings that passed every early check before (issue 24): key refused, the override that sets it
@@ -34,7 +35,7 @@ REFUSED = [
 
 @pytest.mark.parametrize(("key", "override", "rule"), REFUSED)
 def test_settings_that_passed_the_early_checks_are_refused_with_key_value_and_rule(tmp_path, capsys, key, override, rule):
-    errors = early_errors(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", override]), [override])
+    errors = early_errors(RunConfig(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", override])), [override])
     assert errors and errors[0].key == key and re.search(rule, errors[0].message), errors  # make run's layout too
     out = tmp_path / "resolved.yaml"
     assert main(["layout=tiny_1gpu", "--output", str(out), "--record-layout", override]) == 2
@@ -46,7 +47,7 @@ def test_settings_that_passed_the_early_checks_are_refused_with_key_value_and_ru
 def test_the_committed_algorithms_and_verls_other_estimators_pass():
     for overrides in (["algorithm=passk"], ["algorithm=[e3,rlve]"], ["algorithm.adv_estimator=rloo"],
                       [f"{ACTOR}.policy_loss.loss_mode=gspo", f"{ACTOR}.loss_agg_mode=seq-mean-token-mean"]):
-        assert settings_rules(compose(overrides)) == [], overrides
+        assert settings_rules(RunConfig(compose(overrides))) == [], overrides
 
 
 def test_known_top_level_keys_are_verls_sections_and_rlecs():
@@ -82,7 +83,7 @@ ISSUE_55 = [
 @pytest.mark.parametrize(("overrides", "key", "rule"), ISSUE_55)
 def test_issue_55_settings_are_refused_with_key_value_and_rule_before_any_write(tmp_path, capsys, overrides, key, rule):
     cpu = [f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}"]
-    errors = early_errors(compose([*cpu, *overrides]), list(overrides))
+    errors = early_errors(RunConfig(compose([*cpu, *overrides])), list(overrides))
     assert [e.key for e in errors] == [key] and re.search(rule, errors[0].message), errors
     out = tmp_path / "resolved.yaml"
     rc = main([*cpu, "--skip-path-checks", "--output", str(out), "--record-layout", *overrides])
@@ -102,7 +103,7 @@ def test_issue_55_settings_are_refused_with_key_value_and_rule_before_any_write(
     ("transfer_queue.backend.SimpleStorage.total_storage_size=null", "actor_rollout_ref.rollout.n=1000000"),  # unbounded
 ])
 def test_the_bounds_themselves_pass(overrides):
-    assert early_errors(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", *overrides])) == []
+    assert early_errors(RunConfig(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", *overrides]))) == []
 
 
 @pytest.mark.parametrize("name", CPU_WING_SWITCHES)
@@ -111,11 +112,11 @@ def test_the_cpu_wings_settings_are_refused_on_a_gpu_layout_and_kept_on_the_cpu_
     platform: on a GPU layout ``rlec.cpu.<name>`` would have been ignored without a word; now it is refused naming the
     key and the device. The CPU layout (trainer.device=cpu) keeps it."""
     override = f"++rlec.cpu.{name}=0.25"
-    found = settings_rules(compose(["layout=tiny_1gpu", override]))
+    found = settings_rules(RunConfig(compose(["layout=tiny_1gpu", override])))
     assert [f.key for f in found] == [f"rlec.cpu.{name}"], found
     assert "trainer.device=cuda" in found[0].message and "layout=cpu" in found[0].message
-    assert settings_rules(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", f"rlec.cpu.{name}=0.25"])) == []
-    assert settings_rules(compose(["layout=tiny_1gpu"])) == []  # the defaults (0) pass on a GPU layout
+    assert settings_rules(RunConfig(compose([f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", f"rlec.cpu.{name}=0.25"]))) == []
+    assert settings_rules(RunConfig(compose(["layout=tiny_1gpu"]))) == []  # the defaults (0) pass on a GPU layout
 
 
 @pytest.mark.parametrize("name", CPU_WING_SWITCHES)
@@ -123,5 +124,5 @@ def test_a_cpu_wing_switch_at_its_dataclass_default_passes_on_a_gpu_layout(name)
     """The rule compares each switch with :class:`rlec.settings.CpuSettings`' default (one default per setting), so
     writing the default out on a GPU layout is no error; the switches are CpuSettings' fields (a rename fails here)."""
     default = {f.name: f.default for f in dataclasses.fields(CpuSettings)}[name]
-    assert settings_rules(compose(["layout=tiny_1gpu", f"++rlec.cpu.{name}={default}"])) == []
-    assert settings_rules(compose(["layout=tiny_1gpu", f"++rlec.cpu.{name}={default + 0.5}"]))[0].key == f"rlec.cpu.{name}"
+    assert settings_rules(RunConfig(compose(["layout=tiny_1gpu", f"++rlec.cpu.{name}={default}"]))) == []
+    assert settings_rules(RunConfig(compose(["layout=tiny_1gpu", f"++rlec.cpu.{name}={default + 0.5}"])))[0].key == f"rlec.cpu.{name}"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from rlec.cluster.paths import path_findings, steps_findings
+from rlec.run_config import RunConfig
 
 
 def _cfg(steps: int | None, epochs: int = 1, batch: int = 8, **extra) -> dict:
@@ -19,28 +20,28 @@ def _cfg(steps: int | None, epochs: int = 1, batch: int = 8, **extra) -> dict:
 
 
 def test_more_steps_than_the_epochs_hold_are_refused_naming_the_epochs_that_would_hold_them() -> None:
-    assert steps_findings(_cfg(4), rows=32) == []  # 32 rows / 8 = 4 steps a pass
-    assert steps_findings(_cfg(20, epochs=5), rows=32) == []
-    assert steps_findings(_cfg(None), rows=32) == []  # verl's own count: len(loader) x epochs
-    (found,) = steps_findings(_cfg(20), rows=32)
+    assert steps_findings(RunConfig(_cfg(4)), rows=32) == []  # 32 rows / 8 = 4 steps a pass
+    assert steps_findings(RunConfig(_cfg(20, epochs=5)), rows=32) == []
+    assert steps_findings(RunConfig(_cfg(None)), rows=32) == []  # verl's own count: len(loader) x epochs
+    (found,) = steps_findings(RunConfig(_cfg(20)), rows=32)
     assert found.level == "error" and found.key == "trainer.total_training_steps"
     assert "trainer.total_epochs=1" in found.message and "give 4" in found.message
     assert "set trainer.total_epochs=5 (TOTAL_EPOCHS=5) or at most 4 steps" in found.message
     # the last partial batch is dropped (verl's drop_last=True): 39 rows are still 4 steps of 8
-    (found,) = steps_findings(_cfg(5), rows=39)
+    (found,) = steps_findings(RunConfig(_cfg(5)), rows=39)
     assert "= 4 a pass" in found.message and "total_epochs=2" in found.message
     # data.gen_batch_size, when set, is what verl's loader batches by
-    assert steps_findings(_cfg(2, batch=8, data={"gen_batch_size": 16}), rows=32) == []
-    assert steps_findings(_cfg(3, batch=8, data={"gen_batch_size": 16}), rows=32)
+    assert steps_findings(RunConfig(_cfg(2, batch=8, data={"gen_batch_size": 16})), rows=32) == []
+    assert steps_findings(RunConfig(_cfg(3, batch=8, data={"gen_batch_size": 16})), rows=32)
 
 
 def test_fewer_rows_than_a_batch_run_no_step() -> None:
-    (found,) = steps_findings(_cfg(1, batch=64), rows=32)
+    (found,) = steps_findings(RunConfig(_cfg(1, batch=64)), rows=32)
     assert found.key == "data.train_batch_size" and "no step would run" in found.message
 
 
 def test_an_algorithm_serving_its_own_prompts_is_not_bound_by_the_files() -> None:
-    assert steps_findings(_cfg(100, rlec={"rlve": {"enable": True}}), rows=32) == []
+    assert steps_findings(RunConfig(_cfg(100, rlec={"rlve": {"enable": True}})), rows=32) == []
 
 
 def test_path_findings_counts_every_train_file(tmp_path: Path, sample_data_dir: Path) -> None:
@@ -52,13 +53,13 @@ def test_path_findings_counts_every_train_file(tmp_path: Path, sample_data_dir: 
            "trainer": {"default_local_dir": str(tmp_path / "ckpt"), "total_epochs": 1}}
     steps = lambda findings: [f for f in findings if f.key == "trainer.total_training_steps"]  # noqa: E731
     cfg["trainer"]["total_training_steps"] = (2 * rows) // 8
-    assert steps(path_findings(cfg)[0]) == []
+    assert steps(path_findings(RunConfig(cfg))[0]) == []
     cfg["trainer"]["total_training_steps"] = (2 * rows) // 8 + 1
-    (found,) = steps(path_findings(cfg)[0])
+    (found,) = steps(path_findings(RunConfig(cfg))[0])
     assert f"{2 * rows:,} rows" in found.message
 
 
 def test_less_than_a_batch_is_refused_without_a_step_count_too() -> None:
     """verl's own count (len(loader) x epochs) is then 0: nothing would train."""
-    (found,) = steps_findings(_cfg(None, batch=64), rows=32)
+    (found,) = steps_findings(RunConfig(_cfg(None, batch=64)), rows=32)
     assert found.key == "data.train_batch_size"

@@ -28,11 +28,11 @@ def test_bypass_mode_is_refused_where_an_algorithm_reads_actor_entropy(compose_r
     """verl's bypass mode logs no actor/entropy; E3's temperature and Pass@k's switch would then steer by nothing
     (E3's controller skips a step without it): both are refused by name; Pass@k without the switch reads none."""
     bypass = f"{BYPASS_KEY}=true"
-    e3 = [str(f) for f in E3.check(RunConfig.of(compose_rlec("algorithm=e3", bypass))) if f.level == "error"]
+    e3 = [str(f) for f in E3.check(RunConfig(compose_rlec("algorithm=e3", bypass))) if f.level == "error"]
     assert any(BYPASS_KEY in f and "rlec.e3.temperature reads" in f for f in e3), e3
-    assert not [f for f in E3.check(RunConfig.of(compose_rlec("algorithm=e3"))) if f.level == "error"]
+    assert not [f for f in E3.check(RunConfig(compose_rlec("algorithm=e3"))) if f.level == "error"]
     switch = ("algorithm=passk", "rlec.passk.switch.enable=true", "rlec.passk.switch.entropy_threshold=0.3")
-    passk = [str(f) for f in PassK.check(RunConfig.of(compose_rlec(*switch, bypass))) if f.level == "error"]
+    passk = [str(f) for f in PassK.check(RunConfig(compose_rlec(*switch, bypass))) if f.level == "error"]
     assert any(BYPASS_KEY in f and "rlec.passk.switch reads" in f for f in passk), passk
-    assert not [f for f in PassK.check(RunConfig.of(compose_rlec(*switch))) if f.level == "error"]
-    assert not [f for f in PassK.check(RunConfig.of(compose_rlec("algorithm=passk", bypass))) if f.level == "error"]
+    assert not [f for f in PassK.check(RunConfig(compose_rlec(*switch))) if f.level == "error"]
+    assert not [f for f in PassK.check(RunConfig(compose_rlec("algorithm=passk", bypass))) if f.level == "error"]

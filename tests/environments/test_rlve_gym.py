@@ -20,6 +20,7 @@ from rlec.environments.check import check_environments, cost_markdown, perturb, 
 from rlec.environments.gym_pool import GenerationFailed, GymPool, shared_gym_pool
 from rlec.environments.rlve_gym import DEFAULT_PROMPT_TOKENS, cap_for, gym_identifiers, levels, refusal
 from rlec.grading import grade
+from rlec.run_config import RunConfig
 
 MAZE = "rlve_gym:Maze"
 
@@ -156,7 +157,7 @@ def test_the_cpu_runs_config_evaluation_set_and_metric_groups_take_rlve_gym_name
     def cpu_run(environments: str):
         overrides = [f"layout={CPU_LAYOUT}", f"precision={CPU_PRECISION}", "algorithm=rlve", f"rlec.rlve.environments=[{environments}]"]
         cfg = compose(overrides)
-        return cfg, early_errors(cfg, overrides)
+        return cfg, early_errors(RunConfig(cfg), overrides)
 
     cfg, errors = cpu_run("rlve_gym:Maze,sorting")
     assert not errors and list(cfg.rlec.rlve.environments) == [MAZE, "sorting"]

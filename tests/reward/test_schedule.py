@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlec.reward.schedule import EVALUATION_B, LinearSchedule, schedule_from_config, schedule_length
+from rlec.run_config import RunConfig
 
 
 def test_schedule_values() -> None:
@@ -31,10 +32,10 @@ def test_schedule_rejects_bad_settings(kwargs) -> None:
 
 def test_schedule_from_config_reads_the_rlec_keys_and_the_step_count() -> None:
     cfg = {"trainer": {"total_training_steps": 11}, "rlec": {"schedule": {"start_value": 0.5, "end_value": 1.0, "start_step": 1}}}
-    s = schedule_from_config(cfg)
+    s = schedule_from_config(RunConfig(cfg))
     assert (s.end_step, s(1), s(6), s(11), s(99)) == (11, 0.5, 0.75, 1.0, 1.0)
-    assert schedule_length({"rlec": {"schedule": {"end_step": 5}}, "trainer": {"total_training_steps": 11}}) == 5
+    assert schedule_length(RunConfig({"rlec": {"schedule": {"end_step": 5}}, "trainer": {"total_training_steps": 11}})) == 5
 
 
 def test_evaluation_scores_with_the_end_of_the_schedule() -> None:
-    assert EVALUATION_B == 1.0 == schedule_from_config({"trainer": {"total_training_steps": 3}})(3)
+    assert EVALUATION_B == 1.0 == schedule_from_config(RunConfig({"trainer": {"total_training_steps": 3}}))(3)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rlec.run_config import RunConfig
 
 pytestmark = pytest.mark.minutes(2.3)  # tests/conftest.py: the longest modules start first
 
@@ -121,14 +122,14 @@ def test_the_1x8_tiny_model_passes_the_1x8_layout_rules_and_the_1gpu_one_does_no
     from rlec.cluster.config_check import run_checks
 
     cfg = compose_rlec(*SMOKE_1X8, f"precision={precision}", "rlec.check.model_shape=tiny_qwen3_moe_1x8")
-    findings, _, _ = run_checks(cfg, check_paths=False)
+    findings, _, _ = run_checks(RunConfig(cfg), check_paths=False)
     assert [str(f) for f in findings if f.level == "error"] == []
     meg, rollout = cfg.actor_rollout_ref.actor.megatron, cfg.actor_rollout_ref.rollout
     assert (meg.tensor_model_parallel_size, meg.expert_model_parallel_size, meg.sequence_parallel) == (4, 8, True)
     assert rollout.expert_parallel_size == (4 if precision == "fp8" else 1)
     if precision == "fp8":
         assert meg.override_transformer_config.fp8_recipe == "blockwise" and rollout.quantization == "fp8"
-    old, _, _ = run_checks(compose_rlec(*SMOKE_1X8, f"precision={precision}", "rlec.check.model_shape=tiny_qwen3_moe"),
+    old, _, _ = run_checks(RunConfig(compose_rlec(*SMOKE_1X8, f"precision={precision}", "rlec.check.model_shape=tiny_qwen3_moe")),
                            check_paths=False)
     assert any("KV heads" in str(f) for f in old if f.level == "error")
 

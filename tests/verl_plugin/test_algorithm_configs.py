@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from rlec.cluster.config_check import run_checks
 from rlec.rules.checks import algorithm_overlay_rules, verl_algorithm_section
 from rlec.config import cluster_layouts, gpu_precisions, options
+from rlec.run_config import RunConfig
 
 LAYOUTS = cluster_layouts()
 PRECISIONS = gpu_precisions()
@@ -28,7 +29,7 @@ def test_committed_algorithm_overlays():
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_layout_precision_algorithm_composes_and_passes(compose_rlec, fp8_model, layout, precision, algorithm):
     cfg = compose_rlec(f"layout={layout}", f"precision={precision}", f"algorithm={algorithm}", *fp8_model(layout, precision))
-    findings, est, context = run_checks(cfg, check_paths=False)
+    findings, est, context = run_checks(RunConfig(cfg), check_paths=False)
     assert errors(findings) == []
     assert "algorithm" in context["verl_passed"] and "trainer.v1.trainer_mode" in context["verl_passed"]
     assert est is not None
@@ -83,7 +84,7 @@ INVALID = [
 
 @pytest.mark.parametrize(("overrides", "key", "message"), INVALID, ids=[m for _, _, m in INVALID])
 def test_impossible_algorithm_settings_are_refused(compose_rlec, overrides, key, message):
-    findings = algorithm_overlay_rules(compose_rlec(*overrides))
+    findings = algorithm_overlay_rules(RunConfig(compose_rlec(*overrides)))
     assert any(f.level == "error" and f.key == key and message in f.message for f in findings), [str(f) for f in findings]
 
 
@@ -91,11 +92,11 @@ def test_e3_temperature_bound_can_be_switched_off(compose_rlec):
     # the clip is rlec's safety bound, not part of E3: null on both sides accepts any T_0 > 0 (docs/e3.md)
     cfg = compose_rlec("algorithm=e3", "rlec.e3.temperature.min=null", "rlec.e3.temperature.max=null",
                        "actor_rollout_ref.rollout.temperature=1.8")
-    assert errors(algorithm_overlay_rules(cfg)) == []
+    assert errors(algorithm_overlay_rules(RunConfig(cfg))) == []
 
 
 def test_passk_with_e3_budget_warns_when_easy_prompts_get_no_more_than_k(compose_rlec):
-    findings = algorithm_overlay_rules(compose_rlec("algorithm=[e3,passk]", "rlec.passk.k=4"))
+    findings = algorithm_overlay_rules(RunConfig(compose_rlec("algorithm=[e3,passk]", "rlec.passk.k=4")))
     assert errors(findings) == []
     assert any(f.level == "warning" and f.key == "rlec.e3.budget.n_min" for f in findings)
 

@@ -118,13 +118,12 @@ def test_scripted_answers_read_the_settings_once_per_config_not_once_per_sample(
     ``rlec.cpu`` (1.2 ms CPU each, docs/speed.md). The read is now kept per config object; the scripts are unchanged."""
     from omegaconf import OmegaConf
 
-    from rlec import settings
-    from rlec.cpu import agent_loops
+    from rlec import run_config, settings
 
     calls = []
     real = settings.RlecSettings.from_config
     monkeypatch.setattr(settings.RlecSettings, "from_config", classmethod(lambda cls, cfg: calls.append(cfg) or real(cfg)))
-    monkeypatch.setattr(agent_loops, "_LAST_RUN", None)
+    monkeypatch.setattr(run_config, "_WORKER_RUN", None)
     config = OmegaConf.create({"rlec": {"cpu": {"scripted_fraction": 0.5}}})
     row = {"data_source": "math_dapo", "reward_model": {"ground_truth": "42"}}
     texts = []

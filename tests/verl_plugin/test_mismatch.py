@@ -47,7 +47,10 @@ class _Trainer(mm.MismatchAlarmMixin, _Base):
         super().__init__()
         from omegaconf import OmegaConf
 
+        from rlec.run_config import RunConfig
+
         self.config = OmegaConf.create({"rlec": {"check": {"mismatch_kl_alarm": 0.004, "mismatch_kl_stop": stop}}})
+        self.rlec_run = RunConfig(self.config)  # what rlec's trainers build at construction
         self.global_steps = 9
 
 

@@ -12,6 +12,7 @@ import torch
 
 from rlec.cpu import rollout_server as cr
 from rlec import probe_keys
+from rlec.run_config import RunConfig
 from rlec.verl_plugin import probe
 from rlec.cpu.rollout_scores import response_entropies
 
@@ -163,7 +164,7 @@ def test_the_graded_probe_uses_the_reward_managers_grader(tmp_path):
     texts = ["\\boxed{99 + 35}", "\\boxed{35+99}", "\\boxed{99 + 36}", "\\boxed{seven}",
              "\\boxed{88 + 2}", "\\boxed{100 + -10}", "", "\\boxed{0 + 90}"]
     tokenizer = SimpleNamespace(decode=lambda ids, skip_special_tokens: texts[ids[0]])
-    trainer = SimpleNamespace(tokenizer=tokenizer, config=OmegaConf.create({"rlec": {"grading": {"timeout_s": 5.0}}}))
+    trainer = SimpleNamespace(tokenizer=tokenizer, rlec_run=RunConfig(OmegaConf.create({"rlec": {"grading": {"timeout_s": 5.0}}})))
     settings = SimpleNamespace(samples=4, pass_k=2)
     got = probe.ProbeMixin._rlec_grade_probe(trainer, settings, [[i] for i in range(8)], (golds, sources, low_q))
     schedule = LinearSchedule(end_step=2)

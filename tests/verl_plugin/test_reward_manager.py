@@ -16,6 +16,7 @@ pytest.importorskip("verl")
 
 from rlec.reward.schedule import schedule_length  # noqa: E402
 from rlec.verl_plugin import RLECRewardManager, global_step_of  # noqa: E402
+from rlec.run_config import RunConfig  # noqa: E402
 
 JOB = Path(__file__).with_name("reward_loop_job.py")
 
@@ -116,7 +117,7 @@ def test_the_constructor_parses_rlecs_settings_once(compose_rlec, tiny_moe_dir, 
 
     monkeypatch.setattr(RlecSettings, "from_config", classmethod(counted))
     mgr = RLECRewardManager(config=compose_rlec(*job.OVERRIDES), tokenizer=None, compute_score=None)
-    assert len(calls) == 1 and mgr.schedule.end_step == schedule_length(compose_rlec(*job.OVERRIDES))
+    assert len(calls) == 1 and mgr.schedule.end_step == schedule_length(RunConfig(compose_rlec(*job.OVERRIDES)))
 
 
 def test_custom_reward_function_is_refused(compose_rlec, tiny_moe_dir, job):
@@ -139,12 +140,12 @@ def test_custom_reward_function_is_refused(compose_rlec, tiny_moe_dir, job):
     ],
 )
 def test_schedule_length_precedence(cfg, steps):
-    assert schedule_length(OmegaConf.create(cfg)) == steps
+    assert schedule_length(RunConfig(OmegaConf.create(cfg))) == steps
 
 
 def test_schedule_length_unknown_outside_trainer():
     with pytest.raises(ValueError, match="rlec.schedule.end_step or trainer.total_training_steps"):
-        schedule_length(OmegaConf.create({"actor_rollout_ref": {"actor": {"optim": {"total_training_steps": -1}}}}))
+        schedule_length(RunConfig(OmegaConf.create({"actor_rollout_ref": {"actor": {"optim": {"total_training_steps": -1}}}})))
 
 
 @pytest.mark.slow  # a child process that imports verl (~10 CPU-s)

@@ -7,6 +7,7 @@ import logging
 import pytest
 from omegaconf import OmegaConf
 
+from rlec.run_config import RunConfig
 from rlec.verl_plugin.state import load_state, resumed_folder, save_state, saving_folder
 
 
@@ -185,6 +186,7 @@ def test_verls_resume_finds_the_fallback_step_with_the_manifest_off(tmp_path):
     class Trainer(CheckpointIntegrityMixin, Base):
         config = OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path), "resume_mode": "auto"},
                                    "rlec": {"checkpoint": {"manifest": False}}, "actor_rollout_ref": {"actor": {}}})
+        rlec_run = RunConfig(config)  # what rlec's trainers build at construction
 
     _checkpoint(tmp_path, 2)
     _checkpoint(tmp_path, 5)
@@ -237,6 +239,7 @@ def test_a_full_disk_during_verls_save_is_one_enospc_error_and_the_rerun_resumes
     class Trainer(CheckpointIntegrityMixin, Base):
         config = OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path), "resume_mode": "auto"},
                                    "rlec": {"checkpoint": {"manifest": True}}, "actor_rollout_ref": {"actor": {}}})
+        rlec_run = RunConfig(config)  # what rlec's trainers build at construction
         global_steps = 3
 
     monkeypatch.setattr(rio, "_free_bytes", lambda path: 135 * 2**20)  # the writer freed its shard: room, it seems

@@ -105,6 +105,7 @@ def test_enabled_without_the_dataset_is_refused_at_init(compose_rlec, monkeypatc
     trainer = RLECSyncTrainer.__new__(RLECSyncTrainer)
     def fresh(config, dataset):
         trainer.config, trainer.train_dataset, trainer.rlec_algorithms = config, dataset, None
+        trainer.rlec_run = RunConfig(config)  # what the trainer's construction converts
 
     fresh(compose_rlec(RLVE), object())
     with pytest.raises(ValueError, match="data.custom_cls.path=pkg://rlec.verl_plugin.rlve_dataset"):
@@ -123,7 +124,7 @@ def test_enabled_without_the_dataset_is_refused_at_init(compose_rlec, monkeypatc
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_overlay_composes_with_every_layout_and_passes_the_checks(compose_rlec, fp8_model, layout, precision):
     cfg = compose_rlec(f"layout={layout}", f"precision={precision}", RLVE, *fp8_model(layout, precision))
-    findings, _, _ = run_checks(cfg, check_paths=False)
+    findings, _, _ = run_checks(RunConfig(cfg), check_paths=False)
     assert [str(f) for f in findings if f.level == "error"] == []
     assert cfg.data.dataloader_num_workers == 0  # also over tiny_1gpu's 2
     assert cfg.data.custom_cls.name == "RLVEDataset" and cfg.data.rlve.enable is True
@@ -144,13 +145,13 @@ RLVE_INVALID = [
 
 @pytest.mark.parametrize(("overrides", "key", "message"), RLVE_INVALID, ids=[m for _, _, m in RLVE_INVALID])
 def test_rlve_rule_refuses_what_would_break_the_controllers(compose_rlec, overrides, key, message):
-    findings = RLVEAlgorithm.check(RunConfig.of(compose_rlec(RLVE, *overrides)))
+    findings = RLVEAlgorithm.check(RunConfig(compose_rlec(RLVE, *overrides)))
     assert any(f.level == "error" and f.key == key and message in f.message for f in findings), [str(f) for f in findings]
 
 
 def test_rlve_rule_is_silent_when_disabled_and_warns_for_async_modes(compose_rlec):
-    assert RLVEAlgorithm.check(RunConfig.of(compose_rlec("data.dataloader_num_workers=2"))) == []
-    findings = RLVEAlgorithm.check(RunConfig.of(compose_rlec(RLVE, "trainer.v1.trainer_mode=rlec_colocate_async")))
+    assert RLVEAlgorithm.check(RunConfig(compose_rlec("data.dataloader_num_workers=2"))) == []
+    findings = RLVEAlgorithm.check(RunConfig(compose_rlec(RLVE, "trainer.v1.trainer_mode=rlec_colocate_async")))
     assert [f.level for f in findings] == ["warning"] and "exact in rlec_sync" in findings[0].message
 
 
