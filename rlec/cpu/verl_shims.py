@@ -25,7 +25,8 @@ What it does (1 at once, 2 and 3 each when the process imports the module concer
    padded micro-batches of this layout, every rank reading its own checkpoint shards on a resume at a data-parallel
    size > 1, verl's replay buffer polling for finished rollouts every 0.2 s instead of 2 s, a synchronous checkpoint save's results kept
    in-process (no spawn Manager per rank), verl's agent-loop workers waited for at the launch rather than in
-   step 1, Megatron-core's own CPU shims).
+   step 1, one reward call and one TransferQueue put per agent-loop chunk instead of per sample and the agent loop
+   built without hydra (:mod:`rlec.cpu.agent_loop_worker`), Megatron-core's own CPU shims).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 
 import torch
 
+from rlec.cpu.agent_loop_worker import AGENT_LOOP_CHUNKED_PUTS, AGENT_LOOP_DIRECT_BUILD
 from rlec.cpu.batch_device import BATCH_DEVICE_ONCE
 from rlec.cpu.bshd_padding import BSHD_PADDING_VECTORIZED
 from rlec.cpu.padded_forward import BSHD_ATTENTION_MASK, RESPONSE_ONLY_LOGITS, ROUTER_REPLAY_BSHD
@@ -417,6 +419,8 @@ VERL_SHIMS: tuple[Shim, ...] = (
          "creates its worker actors without waiting for their constructors (a Ray worker process importing verl's "
          "agent loop, the tokenizer), so step 1's rollout waited for them; waited for at the launch instead",
          _agent_loop_ready_needed, _agent_loop_ready_apply),
+    AGENT_LOOP_CHUNKED_PUTS,
+    AGENT_LOOP_DIRECT_BUILD,
     Shim("megatron_core_cpu", "megatron-core's CUDA assumptions (rlec.cpu.megatron_core.SHIMS)", _megatron_needed, _megatron_apply),
 )
 
@@ -447,6 +451,8 @@ SHIM_TRIGGERS: dict[str, str] = {
     "replay_buffer_poll": "verl.trainer.ppo.v1",  # the package: its probe reads trainer_base too
     "checkpoint_results_in_process": "verl.utils.checkpoint.megatron_checkpoint_manager",
     "agent_loop_workers_ready": "verl.experimental.agent_loop.agent_loop",
+    "agent_loop_chunked_puts": "verl.trainer.ppo.v1.agent_loop_tq",
+    "agent_loop_direct_build": "verl.trainer.ppo.v1.agent_loop_tq",
     "megatron_core_cpu": "megatron.core",
 }
 
