@@ -43,11 +43,15 @@ MODE_KEY = "trainer.v1.trainer_mode"
 # changes nothing in verl
 _RLEC_MODE = "rlec_trainer_mode"
 RLEC_MODE_KEY = f"trainer.v1.{_RLEC_MODE}"
+# rlec's trainers are registered as rlec_<verl's base mode> (rlec.verl_plugin.trainers; pinned by
+# tests/verl_plugin/test_trainer_metrics.py)
+RLEC_MODE_PREFIX = "rlec_"
 TEMPERATURE_KEY = "actor_rollout_ref.rollout.temperature"
 SCHEDULE_END_KEY = "rlec.schedule.end_step"
 
-__all__ = ["MODE_KEY", "RLEC_MODE_KEY", "SCHEDULE_END_KEY", "TEMPERATURE_KEY", "pin_schedule_end", "rlec_trainer_mode",
-           "set_base_trainer_mode", "write_rollout_temperature", "write_step_overrides"]
+__all__ = ["MODE_KEY", "RLEC_MODE_KEY", "RLEC_MODE_PREFIX", "SCHEDULE_END_KEY", "TEMPERATURE_KEY", "pin_schedule_end",
+           "rlec_trainer_mode", "set_base_trainer_mode", "verl_base_mode", "write_rollout_temperature",
+           "write_step_overrides"]
 
 
 def _v1_value(config: Any, name: str) -> Any:
@@ -80,6 +84,14 @@ def rlec_trainer_mode(config: Any) -> str:
     if mode is None:
         mode = _v1_value(config, "trainer_mode")
     return "" if mode is None else str(mode)
+
+
+def verl_base_mode(mode: str) -> str:
+    """The mode verl's trainer runs as for the trainer mode ``mode`` (rlec's or verl's): rlec's ``rlec_<base>`` is
+    ``<base>`` (``rlec_separate_async`` -> ``separate_async``, what :func:`set_base_trainer_mode` writes), verl's own as
+    given, "" as "". So a reader of ``trainer.v1.<mode>`` settings gets verl's section whether or not the base mode is
+    written yet (verl's trainer reads the config after rlec's trainer wrote it; rlec's trainer reads it before)."""
+    return mode.removeprefix(RLEC_MODE_PREFIX)
 
 
 def write_step_overrides(config: DictConfig, overrides: Mapping[str, Any]) -> None:

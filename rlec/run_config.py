@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rlec.config_base import select
-from rlec.config_writes import rlec_trainer_mode
+from rlec.config_writes import rlec_trainer_mode, verl_base_mode
 from rlec.settings import RlecSettings, plain, read_section
 
 T = TypeVar("T")
@@ -91,8 +91,9 @@ class VerlKeys:
     checkpoint_manifest: Any = _key("rlec.checkpoint.manifest", True)
     # wiring: the plugin, the weight bridge, FP8, Megatron's overrides
     env_vars: Any = _key(ENV_VARS, {})
-    # the mode verl reads, as the config holds it now: rlec's (rlec_sync) until rlec's trainer writes verl's base mode
-    # (sync) there; rlec's mode in either case is RunConfig.trainer_mode
+    # trainer.v1.trainer_mode as the config holds it when read: rlec's (rlec_sync) until rlec's trainer writes verl's
+    # base mode (sync) there, so rlec_sync in the trainer's own RunConfig (built before that write); rlec's mode in
+    # either case is RunConfig.trainer_mode, verl's base mode rlec.config_writes.verl_base_mode of it
     verl_trainer_mode: Any = _key("trainer.v1.trainer_mode", "")
     reward_manager: Any = _key("reward.reward_manager.name")
     use_mbridge: Any = _key(f"{MEGATRON}.use_mbridge", False)
@@ -163,8 +164,9 @@ class RunConfig:
             (the early rules' number and unknown-key rules); rlec's code reads the fields below.
         keys: every verl key rlec reads (:class:`VerlKeys`), raw.
         trainer_mode: rlec's ``trainer.v1.trainer_mode`` ("" when absent), also once rlec's trainer wrote verl's
-            base mode into the config (:func:`rlec.config_writes.rlec_trainer_mode`); the value verl reads is
-            ``keys.verl_trainer_mode``.
+            base mode into the config (:func:`rlec.config_writes.rlec_trainer_mode`); the mode verl's trainer runs as
+            is :func:`rlec.config_writes.verl_base_mode` of it. ``keys.verl_trainer_mode`` is the value the tree held
+            when read: rlec's mode in the trainer's own ``rlec_run`` (built before verl's base mode is written).
     """
 
     def __init__(self, tree: Any) -> None:
@@ -215,9 +217,10 @@ class RunConfig:
 
     @property
     def parameter_sync_step(self) -> Any:
-        """verl's ``trainer.v1.<mode>.parameter_sync_step`` of the mode the config holds (``sync`` when none; 1 when
-        absent or null): local updates per training step, raw."""
-        return select(self.tree, f"trainer.v1.{self.keys.verl_trainer_mode or 'sync'}.parameter_sync_step") or 1
+        """verl's ``trainer.v1.<mode>.parameter_sync_step`` of the mode verl's trainer runs as
+        (:func:`rlec.config_writes.verl_base_mode` of :attr:`trainer_mode`, before or after rlec's trainer wrote it;
+        ``sync`` when none; 1 when absent or null): local updates per training step, raw."""
+        return select(self.tree, f"trainer.v1.{verl_base_mode(self.trainer_mode) or 'sync'}.parameter_sync_step") or 1
 
     def enabled(self, section: str) -> bool:
         """An algorithm's switch: ``<section>.enable`` of the config (false when absent), e.g. ``rlec.e3``."""

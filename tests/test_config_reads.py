@@ -84,7 +84,6 @@ def test_each_check_reads_the_configs_verl_keys_once(compose_rlec, monkeypatch):
     assert len(reads) == 4
 
 
-
 def test_rlec_functions_take_a_run_config_never_a_tree_they_convert():
     """Issue 59: the process's config is converted once where the process gets it and handed on; no function takes
     "a RunConfig or a tree" and converts the tree itself (before: 19 such conversions, ``RunConfig.of``, behind
@@ -93,6 +92,7 @@ def test_rlec_functions_take_a_run_config_never_a_tree_they_convert():
 
     typed_either = [str(p.relative_to(REPO)) for p in sorted((REPO / "rlec").rglob("*.py")) if "RunConfig | Any" in p.read_text()]
     assert typed_either == [] and not hasattr(RunConfig, "of")
+
 
 def test_verl_keys_reads_each_field_from_its_key_and_a_missing_one_as_its_default():
     from rlec.run_config import VerlKeys

@@ -12,8 +12,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from rlec.run_config import RunConfig
-from rlec.config_writes import (pin_schedule_end, rlec_trainer_mode, set_base_trainer_mode, write_rollout_temperature,
-                                write_step_overrides)
+from rlec.config_writes import (pin_schedule_end, rlec_trainer_mode, set_base_trainer_mode, verl_base_mode,
+                                write_rollout_temperature, write_step_overrides)
 
 RLEC = Path(__file__).resolve().parents[1] / "rlec"
 # OmegaConf.<name>(...) calls that open or write a node; a plain assignment (cfg.a = 1, cfg["a"] = 1) is not seen: the
@@ -42,6 +42,9 @@ def test_the_base_mode_write_keeps_rlecs_mode_readable_for_rlecs_rules():
     assert copy.deepcopy(cfg).trainer.v1.trainer_mode == "sync"  # the state lives in the config: its copies keep it
     assert rlec_trainer_mode({"trainer": {"v1": {"trainer_mode": "sync"}}}) == "sync"  # a plain dict: as given
     assert rlec_trainer_mode({}) == ""
+    # the mode verl runs as, before and after the write (rlec's trainer reads its config before)
+    assert verl_base_mode(rlec_trainer_mode(_config())) == verl_base_mode(rlec_trainer_mode(cfg)) == "sync"
+    assert verl_base_mode("separate_async") == "separate_async" and verl_base_mode("") == ""
 
 
 def test_step_overrides_add_keys_verls_schema_lacks_and_the_temperature_replaces_its_value():

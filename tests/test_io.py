@@ -158,7 +158,6 @@ def test_atomic_write_text_gives_ordinary_permissions_and_leaves_no_temporary(tm
     assert [p.name for p in path.parent.iterdir()] == ["b.json"]
 
 
-
 def test_atomic_write_parquet_writes_pyarrows_bytes_and_a_full_disk_keeps_the_old_file(tmp_path: Path, monkeypatch) -> None:
     """The one atomic parquet writer (the pilot files, the pools, the experiments' stage rows): pyarrow's own bytes,
     written whole or not at all."""
@@ -174,6 +173,7 @@ def test_atomic_write_parquet_writes_pyarrows_bytes_and_a_full_disk_keeps_the_ol
     with pytest.raises(OSError, match="No space left on device"):
         atomic_write_parquet(pa.table({"q": ["c"], "n": [3]}), path)
     assert path.read_bytes() == expected.read_bytes() and [p.name for p in path.parent.iterdir()] == ["t.parquet"]
+
 
 def test_save_figure_writes_a_complete_png_and_closes_the_figure(tmp_path, monkeypatch) -> None:
     """A plot is written like every other output: complete or not at all, and its figure is freed."""

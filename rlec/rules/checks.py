@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Mapping
 
+from rlec.config_writes import RLEC_MODE_PREFIX
 from rlec.layout import (
     Finding,
     ParallelLayout,
@@ -132,7 +133,7 @@ def _wiring_rules(k: VerlKeys, hf_config: Mapping[str, Any] | None) -> _Findings
     out = _Findings()
     env = k.env_vars or {}
     mode = str(k.verl_trainer_mode)
-    uses_plugin = k.reward_manager == "rlec" or mode.startswith("rlec_")
+    uses_plugin = k.reward_manager == "rlec" or mode.startswith(RLEC_MODE_PREFIX)
     if uses_plugin and PLUGIN_MODULE not in str(env.get("VERL_USE_EXTERNAL_MODULES", "")).split(","):
         out.error(f"{ENV_VARS}.VERL_USE_EXTERNAL_MODULES", f"must list {PLUGIN_MODULE} so every Ray worker "
                   "registers rlec's reward manager and trainer")

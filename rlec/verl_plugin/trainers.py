@@ -173,7 +173,9 @@ class AlgorithmsMixin:
 
     Attributes:
         rlec_algorithms: the built algorithms in registry order (None until first needed).
-        rlec_run: the config read once (:class:`rlec.run_config.RunConfig`), after the resume rules.
+        rlec_run: the config read once (:class:`rlec.run_config.RunConfig`), after the resume rules and before
+            :class:`RLECMetricsMixin` writes verl's base mode: its ``keys.verl_trainer_mode`` is rlec's mode
+            (``rlec_sync``); ``trainer_mode`` and ``parameter_sync_step`` read alike before and after that write.
 
     Raises (at construction):
         ValueError: a resume that changes what the run optimises (:func:`rlec.rules.resume.apply_resume_rules`);

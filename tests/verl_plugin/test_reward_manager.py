@@ -135,6 +135,10 @@ def test_custom_reward_function_is_refused(compose_rlec, tiny_moe_dir, job):
         ({"trainer": {"total_training_steps": None, "v1": {"trainer_mode": "separate_async",
                                                            "separate_async": {"parameter_sync_step": 4}}},
           "actor_rollout_ref": {"actor": {"optim": {"total_training_steps": 400}}}}, 100),
+        # the same run as rlec's trainer reads it at construction, before it writes verl's base mode (rlec_run)
+        ({"trainer": {"total_training_steps": None, "v1": {"trainer_mode": "rlec_separate_async",
+                                                           "separate_async": {"parameter_sync_step": 4}}},
+          "actor_rollout_ref": {"actor": {"optim": {"total_training_steps": 400}}}}, 100),
         ({"trainer": {"v1": {"trainer_mode": "sync", "sync": {}}},
           "actor_rollout_ref": {"actor": {"optim": {"total_training_steps": 586}}}}, 586),
     ],

@@ -34,6 +34,9 @@ def test_registered_trainer_behaves_as_its_base_mode(compose_rlec, tiny_moe_dir,
 
     assert type(ours.replay_buffer) is ORDERED[type(verls.replay_buffer)]
     assert ours.parameter_sync_step == verls.parameter_sync_step
+    # the trainer's own RunConfig, built before verl's base mode is written, reads the base mode's section too
+    assert ours.rlec_run.keys.verl_trainer_mode == f"rlec_{mode}"
+    assert ours.rlec_run.parameter_sync_step == verls.parameter_sync_step
     assert isinstance(ours, get_trainer_cls(mode))
 
 
