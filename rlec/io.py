@@ -149,7 +149,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     return path
 
 
-def atomic_write_parquet(table: Any, path: str | os.PathLike[str]) -> Path:
+def atomic_write_parquet(path: str | os.PathLike[str], table: Any) -> Path:
     """A pyarrow ``Table`` as the parquet file ``path`` (pyarrow's default writer settings), atomically: written whole
     into memory, then :func:`atomic_write_bytes` (readers see the old file or the complete new one).
 

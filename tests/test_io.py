@@ -167,11 +167,11 @@ def test_atomic_write_parquet_writes_pyarrows_bytes_and_a_full_disk_keeps_the_ol
     table = pa.table({"q": ["a", "b"], "n": [1, 2]})
     expected = tmp_path / "direct.parquet"
     pq.write_table(table, expected)
-    path = atomic_write_parquet(table, tmp_path / "out" / "t.parquet")
+    path = atomic_write_parquet(tmp_path / "out" / "t.parquet", table)
     assert path.read_bytes() == expected.read_bytes() and [p.name for p in path.parent.iterdir()] == ["t.parquet"]
     monkeypatch.setattr(os, "fsync", _full_disk)
     with pytest.raises(OSError, match="No space left on device"):
-        atomic_write_parquet(pa.table({"q": ["c"], "n": [3]}), path)
+        atomic_write_parquet(path, pa.table({"q": ["c"], "n": [3]}))
     assert path.read_bytes() == expected.read_bytes() and [p.name for p in path.parent.iterdir()] == ["t.parquet"]
 
 

@@ -202,7 +202,7 @@ def write_stage_rows(train: Path, rows: Sequence[int], path: Path) -> Path:
     from rlec.io import atomic_write_parquet
 
     frame = pd.read_parquet(train).iloc[list(rows)].reset_index(drop=True)
-    return atomic_write_parquet(pa.Table.from_pandas(frame, preserve_index=False), path)
+    return atomic_write_parquet(path, pa.Table.from_pandas(frame, preserve_index=False))
 
 
 def arm_errors(exp: Experiment, arms: list[str], steps: int) -> list[str]:

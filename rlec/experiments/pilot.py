@@ -104,7 +104,7 @@ def write_samples(samples: Sequence[Any], path: Path) -> Path:
     from rlec.data.writer import to_table
     from rlec.io import atomic_write_parquet
 
-    return atomic_write_parquet(to_table(samples), path)
+    return atomic_write_parquet(path, to_table(samples))
 
 
 def read_pilot(path: Path) -> dict[str, Any]:
@@ -238,7 +238,7 @@ def write_pool_rows(rows: Sequence[dict[str, Any]], path: Path, low_q: Sequence[
     table = rows_table(rows)
     if low_q is not None:
         table = table.append_column("low_q", pa.array([bool(x) for x in low_q], type=pa.bool_()))
-    return atomic_write_parquet(table, path)
+    return atomic_write_parquet(path, table)
 
 
 def write_pool_probe_set(path: Path, exp: Any, pilot: dict[str, Any] | None) -> Path:
