@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 from rlec.config_base import TRACKER
 from rlec.io import error_chain, step_folders
+from rlec.machine import write_environment
 from rlec.metrics_log import METRICS_FILE, read_metrics
 from rlec.run_stop import RunStopError
 
@@ -294,6 +295,7 @@ def launch_check(argv: Sequence[str]) -> list[str]:
         raise SystemExit(status)
     if ours.launch_record is not None:
         atomic_write_text(ours.launch_dir / "git.txt", ours.launch_record.rstrip("\n") + "\n")
+    write_environment(ours.launch_dir)  # the machine and installation: two boxes can part by rounding (rlec.machine)
     if ours.launch_note:
         print(ours.launch_note, file=sys.stderr, flush=True)
     _tee_console(ours.launch_dir / "train.log")

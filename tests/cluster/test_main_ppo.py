@@ -5,6 +5,7 @@ propagates unchanged. In-process: real ``RayTaskError`` objects, built as Ray's 
 from __future__ import annotations
 
 import errno
+import json
 import sys
 import traceback
 import types
@@ -214,6 +215,8 @@ def test_a_passing_launch_check_writes_the_folder_then_tees(tmp_path, capsys, mo
                                       "--launch-note", "launch t: note", "--skip-path-checks", "--", *hydra])
     assert returned == hydra
     assert (run / "git.txt").read_text() == "commit: abc\n"
+    env = json.loads((run / "environment.json").read_text())  # the machine and installation (rlec.machine)
+    assert env["packages"]["count"] > 0 and any(p.startswith("verl==") for p in env["packages"]["packages"])
     assert "trainer:" in (run / "config.yaml").read_text()
     assert len(teed) == 1 and teed[0][0] == run / "train.log"
     assert teed[0][1].rstrip().endswith("launch t: note")  # printed before the tee: the console's, not train.log's
