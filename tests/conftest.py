@@ -309,6 +309,23 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def run_job(repo_root: Path):
+    """``run_job(job)``: a test's job script (a Ray / TransferQueue scenario) run as ``python job`` in its own process
+    with the checkout on ``PYTHONPATH``; returns the JSON object after its last ``RESULT `` line, and fails the test,
+    with the tails of its output, when it exits non-zero or prints none."""
+    import json
+    import subprocess
+
+    def run(job: Path, timeout_s: float = 600) -> dict:
+        proc = subprocess.run([sys.executable, str(job)], env=os.environ | {"PYTHONPATH": str(repo_root)},
+                              capture_output=True, text=True, timeout=timeout_s)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+        assert proc.returncode == 0 and lines, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        return json.loads(lines[-1][len("RESULT "):])
+    return run
+
+
+@pytest.fixture(scope="session")
 def qwen_tokenizer():
     """The bundled real Qwen3 tokenizer (no download)."""
     from rlec.models import load_tokenizer

@@ -15,9 +15,6 @@ import asyncio
 import hashlib
 import importlib.util
 import inspect
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -247,15 +244,9 @@ def test_drift_verls_agent_loop_sources_are_the_ones_read():
 
 
 @pytest.mark.slow
-def test_real_transfer_queue_holds_the_same_rows_after_the_chunked_put():
+def test_real_transfer_queue_holds_the_same_rows_after_the_chunked_put(run_job):
     """verl's per-sample puts and the chunk's one put, each into a real TransferQueue (Ray), read back with
     kv_batch_get: the same keys in the same order (kv_list) and the same values (agent_loop_tq_job.py)."""
-    repo_root = Path(__file__).resolve().parents[2]
-    job = Path(__file__).with_name("agent_loop_tq_job.py")
-    proc = subprocess.run([sys.executable, str(job)], env=os.environ | {"PYTHONPATH": str(repo_root)},
-                          capture_output=True, text=True, timeout=600)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = run_job(Path(__file__).with_name("agent_loop_tq_job.py"))
     assert result["puts"] == {"verl": 13, "chunked": 1}
     assert result["same_keys_in_order"] and result["same_tags"] and result["same_values"], result

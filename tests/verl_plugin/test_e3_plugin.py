@@ -289,19 +289,11 @@ def test_a_checkpoint_without_the_algorithms_state_file_warns_that_e3_starts_afr
 
 
 @pytest.mark.slow
-def test_step_records_round_trip_through_transfer_queue(repo_root):
+def test_step_records_round_trip_through_transfer_queue(run_job):
     """The fields E3 adds to each prompt come back from a real TransferQueue (Ray on CPU), padding dropped."""
-    import os
-    import subprocess
-    import sys
     from pathlib import Path
 
-    job = Path(__file__).with_name("e3_tq_job.py")
-    proc = subprocess.run([sys.executable, str(job)], env=os.environ | {"PYTHONPATH": str(repo_root)},
-                          capture_output=True, text=True, timeout=600)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = run_job(Path(__file__).with_name("e3_tq_job.py"))
     records = result["records"]
     assert [key for key, _ in records] == ["question_id:q-1"] * 2 + ["question_id:q-2"] * 3
     assert [info["correct"] for _, info in records] == [1.0, 0.0, 0.0, 1.0, 1.0]
