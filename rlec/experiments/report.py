@@ -448,10 +448,14 @@ def plot(exp: Experiment, result: dict[str, Any], path: Path) -> Path:
             point = [v[0] if v[0] is not None else np.nan for v in vals]
             err = [[p - (v[1] if v[1] is not None else p) for p, v in zip(point, vals)],
                    [(v[2] if v[2] is not None else p) - p for p, v in zip(point, vals)]]
-            ax.bar(x, point, width, yerr=err, capsize=2, color=colors[i % len(colors)], label=name)
+            # one seed has no interval: no error bar, rather than caps at the point that read as a tight interval
+            ax.bar(x, point, width, yerr=err if len(a["seeds"]) > 1 else None, capsize=2,
+                   color=colors[i % len(colors)], label=name)
         ax.set_xticks(np.arange(len(held)) + 0.4 - width / 2)
         ax.set_xticklabels([h.replace("held-out ", "") for h in held], fontsize=8, rotation=20)
-        ax.set_title("held-out (mean over seeds, 95% t-interval)", fontsize=10)
+        trained = sorted({len(a["seeds"]) for a in result["arms"].values() if a["seeds"]}) or [0]
+        ax.set_title("held-out (mean over seeds, 95% t-interval)" if trained[0] > 1
+                     else "held-out (an arm with one seed: no interval)", fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"{exp.name}{' (--quick: a few steps, not a result)' if result['quick'] else ''}", fontsize=11)
     fig.tight_layout()

@@ -122,6 +122,31 @@ def test_results_json_table_and_png_hold_every_figure_of_every_experiment(tmp_pa
         assert report.plot(exp, result, tmp_path / f"{name}.png").stat().st_size > 10_000
 
 
+def test_the_held_out_panel_draws_intervals_only_over_several_seeds(tmp_path: Path, monkeypatch) -> None:
+    """With one seed per arm there is no t-interval: the panel draws no error bars (it drew caps at the point, which
+    read as tight intervals in rlec_advantage's first figure) and its title says so; with two seeds it draws them."""
+    import matplotlib.axes
+
+    exp = cli.load("rlec_advantage")
+    rng = np.random.default_rng(0)
+    bars: list = []
+    titles: list[str] = []
+    real_bar, real_title = matplotlib.axes.Axes.bar, matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", lambda ax, *a, **k: (bars.append(k.get("yerr")), real_bar(ax, *a, **k))[1])
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title", lambda ax, t, *a, **k: (titles.append(t), real_title(ax, t, *a, **k))[1])
+    for seeds in ((0,), (0, 1)):
+        bars.clear()
+        titles.clear()
+        runs = {arm.name: [Run(arm.name, seed, [{"step": s} for s in (1, 2, 3, 4)], [[[1.0, 0.0]] * 4] * 4,
+                               {n: list(rng.random(6)) for n in exp.heldout.figures}) for seed in seeds] for arm in exp.arms}
+        report.plot(exp, report.summarise(exp, runs, quick=True), tmp_path / "f.png")
+        assert len(bars) == len(exp.arms)
+        if len(seeds) == 1:
+            assert bars == [None] * len(exp.arms) and "no interval" in titles[-1]
+        else:
+            assert all(b is not None for b in bars) and "95% t-interval" in titles[-1]
+
+
 def test_a_curve_missing_at_some_steps_is_null_in_strict_json() -> None:
     exp = cli.load("e3")
     held = {"pass@1": [1.0, 0.0], "pass@4": [1.0, 1.0], "pass@8": [1.0, 1.0]}
