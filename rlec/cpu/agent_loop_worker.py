@@ -42,7 +42,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from rlec.megatron.compat import Shim, is_patched, mark_patched
+from rlec.megatron.compat import Shim, is_patched, mark_patched, source_has
 
 __all__ = ["AGENT_LOOP_CHUNKED_PUTS", "AGENT_LOOP_DIRECT_BUILD", "AgentLoopChunk", "ChunkedPutsMixin",
            "DataProtoRows", "DeferringHandle", "DirectBuildMixin", "agent_loop_worker_class", "rebound",
@@ -416,16 +416,10 @@ def _install_worker_class(mixin: type) -> None:
     AgentLoopManagerTQ.__init__ = mark_patched(__init__, "agent_loop_worker_class")
 
 
-def _source(obj: Any) -> str:
-    import inspect
-
-    return inspect.getsource(inspect.unwrap(obj))
-
-
 def _manager_builds_verls_class() -> bool:
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
-    return "self.agent_loop_workers_class = AgentLoopWorkerTQ" in _source(AgentLoopManagerTQ.__init__)
+    return source_has(AgentLoopManagerTQ.__init__, "self.agent_loop_workers_class = AgentLoopWorkerTQ")
 
 
 def _chunked_puts_needed() -> bool:
@@ -433,18 +427,19 @@ def _chunked_puts_needed() -> bool:
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
     verl = verl_worker_class()
-    postprocess = _source(verl._agent_loop_postprocess)
+    postprocess = verl._agent_loop_postprocess
     return (_manager_builds_verls_class()
             # one put per sample, its TensorDict built by the module's list_of_dict_to_tensordict
-            and "await tq.async_kv_batch_put(" in postprocess and "list_of_dict_to_tensordict(fields)" in postprocess
-            and "await self._compute_score(outputs, kwargs=kwargs)" in postprocess
+            and source_has(postprocess, "await tq.async_kv_batch_put(")
+            and source_has(postprocess, "list_of_dict_to_tensordict(fields)")
+            and source_has(postprocess, "await self._compute_score(outputs, kwargs=kwargs)")
             # one reward call per sample, on a worker drawn from the handles
-            and "random.choice(self.reward_loop_worker_handles)" in _source(AgentLoopWorker._compute_score)
-            and ".compute_score.remote(data)" in _source(AgentLoopWorker._compute_score)
+            and source_has(AgentLoopWorker._compute_score, "random.choice(self.reward_loop_worker_handles)")
+            and source_has(AgentLoopWorker._compute_score, ".compute_score.remote(data)")
             # the reward worker's batch call scores each row as one compute_score call
-            and "self.compute_score(data[i : i + 1])" in _source(RewardLoopWorker.compute_score_batch)
+            and source_has(RewardLoopWorker.compute_score_batch, "self.compute_score(data[i : i + 1])")
             # prompt tasks created after generate_sequences's last await, kept in background_tasks
-            and "self.background_tasks.add(task)" in _source(verl.generate_sequences))
+            and source_has(verl.generate_sequences, "self.background_tasks.add(task)"))
 
 
 def _chunked_puts_apply() -> None:
@@ -454,7 +449,7 @@ def _chunked_puts_apply() -> None:
 def _direct_build_needed() -> bool:
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    return _manager_builds_verls_class() and "hydra.utils.instantiate(" in _source(AgentLoopWorker._run_agent_loop)
+    return _manager_builds_verls_class() and source_has(AgentLoopWorker._run_agent_loop, "hydra.utils.instantiate(")
 
 
 def _direct_build_apply() -> None:
