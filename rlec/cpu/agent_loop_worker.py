@@ -169,6 +169,7 @@ class AgentLoopChunk:
         self.poke()
 
     def enter(self, slot: _PromptSlot) -> None:
+        """A prompt task started (verl's ``_run_prompt``): its ``slot.n`` sessions are expected."""
         self.prompts_entered += 1
         self.expected += slot.n
 
@@ -178,6 +179,7 @@ class AgentLoopChunk:
         self.poke()
 
     def session_ended(self) -> None:
+        """A session (verl's ``_run_agent_loop``) returned or raised: it no longer holds the dispatch back."""
         self.ended += 1
         self.poke()
 
@@ -292,6 +294,7 @@ class DeferringHandle:
 
     @property
     def compute_score(self) -> Any:
+        """The handle's ``compute_score`` as verl calls it: ``.remote(data)``, deferred to the chunk in a session."""
         return types.SimpleNamespace(remote=self._compute_score_remote)
 
     def _compute_score_remote(self, data: Any) -> Any:
@@ -344,6 +347,7 @@ class ChunkedPutsMixin:
             self.reward_loop_worker_handles = [DeferringHandle(h) for h in self.reward_loop_worker_handles]
 
     async def generate_sequences(self, batch: Any) -> None:
+        """verl's ``generate_sequences``, its prompt tasks (and their sessions) sharing one :class:`AgentLoopChunk`."""
         chunk = AgentLoopChunk()
         token = _CHUNK.set(chunk)  # copied by the prompt tasks verl creates below
         before = set(self.background_tasks)
