@@ -185,8 +185,7 @@ class AgentLoopChunk:
 
     def _wait(self) -> asyncio.Future:
         self.waiting += 1
-        future = asyncio.get_running_loop().create_future()
-        return future
+        return asyncio.get_running_loop().create_future()
 
     def defer_score(self, handle: Any, data: Any) -> asyncio.Future:
         """The reward request ``handle.compute_score.remote(data)`` of a session, answered at the next dispatch."""
@@ -248,8 +247,8 @@ class AgentLoopChunk:
             self._answer(future, *answers[id(future)])
 
     async def _put(self, batch: list[tuple[dict[str, Any], asyncio.Future]]) -> None:
-        tq = _verl_tq_module().tq
-        to_tensordict = _verl_tq_module().list_of_dict_to_tensordict
+        verl = _verl_tq_module()
+        tq, to_tensordict = verl.tq, verl.list_of_dict_to_tensordict
         runs: list[list[tuple[dict[str, Any], asyncio.Future]]] = []
         last = None
         for request, future in batch:  # runs of rows one TensorDict can hold: one partition, the same fields
