@@ -159,7 +159,6 @@ class AgentLoopChunk:
     waiting: int = 0
     scores: list[tuple[Any, Any, asyncio.Future]] = field(default_factory=list)
     puts: list[tuple[dict[str, Any], asyncio.Future]] = field(default_factory=list)
-    calls: dict[str, int] = field(default_factory=lambda: {"compute_score_batch": 0, "async_kv_batch_put": 0})
     _task: asyncio.Task | None = None
 
     # --- accounting -------------------------------------------------------------------------------
@@ -234,7 +233,6 @@ class AgentLoopChunk:
 
         async def one_call(requests: list[tuple[Any, Any, asyncio.Future]]) -> None:
             handle = requests[0][0]
-            self.calls["compute_score_batch"] += 1
             try:
                 results = await handle.compute_score_batch.remote(DataProtoRows(data for _, data, _ in requests))
             except Exception as error:  # noqa: BLE001 - handed to every sample of the call, as verl's await would raise
@@ -262,7 +260,6 @@ class AgentLoopChunk:
             keys = [key for request, _ in run for key in request["keys"]]
             rows = [row for request, _ in run for row in request["fields"]]
             tags = None if run[0][0]["tags"] is None else [tag for request, _ in run for tag in request["tags"]]
-            self.calls["async_kv_batch_put"] += 1
             try:
                 meta = await tq.async_kv_batch_put(keys=keys, partition_id=run[0][0]["partition_id"],
                                                    fields=to_tensordict(rows), tags=tags)
