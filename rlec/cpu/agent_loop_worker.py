@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import sys
 import types
 from contextvars import ContextVar
@@ -59,8 +60,7 @@ _PROMPT: ContextVar["_PromptSlot | None"] = ContextVar("rlec_agent_loop_prompt",
 
 def verl_worker_class() -> type:
     """verl's ``AgentLoopWorkerTQ`` class itself (the module holds its Ray actor class)."""
-    module = sys.modules.get(VERL_TQ_MODULE) or __import__(VERL_TQ_MODULE, fromlist=["_"])
-    actor = module.AgentLoopWorkerTQ
+    actor = importlib.import_module(VERL_TQ_MODULE).AgentLoopWorkerTQ
     return actor.__ray_metadata__.modified_class.__ray_actor_class__
 
 
