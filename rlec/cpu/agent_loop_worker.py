@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import sys
 import types
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from rlec.megatron.compat import Shim, is_patched, mark_patched
+from rlec.megatron.compat import Shim, is_patched, mark_patched, source_has
 
 __all__ = ["AGENT_LOOP_CHUNKED_PUTS", "AGENT_LOOP_DIRECT_BUILD", "AgentLoopChunk", "ChunkedPutsMixin",
            "DataProtoRows", "DeferringHandle", "DirectBuildMixin", "agent_loop_worker_class", "rebound",
@@ -59,8 +60,7 @@ _PROMPT: ContextVar["_PromptSlot | None"] = ContextVar("rlec_agent_loop_prompt",
 
 def verl_worker_class() -> type:
     """verl's ``AgentLoopWorkerTQ`` class itself (the module holds its Ray actor class)."""
-    module = sys.modules.get(VERL_TQ_MODULE) or __import__(VERL_TQ_MODULE, fromlist=["_"])
-    actor = module.AgentLoopWorkerTQ
+    actor = importlib.import_module(VERL_TQ_MODULE).AgentLoopWorkerTQ
     return actor.__ray_metadata__.modified_class.__ray_actor_class__
 
 
@@ -159,7 +159,6 @@ class AgentLoopChunk:
     waiting: int = 0
     scores: list[tuple[Any, Any, asyncio.Future]] = field(default_factory=list)
     puts: list[tuple[dict[str, Any], asyncio.Future]] = field(default_factory=list)
-    calls: dict[str, int] = field(default_factory=lambda: {"compute_score_batch": 0, "async_kv_batch_put": 0})
     _task: asyncio.Task | None = None
 
     # --- accounting -------------------------------------------------------------------------------
@@ -169,6 +168,7 @@ class AgentLoopChunk:
         self.poke()
 
     def enter(self, slot: _PromptSlot) -> None:
+        """A prompt task started (verl's ``_run_prompt``): its ``slot.n`` sessions are expected."""
         self.prompts_entered += 1
         self.expected += slot.n
 
@@ -178,13 +178,13 @@ class AgentLoopChunk:
         self.poke()
 
     def session_ended(self) -> None:
+        """A session (verl's ``_run_agent_loop``) returned or raised: it no longer holds the dispatch back."""
         self.ended += 1
         self.poke()
 
     def _wait(self) -> asyncio.Future:
         self.waiting += 1
-        future = asyncio.get_running_loop().create_future()
-        return future
+        return asyncio.get_running_loop().create_future()
 
     def defer_score(self, handle: Any, data: Any) -> asyncio.Future:
         """The reward request ``handle.compute_score.remote(data)`` of a session, answered at the next dispatch."""
@@ -233,7 +233,6 @@ class AgentLoopChunk:
 
         async def one_call(requests: list[tuple[Any, Any, asyncio.Future]]) -> None:
             handle = requests[0][0]
-            self.calls["compute_score_batch"] += 1
             try:
                 results = await handle.compute_score_batch.remote(DataProtoRows(data for _, data, _ in requests))
             except Exception as error:  # noqa: BLE001 - handed to every sample of the call, as verl's await would raise
@@ -246,8 +245,8 @@ class AgentLoopChunk:
             self._answer(future, *answers[id(future)])
 
     async def _put(self, batch: list[tuple[dict[str, Any], asyncio.Future]]) -> None:
-        tq = _verl_tq_module().tq
-        to_tensordict = _verl_tq_module().list_of_dict_to_tensordict
+        verl = _verl_tq_module()
+        tq, to_tensordict = verl.tq, verl.list_of_dict_to_tensordict
         runs: list[list[tuple[dict[str, Any], asyncio.Future]]] = []
         last = None
         for request, future in batch:  # runs of rows one TensorDict can hold: one partition, the same fields
@@ -261,7 +260,6 @@ class AgentLoopChunk:
             keys = [key for request, _ in run for key in request["keys"]]
             rows = [row for request, _ in run for row in request["fields"]]
             tags = None if run[0][0]["tags"] is None else [tag for request, _ in run for tag in request["tags"]]
-            self.calls["async_kv_batch_put"] += 1
             try:
                 meta = await tq.async_kv_batch_put(keys=keys, partition_id=run[0][0]["partition_id"],
                                                    fields=to_tensordict(rows), tags=tags)
@@ -292,6 +290,7 @@ class DeferringHandle:
 
     @property
     def compute_score(self) -> Any:
+        """The handle's ``compute_score`` as verl calls it: ``.remote(data)``, deferred to the chunk in a session."""
         return types.SimpleNamespace(remote=self._compute_score_remote)
 
     def _compute_score_remote(self, data: Any) -> Any:
@@ -344,6 +343,7 @@ class ChunkedPutsMixin:
             self.reward_loop_worker_handles = [DeferringHandle(h) for h in self.reward_loop_worker_handles]
 
     async def generate_sequences(self, batch: Any) -> None:
+        """verl's ``generate_sequences``, its prompt tasks (and their sessions) sharing one :class:`AgentLoopChunk`."""
         chunk = AgentLoopChunk()
         token = _CHUNK.set(chunk)  # copied by the prompt tasks verl creates below
         before = set(self.background_tasks)
@@ -416,16 +416,10 @@ def _install_worker_class(mixin: type) -> None:
     AgentLoopManagerTQ.__init__ = mark_patched(__init__, "agent_loop_worker_class")
 
 
-def _source(obj: Any) -> str:
-    import inspect
-
-    return inspect.getsource(inspect.unwrap(obj))
-
-
 def _manager_builds_verls_class() -> bool:
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
-    return "self.agent_loop_workers_class = AgentLoopWorkerTQ" in _source(AgentLoopManagerTQ.__init__)
+    return source_has(AgentLoopManagerTQ.__init__, "self.agent_loop_workers_class = AgentLoopWorkerTQ")
 
 
 def _chunked_puts_needed() -> bool:
@@ -433,18 +427,19 @@ def _chunked_puts_needed() -> bool:
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
     verl = verl_worker_class()
-    postprocess = _source(verl._agent_loop_postprocess)
+    postprocess = verl._agent_loop_postprocess
     return (_manager_builds_verls_class()
             # one put per sample, its TensorDict built by the module's list_of_dict_to_tensordict
-            and "await tq.async_kv_batch_put(" in postprocess and "list_of_dict_to_tensordict(fields)" in postprocess
-            and "await self._compute_score(outputs, kwargs=kwargs)" in postprocess
+            and source_has(postprocess, "await tq.async_kv_batch_put(")
+            and source_has(postprocess, "list_of_dict_to_tensordict(fields)")
+            and source_has(postprocess, "await self._compute_score(outputs, kwargs=kwargs)")
             # one reward call per sample, on a worker drawn from the handles
-            and "random.choice(self.reward_loop_worker_handles)" in _source(AgentLoopWorker._compute_score)
-            and ".compute_score.remote(data)" in _source(AgentLoopWorker._compute_score)
+            and source_has(AgentLoopWorker._compute_score, "random.choice(self.reward_loop_worker_handles)")
+            and source_has(AgentLoopWorker._compute_score, ".compute_score.remote(data)")
             # the reward worker's batch call scores each row as one compute_score call
-            and "self.compute_score(data[i : i + 1])" in _source(RewardLoopWorker.compute_score_batch)
+            and source_has(RewardLoopWorker.compute_score_batch, "self.compute_score(data[i : i + 1])")
             # prompt tasks created after generate_sequences's last await, kept in background_tasks
-            and "self.background_tasks.add(task)" in _source(verl.generate_sequences))
+            and source_has(verl.generate_sequences, "self.background_tasks.add(task)"))
 
 
 def _chunked_puts_apply() -> None:
@@ -454,7 +449,7 @@ def _chunked_puts_apply() -> None:
 def _direct_build_needed() -> bool:
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    return _manager_builds_verls_class() and "hydra.utils.instantiate(" in _source(AgentLoopWorker._run_agent_loop)
+    return _manager_builds_verls_class() and source_has(AgentLoopWorker._run_agent_loop, "hydra.utils.instantiate(")
 
 
 def _direct_build_apply() -> None:
